@@ -1,0 +1,33 @@
+"""Typed access to parsed JSON, for the edges where provider data enters.
+
+Parsed JSON is `Any`; these helpers narrow it to what the code expects without silencing the
+type checker everywhere. Each returns a neutral value (`{}`, `[]`, `None`) when the shape
+differs, so a chunk of unexpected shape is passed over rather than crashing the stream.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+__all__ = ("as_dict", "as_int", "as_list", "as_str")
+
+
+def as_dict(value: object) -> dict[str, Any]:
+    """`value` if it is a JSON object, else `{}`."""
+    # cast: JSON object keys are always str; the values stay Any for the caller to narrow.
+    return cast("dict[str, Any]", value) if isinstance(value, dict) else {}
+
+
+def as_list(value: object) -> list[Any]:
+    """`value` if it is a JSON array, else `[]`."""
+    return cast("list[Any]", value) if isinstance(value, list) else []
+
+
+def as_str(value: object) -> str | None:
+    """`value` if it is a string, else `None`."""
+    return value if isinstance(value, str) else None
+
+
+def as_int(value: object) -> int | None:
+    """`value` if it is an integer (not a bool), else `None`."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,273 @@
+"""Every exception llm-worker raises, in one tree.
+
+```
+LLMWorkerError
+├── ProviderError                 a provider request failed
+│   ├── APIStatusError            the provider answered with an error (status, error_type)
+│   │   ├── InvalidRequestError       400 / 413 / 422: fix the request
+│   │   ├── AuthenticationError       401: the API key is missing or wrong
+│   │   ├── PermissionDeniedError     403
+│   │   ├── NotFoundError             404: unknown model or endpoint
+│   │   ├── RateLimitError            429, with `retry_after`
+│   │   ├── OverloadedError           529 / 503 / `overloaded_error`, also mid-stream
+│   │   ├── ServerError               other 5xx
+│   │   └── ContentFilterError        the provider blocked the prompt or the answer
+│   ├── APITimeoutError           no answer in time
+│   ├── APIConnectionError        could not reach the provider
+│   └── StreamError               the stream broke after it had begun
+│       ├── StreamInterruptedError    ended early, connection reset
+│       └── MalformedStreamError      data that does not parse
+├── ConfigurationError            a caller mistake: unknown model string, missing key, …
+├── InvalidMessagesError          a message or history that is not valid
+├── ToolError                     raised by a tool: becomes an error result for the model
+├── HookError                     a hook raised or timed out (names the hook)
+├── Aborted                       a hook aborted the run
+├── LimitExceededError            a loop bound was reached
+├── PauseStateError               a pause state that cannot be resumed
+└── BlobError                     a blob that cannot be stored or loaded
+    ├── BlobNotFoundError
+    └── InvalidBlobIdError
+```
+
+Foreign exceptions (httpx, JSON decoders) are translated at one seam each and chained with
+`raise … from exc`. No message or `repr` ever contains an API key.
+"""
+
+from __future__ import annotations
+
+__all__ = (
+    "APIConnectionError",
+    "APIStatusError",
+    "APITimeoutError",
+    "Aborted",
+    "AuthenticationError",
+    "BlobError",
+    "BlobNotFoundError",
+    "ConfigurationError",
+    "ContentFilterError",
+    "HookError",
+    "InvalidBlobIdError",
+    "InvalidMessagesError",
+    "InvalidRequestError",
+    "LLMWorkerError",
+    "LimitExceededError",
+    "MalformedStreamError",
+    "NotFoundError",
+    "OverloadedError",
+    "PauseStateError",
+    "PermissionDeniedError",
+    "ProviderError",
+    "RateLimitError",
+    "ServerError",
+    "StreamError",
+    "StreamInterruptedError",
+    "ToolError",
+)
+
+
+class LLMWorkerError(Exception):
+    """Base of every exception raised by llm-worker."""
+
+
+class ProviderError(LLMWorkerError):
+    """A request to an LLM provider failed.
+
+    Attributes:
+        message: What went wrong, for a person.
+        provider: The wire protocol (`"openai_chat"`, `"anthropic"`, …), if known.
+        status_code: The HTTP status, if an HTTP answer was received.
+        error_type: The provider's error type or code (`overloaded_error`, …), if given.
+        request_id: The provider's request id, if given (useful in a support ticket).
+        streamed: True when the failure came after the answer had begun streaming; such a
+            request is never retried silently.
+        retry_after: Seconds the provider asked to wait before trying again, if it said.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        status_code: int | None = None,
+        error_type: str | None = None,
+        request_id: str | None = None,
+        streamed: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+        self.status_code = status_code
+        self.error_type = error_type
+        self.request_id = request_id
+        self.streamed = streamed
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        where = f"{self.provider}: " if self.provider else ""
+        status = f" (HTTP {self.status_code})" if self.status_code is not None else ""
+        kind = f" [{self.error_type}]" if self.error_type else ""
+        return f"{where}{self.message}{status}{kind}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+    @property
+    def retryable(self) -> bool:
+        """Whether sending the same request again may succeed."""
+        return False
+
+
+class APIStatusError(ProviderError):
+    """The provider answered with an error status or an error object."""
+
+
+class InvalidRequestError(APIStatusError):
+    """The provider rejected the request as malformed (400, 413, 422): fix the request."""
+
+
+class AuthenticationError(APIStatusError):
+    """The API key is missing, wrong or revoked (401)."""
+
+
+class PermissionDeniedError(APIStatusError):
+    """The key may not use this model or endpoint (403)."""
+
+
+class NotFoundError(APIStatusError):
+    """Unknown model or endpoint (404)."""
+
+
+class RateLimitError(APIStatusError):
+    """Too many requests (429); `retry_after` says how long to wait, if the provider did."""
+
+    @property
+    def retryable(self) -> bool:
+        """Rate limits pass."""
+        return True
+
+
+class OverloadedError(APIStatusError):
+    """The provider is overloaded (Anthropic 529 / `overloaded_error`, 503), maybe mid-stream."""
+
+    @property
+    def retryable(self) -> bool:
+        """Overload passes."""
+        return True
+
+
+class ServerError(APIStatusError):
+    """The provider failed (5xx)."""
+
+    @property
+    def retryable(self) -> bool:
+        """Server errors are usually transient."""
+        return True
+
+
+class ContentFilterError(APIStatusError):
+    """The provider's safety filters blocked the prompt or the answer."""
+
+
+class APITimeoutError(ProviderError):
+    """The provider did not answer in time."""
+
+    @property
+    def retryable(self) -> bool:
+        """A timeout before the first byte may pass."""
+        return not self.streamed
+
+
+class APIConnectionError(ProviderError):
+    """The provider could not be reached (DNS, refused, TLS, reset before the answer)."""
+
+    @property
+    def retryable(self) -> bool:
+        """A connection failure before the first byte may pass."""
+        return not self.streamed
+
+
+class StreamError(ProviderError):
+    """The answer's stream broke after it had begun: what arrived before was delivered."""
+
+
+class StreamInterruptedError(StreamError):
+    """The stream ended before the provider said it was complete, or the connection reset."""
+
+
+class MalformedStreamError(StreamError):
+    """The stream carried data that does not parse as the protocol says."""
+
+
+class ConfigurationError(LLMWorkerError):
+    """A caller mistake in setting things up.
+
+    An unknown model string, a missing API key, a tool registered twice, an invalid option.
+    """
+
+
+class InvalidMessagesError(LLMWorkerError, ValueError):
+    """A message, a history or its JSON form is not valid."""
+
+
+class ToolError(LLMWorkerError):
+    """Raise from a tool to report a failure the model should read and act on.
+
+    The message becomes the text of an `is_error` tool result; the run goes on.
+    """
+
+
+class HookError(LLMWorkerError):
+    """A hook raised an exception or ran past its timeout.
+
+    Attributes:
+        hook: A name for the hook (its qualified name).
+        kind: Which hook point (`before_tool_call`, …).
+    """
+
+    def __init__(self, message: str, *, hook: str, kind: str) -> None:
+        super().__init__(message)
+        self.hook = hook
+        self.kind = kind
+
+
+class Aborted(LLMWorkerError):
+    """A hook aborted the run (`Abort(reason)`), after the on_abort hooks ran.
+
+    Attributes:
+        reason: The reason the hook gave.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class LimitExceededError(LLMWorkerError):
+    """A loop bound was reached (requests per run, on_turn_end continuations).
+
+    Attributes:
+        limit: Which limit (`max_requests`, `max_continuations`).
+        value: Its value.
+    """
+
+    def __init__(self, message: str, *, limit: str, value: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.value = value
+
+
+class PauseStateError(LLMWorkerError, ValueError):
+    """A pause state that cannot be loaded or resumed (bad JSON, unknown version, tools missing)."""
+
+
+class BlobError(LLMWorkerError):
+    """A blob could not be stored or loaded."""
+
+
+class BlobNotFoundError(BlobError, LookupError):
+    """No blob has this id."""
+
+
+class InvalidBlobIdError(BlobError, ValueError):
+    """The text is not a blob id (a UUID); it never names a file."""

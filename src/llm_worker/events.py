@@ -1,0 +1,352 @@
+"""The normalized event model: what every provider client yields.
+
+A provider client turns one streaming HTTP response into a flat stream of these events. There
+are two families:
+
+- meta events, dispatched at once: [`PingEvent`][], [`UsageEvent`][], [`StatusEvent`][],
+  [`ErrorEvent`][];
+- block events, which describe the content of the answer block by block:
+  [`BlockStart`][] → [`BlockDelta`][]* → [`BlockStop`][] (or [`BlockAbort`][]).
+
+Rules every client keeps: at most one block is open at a time; blocks arrive in order with
+indexes 0, 1, 2, … (the position of the block in the answer); the stop reason of the response
+rides on the `BlockStop` of its last block (earlier stops carry `None`); a failure gives a
+`BlockAbort` for the open block, an `ErrorEvent`, a FAILED `StatusEvent`, then an exception.
+
+These types are created once per streamed chunk: they are slotted dataclasses, cheap to build.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TypeAlias
+
+__all__ = (
+    "BlockAbort",
+    "BlockDelta",
+    "BlockMetadata",
+    "BlockStart",
+    "BlockStop",
+    "BlockType",
+    "Delta",
+    "ErrorEvent",
+    "Event",
+    "InputJsonDelta",
+    "PingEvent",
+    "ResponseStatus",
+    "SignatureDelta",
+    "StatusEvent",
+    "StopReason",
+    "TextDelta",
+    "TextMetadata",
+    "ThinkingDelta",
+    "ThinkingMetadata",
+    "ToolResultMetadata",
+    "ToolUseMetadata",
+    "UsageEvent",
+)
+
+
+class ResponseStatus(StrEnum):
+    """The lifecycle of one streamed response."""
+
+    STARTED = "started"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+class BlockType(StrEnum):
+    """The kind of a content block."""
+
+    TEXT = "text"
+    THINKING = "thinking"
+    TOOL_USE = "tool_use"
+    TOOL_RESULT = "tool_result"
+
+
+class StopReason(StrEnum):
+    """Why the model stopped generating.
+
+    The first four are the portable reasons. The others are provider-specific reasons that are
+    kept visibly rather than folded into a portable one; the provider's own spelling is always
+    available as `BlockStop.raw_stop_reason`.
+    """
+
+    END_TURN = "end_turn"
+    MAX_TOKENS = "max_tokens"
+    STOP_SEQUENCE = "stop_sequence"
+    TOOL_USE = "tool_use"
+    PAUSE_TURN = "pause_turn"
+    """Anthropic: a long-running server tool paused the turn; send the answer back to go on."""
+    REFUSAL = "refusal"
+    """The model refused (Anthropic `refusal`)."""
+    CONTENT_FILTER = "content_filter"
+    """A provider filter cut the answer (OpenAI `content_filter`, Gemini `SAFETY` …)."""
+    OTHER = "other"
+    """A reason this library does not know; see `raw_stop_reason`."""
+
+
+@dataclass(slots=True)
+class PingEvent:
+    """A keep-alive from the provider.
+
+    Attributes:
+        timestamp: Seconds since the epoch when the client saw the ping, if known.
+    """
+
+    timestamp: float | None = None
+
+
+@dataclass(slots=True)
+class UsageEvent:
+    """Token usage of the response so far, with the same meaning on every provider.
+
+    Each `UsageEvent` is a snapshot for the current response: a field that is `None` is not
+    (yet) known, and the last non-`None` value of each field is the response's total.
+    A provider that reports usage several times (Anthropic at the start and the end, Gemini in
+    every chunk) gives several snapshots; consumers keep the latest value per field.
+
+    Attributes:
+        input_tokens: Every prompt token, cached ones included (Anthropic reports cached tokens
+            apart; clients add them back so this number means the same everywhere).
+        output_tokens: Generated tokens, reasoning/thinking tokens included.
+        total_tokens: `input_tokens + output_tokens` when the provider says so.
+        cache_read_input_tokens: The part of `input_tokens` read from the prompt cache.
+        cache_creation_input_tokens: The part of `input_tokens` written to the prompt cache.
+        reasoning_tokens: The part of `output_tokens` spent on reasoning, where reported.
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+    def updated(self, newer: UsageEvent) -> UsageEvent:
+        """Return this snapshot overlaid with the non-`None` fields of a newer one."""
+        return UsageEvent(
+            input_tokens=_pick(newer.input_tokens, self.input_tokens),
+            output_tokens=_pick(newer.output_tokens, self.output_tokens),
+            total_tokens=_pick(newer.total_tokens, self.total_tokens),
+            cache_read_input_tokens=_pick(
+                newer.cache_read_input_tokens, self.cache_read_input_tokens
+            ),
+            cache_creation_input_tokens=_pick(
+                newer.cache_creation_input_tokens, self.cache_creation_input_tokens
+            ),
+            reasoning_tokens=_pick(newer.reasoning_tokens, self.reasoning_tokens),
+        )
+
+    def __add__(self, other: UsageEvent) -> UsageEvent:
+        """Sum two responses' usage (a field stays `None` only when both are `None`)."""
+        return UsageEvent(
+            input_tokens=_add(self.input_tokens, other.input_tokens),
+            output_tokens=_add(self.output_tokens, other.output_tokens),
+            total_tokens=_add(self.total_tokens, other.total_tokens),
+            cache_read_input_tokens=_add(
+                self.cache_read_input_tokens, other.cache_read_input_tokens
+            ),
+            cache_creation_input_tokens=_add(
+                self.cache_creation_input_tokens, other.cache_creation_input_tokens
+            ),
+            reasoning_tokens=_add(self.reasoning_tokens, other.reasoning_tokens),
+        )
+
+
+def _pick(newer: int | None, older: int | None) -> int | None:
+    return older if newer is None else newer
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+@dataclass(slots=True)
+class StatusEvent:
+    """A change in the response's lifecycle.
+
+    Attributes:
+        status: The new status.
+    """
+
+    status: ResponseStatus
+
+
+@dataclass(slots=True)
+class ErrorEvent:
+    """An error reported by the provider or detected in the stream.
+
+    Attributes:
+        code: The provider's error type or code (`overloaded_error`, `rate_limit_exceeded`, …),
+            or one of this library's (`stream_interrupted`, `malformed_stream`).
+        message: A message a person can act on. Never contains an API key.
+    """
+
+    code: str | None
+    message: str
+
+
+@dataclass(slots=True)
+class TextMetadata:
+    """Metadata of a text block (none so far; a class so that `match` can tell it apart)."""
+
+
+@dataclass(slots=True)
+class ThinkingMetadata:
+    """Metadata of a thinking block.
+
+    Attributes:
+        redacted: Anthropic `redacted_thinking` data: encrypted reasoning that must be sent back
+            untouched. A redacted block has no text deltas.
+        item_id: OpenAI Responses reasoning item id (`rs_…`), needed to send the item back.
+    """
+
+    redacted: str | None = None
+    item_id: str | None = None
+
+
+@dataclass(slots=True)
+class ToolUseMetadata:
+    """Metadata of a tool-use block.
+
+    Attributes:
+        id: The call id the tool result must name (synthesized where the provider has none).
+        name: The tool's name.
+        item_id: OpenAI Responses function-call item id (`fc_…`), distinct from the call id.
+    """
+
+    id: str
+    name: str
+    item_id: str | None = None
+
+
+@dataclass(slots=True)
+class ToolResultMetadata:
+    """Metadata of a tool-result block.
+
+    Attributes:
+        tool_use_id: The id of the call this result answers.
+    """
+
+    tool_use_id: str
+
+
+BlockMetadata: TypeAlias = TextMetadata | ThinkingMetadata | ToolUseMetadata | ToolResultMetadata
+"""Per-kind metadata of a block."""
+
+
+@dataclass(slots=True)
+class TextDelta:
+    """A fragment of answer text."""
+
+    text: str
+
+
+@dataclass(slots=True)
+class ThinkingDelta:
+    """A fragment of thinking / reasoning text (or a reasoning summary)."""
+
+    text: str
+
+
+@dataclass(slots=True)
+class InputJsonDelta:
+    """A fragment of a tool call's JSON arguments; the fragments concatenate to the JSON text."""
+
+    partial_json: str
+
+
+@dataclass(slots=True)
+class SignatureDelta:
+    """Provider-opaque continuation data for the open block, to be sent back verbatim.
+
+    Anthropic thinking `signature`, Gemini `thoughtSignature` (on any part), OpenAI Responses
+    reasoning `encrypted_content`. Several deltas of one block concatenate.
+    """
+
+    signature: str
+
+
+Delta: TypeAlias = TextDelta | ThinkingDelta | InputJsonDelta | SignatureDelta
+"""A block fragment."""
+
+
+@dataclass(slots=True)
+class BlockStart:
+    """A content block begins.
+
+    Attributes:
+        index: Position of the block in the answer (0, 1, 2, …).
+        block_type: The kind of block.
+        metadata: Per-kind metadata (tool use carries `id` and `name`).
+    """
+
+    index: int
+    block_type: BlockType
+    metadata: BlockMetadata
+
+
+@dataclass(slots=True)
+class BlockDelta:
+    """A fragment of the open block's content.
+
+    Attributes:
+        index: Index of the open block.
+        delta: The fragment.
+    """
+
+    index: int
+    delta: Delta
+
+
+@dataclass(slots=True)
+class BlockStop:
+    """A content block ends normally.
+
+    Attributes:
+        index: Index of the block.
+        block_type: Its kind.
+        stop_reason: Why the response stopped; set on the last block of a response only.
+        raw_stop_reason: The provider's own spelling of the stop reason (`end_turn`, `stop`,
+            `SAFETY`, …) next to the normalized one.
+    """
+
+    index: int
+    block_type: BlockType
+    stop_reason: StopReason | None = None
+    raw_stop_reason: str | None = None
+
+
+@dataclass(slots=True)
+class BlockAbort:
+    """A content block ends abnormally (stream failure, cancellation).
+
+    Attributes:
+        index: Index of the block.
+        block_type: Its kind.
+        reason: Why it was aborted.
+    """
+
+    index: int
+    block_type: BlockType
+    reason: str
+
+
+Event: TypeAlias = (
+    PingEvent
+    | UsageEvent
+    | StatusEvent
+    | ErrorEvent
+    | BlockStart
+    | BlockDelta
+    | BlockStop
+    | BlockAbort
+)
+"""Any normalized event."""

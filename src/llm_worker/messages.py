@@ -1,0 +1,342 @@
+"""The provider-neutral message and request model.
+
+A conversation is a list of [`Message`][]s; each message is a role and a list of parts:
+[`TextPart`][], [`ThinkingPart`][], [`ToolUsePart`][], [`ToolResultPart`][]. Every provider
+client builds its own request body from a [`Request`][] made of these, so one history runs on
+every provider.
+
+Provider-opaque continuation data (thinking signatures, redacted thinking, Gemini thought
+signatures, Responses reasoning items) lives on the parts together with the [`Origin`][] that
+produced it; a client sends it back only to the same provider and model and drops it elsewhere.
+
+Messages serialize to JSON and back losslessly (`Message.to_json` / `messages_to_json`), which
+paused runs and saved sessions rely on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+import orjson
+
+from llm_worker.errors import InvalidMessagesError
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+__all__ = (
+    "JsonValue",
+    "Message",
+    "Origin",
+    "Part",
+    "Request",
+    "Role",
+    "SpecificTool",
+    "TextPart",
+    "ThinkingConfig",
+    "ThinkingPart",
+    "ToolChoice",
+    "ToolResultPart",
+    "ToolSpec",
+    "ToolUsePart",
+    "messages_from_json",
+    "messages_to_json",
+)
+
+JsonValue: TypeAlias = dict[str, "JsonValue"] | list["JsonValue"] | str | int | float | bool | None
+"""Any JSON value, as parsed."""
+
+Role: TypeAlias = Literal["user", "assistant"]
+"""Who said a message. Tool results travel in user messages, as Anthropic and Gemini require."""
+
+
+@dataclass(slots=True, frozen=True)
+class Origin:
+    """Which provider and model produced a part's opaque continuation data.
+
+    Attributes:
+        provider: The wire protocol: `"anthropic"`, `"gemini"`, `"openai_responses"`,
+            `"openai_chat"`.
+        model: The model name as sent in the request.
+    """
+
+    provider: str
+    model: str
+
+
+@dataclass(slots=True)
+class TextPart:
+    """Plain text.
+
+    Attributes:
+        text: The text.
+        signature: Gemini `thoughtSignature` attached to this text part, if any.
+        origin: Who produced `signature`.
+    """
+
+    text: str
+    _: KW_ONLY
+    signature: str | None = None
+    origin: Origin | None = None
+    type: Literal["text"] = "text"
+
+
+@dataclass(slots=True)
+class ThinkingPart:
+    """The model's reasoning, as shown (or a summary of it).
+
+    Attributes:
+        text: The thinking text (empty for redacted thinking or an encrypted-only item).
+        signature: Anthropic thinking `signature`, Gemini `thoughtSignature`, or OpenAI
+            Responses `encrypted_content`.
+        redacted: Anthropic `redacted_thinking` data, sent back untouched.
+        item_id: OpenAI Responses reasoning item id.
+        origin: Who produced the opaque fields.
+    """
+
+    text: str
+    _: KW_ONLY
+    signature: str | None = None
+    redacted: str | None = None
+    item_id: str | None = None
+    origin: Origin | None = None
+    type: Literal["thinking"] = "thinking"
+
+
+@dataclass(slots=True)
+class ToolUsePart:
+    """A call of a tool by the model.
+
+    Attributes:
+        id: Call id; the matching `ToolResultPart.tool_use_id`.
+        name: Tool name.
+        input: Parsed arguments (a JSON object).
+        signature: Gemini `thoughtSignature` attached to the function call part, if any.
+        item_id: OpenAI Responses function-call item id (`fc_…`).
+        origin: Who produced the opaque fields.
+    """
+
+    id: str
+    name: str
+    input: dict[str, Any]
+    _: KW_ONLY
+    signature: str | None = None
+    item_id: str | None = None
+    origin: Origin | None = None
+    type: Literal["tool_use"] = "tool_use"
+
+
+@dataclass(slots=True)
+class ToolResultPart:
+    """The result of a tool call, sent back to the model.
+
+    Attributes:
+        tool_use_id: The id of the call it answers.
+        content: The result as text (what the model reads).
+        is_error: True when the call failed, was refused or skipped.
+        name: The tool's name (Gemini's `functionResponse` needs it).
+    """
+
+    tool_use_id: str
+    content: str
+    _: KW_ONLY
+    is_error: bool = False
+    name: str | None = None
+    type: Literal["tool_result"] = "tool_result"
+
+
+Part: TypeAlias = TextPart | ThinkingPart | ToolUsePart | ToolResultPart
+"""Any message part."""
+
+
+@dataclass(slots=True)
+class Message:
+    """One message of a conversation.
+
+    Attributes:
+        role: `"user"` or `"assistant"`.
+        content: Its parts, in order.
+    """
+
+    role: Role
+    content: list[Part] = field(default_factory=lambda: [])
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        """A user message with one text part."""
+        return cls("user", [TextPart(text)])
+
+    @classmethod
+    def assistant(cls, text: str) -> Message:
+        """An assistant message with one text part."""
+        return cls("assistant", [TextPart(text)])
+
+    @property
+    def text(self) -> str:
+        """The concatenated text parts (thinking excluded)."""
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+    @property
+    def tool_uses(self) -> list[ToolUsePart]:
+        """The tool calls of this message, in order."""
+        return [p for p in self.content if isinstance(p, ToolUsePart)]
+
+    @property
+    def tool_results(self) -> list[ToolResultPart]:
+        """The tool results of this message, in order."""
+        return [p for p in self.content if isinstance(p, ToolResultPart)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """This message as plain JSON-ready data."""
+        return _message_adapter().dump_python(self, mode="json")
+
+    def to_json(self) -> str:
+        """This message as a JSON string."""
+        return orjson.dumps(self.to_dict()).decode()
+
+    @classmethod
+    def from_dict(cls, data: object) -> Message:
+        """Rebuild a message from `to_dict` output.
+
+        Raises:
+            InvalidMessagesError: The data is not a valid message.
+        """
+        from pydantic import ValidationError
+
+        try:
+            return _message_adapter().validate_python(data)
+        except ValidationError as exc:
+            raise InvalidMessagesError(f"not a valid message: {exc}") from exc
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Message:
+        """Rebuild a message from `to_json` output.
+
+        Raises:
+            InvalidMessagesError: The text is not a valid message.
+        """
+        return cls.from_dict(_loads(text))
+
+
+def messages_to_json(messages: list[Message]) -> str:
+    """Serialize a conversation to a JSON array."""
+    return orjson.dumps([m.to_dict() for m in messages]).decode()
+
+
+def messages_from_json(text: str | bytes) -> list[Message]:
+    """Rebuild a conversation from `messages_to_json` output.
+
+    Raises:
+        InvalidMessagesError: The text is not a valid list of messages.
+    """
+    from pydantic import ValidationError
+
+    data = _loads(text)
+    try:
+        return _messages_adapter().validate_python(data)
+    except ValidationError as exc:
+        raise InvalidMessagesError(f"not a valid list of messages: {exc}") from exc
+
+
+def _loads(text: str | bytes) -> object:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidMessagesError(f"not valid JSON: {exc}") from exc
+
+
+@dataclass(slots=True)
+class ToolSpec:
+    """A tool as offered to the model.
+
+    Attributes:
+        name: The tool's name.
+        description: What it does, for the model.
+        input_schema: JSON Schema of its arguments (an object schema).
+        strict: Ask the provider to enforce the schema exactly where supported (OpenAI).
+    """
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    _: KW_ONLY
+    strict: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class SpecificTool:
+    """Force the model to call this one tool.
+
+    Attributes:
+        name: The tool's name.
+    """
+
+    name: str
+
+
+ToolChoice: TypeAlias = Literal["auto", "none", "required"] | SpecificTool
+"""How the model may use tools: freely, not at all, at least one, or one given tool."""
+
+
+@dataclass(slots=True)
+class ThinkingConfig:
+    """Reasoning settings, mapped to each provider's own.
+
+    Attributes:
+        budget_tokens: Token budget for thinking (Anthropic `budget_tokens`, Gemini
+            `thinkingBudget`).
+        effort: Reasoning effort (OpenAI `reasoning.effort`; Anthropic adaptive thinking).
+        include_thoughts: Ask for the thinking text or a summary of it to be streamed
+            (Gemini `includeThoughts`, OpenAI `reasoning.summary`).
+    """
+
+    budget_tokens: int | None = None
+    effort: Literal["minimal", "low", "medium", "high"] | None = None
+    include_thoughts: bool = True
+
+
+@dataclass(slots=True)
+class Request:
+    """A provider-neutral request.
+
+    Attributes:
+        messages: The conversation.
+        system: The system prompt.
+        tools: Tools the model may call.
+        tool_choice: How it may use them (provider default when `None`).
+        max_tokens: Output token limit (a provider default applies when `None`; Anthropic
+            requires one, its client supplies a sensible default).
+        temperature: Sampling temperature.
+        stop_sequences: Strings that stop generation.
+        thinking: Reasoning settings; `None` leaves the provider's default.
+        options: Provider-specific fields merged into the request body last (deep-merged for
+            objects), e.g. `{"top_k": 5}` or `{"metadata": {...}}`.
+    """
+
+    messages: list[Message]
+    _: KW_ONLY
+    system: str | None = None
+    tools: list[ToolSpec] = field(default_factory=lambda: [])
+    tool_choice: ToolChoice | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    stop_sequences: list[str] = field(default_factory=lambda: [])
+    thinking: ThinkingConfig | None = None
+    options: dict[str, Any] = field(default_factory=lambda: {})
+
+
+# pydantic is imported on first use only: it would double the cost of `import llm_worker`.
+@cache
+def _message_adapter() -> TypeAdapter[Message]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(Message)
+
+
+@cache
+def _messages_adapter() -> TypeAdapter[list[Message]]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(list[Message])

@@ -1,0 +1,85 @@
+"""Provider clients, one per wire protocol, all yielding the events of `llm_worker.events`.
+
+| class | protocol | key from |
+|---|---|---|
+| `OpenAIChatClient` | OpenAI Chat Completions (and compatible servers) | `OPENAI_API_KEY` |
+| `OpenAIResponsesClient` | OpenAI Responses | `OPENAI_API_KEY` |
+| `AnthropicClient` | Anthropic Messages | `ANTHROPIC_API_KEY` |
+| `GeminiClient` | Google Gemini | `GEMINI_API_KEY`, `GOOGLE_API_KEY` |
+
+Each is imported on first use. `from_string("anthropic:claude-sonnet-4-5")` picks one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from llm_worker.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from llm_worker.providers._base import HttpClient, LLMClient
+    from llm_worker.providers._http import RetryPolicy
+
+_LAZY: dict[str, str] = {
+    "OpenAIChatClient": "llm_worker.providers.openai_chat",
+    "OpenAIResponsesClient": "llm_worker.providers.openai_responses",
+    "AnthropicClient": "llm_worker.providers.anthropic",
+    "GeminiClient": "llm_worker.providers.gemini",
+    "HttpClient": "llm_worker.providers._base",
+    "LLMClient": "llm_worker.providers._base",
+    "RetryPolicy": "llm_worker.providers._http",
+}
+
+# The prefixes of a model string ("anthropic:claude-sonnet-4-5") and the client they pick.
+PROVIDER_PREFIXES: dict[str, str] = {
+    "openai": "OpenAIChatClient",
+    "openai_chat": "OpenAIChatClient",
+    "openai-responses": "OpenAIResponsesClient",
+    "openai_responses": "OpenAIResponsesClient",
+    "anthropic": "AnthropicClient",
+    "gemini": "GeminiClient",
+    "google": "GeminiClient",
+}
+
+__all__ = (
+    "PROVIDER_PREFIXES",
+    "AnthropicClient",
+    "GeminiClient",
+    "HttpClient",
+    "LLMClient",
+    "OpenAIChatClient",
+    "OpenAIResponsesClient",
+    "RetryPolicy",
+    "from_string",
+)
+
+
+def from_string(model: str, **options: Any) -> HttpClient:
+    """Build the client a model string names: `"provider:model"`.
+
+    Prefixes: `openai` (Chat Completions), `openai-responses`, `anthropic`, `gemini` (or
+    `google`). Other keyword arguments go to the client's constructor (`api_key`, `base_url`,
+    `http_client`, `timeout`, `retry`, `headers`).
+
+    Raises:
+        ConfigurationError: The string has no known `provider:` prefix or no model name.
+    """
+    prefix, colon, name = model.partition(":")
+    if not colon or not name or prefix.lower() not in PROVIDER_PREFIXES:
+        known = ", ".join(sorted(PROVIDER_PREFIXES))
+        raise ConfigurationError(
+            f"unknown model string {model!r}: expected 'provider:model' with provider one of "
+            f"{known} (e.g. 'anthropic:claude-sonnet-4-5')"
+        )
+    cls = __getattr__(PROVIDER_PREFIXES[prefix.lower()])
+    return cls(model=name, **options)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llm_worker.providers' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,169 @@
+"""What every provider client shares: the constructor, the key handling and `stream()`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import httpx
+
+from llm_worker.errors import ConfigurationError
+from llm_worker.events import Event
+from llm_worker.messages import Request
+from llm_worker.providers._blocks import StreamMapper, drive
+from llm_worker.providers._http import RetryPolicy, Transport
+
+__all__ = ("HttpClient", "LLMClient", "deep_merge")
+
+
+@runtime_checkable
+class LLMClient(Protocol):
+    """Anything that streams a neutral request as normalized events.
+
+    The four provider clients implement it, and so does `llm_worker.testing.ScriptedClient`.
+    """
+
+    @property
+    def provider(self) -> str:
+        """The wire protocol's name (`"anthropic"`, `"openai_chat"`, …)."""
+        ...
+
+    @property
+    def model(self) -> str:
+        """The model name sent in requests."""
+        ...
+
+    def stream(self, request: Request) -> AsyncIterator[Event]:
+        """Send the request and yield the answer's events as they arrive."""
+        ...
+
+
+class HttpClient:
+    """Base of the HTTP provider clients: keys, base URL, transport, `stream()`.
+
+    Subclasses set the class attributes and implement `build_body`, `path` and `mapper`.
+    """
+
+    provider: ClassVar[str]
+    default_base_url: ClassVar[str]
+    api_key_env: ClassVar[tuple[str, ...]]
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create a client.
+
+        Args:
+            model: The model name, as the provider spells it.
+            api_key: The API key; by default read from the provider's usual environment
+                variable. Optional when `base_url` points at a server that needs none.
+            base_url: The API root (for OpenAI-compatible servers and local test servers).
+            http_client: A shared `httpx.AsyncClient` (proxies, custom auth, mocking). It is
+                not closed by this client.
+            timeout: Seconds, or an `httpx.Timeout`; the read timeout bounds the silence
+                between two chunks of a stream.
+            retry: The retry policy for failures before the answer begins
+                (`RetryPolicy.disabled()` turns retries off).
+            headers: Extra headers sent with every request (beta flags, organization).
+
+        Raises:
+            ConfigurationError: No API key was given or found for the provider's own API.
+        """
+        self._model = model
+        key = api_key if api_key is not None else _env_key(self.api_key_env)
+        if key is None and base_url is None:
+            names = " or ".join(self.api_key_env)
+            raise ConfigurationError(
+                f"no API key for {self.provider}: set {names} or pass api_key=..."
+            )
+        all_headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        all_headers.update(self.auth_headers(key))
+        all_headers.update(headers or {})
+        self.transport = Transport(
+            provider=self.provider,
+            base_url=base_url or self.default_base_url,
+            headers=all_headers,
+            secret=key,
+            http_client=http_client,
+            timeout=timeout,
+            retry=retry,
+        )
+
+    @property
+    def model(self) -> str:
+        """The model name sent in requests."""
+        return self._model
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self._model!r}, base_url={self.transport.base_url!r})"
+
+    def auth_headers(self, api_key: str | None) -> dict[str, str]:
+        """The headers that carry the key (`Authorization: Bearer` unless overridden)."""
+        return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def build_body(self, request: Request) -> dict[str, Any]:
+        """The provider's JSON body for a neutral request."""
+        raise NotImplementedError
+
+    def path(self, request: Request) -> str:
+        """The path (below `base_url`) to POST to."""
+        raise NotImplementedError
+
+    def params(self, request: Request) -> dict[str, str] | None:
+        """Query parameters, if the provider needs any."""
+        return None
+
+    def mapper(self, request: Request) -> StreamMapper:
+        """A fresh chunk mapper for one response."""
+        raise NotImplementedError
+
+    def stream(self, request: Request) -> AsyncIterator[Event]:
+        """Send the request and yield the answer's normalized events as they arrive.
+
+        Raises:
+            ProviderError: A typed subclass for every failure, after the abort, error and
+                FAILED status events.
+        """
+        body = self.build_body(request)
+        chunks = self.transport.stream(self.path(request), body, params=self.params(request))
+        return drive(
+            chunks, self.mapper(request), provider=self.provider, scrub=self.transport.scrub
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool if this client created it."""
+        await self.transport.aclose()
+
+    async def __aenter__(self) -> HttpClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _env_key(names: tuple[str, ...]) -> str | None:
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge `extra` into `base` (objects merged recursively, anything else replaced)."""
+    for key, value in extra.items():
+        current = base.get(key)
+        if isinstance(current, dict) and isinstance(value, Mapping):
+            deep_merge(current, value)  # type: ignore[arg-type]
+        else:
+            base[key] = value
+    return base

@@ -1,0 +1,256 @@
+"""The one emitter of block events, and the loop that drives every provider stream.
+
+Provider modules only map their chunks to calls on [`BlockEmitter`][] (`text`, `thinking`,
+`tool_use`, `input_json`, `signature`, `stop`, `finish`); the emitter keeps the rules of the
+event model for all of them:
+
+- at most one block is open: starting a block closes the open one;
+- blocks get indexes 0, 1, 2, … in order, whatever the provider numbered them;
+- a delta with no open block of its kind starts one (the implicit start of providers that send
+  no block start);
+- the stop of the last closed block is held back until the provider says why it stopped, so the
+  stop reason rides on the last block's `BlockStop`; an answer with no block at all gets an
+  empty text block to carry it.
+
+[`drive`][] runs bytes → SSE → mapper → events, and on any failure emits the abort of the
+open block, an `ErrorEvent`, a FAILED status, then raises the typed error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Protocol
+
+from llm_worker.errors import (
+    LLMWorkerError,
+    MalformedStreamError,
+    ProviderError,
+    StreamInterruptedError,
+)
+from llm_worker.events import (
+    BlockAbort,
+    BlockDelta,
+    BlockMetadata,
+    BlockStart,
+    BlockStop,
+    BlockType,
+    ErrorEvent,
+    Event,
+    InputJsonDelta,
+    ResponseStatus,
+    SignatureDelta,
+    StatusEvent,
+    StopReason,
+    TextDelta,
+    TextMetadata,
+    ThinkingDelta,
+    ThinkingMetadata,
+    ToolUseMetadata,
+)
+from llm_worker.providers._sse import ServerSentEvent, SSEDecoder
+
+__all__ = ("BlockEmitter", "StreamMapper", "drive")
+
+_TEXT_META = TextMetadata()
+
+
+class BlockEmitter:
+    """Collects the events of one response into `out`, keeping the block rules.
+
+    The driver drains `out` after each provider chunk; provider mappers only call methods.
+    """
+
+    __slots__ = ("_held", "_index", "_open", "_opened_any", "out")
+
+    def __init__(self) -> None:
+        self.out: list[Event] = []
+        self._index = -1
+        self._open: BlockType | None = None
+        self._held: BlockStop | None = None
+        self._opened_any = False
+
+    @property
+    def open_type(self) -> BlockType | None:
+        """The kind of the open block, or `None`."""
+        return self._open
+
+    @property
+    def index(self) -> int:
+        """Index of the open (or last) block; -1 before the first."""
+        return self._index
+
+    def start(self, block_type: BlockType, metadata: BlockMetadata) -> int:
+        """Close the open block and start a new one; return its index."""
+        if self._open is not None:
+            self.stop()
+        if self._held is not None:
+            self.out.append(self._held)
+            self._held = None
+        self._index += 1
+        self._open = block_type
+        self._opened_any = True
+        self.out.append(BlockStart(self._index, block_type, metadata))
+        return self._index
+
+    def text(self, text: str) -> None:
+        """Append answer text, starting a text block if none is open."""
+        if self._open is not BlockType.TEXT:
+            self.start(BlockType.TEXT, _TEXT_META)
+        self.out.append(BlockDelta(self._index, TextDelta(text)))
+
+    def thinking(self, text: str) -> None:
+        """Append thinking text, starting a thinking block if none is open."""
+        if self._open is not BlockType.THINKING:
+            self.start(BlockType.THINKING, ThinkingMetadata())
+        self.out.append(BlockDelta(self._index, ThinkingDelta(text)))
+
+    def tool_use(self, call_id: str, name: str, *, item_id: str | None = None) -> int:
+        """Start a tool-use block (always a new block)."""
+        return self.start(BlockType.TOOL_USE, ToolUseMetadata(call_id, name, item_id))
+
+    def input_json(self, fragment: str) -> None:
+        """Append a fragment of the open tool call's JSON arguments."""
+        if self._open is not BlockType.TOOL_USE:
+            raise MalformedStreamError("tool arguments arrived outside a tool call")
+        self.out.append(BlockDelta(self._index, InputJsonDelta(fragment)))
+
+    def signature(self, signature: str) -> None:
+        """Attach opaque continuation data to the open block."""
+        if self._open is None:
+            raise MalformedStreamError("a signature arrived outside any block")
+        self.out.append(BlockDelta(self._index, SignatureDelta(signature)))
+
+    def stop(self) -> None:
+        """Close the open block; its stop is held until the next block or `finish`."""
+        if self._open is None:
+            return
+        if self._held is not None:
+            self.out.append(self._held)
+        self._held = BlockStop(self._index, self._open)
+        self._open = None
+
+    def finish(self, stop_reason: StopReason | None, raw_stop_reason: str | None) -> None:
+        """The provider said why it stopped: close everything, the reason on the last stop."""
+        if not self._opened_any:
+            self.start(BlockType.TEXT, _TEXT_META)
+        self.stop()
+        held = self._held
+        if held is not None:
+            held.stop_reason = stop_reason
+            held.raw_stop_reason = raw_stop_reason
+            self.out.append(held)
+            self._held = None
+
+    def abort(self, reason: str) -> None:
+        """The response failed: release a held stop, abort the open block."""
+        if self._held is not None:
+            self.out.append(self._held)
+            self._held = None
+        if self._open is not None:
+            self.out.append(BlockAbort(self._index, self._open, reason))
+            self._open = None
+
+
+class StreamMapper(Protocol):
+    """A provider's chunk mapping: one SSE event in, emitter calls out."""
+
+    def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
+        """Map one SSE event. Raise a `ProviderError` for a provider error event."""
+        ...
+
+    @property
+    def complete(self) -> bool:
+        """Whether the provider has said the response is complete."""
+        ...
+
+    def on_end(self, emitter: BlockEmitter) -> None:
+        """The body ended and `complete` is true: emit what is still held (usage, stop)."""
+        ...
+
+
+async def drive(
+    chunks: AsyncIterator[bytes],
+    mapper: StreamMapper,
+    *,
+    provider: str,
+    scrub: Callable[[str], str] = lambda s: s,
+) -> AsyncIterator[Event]:
+    """Run one response: bytes → SSE events → mapper → normalized events.
+
+    Yields `StatusEvent(STARTED)` when the answer's first bytes arrive and
+    `StatusEvent(COMPLETED)` last. On any failure yields the abort of the open block, an
+    `ErrorEvent` and `StatusEvent(FAILED)`, then raises a `ProviderError` subclass; nothing
+    received before the failure is withheld.
+    """
+    emitter = BlockEmitter()
+    try:
+        async for batch in _pump(chunks, mapper, emitter, provider):
+            for event in batch:
+                yield event
+            batch.clear()
+    except ProviderError as exc:
+        for event in _failure(emitter, exc, scrub):
+            yield event
+        raise
+    except LLMWorkerError:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        # orjson.JSONDecodeError is a ValueError; the others come from chunks whose shape
+        # differs from the protocol (a missing key, a list where an object should be).
+        error = MalformedStreamError(
+            f"unreadable data in the stream: {type(exc).__name__}: {scrub(str(exc))[:300]}",
+            provider=provider,
+            streamed=True,
+        )
+        for event in _failure(emitter, error, scrub):
+            yield event
+        raise error from exc
+    yield StatusEvent(ResponseStatus.COMPLETED)
+
+
+async def _pump(
+    chunks: AsyncIterator[bytes], mapper: StreamMapper, emitter: BlockEmitter, provider: str
+) -> AsyncIterator[list[Event]]:
+    # Yields the emitter's buffer once per network chunk: one generator hop per chunk, not
+    # per event, keeps the per-event overhead near a bare loop.
+    out = emitter.out
+    decoder = SSEDecoder()
+    started = False
+    async for chunk in chunks:
+        if not started:
+            started = True
+            out.append(StatusEvent(ResponseStatus.STARTED))
+        for sse in decoder.feed(chunk):
+            mapper.on_event(sse, emitter)
+        if out:
+            yield out
+    for sse in decoder.flush():
+        mapper.on_event(sse, emitter)
+    if not mapper.complete:
+        raise StreamInterruptedError(
+            "the stream ended before the provider said the answer was complete",
+            provider=provider,
+            streamed=True,
+        )
+    mapper.on_end(emitter)
+    if out:
+        yield out
+
+
+def _failure(emitter: BlockEmitter, exc: ProviderError, scrub: Callable[[str], str]) -> list[Event]:
+    events: list[Event] = list(emitter.out)
+    emitter.out.clear()
+    emitter.abort(scrub(exc.message))
+    events.extend(emitter.out)
+    emitter.out.clear()
+    events.append(ErrorEvent(exc.error_type or _code(exc), scrub(exc.message)))
+    events.append(StatusEvent(ResponseStatus.FAILED))
+    return events
+
+
+def _code(exc: ProviderError) -> str:
+    if isinstance(exc, StreamInterruptedError):
+        return "stream_interrupted"
+    if isinstance(exc, MalformedStreamError):
+        return "malformed_stream"
+    return type(exc).__name__

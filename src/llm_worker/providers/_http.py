@@ -1,0 +1,404 @@
+"""The one HTTP seam: POST a request, turn failures into typed errors, retry before the answer.
+
+Every provider client sends through [`Transport`][]. It is the only place that touches httpx
+exceptions (translated here, chained with `from`), HTTP statuses and error bodies, and the
+retry policy. A request is retried only while nothing of the answer has reached the caller:
+after the first body byte has been handed on, a failure is raised, never retried silently.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import anyio
+import httpx
+import orjson
+
+from llm_worker._json import as_dict, as_list, as_str
+from llm_worker.errors import (
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    ContentFilterError,
+    InvalidRequestError,
+    NotFoundError,
+    OverloadedError,
+    PermissionDeniedError,
+    ProviderError,
+    RateLimitError,
+    ServerError,
+    StreamInterruptedError,
+)
+
+__all__ = ("DEFAULT_TIMEOUT", "RetryPolicy", "Transport", "error_from_status")
+
+DEFAULT_TIMEOUT: Final = httpx.Timeout(connect=15.0, read=300.0, write=60.0, pool=60.0)
+"""Connect in 15 s; the read timeout bounds the silence between two chunks of a stream."""
+
+_MAX_ERROR_BODY = 64 * 1024
+
+
+@dataclass(slots=True, frozen=True)
+class RetryPolicy:
+    """When and how a request that failed before its answer began is sent again.
+
+    Retried: connection errors, timeouts before the answer, 408, 409, 429, 5xx and provider
+    "overloaded" errors. The wait before retry *n* (1-based) is
+    `min(max_delay, initial_delay * multiplier ** (n - 1))`, randomized down by up to
+    `jitter` of itself, or the provider's `Retry-After` when it asked for longer.
+
+    Attributes:
+        max_attempts: Attempts in all, the first included (1 disables retries).
+        initial_delay: Seconds before the first retry.
+        max_delay: Cap on one wait.
+        multiplier: Growth of the wait per retry.
+        jitter: Fraction of each wait that is randomized (0 to 1).
+        max_elapsed: No retry starts after this many seconds since the first attempt.
+        max_retry_after: A `Retry-After` longer than this is not waited for: the error is
+            raised at once.
+    """
+
+    max_attempts: int = 3
+    initial_delay: float = 0.5
+    max_delay: float = 8.0
+    multiplier: float = 2.0
+    jitter: float = 0.5
+    max_elapsed: float = 60.0
+    max_retry_after: float = 60.0
+
+    @classmethod
+    def disabled(cls) -> RetryPolicy:
+        """A policy that never retries."""
+        return cls(max_attempts=1)
+
+    def delay(self, attempt: int, retry_after: float | None) -> float | None:
+        """Seconds to wait before retry number `attempt`, or `None` to give up."""
+        if attempt >= self.max_attempts:
+            return None
+        if retry_after is not None and retry_after > self.max_retry_after:
+            return None
+        base = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))
+        wait = base * (1.0 - self.jitter * random.random())
+        if retry_after is not None:
+            wait = max(wait, retry_after)
+        return wait
+
+
+class Transport:
+    """POSTs JSON to one provider and streams the answer's bytes.
+
+    Holds the API key inside its headers; neither `repr` nor any error shows it.
+    """
+
+    __slots__ = (
+        "_client",
+        "_headers",
+        "_owns_client",
+        "_secret",
+        "base_url",
+        "provider",
+        "retry",
+        "timeout",
+    )
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        base_url: str,
+        headers: Mapping[str, str],
+        secret: str | None,
+        http_client: httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.provider = provider
+        self.base_url = base_url.rstrip("/")
+        self._headers = dict(headers)
+        self._secret = secret
+        self._client = http_client
+        self._owns_client = http_client is None
+        self.timeout = _timeout(timeout)
+        self.retry = retry if retry is not None else RetryPolicy()
+
+    def __repr__(self) -> str:
+        return f"Transport(provider={self.provider!r}, base_url={self.base_url!r})"
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this transport created it."""
+        if self._client is not None and self._owns_client:
+            await self._client.aclose()
+            self._client = None
+
+    def scrub(self, text: str) -> str:
+        """Remove the API key from a text that may echo it."""
+        if self._secret and self._secret in text:
+            return text.replace(self._secret, "***")
+        return text
+
+    async def stream(
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        *,
+        params: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[bytes]:
+        """POST `body` as JSON to `path` and yield the answer's body bytes as they arrive.
+
+        Raises:
+            ProviderError: A typed subclass for every failure; see `llm_worker.errors`.
+        """
+        content = orjson.dumps(body)
+        url = self.base_url + path
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            handed_on = False
+            try:
+                async for chunk in self._attempt(url, content, params):
+                    handed_on = True
+                    yield chunk
+                return
+            except ProviderError as exc:
+                if handed_on or not exc.retryable:
+                    raise
+                wait = self.retry.delay(attempt, exc.retry_after)
+                if wait is None or time.monotonic() - started + wait > self.retry.max_elapsed:
+                    raise
+            await anyio.sleep(wait)
+
+    async def _attempt(
+        self, url: str, content: bytes, params: Mapping[str, str] | None
+    ) -> AsyncIterator[bytes]:
+        request = self._http().build_request(
+            "POST",
+            url,
+            content=content,
+            headers=self._headers,
+            params=params,
+            timeout=self.timeout,
+        )
+        try:
+            response = await self._http().send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise APITimeoutError(
+                f"no answer from {self.base_url} in time ({type(exc).__name__})",
+                provider=self.provider,
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise APIConnectionError(
+                self.scrub(f"could not reach {self.base_url}: {type(exc).__name__}: {exc}"),
+                provider=self.provider,
+            ) from exc
+        try:
+            if not response.is_success:
+                raise await self._status_error(response)
+            if response.headers.get("content-type", "").startswith("text/html"):
+                raise await self._status_error(response)
+            async for chunk in self._body(response):
+                yield chunk
+        finally:
+            await response.aclose()
+
+    async def _body(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        received = 0
+        try:
+            async for chunk in response.aiter_bytes():
+                received += len(chunk)
+                yield chunk
+        except httpx.TimeoutException as exc:
+            raise APITimeoutError(
+                f"the stream went silent for longer than the read timeout after {received} bytes",
+                provider=self.provider,
+                streamed=received > 0,
+            ) from exc
+        except (httpx.TransportError, httpx.DecodingError) as exc:
+            raise StreamInterruptedError(
+                f"the connection broke after {received} bytes of the answer: "
+                f"{type(exc).__name__}: {self.scrub(str(exc)) or 'no detail'}",
+                provider=self.provider,
+                streamed=received > 0,
+            ) from exc
+
+    async def _status_error(self, response: httpx.Response) -> APIStatusError:
+        raw = b""
+        try:
+            async for chunk in response.aiter_bytes():
+                raw += chunk
+                if len(raw) >= _MAX_ERROR_BODY:
+                    break
+        except httpx.HTTPError:
+            pass  # the status alone still says what happened
+        return error_from_status(
+            response.status_code,
+            raw,
+            content_type=response.headers.get("content-type", ""),
+            headers=response.headers,
+            provider=self.provider,
+            scrub=self.scrub,
+        )
+
+
+def _timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:
+    if timeout is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(timeout, httpx.Timeout):
+        return timeout
+    return httpx.Timeout(timeout)
+
+
+_BY_TYPE: Final[dict[str, type[APIStatusError]]] = {
+    "overloaded_error": OverloadedError,
+    "rate_limit_error": RateLimitError,
+    "rate_limit_exceeded": RateLimitError,
+    "RESOURCE_EXHAUSTED": RateLimitError,
+    "UNAVAILABLE": OverloadedError,
+    "authentication_error": AuthenticationError,
+    "invalid_api_key": AuthenticationError,
+    "UNAUTHENTICATED": AuthenticationError,
+    "permission_error": PermissionDeniedError,
+    "PERMISSION_DENIED": PermissionDeniedError,
+    "not_found_error": NotFoundError,
+    "model_not_found": NotFoundError,
+    "NOT_FOUND": NotFoundError,
+    "invalid_request_error": InvalidRequestError,
+    "INVALID_ARGUMENT": InvalidRequestError,
+    "FAILED_PRECONDITION": InvalidRequestError,
+    "api_error": ServerError,
+    "server_error": ServerError,
+    "INTERNAL": ServerError,
+    "content_filter": ContentFilterError,
+}
+
+_BY_STATUS: Final[dict[int, type[APIStatusError]]] = {
+    400: InvalidRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    408: ServerError,
+    409: ServerError,
+    413: InvalidRequestError,
+    422: InvalidRequestError,
+    429: RateLimitError,
+    503: OverloadedError,
+    529: OverloadedError,
+}
+
+
+def error_class(status_code: int | None, error_type: str | None) -> type[APIStatusError]:
+    """The exception class for an HTTP status and a provider error type."""
+    if status_code is not None and status_code in _BY_STATUS and status_code != 400:
+        by_status = _BY_STATUS[status_code]
+        # An explicit overload beats the status (Anthropic sends overloaded_error with 529/500).
+        if error_type is not None and _BY_TYPE.get(error_type) is OverloadedError:
+            return OverloadedError
+        return by_status
+    if error_type is not None and error_type in _BY_TYPE:
+        return _BY_TYPE[error_type]
+    if status_code is None:
+        return APIStatusError
+    if status_code in _BY_STATUS:
+        return _BY_STATUS[status_code]
+    return ServerError if status_code >= 500 else APIStatusError
+
+
+def error_from_status(
+    status_code: int,
+    raw: bytes,
+    *,
+    content_type: str,
+    headers: Mapping[str, str] | None = None,
+    provider: str | None = None,
+    scrub: Any = None,
+) -> APIStatusError:
+    """Build the typed error for an HTTP error answer (status, body, headers)."""
+    error_type, message, request_id = parse_error_body(raw, content_type)
+    if scrub is not None:
+        message = scrub(message)
+    if not message:
+        message = f"HTTP {status_code} with no error message"
+    hdrs = headers or {}
+    cls = error_class(status_code, error_type)
+    return cls(
+        message,
+        provider=provider,
+        status_code=status_code,
+        error_type=error_type,
+        request_id=request_id or hdrs.get("request-id") or hdrs.get("x-request-id"),
+        retry_after=retry_after_seconds(hdrs),
+    )
+
+
+def parse_error_body(raw: bytes, content_type: str) -> tuple[str | None, str, str | None]:
+    """Read `(error_type, message, request_id)` from any provider's error body.
+
+    Knows OpenAI `{"error": {"message", "type", "code"}}`, Anthropic
+    `{"type": "error", "error": {"type", "message"}, "request_id"}`, Gemini
+    `{"error": {"code", "message", "status"}}` (also wrapped in a list), and falls back to the
+    text (the `<title>` of an HTML page).
+    """
+    text = raw.decode("utf-8", "replace").strip()
+    try:
+        data: Any = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        data = None
+    items = as_list(data)
+    if items:
+        data = items[0]  # Gemini wraps its error object in an array on some endpoints
+    body = as_dict(data)
+    error = as_dict(body.get("error"))
+    if error:
+        kind = error.get("type") or error.get("status") or error.get("code")
+        request_id = as_str(body.get("request_id"))
+        return (
+            str(kind) if kind is not None else None,
+            str(error.get("message") or ""),
+            request_id,
+        )
+    if isinstance(body.get("error"), str):
+        return None, str(body["error"]), None
+    if "html" in content_type or text.lower().startswith(("<!doctype", "<html")):
+        return None, _html_summary(text), None
+    return None, text[:500], None
+
+
+def _html_summary(text: str) -> str:
+    lower = text.lower()
+    start = lower.find("<title>")
+    end = lower.find("</title>")
+    title = text[start + 7 : end].strip() if 0 <= start < end else ""
+    return f"an HTML page instead of an API answer{': ' + title if title else ''}"
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """Seconds from `retry-after-ms` / `retry-after` (seconds or an HTTP date), if present."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -1,0 +1,136 @@
+"""A sans-IO Server-Sent Events decoder (WHATWG HTML, "event stream interpretation").
+
+Bytes go in with `feed()`, whole events come out. Lines end at CR, LF or CRLF only (never at
+U+2028 or other Unicode line breaks, which `str.splitlines()` would wrongly honour), wherever the
+chunk boundaries fall — inside a CRLF pair or inside a UTF-8 sequence included: the decoder
+splits raw bytes, and CR / LF bytes never occur inside a multi-byte UTF-8 sequence.
+
+One deliberate difference from the standard: at end of stream, `flush()` dispatches a final
+event that lacks its terminating blank line instead of discarding it, because the provider did
+send that data and losing it would silently truncate an answer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ("SSEDecoder", "ServerSentEvent")
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(slots=True)
+class ServerSentEvent:
+    """One dispatched event.
+
+    Attributes:
+        event: The event type (`"message"` when no `event:` field was given).
+        data: The data lines joined with LF.
+        id: The last event id seen so far on the stream, if any.
+        retry: The reconnection time in milliseconds, if this event set one.
+    """
+
+    event: str
+    data: str
+    id: str | None = None
+    retry: int | None = None
+
+
+class SSEDecoder:
+    """Incremental SSE decoder: `feed(bytes)` → events; `flush()` at end of stream."""
+
+    __slots__ = ("_buffer", "_data", "_event", "_last_id", "_pending_cr", "_retry", "_started")
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._pending_cr = False
+        self._started = False
+        self._data: list[str] = []
+        self._event = ""
+        self._last_id: str | None = None
+        self._retry: int | None = None
+
+    def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        """Decode a chunk of the stream; return the events it completes, in order."""
+        if not chunk:
+            return []
+        if not self._started:
+            chunk = self._strip_bom(chunk)
+            if not self._started:
+                return []
+        if self._pending_cr:
+            self._pending_cr = False
+            if chunk.startswith(b"\n"):
+                chunk = chunk[1:]
+        buffer = self._buffer + chunk if self._buffer else chunk
+        if b"\r" in buffer:
+            lines = _LINE_END.split(buffer)
+            # A trailing CR may be the first half of a CRLF split across chunks.
+            self._pending_cr = buffer.endswith(b"\r")
+        else:
+            lines = buffer.split(b"\n")
+        self._buffer = lines.pop()
+        events: list[ServerSentEvent] = []
+        for line in lines:
+            if line:
+                self._field(line)
+            elif self._data:
+                events.append(self._dispatch())
+            else:
+                self._event = ""
+        return events
+
+    def flush(self) -> list[ServerSentEvent]:
+        """End of stream: return the final event even if its blank line never came."""
+        if not self._started and self._buffer:
+            self._started = True
+        if self._buffer:
+            self._field(self._buffer)
+            self._buffer = b""
+        self._pending_cr = False
+        if self._data:
+            return [self._dispatch()]
+        self._event = ""
+        return []
+
+    def _strip_bom(self, chunk: bytes) -> bytes:
+        # The BOM may itself arrive split across chunks: hold back a partial one.
+        held = self._buffer + chunk
+        if len(held) < len(_BOM) and _BOM.startswith(held):
+            self._buffer = held
+            return b""
+        self._started = True
+        self._buffer = b""
+        return held[len(_BOM) :] if held.startswith(_BOM) else held
+
+    def _field(self, line: bytes) -> None:
+        if line.startswith(b"data:"):
+            value = line[5:]
+            if value.startswith(b" "):
+                value = value[1:]
+            self._data.append(value.decode("utf-8", "replace"))
+            return
+        if line.startswith(b":"):
+            return
+        name, colon, value = line.partition(b":")
+        if colon and value.startswith(b" "):
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value.decode("utf-8", "replace"))
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+        elif name == b"id":
+            if b"\x00" not in value:
+                self._last_id = value.decode("utf-8", "replace")
+        elif name == b"retry" and value.isdigit():
+            self._retry = int(value)
+
+    def _dispatch(self) -> ServerSentEvent:
+        data = self._data[0] if len(self._data) == 1 else "\n".join(self._data)
+        event = ServerSentEvent(self._event or "message", data, self._last_id, self._retry)
+        self._data = []
+        self._event = ""
+        self._retry = None
+        return event
