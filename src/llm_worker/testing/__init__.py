@@ -1,0 +1,20 @@
+"""Test doubles for applications built on llm-worker, and for llm-worker's own tests.
+
+- `ScriptedClient`: a client that answers from a script, no network — for testing hooks and
+  tools.
+- `WireServer`: a real HTTP server on 127.0.0.1 that plays answers byte for byte, with
+  injected faults (cut, reset, delay, status codes), so the real provider clients can be tested.
+"""
+
+from llm_worker.testing._script import ScriptedClient, ScriptedResponse, ScriptExhaustedError
+from llm_worker.testing._server import Chunking, RecordedRequest, WireResponse, WireServer
+
+__all__ = (
+    "Chunking",
+    "RecordedRequest",
+    "ScriptExhaustedError",
+    "ScriptedClient",
+    "ScriptedResponse",
+    "WireResponse",
+    "WireServer",
+)

@@ -1,0 +1,226 @@
+"""Scripted model answers: a `ScriptedClient` that needs no network, and the answer type that
+the wire encoders turn into each provider's real stream format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import KW_ONLY, dataclass
+
+import anyio
+import orjson
+
+from llm_worker.errors import LLMWorkerError, ProviderError
+from llm_worker.events import (
+    BlockType,
+    ErrorEvent,
+    Event,
+    ResponseStatus,
+    StatusEvent,
+    StopReason,
+    ThinkingMetadata,
+    UsageEvent,
+)
+from llm_worker.messages import Part, Request, TextPart, ThinkingPart, ToolUsePart
+from llm_worker.providers._blocks import BlockEmitter
+
+__all__ = ("ScriptExhaustedError", "ScriptedClient", "ScriptedResponse")
+
+
+class ScriptExhaustedError(LLMWorkerError, AssertionError):
+    """More requests were made than the script has answers (or fewer, on `assert_all_used`)."""
+
+
+@dataclass(slots=True)
+class ScriptedResponse:
+    """One scripted model answer.
+
+    Attributes:
+        parts: The answer's content in order: `TextPart`, `ThinkingPart` (with an optional
+            `signature` / `redacted`), `ToolUsePart` (an empty `id` gets `call_<n>`).
+        stop_reason: Why the answer stops; by default `TOOL_USE` when it calls a tool, else
+            `END_TURN`.
+        usage: Token usage; by default a rough count (4 characters a token).
+        chunk_size: Text and thinking are streamed in deltas of this many characters.
+        delay: Seconds between two deltas (a slow model, for demos and timing tests).
+        fail_with: Raise this error after the parts were streamed (before the stop), as a
+            provider whose stream breaks would.
+    """
+
+    parts: list[Part]
+    _: KW_ONLY
+    stop_reason: StopReason | None = None
+    usage: UsageEvent | None = None
+    chunk_size: int = 16
+    delay: float = 0.0
+    fail_with: ProviderError | None = None
+
+    @classmethod
+    def text(cls, text: str, **options: object) -> ScriptedResponse:
+        """An answer of one text block."""
+        return cls([TextPart(text)], **options)  # type: ignore[arg-type]
+
+    def resolved_stop_reason(self) -> StopReason:
+        """The stop reason, defaulted from the parts."""
+        if self.stop_reason is not None:
+            return self.stop_reason
+        if any(isinstance(p, ToolUsePart) for p in self.parts):
+            return StopReason.TOOL_USE
+        return StopReason.END_TURN
+
+    def resolved_usage(self, request: Request | None = None) -> UsageEvent:
+        """The usage, defaulted to a rough count."""
+        if self.usage is not None:
+            return self.usage
+        prompt = 0
+        if request is not None:
+            prompt = sum(len(m.to_json()) for m in request.messages) // 4 + 1
+        output = sum(len(_part_text(p)) for p in self.parts) // 4 + 1
+        return UsageEvent(input_tokens=prompt, output_tokens=output, total_tokens=prompt + output)
+
+    def with_ids(self, start: int) -> list[Part]:
+        """The parts, tool calls without an id given `call_<n>` from `start` on."""
+        n = start
+        parts: list[Part] = []
+        for part in self.parts:
+            if isinstance(part, ToolUsePart) and not part.id:
+                part = ToolUsePart(f"call_{n}", part.name, part.input, signature=part.signature)
+                n += 1
+            parts.append(part)
+        return parts
+
+
+def _part_text(part: Part) -> str:
+    if isinstance(part, TextPart | ThinkingPart):
+        return part.text
+    if isinstance(part, ToolUsePart):
+        return str(part.input)
+    return part.content
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+class ScriptedClient:
+    """A client that answers from a script instead of a network: for testing hooks and tools.
+
+    Each `stream()` call takes the next `ScriptedResponse`, records the request in `requests`,
+    and yields the same normalized events a real client would.
+
+    Example:
+        ```python
+        client = ScriptedClient([
+            ScriptedResponse([ToolUsePart("", "get_weather", {"city": "Kyoto"})]),
+            ScriptedResponse.text("Sunny."),
+        ])
+        worker = Worker(client, tools=[get_weather])
+        ```
+    """
+
+    def __init__(
+        self,
+        responses: Iterable[ScriptedResponse],
+        *,
+        model: str = "scripted",
+        provider: str = "scripted",
+    ) -> None:
+        self._responses = list(responses)
+        self._next = 0
+        self._calls = 0
+        self.requests: list[Request] = []
+        self._model = model
+        self._provider = provider
+
+    @property
+    def provider(self) -> str:
+        """`"scripted"` unless set."""
+        return self._provider
+
+    @property
+    def model(self) -> str:
+        """`"scripted"` unless set."""
+        return self._model
+
+    @property
+    def remaining(self) -> int:
+        """Answers not used yet."""
+        return len(self._responses) - self._next
+
+    def add(self, *responses: ScriptedResponse) -> None:
+        """Append answers to the script."""
+        self._responses.extend(responses)
+
+    def assert_all_used(self) -> None:
+        """Raise `ScriptExhaustedError` if some scripted answers were never requested."""
+        if self.remaining:
+            raise ScriptExhaustedError(f"{self.remaining} scripted answer(s) were never requested")
+
+    def stream(self, request: Request) -> AsyncIterator[Event]:
+        """Yield the next scripted answer as events."""
+        if self._next >= len(self._responses):
+            raise ScriptExhaustedError(
+                f"request {self._next + 1} made, but the script has only "
+                f"{len(self._responses)} answer(s)"
+            )
+        response = self._responses[self._next]
+        self._next += 1
+        self.requests.append(request)
+        return self._events(response, request)
+
+    async def _events(self, response: ScriptedResponse, request: Request) -> AsyncIterator[Event]:
+        yield StatusEvent(ResponseStatus.STARTED)
+        emitter = BlockEmitter()
+        parts = response.with_ids(self._calls)
+        self._calls += sum(1 for p in response.parts if isinstance(p, ToolUsePart) and not p.id)
+        for batch in _part_events(parts, response.chunk_size, emitter):
+            for event in batch:
+                yield event
+            batch.clear()
+            if response.delay:
+                await anyio.sleep(response.delay)
+        if response.fail_with is not None:
+            emitter.abort(response.fail_with.message)
+            for event in emitter.out:
+                yield event
+            yield ErrorEvent(response.fail_with.error_type, response.fail_with.message)
+            yield StatusEvent(ResponseStatus.FAILED)
+            raise response.fail_with
+        yield response.resolved_usage(request)
+        emitter.finish(response.resolved_stop_reason(), None)
+        for event in emitter.out:
+            yield event
+        yield StatusEvent(ResponseStatus.COMPLETED)
+
+
+def _part_events(
+    parts: Sequence[Part], chunk_size: int, emitter: BlockEmitter
+) -> Iterable[list[Event]]:
+    out = emitter.out
+    for part in parts:
+        if isinstance(part, TextPart):
+            for piece in _pieces(part.text, chunk_size):
+                emitter.text(piece)
+                yield out
+            _sign(emitter, part.signature)
+        elif isinstance(part, ThinkingPart):
+            emitter.start(BlockType.THINKING, ThinkingMetadata(part.redacted, part.item_id))
+            if part.redacted is None:
+                for piece in _pieces(part.text, chunk_size):
+                    emitter.thinking(piece)
+                    yield out
+            _sign(emitter, part.signature)
+        elif isinstance(part, ToolUsePart):
+            emitter.tool_use(part.id, part.name, item_id=part.item_id)
+            _sign(emitter, part.signature)
+            for piece in _pieces(orjson.dumps(part.input).decode(), chunk_size):
+                emitter.input_json(piece)
+                yield out
+        emitter.stop()
+        yield out
+
+
+def _sign(emitter: BlockEmitter, signature: str | None) -> None:
+    if signature is not None:
+        emitter.signature(signature)
