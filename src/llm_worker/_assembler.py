@@ -1,0 +1,154 @@
+"""Builds the assistant message of one response from its raw events.
+
+The Timeline's collectors give texts and tool calls but not their order, nor the opaque
+continuation data (signatures, redacted thinking, item ids) that the next request must send
+back; this assembler keeps both. Aborted blocks are dropped: a half block is never sent back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llm_worker.collectors import ToolCall, parse_tool_call
+from llm_worker.events import (
+    BlockAbort,
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    BlockType,
+    Event,
+    InputJsonDelta,
+    SignatureDelta,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ThinkingMetadata,
+    ToolUseMetadata,
+    UsageEvent,
+)
+from llm_worker.messages import Message, Origin, Part, TextPart, ThinkingPart, ToolUsePart
+
+__all__ = ("Assembler", "Completed")
+
+
+@dataclass(slots=True)
+class _Open:
+    block_type: BlockType
+    pieces: list[str] = field(default_factory=lambda: [])
+    signature: list[str] = field(default_factory=lambda: [])
+    redacted: str | None = None
+    item_id: str | None = None
+    call_id: str = ""
+    name: str = ""
+
+
+@dataclass(slots=True)
+class Completed:
+    """A block the assembler just finished: its text or its tool call."""
+
+    text: str | None = None
+    call: ToolCall | None = None
+
+
+class Assembler:
+    """Feed it every event of one response; read `message`, `calls`, `usage`, `stop_reason`."""
+
+    __slots__ = ("_open", "calls", "origin", "parts", "stop_reason", "usage")
+
+    def __init__(self, origin: Origin) -> None:
+        self.origin = origin
+        self.parts: list[Part] = []
+        self.calls: list[ToolCall] = []
+        self.usage = UsageEvent()
+        self.stop_reason: StopReason | None = None
+        self._open: _Open | None = None
+
+    def feed(self, event: Event) -> Completed | None:
+        """Take one event; return what it completed, if anything."""
+        if isinstance(event, BlockDelta):
+            self._delta(event)
+            return None
+        if isinstance(event, BlockStart):
+            self._start(event)
+            return None
+        if isinstance(event, BlockStop):
+            if event.stop_reason is not None:
+                self.stop_reason = event.stop_reason
+            return self._stop()
+        if isinstance(event, BlockAbort):
+            self._open = None
+            return None
+        if isinstance(event, UsageEvent):
+            self.usage = self.usage.updated(event)
+        return None
+
+    @property
+    def message(self) -> Message:
+        """The assistant message so far (completed blocks only)."""
+        return Message("assistant", list(self.parts))
+
+    def _start(self, event: BlockStart) -> None:
+        block = _Open(event.block_type)
+        meta = event.metadata
+        if isinstance(meta, ToolUseMetadata):
+            block.call_id, block.name, block.item_id = meta.id, meta.name, meta.item_id
+        elif isinstance(meta, ThinkingMetadata):
+            block.redacted, block.item_id = meta.redacted, meta.item_id
+        self._open = block
+
+    def _delta(self, event: BlockDelta) -> None:
+        block = self._open
+        delta = event.delta
+        if block is None:
+            # A delta with no start (the implicit start of the event model).
+            kind = (
+                BlockType.THINKING
+                if isinstance(delta, ThinkingDelta)
+                else BlockType.TOOL_USE
+                if isinstance(delta, InputJsonDelta)
+                else BlockType.TEXT
+            )
+            block = self._open = _Open(kind)
+        if isinstance(delta, TextDelta | ThinkingDelta):
+            block.pieces.append(delta.text)
+        elif isinstance(delta, InputJsonDelta):
+            block.pieces.append(delta.partial_json)
+        elif isinstance(delta, SignatureDelta):
+            block.signature.append(delta.signature)
+
+    def _stop(self) -> Completed | None:
+        block = self._open
+        self._open = None
+        if block is None:
+            return None
+        text = "".join(block.pieces)
+        signature = "".join(block.signature) or None
+        origin = self.origin if (signature or block.redacted or block.item_id) else None
+        if block.block_type is BlockType.TOOL_USE:
+            call = parse_tool_call(block.call_id, block.name, text)
+            self.calls.append(call)
+            self.parts.append(
+                ToolUsePart(
+                    call.id,
+                    call.name,
+                    call.input,
+                    signature=signature,
+                    item_id=block.item_id,
+                    origin=origin,
+                )
+            )
+            return Completed(call=call)
+        if block.block_type is BlockType.THINKING:
+            self.parts.append(
+                ThinkingPart(
+                    text,
+                    signature=signature,
+                    redacted=block.redacted,
+                    item_id=block.item_id,
+                    origin=origin,
+                )
+            )
+            return None
+        if text or signature:
+            self.parts.append(TextPart(text, signature=signature, origin=origin))
+        return Completed(text=text)

@@ -1,0 +1,87 @@
+"""Keep a history that providers accept: every tool call answered by exactly one result.
+
+Providers reject (HTTP 400) a history in which a tool call has no result in the next message, a
+result answers no call, or a call is answered twice. A history can get that way through a crash,
+a cancellation, a skipped or denied call, or a history loaded from elsewhere. `repair` fixes it
+before every request, saying in each synthesized result why there was none.
+"""
+
+from __future__ import annotations
+
+from llm_worker.messages import Message, Part, ToolResultPart, ToolUsePart
+
+__all__ = ("missing_result", "repair")
+
+
+def missing_result(call: ToolUsePart, why: str) -> ToolResultPart:
+    """The error result that stands in for a call that got none."""
+    return ToolResultPart(
+        call.id,
+        f"No result: the call was {why} before it returned. It did not complete.",
+        is_error=True,
+        name=call.name,
+    )
+
+
+def repair(messages: list[Message], *, why: str = "interrupted") -> tuple[list[Message], int]:
+    """Return a history where each tool call has exactly one result, in call order.
+
+    Results are moved first into the user message that follows their call, ordered as the
+    calls; missing ones are synthesized (`why` says what happened); results that answer no
+    call of the preceding message, and duplicates, are dropped. The input is not modified.
+
+    Returns:
+        The repaired messages and the number of changes made.
+    """
+    out: list[Message] = []
+    changes = 0
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        calls = message.tool_uses if message.role == "assistant" else []
+        if not calls:
+            if message.role == "user" and message.tool_results:
+                kept = [p for p in message.content if not isinstance(p, ToolResultPart)]
+                changes += len(message.content) - len(kept)
+                if kept:
+                    out.append(Message("user", kept))
+            else:
+                out.append(message)
+            i += 1
+            continue
+        out.append(message)
+        follower = messages[i + 1] if i + 1 < len(messages) else None
+        answer, changed = _answer(calls, follower if follower and follower.role == "user" else None, why)
+        out.append(answer)
+        changes += changed
+        i += 2 if follower is not None and follower.role == "user" else 1
+    return out, changes
+
+
+def _answer(calls: list[ToolUsePart], follower: Message | None, why: str) -> tuple[Message, int]:
+    by_id: dict[str, ToolResultPart] = {}
+    others: list[Part] = []
+    changes = 0
+    for part in follower.content if follower is not None else []:
+        if isinstance(part, ToolResultPart):
+            if part.tool_use_id in by_id:
+                changes += 1  # a second result for one call
+            else:
+                by_id[part.tool_use_id] = part
+        else:
+            others.append(part)
+    results: list[Part] = []
+    for call in calls:
+        result = by_id.pop(call.id, None)
+        if result is None:
+            result = missing_result(call, why)
+            changes += 1
+        results.append(result)
+    changes += len(by_id)  # results that answer no call of this message
+    if follower is not None and not changes:
+        ordered = [p for p in follower.content if isinstance(p, ToolResultPart)]
+        if [p.tool_use_id for p in ordered] != [c.id for c in calls] or follower.content[
+            : len(calls)
+        ] != ordered:
+            changes += 1
+    return Message("user", results + others), changes

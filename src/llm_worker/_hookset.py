@@ -1,0 +1,116 @@
+"""Registered hooks and the chain semantics every hook point shares."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import anyio
+
+from llm_worker.errors import HookError
+from llm_worker.hooks import (
+    AbortContext,
+    Continue,
+    Finish,
+    MessageSendContext,
+    ToolCallContext,
+    ToolResultContext,
+    TurnEndContext,
+    hook_name,
+)
+
+__all__ = ("HookSet", "Registered")
+
+C = TypeVar("C")
+R = TypeVar("R")
+
+# The results each point accepts; anything else is a HookError naming the hook.
+_ALLOWED: dict[str, tuple[str, ...]] = {
+    "on_message_send": ("Continue", "Cancel"),
+    "before_tool_call": ("Continue", "Skip", "Abort", "Pause"),
+    "after_tool_call": ("Continue", "Abort"),
+    "on_turn_end": ("Finish", "ContinueWithMessages", "Pause"),
+}
+
+
+@dataclass(slots=True)
+class Registered(Generic[C, R]):
+    """One registered hook with its name and timeout."""
+
+    fn: Callable[[C], Awaitable[R | None]]
+    name: str
+    timeout: float | None
+
+
+@dataclass(slots=True)
+class HookSet:
+    """The hooks of one Worker, per point, in registration order."""
+
+    on_message_send: list[Registered[MessageSendContext, Any]] = field(default_factory=lambda: [])
+    before_tool_call: list[Registered[ToolCallContext, Any]] = field(default_factory=lambda: [])
+    after_tool_call: list[Registered[ToolResultContext, Any]] = field(default_factory=lambda: [])
+    on_turn_end: list[Registered[TurnEndContext, Any]] = field(default_factory=lambda: [])
+    on_abort: list[Registered[AbortContext, None]] = field(default_factory=lambda: [])
+
+    @staticmethod
+    def make(fn: Callable[[C], Awaitable[R | None]], timeout: float | None) -> Registered[C, R]:
+        """Wrap a hook for registration."""
+        if not callable(fn):
+            from llm_worker.errors import ConfigurationError
+
+            raise ConfigurationError(f"a hook must be an async callable, got {fn!r}")
+        return Registered(fn, hook_name(fn), timeout)
+
+    async def chain(self, point: str, hooks: list[Registered[C, Any]], ctx: C) -> Any:
+        """Run one point's hooks in order; return the first decisive result, or None.
+
+        `Continue` (or `None`) passes to the next hook; `Finish` also passes on, so that every
+        on_turn_end hook gets to check the answer.
+        """
+        for hook in hooks:
+            result = await _call(point, hook, ctx)
+            if result is None or isinstance(result, Continue | Finish):
+                continue
+            if type(result).__name__ not in _ALLOWED[point]:
+                raise HookError(
+                    f"hook {hook.name} returned {result!r}, which {point} does not allow "
+                    f"(allowed: {', '.join(_ALLOWED[point])}, or None)",
+                    hook=hook.name,
+                    kind=point,
+                )
+            return result
+        return None
+
+    async def abort(self, ctx: AbortContext) -> list[BaseException]:
+        """Run every on_abort hook (each even if another fails); return their errors."""
+        errors: list[BaseException] = []
+        for hook in self.on_abort:
+            try:
+                await _call("on_abort", hook, ctx)
+            except HookError as exc:
+                errors.append(exc)
+        return errors
+
+
+async def _call(point: str, hook: Registered[C, Any], ctx: C) -> Any:
+    try:
+        if hook.timeout is None:
+            return await hook.fn(ctx)
+        with anyio.fail_after(hook.timeout):
+            return await hook.fn(ctx)
+    except anyio.get_cancelled_exc_class():
+        raise
+    except TimeoutError as exc:
+        raise HookError(
+            f"hook {hook.name} ({point}) ran past its timeout of {hook.timeout} s",
+            hook=hook.name,
+            kind=point,
+        ) from exc
+    except Exception as exc:
+        raise HookError(
+            f"hook {hook.name} ({point}) raised {type(exc).__name__}: {exc}",
+            hook=hook.name,
+            kind=point,
+        ) from exc
+

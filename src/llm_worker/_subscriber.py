@@ -1,0 +1,54 @@
+"""`Worker.subscribe`: one object's event methods registered as the matching handlers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llm_worker.worker import Worker
+
+__all__ = ("register",)
+
+_BLOCKS = ("text_block", "thinking_block", "tool_use_block")
+_META = ("usage", "status", "error")
+
+
+class _ScopedMethod:
+    """A subscriber's `on_<kind>(scope, event)` as a Timeline handler with its own scopes."""
+
+    __slots__ = ("_method", "_new_scope")
+
+    def __init__(self, method: Callable[[Any, Any], object], new_scope: Callable[[], Any]) -> None:
+        self._method = method
+        self._new_scope = new_scope
+
+    def new_scope(self) -> Any:
+        return self._new_scope()
+
+    def on_event(self, scope: Any, event: Any) -> None:
+        self._method(scope, event)
+
+
+def _none() -> None:
+    return None
+
+
+def register(worker: Worker, subscriber: object) -> None:
+    """Register each `on_*` method `subscriber` has with `worker`."""
+    for kind in _BLOCKS:
+        method = getattr(subscriber, f"on_{kind}", None)
+        if callable(method):
+            new_scope = getattr(subscriber, f"new_{kind}_scope", None)
+            handler = _ScopedMethod(method, new_scope if callable(new_scope) else _none)
+            getattr(worker.timeline, f"on_{kind}")(handler)
+    for kind in _META:
+        method = getattr(subscriber, f"on_{kind}", None)
+        if callable(method):
+            getattr(worker.timeline, f"on_{kind}")(method)
+    text_complete = getattr(subscriber, "on_text_complete", None)
+    if callable(text_complete):
+        worker.on_text_complete(text_complete)
+    call_complete = getattr(subscriber, "on_tool_call_complete", None)
+    if callable(call_complete):
+        worker.on_tool_call_complete(call_complete)

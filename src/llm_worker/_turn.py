@@ -1,0 +1,291 @@
+"""One run of the Worker's loop: request → stream → tool batch → … → turn end.
+
+`Run` holds the state of one `Worker.run` / `Worker.resume` call. Its phases:
+
+- `_request`: on_message_send hooks, history repair, streaming through the Timeline (with the
+  optional early start of tools whose block has stopped), retry of a stream that fails
+  mid-way where that is safe;
+- `_tool_batch` (in `_execution.py`): before_tool_call hooks in call order, concurrent
+  execution, after_tool_call hooks in call order, results appended in call order;
+- `_turn_end`: on_turn_end hooks (finish, continue with messages, pause).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from llm_worker._assembler import Assembler, Completed
+from llm_worker._execution import Batch
+from llm_worker._history import repair
+from llm_worker.errors import LimitExceededError, OverloadedError, ProviderError, StreamInterruptedError
+from llm_worker.events import Event, StopReason, UsageEvent
+from llm_worker.hooks import (
+    Cancel,
+    ContinueWithMessages,
+    MessageSendContext,
+    Pause,
+    TurnEndContext,
+)
+from llm_worker.messages import Message, Origin, Request
+from llm_worker.state import (
+    PauseState,
+    PendingCall,
+    RunResult,
+    RunStatus,
+    TextComplete,
+    ToolCallComplete,
+)
+
+if TYPE_CHECKING:
+    from llm_worker._worker_config import WorkerConfig
+
+__all__ = ("Run", "StreamRetry")
+
+
+@dataclass(slots=True, frozen=True)
+class StreamRetry:
+    """When the Worker sends a request again after its stream broke mid-way (after HTTP 200,
+    where no HTTP-level retry sees it).
+
+    A request is retried only while no side-effecting tool of it has started (tools started
+    early must be read-only or idempotent). Handlers see the abort of the open block, then the
+    new attempt; usage counts both attempts.
+
+    Attributes:
+        on_overloaded: Retry an `overloaded_error` that arrives mid-stream.
+        on_interrupted: Retry a stream that ended early or whose connection reset.
+        max_retries: Retries per request.
+        delay: Seconds before a retry (doubled each time).
+    """
+
+    on_overloaded: bool = True
+    on_interrupted: bool = False
+    max_retries: int = 2
+    delay: float = 1.0
+
+    def allows(self, exc: ProviderError, attempt: int) -> bool:
+        """Whether this failure may be retried at this attempt (1-based)."""
+        if attempt > self.max_retries:
+            return False
+        if isinstance(exc, OverloadedError):
+            return self.on_overloaded
+        return isinstance(exc, StreamInterruptedError) and self.on_interrupted
+
+
+@dataclass(slots=True)
+class Run:
+    """The state of one run."""
+
+    cfg: WorkerConfig
+    history: list[Message]
+    requests: int = 0
+    continuations: int = 0
+    usage: UsageEvent = field(default_factory=UsageEvent)
+    start: int = 0
+    batch: Batch | None = None
+
+    async def loop(self, *, resume: PauseState | None = None) -> RunResult:
+        """Run until the turn finishes or pauses."""
+        if resume is not None:
+            outcome = await self._resume(resume)
+            if outcome is not None:
+                return outcome
+        while True:
+            # Tools started early (while the answer still streams) run in this task group,
+            # which outlives the stream and is joined before the turn goes on.
+            async with anyio.create_task_group() as group:
+                self.batch = Batch(self, [], group if self.cfg.early_tool_start else None)
+                response = await self._request()
+                if isinstance(response, RunResult):
+                    return response
+                if response.calls:
+                    outcome = await self._run_batch(self.batch, resumed=False)
+                    if outcome is not None:
+                        return outcome
+                    continue
+            self.batch = None
+            if response.stop_reason is StopReason.PAUSE_TURN:
+                continue  # a server tool paused the answer: sending it back lets it go on
+            outcome = await self._turn_end(resumed=False)
+            if outcome is not None:
+                return outcome
+
+    async def _resume(self, state: PauseState) -> RunResult | None:
+        if state.at == "on_turn_end":
+            return await self._turn_end(resumed=True)
+        return await self._run_batch(Batch(self, state.pending, None), resumed=True)
+
+    async def _run_batch(self, batch: Batch, *, resumed: bool) -> RunResult | None:
+        self.batch = batch
+        paused = await batch.run(resumed=resumed)
+        self.batch = None
+        if paused is not None:
+            return self.paused("before_tool_call", paused.reason, batch.pending)
+        return None
+
+    # -- the request ---------------------------------------------------------------------
+
+    async def _request(self) -> Assembler | RunResult:
+        cfg = self.cfg
+        if self.requests >= cfg.max_requests:
+            raise LimitExceededError(
+                f"the run reached max_requests={cfg.max_requests} without finishing; raise "
+                "Worker(max_requests=...) if the task needs more steps",
+                limit="max_requests",
+                value=cfg.max_requests,
+            )
+        self.requests += 1
+        self.history[:] = repair(self.history)[0]
+        request = cfg.build_request(list(self.history))
+        ctx = MessageSendContext(request.messages, request, self.requests)
+        decided = await cfg.hooks.chain("on_message_send", cfg.hooks.on_message_send, ctx)
+        if isinstance(decided, Cancel):
+            return await self.cancelled(decided.reason)
+        request.messages = repair(ctx.messages)[0]
+        attempt = 0
+        while True:
+            attempt += 1
+            assembler = Assembler(Origin(cfg.client.provider, cfg.client.model))
+            try:
+                await self._stream(request, assembler)
+            except ProviderError as exc:
+                self.usage = self.usage + assembler.usage
+                batch = self.batch
+                if not (exc.streamed and cfg.stream_retry.allows(exc, attempt)):
+                    raise
+                if batch is not None:
+                    if not batch.may_restart():
+                        raise
+                    self.batch = Batch(self, [], batch.group)
+                await anyio.sleep(cfg.stream_retry.delay * 2 ** (attempt - 1))
+                continue
+            break
+        self.usage = self.usage + assembler.usage
+        if assembler.parts:
+            self.history.append(assembler.message)
+        return assembler
+
+    async def _stream(self, request: Request, assembler: Assembler) -> None:
+        cfg = self.cfg
+        dispatch = cfg.timeline.dispatch
+        sinks = cfg.sinks
+        async with AsyncExitStack() as stack:
+            events = await stack.enter_async_context(_closing(cfg.client.stream(request)))
+            async for event in events:
+                dispatch(event)
+                if sinks:
+                    _send(sinks, event)
+                completed = assembler.feed(event)
+                if completed is not None:
+                    await self._completed(completed)
+
+    async def _completed(self, completed: Completed) -> None:
+        cfg = self.cfg
+        if completed.text is not None:
+            for handler in cfg.text_complete:
+                handler(completed.text)
+            if cfg.sinks:
+                _send(cfg.sinks, TextComplete(completed.text))
+        if completed.call is not None:
+            for handler in cfg.call_complete:
+                handler(completed.call)
+            if cfg.sinks:
+                _send(cfg.sinks, ToolCallComplete(completed.call))
+            if self.batch is not None:
+                await self.batch.arrived(completed.call)
+
+    # -- the turn end ----------------------------------------------------------------------
+
+    async def _turn_end(self, *, resumed: bool) -> RunResult | None:
+        cfg = self.cfg
+        response = _last_assistant(self.history)
+        ctx = TurnEndContext(self.history, response, self.continuations, resumed)
+        decided = await cfg.hooks.chain("on_turn_end", cfg.hooks.on_turn_end, ctx)
+        if isinstance(decided, ContinueWithMessages):
+            if self.continuations >= cfg.max_continuations:
+                raise LimitExceededError(
+                    f"on_turn_end hooks asked to continue more than "
+                    f"max_continuations={cfg.max_continuations} times; the answer was never "
+                    "accepted",
+                    limit="max_continuations",
+                    value=cfg.max_continuations,
+                )
+            self.continuations += 1
+            self.history.extend(decided.messages)
+            return None
+        if isinstance(decided, Pause):
+            return self.paused("on_turn_end", decided.reason, [])
+        return self.result(RunStatus.FINISHED, text=response.text)
+
+    # -- outcomes ------------------------------------------------------------------------
+
+    def result(self, status: RunStatus, **kwargs: Any) -> RunResult:
+        """A RunResult with this run's counters."""
+        return RunResult(
+            status,
+            messages=self.history[self.start :],
+            usage=self.usage,
+            requests=self.requests,
+            **kwargs,
+        )
+
+    def paused(self, at: Any, reason: str | None, pending: list[PendingCall]) -> RunResult:
+        """The PAUSED result with its state."""
+        state = PauseState(
+            list(self.history),
+            pending,
+            at=at,
+            reason=reason,
+            requests=self.requests,
+            continuations=self.continuations,
+            usage=self.usage,
+        )
+        return self.result(RunStatus.PAUSED, state=state, reason=reason)
+
+    async def cancelled(self, reason: str) -> RunResult:
+        """Clean up after a cancellation and give the CANCELLED result."""
+        await self.cleanup(reason, "cancelled", None)
+        return self.result(RunStatus.CANCELLED, reason=reason)
+
+    async def cleanup(self, reason: str, kind: Any, error: BaseException | None) -> list[BaseException]:
+        """Abort the open block, close the batch, repair the history, run on_abort hooks."""
+        from llm_worker.hooks import AbortContext
+
+        self.cfg.timeline.abort_current_block(reason)
+        if self.batch is not None:
+            self.history.append(self.batch.partial_results("cancelled" if kind == "cancelled" else "interrupted"))
+            self.batch = None
+        self.history[:] = repair(self.history, why="cancelled" if kind == "cancelled" else "interrupted")[0]
+        return await self.cfg.hooks.abort(AbortContext(reason, kind, error))
+
+
+def _last_assistant(history: list[Message]) -> Message:
+    for message in reversed(history):
+        if message.role == "assistant":
+            return message
+    return Message("assistant", [])
+
+
+def _send(sinks: list[Callable[[Any], None]], event: Any) -> None:
+    for sink in sinks:
+        sink(event)
+
+
+class _closing:
+    """`contextlib.aclosing` for any async iterator: closes a generator on exit (cancel too)."""
+
+    def __init__(self, it: AsyncIterator[Event]) -> None:
+        self.it = it
+
+    async def __aenter__(self) -> AsyncIterator[Event]:
+        return self.it
+
+    async def __aexit__(self, *exc: object) -> None:
+        aclose = getattr(self.it, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -1,0 +1,72 @@
+"""What a Worker is configured with, shared by its runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from llm_worker._hookset import HookSet
+from llm_worker.messages import Message, Request, ThinkingConfig, ToolChoice
+
+if TYPE_CHECKING:
+    from llm_worker._turn import StreamRetry
+    from llm_worker.blobs import BlobStore, OutputPolicy
+    from llm_worker.collectors import ToolCall
+    from llm_worker.providers._base import LLMClient
+    from llm_worker.timeline import Timeline
+    from llm_worker.tools import ToolRegistry, ToolResult
+
+__all__ = ("WorkerConfig",)
+
+
+@dataclass(slots=True)
+class WorkerConfig:
+    """The Worker's settings and registrations; a run reads them, never copies them."""
+
+    client: LLMClient
+    registry: ToolRegistry
+    timeline: Timeline
+    stream_retry: StreamRetry
+    policy: OutputPolicy
+    system: str | None = None
+    max_requests: int = 50
+    max_continuations: int = 3
+    max_tokens: int | None = None
+    temperature: float | None = None
+    thinking: ThinkingConfig | None = None
+    tool_choice: ToolChoice | None = None
+    stop_sequences: list[str] = field(default_factory=lambda: [])
+    options: dict[str, Any] = field(default_factory=lambda: {})
+    early_tool_start: bool = False
+    blob_store: BlobStore | None = None
+    hooks: HookSet = field(default_factory=HookSet)
+    text_complete: list[Callable[[str], object]] = field(default_factory=lambda: [])
+    call_complete: list[Callable[[ToolCall], object]] = field(default_factory=lambda: [])
+    sinks: list[Callable[[Any], None]] = field(default_factory=lambda: [])
+
+    def build_request(self, messages: list[Message]) -> Request:
+        """The request for the current history."""
+        return Request(
+            messages,
+            system=self.system,
+            tools=self.registry.specs(),
+            tool_choice=self.tool_choice,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            stop_sequences=list(self.stop_sequences),
+            thinking=self.thinking,
+            options=dict(self.options),
+        )
+
+    async def store_output(self, result: ToolResult) -> ToolResult:
+        """Keep a large output in the blob store; the result then carries its summary."""
+        if self.blob_store is None or result.is_error:
+            return result
+        from llm_worker.blobs import externalize
+
+        source = result.output if result.output is not None else result.content
+        output = await externalize(source, self.blob_store, self.policy)
+        result.output = output
+        result.content = output.text
+        return result

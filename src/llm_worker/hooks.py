@@ -1,0 +1,299 @@
+"""Hooks: step into the Worker's loop before each request, around each tool call, at turn end
+and on abort.
+
+| hook point | when | context (mutable) | results allowed |
+|---|---|---|---|
+| on_message_send | before each request | `MessageSendContext` | `Continue`, `Cancel` |
+| before_tool_call | before each call, in call order | `ToolCallContext` | `Continue`, `Skip`, `Abort`, `Pause` |
+| after_tool_call | after each call, in call order | `ToolResultContext` | `Continue`, `Abort` |
+| on_turn_end | an answer with no tool call | `TurnEndContext` | `Finish`, `ContinueWithMessages`, `Pause` |
+| on_abort | the run is cancelled, aborted or fails | `AbortContext` | none |
+
+A hook is any async callable taking the context and returning one of its allowed results;
+returning `None` means `Continue` (or `Finish` for on_turn_end). Each result union is a type, so
+pyright rejects a hook that could return a result its hook point does not allow.
+
+How hooks of one point combine: they run in registration order. Rewrites accumulate — each hook
+sees the context as the previous one left it (edited arguments, a masked result). The first
+decisive result (`Skip`, `Abort`, `Pause`, `Cancel`, `ContinueWithMessages`) ends the chain and
+the later hooks are not called. A hook that raises, or runs past its timeout, ends the run with
+a `HookError` naming it, after the on_abort hooks.
+
+Contexts are classes, not positional arguments, so that they can grow new fields without
+breaking existing hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+
+from llm_worker.messages import Message, Request
+
+if TYPE_CHECKING:
+    from llm_worker.collectors import ToolCall
+    from llm_worker.tools import Tool, ToolMeta, ToolResult
+
+__all__ = (
+    "Abort",
+    "AbortContext",
+    "AfterToolCallHook",
+    "AfterToolCallResult",
+    "BeforeToolCallHook",
+    "BeforeToolCallResult",
+    "Cancel",
+    "Continue",
+    "ContinueWithMessages",
+    "Finish",
+    "MessageSendContext",
+    "OnAbortHook",
+    "OnMessageSendHook",
+    "OnMessageSendResult",
+    "OnTurnEndHook",
+    "OnTurnEndResult",
+    "Pause",
+    "Skip",
+    "ToolCallContext",
+    "ToolResultContext",
+    "TurnEndContext",
+    "WorkerHooks",
+)
+
+
+@dataclass(slots=True, frozen=True)
+class Continue:
+    """Go on: pass to the next hook, then proceed as normal."""
+
+
+@dataclass(slots=True, frozen=True)
+class Skip:
+    """Do not run this tool call; the model gets an error result saying it was skipped.
+
+    Attributes:
+        reason: Told to the model in the result, if given.
+    """
+
+    reason: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Abort:
+    """End the run with `Aborted(reason)` after the on_abort hooks.
+
+    Attributes:
+        reason: Why; carried by the `Aborted` exception.
+    """
+
+    reason: str
+
+
+@dataclass(slots=True, frozen=True)
+class Pause:
+    """End the run PAUSED; `RunResult.state` holds what `Worker.resume` needs to go on.
+
+    Attributes:
+        reason: Why (e.g. "waiting for approval"); kept in the pause state.
+    """
+
+    reason: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Cancel:
+    """Do not send this request: the run ends CANCELLED (on_abort hooks run).
+
+    Attributes:
+        reason: Why.
+    """
+
+    reason: str
+
+
+@dataclass(slots=True, frozen=True)
+class Finish:
+    """End the turn: the answer is final."""
+
+
+@dataclass(slots=True, frozen=True)
+class ContinueWithMessages:
+    """Append these messages to the history and request again (e.g. ask for a fix).
+
+    Attributes:
+        messages: The messages to append, usually one user message.
+    """
+
+    messages: list[Message]
+
+
+OnMessageSendResult: TypeAlias = Continue | Cancel
+"""What an on_message_send hook may return."""
+BeforeToolCallResult: TypeAlias = Continue | Skip | Abort | Pause
+"""What a before_tool_call hook may return."""
+AfterToolCallResult: TypeAlias = Continue | Abort
+"""What an after_tool_call hook may return."""
+OnTurnEndResult: TypeAlias = Finish | ContinueWithMessages | Pause
+"""What an on_turn_end hook may return."""
+
+
+@dataclass(slots=True)
+class MessageSendContext:
+    """Input of on_message_send hooks.
+
+    Attributes:
+        messages: The messages about to be sent. A new list over the history's messages:
+            inserting, removing or replacing items changes this request only; mutating a message
+            object in place changes the history too.
+        request: The whole request (system prompt, tools, options) — editable for this request.
+        request_number: 1 for the first request of the run, 2 for the next, …
+    """
+
+    messages: list[Message]
+    request: Request
+    request_number: int
+
+
+@dataclass(slots=True)
+class ToolCallContext:
+    """Input of before_tool_call hooks.
+
+    Attributes:
+        call: The call; edit `call.input` to rewrite the arguments the tool receives.
+        meta: The tool's metadata (`None` when the model named an unknown tool).
+        tool: The tool object itself, for access to its state (`None` if unknown).
+        resumed: True when the call is seen again by `Worker.resume` after a pause, so an
+            approval hook can now allow it.
+        index: Position of the call in its batch (0-based).
+    """
+
+    call: ToolCall
+    meta: ToolMeta | None
+    tool: Tool | None
+    _: KW_ONLY
+    resumed: bool = False
+    index: int = 0
+
+
+@dataclass(slots=True)
+class ToolResultContext:
+    """Input of after_tool_call hooks.
+
+    Attributes:
+        result: The result; edit `result.content` (e.g. to mask secrets) to change what the
+            model reads. `result.output` is the full `ToolOutput`; a stored output's content is
+            also in the blob store.
+        call: The call the result answers.
+        meta: The tool's metadata (`None` for an unknown tool).
+        tool: The tool object (`None` for an unknown tool).
+    """
+
+    result: ToolResult
+    call: ToolCall
+    meta: ToolMeta | None
+    tool: Tool | None
+
+    @property
+    def stored(self) -> bool:
+        """Whether the output was kept in the blob store (the model sees its summary)."""
+        output = self.result.output
+        return output is not None and getattr(output, "blob_id", None) is not None
+
+
+@dataclass(slots=True)
+class TurnEndContext:
+    """Input of on_turn_end hooks.
+
+    Attributes:
+        history: The whole history, the final answer last. Editable.
+        response: The final assistant message.
+        continuations: How many times on_turn_end hooks have continued this run so far.
+        resumed: True when seen again by `Worker.resume` after an on_turn_end pause.
+    """
+
+    history: list[Message]
+    response: Message
+    continuations: int = 0
+    resumed: bool = False
+
+    @property
+    def text(self) -> str:
+        """The final answer's text."""
+        return self.response.text
+
+
+@dataclass(slots=True)
+class AbortContext:
+    """Input of on_abort hooks.
+
+    Attributes:
+        reason: Why the run ended early, for a person.
+        kind: `"cancelled"` (worker.cancel(), a Cancel result or task cancellation),
+            `"aborted"` (a hook's Abort) or `"failed"` (an exception).
+        error: The exception, when there is one.
+    """
+
+    reason: str
+    kind: Literal["cancelled", "aborted", "failed"]
+    error: BaseException | None = None
+    extra: dict[str, Any] = field(default_factory=lambda: {})
+
+
+OnMessageSendHook: TypeAlias = Callable[
+    [MessageSendContext], Awaitable[OnMessageSendResult | None]
+]
+"""An on_message_send hook."""
+BeforeToolCallHook: TypeAlias = Callable[[ToolCallContext], Awaitable[BeforeToolCallResult | None]]
+"""A before_tool_call hook."""
+AfterToolCallHook: TypeAlias = Callable[[ToolResultContext], Awaitable[AfterToolCallResult | None]]
+"""An after_tool_call hook."""
+OnTurnEndHook: TypeAlias = Callable[[TurnEndContext], Awaitable[OnTurnEndResult | None]]
+"""An on_turn_end hook."""
+OnAbortHook: TypeAlias = Callable[[AbortContext], Awaitable[None]]
+"""An on_abort hook."""
+
+
+class WorkerHooks(Protocol):
+    """The single-object hook API of the original design (seed 003), for `Worker.add_hooks`.
+
+    Implement any subset of these methods (a class need not inherit from this protocol);
+    `add_hooks` registers each method the object has as the per-point hook.
+    """
+
+    async def on_message_send(self, ctx: MessageSendContext) -> OnMessageSendResult | None:
+        """Before each request."""
+        ...
+
+    async def before_tool_call(self, ctx: ToolCallContext) -> BeforeToolCallResult | None:
+        """Before each tool call."""
+        ...
+
+    async def after_tool_call(self, ctx: ToolResultContext) -> AfterToolCallResult | None:
+        """After each tool call."""
+        ...
+
+    async def on_turn_end(self, ctx: TurnEndContext) -> OnTurnEndResult | None:
+        """When an answer has no tool call."""
+        ...
+
+    async def on_abort(self, ctx: AbortContext) -> None:
+        """When the run is cancelled, aborted or fails."""
+        ...
+
+
+HOOK_POINTS: tuple[str, ...] = (
+    "on_message_send",
+    "before_tool_call",
+    "after_tool_call",
+    "on_turn_end",
+    "on_abort",
+)
+"""The hook points, in loop order."""
+
+
+def hook_name(hook: object) -> str:
+    """A readable name for a hook (its qualified name, or its type's)."""
+    name = getattr(hook, "__qualname__", None) or getattr(hook, "__name__", None)
+    if name is None:
+        func = getattr(hook, "__func__", None)
+        name = getattr(func, "__qualname__", None)
+    return str(name or type(hook).__qualname__)

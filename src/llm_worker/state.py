@@ -1,0 +1,318 @@
+"""What a run returns: `RunResult`, `RunStatus`, the `PauseState` that resumes a paused run,
+and the Worker's own events (turn start/end, completed text and tool calls, tool results)."""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+import orjson
+
+from llm_worker._json import as_dict, as_int, as_list, as_str
+from llm_worker.errors import PauseStateError
+from llm_worker.events import Event, UsageEvent
+from llm_worker.messages import Message
+
+if TYPE_CHECKING:
+    from llm_worker.collectors import ToolCall
+    from llm_worker.tools import ToolResult
+
+__all__ = (
+    "CallStatus",
+    "Decision",
+    "PauseState",
+    "PendingCall",
+    "RunCompleted",
+    "RunEvent",
+    "RunResult",
+    "RunStatus",
+    "TextComplete",
+    "ToolCallComplete",
+    "ToolResultReady",
+    "TurnEnded",
+    "TurnStarted",
+)
+
+_STATE_VERSION = 1
+
+
+class RunStatus(StrEnum):
+    """How a run ended."""
+
+    FINISHED = "finished"
+    """The model gave its final answer and the on_turn_end hooks accepted it."""
+    PAUSED = "paused"
+    """A hook paused the run; `RunResult.state` resumes it."""
+    CANCELLED = "cancelled"
+    """`worker.cancel()` or a `Cancel` hook result stopped the run."""
+
+
+CallStatus: TypeAlias = Literal["pending", "allowed", "skipped", "done"]
+"""Where a paused call stands: not decided yet, allowed (not run yet), skipped, or run."""
+
+
+@dataclass(slots=True)
+class PendingCall:
+    """One tool call of a paused batch.
+
+    Attributes:
+        call: The call (with any arguments a hook rewrote).
+        status: Where it stands.
+        result: Its result, when it has one (`"done"` and `"skipped"` calls) — never recomputed.
+    """
+
+    call: ToolCall
+    status: CallStatus = "pending"
+    result: ToolResult | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Decision:
+    """The application's decision on one pending call, given to `Worker.resume`.
+
+    Use `Decision.approve()`, `Decision.approve(input={...})` (edited arguments) or
+    `Decision.deny("reason the model reads")`. An approved call still passes through the
+    before_tool_call hooks unless `skip_hooks` is true.
+    """
+
+    allow: bool
+    input: dict[str, Any] | None = None
+    reason: str | None = None
+    skip_hooks: bool = True
+
+    @classmethod
+    def approve(cls, *, input: dict[str, Any] | None = None) -> Decision:  # noqa: A002
+        """Run the call (with `input` instead of the model's arguments, if given)."""
+        return cls(True, input)
+
+    @classmethod
+    def deny(cls, reason: str = "denied by the user") -> Decision:
+        """Do not run the call; the model reads `reason` in an error result."""
+        return cls(False, None, reason)
+
+
+@dataclass(slots=True)
+class PauseState:
+    """Everything a paused run needs to go on, in a value that round-trips through JSON.
+
+    Attributes:
+        history: The history at the pause (the assistant message with the calls included).
+        pending: The calls of the paused batch, in call order, with what was decided.
+        at: `"before_tool_call"` (a batch waits) or `"on_turn_end"` (a final answer waits).
+        reason: The reason the pausing hook gave.
+        requests: Requests made so far in the run (the bound carries over).
+        continuations: on_turn_end continuations so far.
+        usage: Token usage of the run so far.
+    """
+
+    history: list[Message]
+    pending: list[PendingCall] = field(default_factory=lambda: [])
+    _: KW_ONLY
+    at: Literal["before_tool_call", "on_turn_end"] = "before_tool_call"
+    reason: str | None = None
+    requests: int = 0
+    continuations: int = 0
+    usage: UsageEvent = field(default_factory=UsageEvent)
+
+    def to_json(self) -> str:
+        """Serialize to JSON (stable across processes; carries a format version)."""
+        return orjson.dumps(self.to_dict()).decode()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialize to plain JSON-ready data."""
+        return {
+            "version": _STATE_VERSION,
+            "history": [m.to_dict() for m in self.history],
+            "pending": [_pending_to_dict(p) for p in self.pending],
+            "at": self.at,
+            "reason": self.reason,
+            "requests": self.requests,
+            "continuations": self.continuations,
+            "usage": {k: getattr(self.usage, k) for k in _USAGE_FIELDS},
+        }
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> PauseState:
+        """Load a state saved by `to_json`.
+
+        Raises:
+            PauseStateError: Not valid JSON, another format version, or a wrong shape.
+        """
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise PauseStateError(f"pause state is not valid JSON: {exc}") from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: object) -> PauseState:
+        """Load a state from `to_dict` output.
+
+        Raises:
+            PauseStateError: Another format version or a wrong shape.
+        """
+        body = as_dict(data)
+        if body.get("version") != _STATE_VERSION:
+            raise PauseStateError(
+                f"pause state version {body.get('version')!r} is not supported "
+                f"(this llm-worker reads version {_STATE_VERSION})"
+            )
+        at = body.get("at")
+        if at not in ("before_tool_call", "on_turn_end"):
+            raise PauseStateError(f"pause state has an unknown pause point {at!r}")
+        try:
+            history = [Message.from_dict(m) for m in as_list(body.get("history"))]
+            pending = [_pending_from_dict(p) for p in as_list(body.get("pending"))]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PauseStateError(f"pause state is damaged: {exc}") from exc
+        usage = as_dict(body.get("usage"))
+        return cls(
+            history,
+            pending,
+            at=at,
+            reason=as_str(body.get("reason")),
+            requests=as_int(body.get("requests")) or 0,
+            continuations=as_int(body.get("continuations")) or 0,
+            usage=UsageEvent(**{k: as_int(usage.get(k)) for k in _USAGE_FIELDS}),
+        )
+
+
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "reasoning_tokens",
+)
+
+
+def _pending_to_dict(p: PendingCall) -> dict[str, Any]:
+    call = p.call
+    out: dict[str, Any] = {
+        "call": {
+            "id": call.id,
+            "name": call.name,
+            "input": call.input,
+            "raw_input": call.raw_input,
+            "error": call.error,
+        },
+        "status": p.status,
+    }
+    if p.result is not None:
+        r = p.result
+        out["result"] = {
+            "tool_use_id": r.tool_use_id,
+            "name": r.name,
+            "content": r.content,
+            "is_error": r.is_error,
+        }
+    return out
+
+
+def _pending_from_dict(data: object) -> PendingCall:
+    from llm_worker.collectors import ToolCall
+    from llm_worker.tools import ToolResult
+
+    body = as_dict(data)
+    c = as_dict(body["call"])
+    call = ToolCall(
+        str(c["id"]),
+        str(c["name"]),
+        as_dict(c.get("input")),
+        raw_input=as_str(c.get("raw_input")) or "",
+        error=as_str(c.get("error")),
+    )
+    status = body.get("status")
+    if status not in ("pending", "allowed", "skipped", "done"):
+        raise ValueError(f"unknown call status {status!r}")
+    result = None
+    r = as_dict(body.get("result"))
+    if r:
+        result = ToolResult(
+            str(r["tool_use_id"]),
+            str(r["name"]),
+            str(r["content"]),
+            is_error=bool(r.get("is_error")),
+        )
+    return PendingCall(call, status, result)
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What `Worker.run` / `Worker.resume` return.
+
+    Attributes:
+        status: How the run ended.
+        text: The final assistant text (empty unless FINISHED).
+        messages: The messages this run added to the history.
+        usage: Token usage summed over the run's requests (retried attempts included).
+        requests: How many requests the run made.
+        state: When PAUSED, what `Worker.resume` needs.
+        reason: Why the run was paused or cancelled, if a reason was given.
+    """
+
+    status: RunStatus
+    text: str = ""
+    messages: list[Message] = field(default_factory=lambda: [])
+    usage: UsageEvent = field(default_factory=UsageEvent)
+    requests: int = 0
+    state: PauseState | None = None
+    reason: str | None = None
+
+
+@dataclass(slots=True)
+class TurnStarted:
+    """A run (one turn of the conversation) begins.
+
+    Attributes:
+        turn: The turn's number on this worker (0, 1, …).
+    """
+
+    turn: int
+
+
+@dataclass(slots=True)
+class TurnEnded:
+    """A run ends (finished, paused, cancelled or failed).
+
+    Attributes:
+        turn: The turn's number on this worker.
+    """
+
+    turn: int
+
+
+@dataclass(slots=True)
+class TextComplete:
+    """A text block finished; `text` is all of it."""
+
+    text: str
+
+
+@dataclass(slots=True)
+class ToolCallComplete:
+    """A tool-use block finished; `call` has the parsed arguments."""
+
+    call: ToolCall
+
+
+@dataclass(slots=True)
+class ToolResultReady:
+    """A tool call's result, after the after_tool_call hooks (reported in call order)."""
+
+    result: ToolResult
+
+
+@dataclass(slots=True)
+class RunCompleted:
+    """The last item of `Worker.stream`: the run's result."""
+
+    result: RunResult
+
+
+RunEvent: TypeAlias = (
+    Event | TurnStarted | TurnEnded | TextComplete | ToolCallComplete | ToolResultReady | RunCompleted
+)
+"""What `Worker.stream` yields: the provider events plus the Worker's own."""

@@ -1,0 +1,485 @@
+"""The Worker: runs the agent loop over any provider client.
+
+```python
+worker = Worker("anthropic:claude-sonnet-4-5", tools=[get_weather], system="Be brief.")
+result = await worker.run("What is the weather in Kyoto?")
+```
+
+A run sends the history, streams the answer through the Timeline (your `on_*` handlers see it
+live), runs the tool calls the answer makes (concurrently, hooks first), sends the results back,
+and repeats until the model answers without a tool call and the on_turn_end hooks accept it.
+See `llm_worker.hooks` for the hook points and their chain rules.
+
+Cancellation: `worker.cancel()` (or a `Cancel` from on_message_send) ends the run with
+`RunStatus.CANCELLED`. Cancelling the *task* that runs `run()` re-raises `CancelledError` after
+the same clean-up, as asyncio requires (swallowing it would break timeouts and task groups).
+Either way the open block is aborted (handlers see it), running tools are cancelled, on_abort
+hooks run, and the history can be sent again: no tool call without a result, no half message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from llm_worker._hookset import HookSet
+from llm_worker._turn import Run, StreamRetry
+from llm_worker._worker_config import WorkerConfig
+from llm_worker.errors import Aborted, ConfigurationError, PauseStateError
+from llm_worker.hooks import (
+    HOOK_POINTS,
+    AbortContext,
+    AfterToolCallResult,
+    BeforeToolCallResult,
+    MessageSendContext,
+    OnMessageSendResult,
+    OnTurnEndResult,
+    ToolCallContext,
+    ToolResultContext,
+    TurnEndContext,
+)
+from llm_worker.messages import Message, ThinkingConfig, ToolChoice
+from llm_worker.state import (
+    PauseState,
+    RunCompleted,
+    RunEvent,
+    RunResult,
+    TurnEnded,
+    TurnStarted,
+)
+from llm_worker.timeline import Timeline
+from llm_worker.tools import Tool, ToolRegistry
+
+if TYPE_CHECKING:
+    from llm_worker.blobs import BlobStore, OutputPolicy
+    from llm_worker.collectors import ToolCall
+    from llm_worker.providers._base import LLMClient
+    from llm_worker.state import Decision
+
+__all__ = ("Worker",)
+
+
+class Worker:
+    """Runs the agent loop: request, stream, tools, hooks, repeat.
+
+    Args:
+        client: A provider client, or a model string such as `"anthropic:claude-sonnet-4-5"`.
+        tools: Tools the model may call (`@tool` functions or methods, or `Tool` objects).
+        system: The system prompt.
+        blob_store: Where large tool outputs are kept (the history then carries a summary and
+            the model gets an `inspect` tool); `None` keeps everything inline.
+        output_policy: Thresholds and caps for large outputs (the defaults of the design).
+        max_requests: Requests one run may make before it fails with `LimitExceededError`.
+        max_continuations: Times on_turn_end hooks may ask to continue in one run.
+        max_tokens: Output token limit per request.
+        temperature: Sampling temperature.
+        thinking: Reasoning settings.
+        tool_choice: How the model may use tools.
+        stop_sequences: Strings that stop generation.
+        options: Provider-specific request fields (merged into every request body).
+        early_tool_start: Decide and start each tool call as soon as its block stops, while
+            the answer still streams (only read-only or idempotent tools start early).
+        stream_retry: When to send a request again after its stream broke mid-way.
+        history: A history to start from.
+    """
+
+    def __init__(
+        self,
+        client: LLMClient | str,
+        *,
+        tools: Iterable[Tool] = (),
+        system: str | None = None,
+        blob_store: BlobStore | None = None,
+        output_policy: OutputPolicy | None = None,
+        max_requests: int = 50,
+        max_continuations: int = 3,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        thinking: ThinkingConfig | None = None,
+        tool_choice: ToolChoice | None = None,
+        stop_sequences: Sequence[str] = (),
+        options: Mapping[str, Any] | None = None,
+        early_tool_start: bool = False,
+        stream_retry: StreamRetry | None = None,
+        history: Iterable[Message] = (),
+    ) -> None:
+        if isinstance(client, str):
+            from llm_worker.providers import from_string
+
+            client = from_string(client)
+        if max_requests < 1 or max_continuations < 0:
+            raise ConfigurationError("max_requests must be >= 1 and max_continuations >= 0")
+        from llm_worker.blobs import OutputPolicy
+
+        registry = ToolRegistry()
+        for t in tools:
+            registry.add(t)
+        policy = output_policy or OutputPolicy()
+        if blob_store is not None:
+            from llm_worker.blobs import InspectTool
+
+            registry.add(InspectTool(blob_store, policy))
+        self._cfg = WorkerConfig(
+            client=client,
+            registry=registry,
+            timeline=Timeline(),
+            stream_retry=stream_retry or StreamRetry(),
+            policy=policy,
+            system=system,
+            max_requests=max_requests,
+            max_continuations=max_continuations,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            thinking=thinking,
+            tool_choice=tool_choice,
+            stop_sequences=list(stop_sequences),
+            options=dict(options or {}),
+            early_tool_start=early_tool_start,
+            blob_store=blob_store,
+        )
+        self.history: list[Message] = list(history)
+        """Every message of the conversation, in the provider-neutral model."""
+        self._turns = 0
+        self._scope: anyio.CancelScope | None = None
+        self._subscribers: list[Any] = []
+
+    def __repr__(self) -> str:
+        return f"Worker(client={self._cfg.client!r}, tools={self._cfg.registry.names!r})"
+
+    # -- configuration ---------------------------------------------------------------------
+
+    @property
+    def client(self) -> LLMClient:
+        """The provider client."""
+        return self._cfg.client
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The registered tools (the `inspect` tool included when there is a blob store)."""
+        return self._cfg.registry
+
+    @property
+    def timeline(self) -> Timeline:
+        """The Timeline the answers stream through (register handlers with `on_*`)."""
+        return self._cfg.timeline
+
+    @property
+    def blob_store(self) -> BlobStore | None:
+        """The blob store of large outputs, if any."""
+        return self._cfg.blob_store
+
+    def add_tool(self, tool: Tool) -> None:
+        """Register one more tool.
+
+        Raises:
+            ConfigurationError: A tool with that name is registered already.
+        """
+        self._cfg.registry.add(tool)
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    def add_on_message_send_hook(
+        self,
+        hook: Callable[[MessageSendContext], Awaitable[OnMessageSendResult | None]],
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Run `hook` before each request (it may edit the messages, or `Cancel`)."""
+        self._cfg.hooks.on_message_send.append(HookSet.make(hook, timeout))
+
+    def add_before_tool_call_hook(
+        self,
+        hook: Callable[[ToolCallContext], Awaitable[BeforeToolCallResult | None]],
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Run `hook` before each tool call (it may edit the call, `Skip`, `Abort`, `Pause`)."""
+        self._cfg.hooks.before_tool_call.append(HookSet.make(hook, timeout))
+
+    def add_after_tool_call_hook(
+        self,
+        hook: Callable[[ToolResultContext], Awaitable[AfterToolCallResult | None]],
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Run `hook` after each tool call (it may edit the result, or `Abort`)."""
+        self._cfg.hooks.after_tool_call.append(HookSet.make(hook, timeout))
+
+    def add_on_turn_end_hook(
+        self,
+        hook: Callable[[TurnEndContext], Awaitable[OnTurnEndResult | None]],
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Run `hook` on an answer without tool calls (`Finish`, `ContinueWithMessages`, `Pause`)."""
+        self._cfg.hooks.on_turn_end.append(HookSet.make(hook, timeout))
+
+    def add_on_abort_hook(
+        self, hook: Callable[[AbortContext], Awaitable[None]], *, timeout: float | None = None
+    ) -> None:
+        """Run `hook` when a run is cancelled, aborted or fails."""
+        self._cfg.hooks.on_abort.append(HookSet.make(hook, timeout))
+
+    def add_hooks(self, hooks: object, *, timeout: float | None = None) -> None:
+        """Register every hook method an object has (the seed-003 `WorkerHook` style).
+
+        Methods looked for: `on_message_send`, `before_tool_call`, `after_tool_call`,
+        `on_turn_end`, `on_abort`.
+
+        Raises:
+            ConfigurationError: The object has none of them.
+        """
+        found = [p for p in HOOK_POINTS if callable(getattr(hooks, p, None))]
+        if not found:
+            raise ConfigurationError(
+                f"{type(hooks).__name__} has none of the hook methods {', '.join(HOOK_POINTS)}"
+            )
+        for point in found:
+            getattr(self._cfg.hooks, point).append(HookSet.make(getattr(hooks, point), timeout))
+
+    # -- events ------------------------------------------------------------------------------
+
+    def on_text_block(self, handler: Any) -> Any:
+        """Register a text-block handler on the Timeline (see `Timeline.on_text_block`)."""
+        return self.timeline.on_text_block(handler)
+
+    def on_thinking_block(self, handler: Any) -> Any:
+        """Register a thinking-block handler on the Timeline."""
+        return self.timeline.on_thinking_block(handler)
+
+    def on_tool_use_block(self, handler: Any) -> Any:
+        """Register a tool-use-block handler on the Timeline."""
+        return self.timeline.on_tool_use_block(handler)
+
+    def on_usage(self, handler: Any) -> Any:
+        """Register a usage handler on the Timeline."""
+        return self.timeline.on_usage(handler)
+
+    def on_status(self, handler: Any) -> Any:
+        """Register a status handler on the Timeline."""
+        return self.timeline.on_status(handler)
+
+    def on_error(self, handler: Any) -> Any:
+        """Register an error handler on the Timeline."""
+        return self.timeline.on_error(handler)
+
+    def on_text_complete(self, handler: Callable[[str], object]) -> None:
+        """Call `handler(text)` with each finished text block."""
+        self._cfg.text_complete.append(handler)
+
+    def on_tool_call_complete(self, handler: Callable[[ToolCall], object]) -> None:
+        """Call `handler(call)` with each finished tool call (parsed arguments)."""
+        self._cfg.call_complete.append(handler)
+
+    def subscribe(self, subscriber: object) -> None:
+        """Register every event method of one object.
+
+        Looked for: `on_text_block(scope, event)`, `on_thinking_block(scope, event)`,
+        `on_tool_use_block(scope, event)` (with scopes made by `new_text_block_scope()`,
+        `new_thinking_block_scope()`, `new_tool_use_block_scope()` if the object has them,
+        else `None`), `on_usage`, `on_status`, `on_error`, `on_text_complete`,
+        `on_tool_call_complete`, `on_turn_start(turn)` and `on_turn_end(turn)`.
+        """
+        from llm_worker._subscriber import register
+
+        register(self, subscriber)
+        self._subscribers.append(subscriber)
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def run(self, input: str | Message | Iterable[Message]) -> RunResult:  # noqa: A002
+        """Run one turn: append `input` to the history and loop until the answer is final.
+
+        Raises:
+            Aborted: A hook returned `Abort`.
+            HookError: A hook raised or timed out.
+            LimitExceededError: `max_requests` or `max_continuations` was reached.
+            ProviderError: The provider failed (after retries).
+        """
+        start = len(self.history)
+        self.history.extend(_as_messages(input))
+        return await self._go(Run(self._cfg, self.history, start=start), None)
+
+    async def resume(
+        self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
+    ) -> RunResult:
+        """Go on with a paused run, in this Worker (which may be a new one, in a new process).
+
+        Pending calls pass through the before_tool_call hooks again (with `resumed=True`),
+        unless `decisions` decides them: by call id, `Decision.approve()` (optionally with edited
+        arguments) or `Decision.deny(reason)`. Calls that already ran keep their results.
+
+        Raises:
+            PauseStateError: The state names tools this Worker does not have, or decisions for
+                calls it does not hold.
+        """
+        self.history[:] = list(state.history)
+        run = Run(self._cfg, self.history, start=len(self.history))
+        run.requests, run.continuations, run.usage = state.requests, state.continuations, state.usage
+        pending = _apply_decisions(state, decisions or {})
+        self._check_tools(pending)
+        return await self._go(run, PauseState(state.history, pending, at=state.at, reason=state.reason))
+
+    def stream(self, input: str | Message | Iterable[Message]) -> RunStream:  # noqa: A002
+        """Run like `run()`, yielding every event as it happens, the `RunCompleted` last.
+
+        Use `async for event in worker.stream(...)`; `async with worker.stream(...) as events`
+        also closes the run deterministically if you stop reading early.
+        """
+        return RunStream(self, input)
+
+    def cancel(self) -> None:
+        """Cancel the running run: it returns `RunStatus.CANCELLED` after its clean-up."""
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _go(self, run: Run, resume: PauseState | None) -> RunResult:
+        turn = self._turns
+        self._turns += 1
+        self._announce(TurnStarted(turn))
+        try:
+            result = await self._guarded(run, resume)
+        finally:
+            self._announce(TurnEnded(turn))
+        return result
+
+    async def _guarded(self, run: Run, resume: PauseState | None) -> RunResult:
+        result: RunResult | None = None
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                result = await run.loop(resume=resume)
+        except Aborted:
+            raise  # its clean-up ran where the hook aborted
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await run.cleanup("the task running the worker was cancelled", "cancelled", None)
+            raise
+        except Exception as exc:
+            errors = await run.cleanup(f"{type(exc).__name__}: {exc}", "failed", exc)
+            for error in errors:
+                exc.add_note(f"an on_abort hook failed too: {error}")
+            raise
+        finally:
+            self._scope = None
+        if result is None:  # worker.cancel() cancelled the scope
+            return await run.cancelled("cancelled by worker.cancel()")
+        return result
+
+    def _announce(self, event: TurnStarted | TurnEnded) -> None:
+        for sink in self._cfg.sinks:
+            sink(event)
+        for subscriber in self._subscribers:
+            method = getattr(
+                subscriber, "on_turn_start" if isinstance(event, TurnStarted) else "on_turn_end", None
+            )
+            if callable(method):
+                method(event.turn)
+
+    def _check_tools(self, pending: Iterable[Any]) -> None:
+        missing = sorted(
+            {p.call.name for p in pending if p.status in ("pending", "allowed")}
+            - set(self._cfg.registry.names)
+        )
+        if missing:
+            raise PauseStateError(
+                f"cannot resume: this Worker has no tool named {', '.join(missing)}; register "
+                "the same tools as the Worker that paused"
+            )
+
+
+def _as_messages(input: str | Message | Iterable[Message]) -> list[Message]:  # noqa: A002
+    if isinstance(input, str):
+        return [Message.user(input)]
+    if isinstance(input, Message):
+        return [input]
+    messages = list(input)
+    for m in messages:
+        if not isinstance(m, Message):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError(f"run() takes a str, a Message or Messages, not {m!r}")
+    return messages
+
+
+def _apply_decisions(state: PauseState, decisions: Mapping[str, Decision]) -> list[Any]:
+    from llm_worker.state import PendingCall
+    from llm_worker.tools import ToolResult
+
+    ids = {p.call.id for p in state.pending}
+    unknown = sorted(set(decisions) - ids)
+    if unknown:
+        raise PauseStateError(f"decisions name calls that are not pending: {', '.join(unknown)}")
+    out: list[PendingCall] = []
+    for p in state.pending:
+        p = PendingCall(p.call, p.status, p.result)  # noqa: PLW2901 — a copy, not the caller's
+        decision = decisions.get(p.call.id)
+        if decision is not None and p.status in ("pending", "allowed"):
+            if not decision.allow:
+                p.status = "skipped"
+                p.result = ToolResult(
+                    p.call.id, p.call.name, f"Denied: {decision.reason}", is_error=True
+                )
+            else:
+                if decision.input is not None:
+                    p.call.input = dict(decision.input)
+                p.status = "allowed" if decision.skip_hooks else "pending"
+        out.append(p)
+    return out
+
+
+class RunStream:
+    """The async iterator `Worker.stream` returns; also an async context manager."""
+
+    def __init__(self, worker: Worker, input: str | Message | Iterable[Message]) -> None:  # noqa: A002
+        self._worker = worker
+        self._input = input
+        self._queue: asyncio.Queue[RunEvent | BaseException | None] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._limit = math.inf
+
+    def __aiter__(self) -> AsyncIterator[RunEvent]:
+        return self._events()
+
+    async def __aenter__(self) -> AsyncIterator[RunEvent]:
+        return self._events()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the run if it is still going (it ends cancelled, cleaned up)."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    async def _events(self) -> AsyncIterator[RunEvent]:
+        sinks = self._worker._cfg.sinks  # noqa: SLF001 — the stream is part of the Worker
+        put = self._queue.put_nowait
+        sinks.append(put)
+
+        async def drive() -> None:
+            try:
+                result = await self._worker.run(self._input)
+                put(RunCompleted(result))
+            except BaseException as exc:  # handed to the reader, who re-raises it
+                put(exc)
+            finally:
+                put(None)
+
+        self._task = asyncio.ensure_future(drive())
+        try:
+            while (item := await self._queue.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            sinks.remove(put)
+            await self.aclose()
+
