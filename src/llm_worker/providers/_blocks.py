@@ -18,7 +18,7 @@ open block, an `ErrorEvent`, a FAILED status, then raises the typed error.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Protocol
 
 from llm_worker.errors import (
@@ -179,16 +179,21 @@ async def drive(
 
     Yields `StatusEvent(STARTED)` when the answer's first bytes arrive and
     `StatusEvent(COMPLETED)` last. On any failure yields the abort of the open block, an
-    `ErrorEvent` and `StatusEvent(FAILED)`, then raises a `ProviderError` subclass; nothing
-    received before the failure is withheld.
+    `ErrorEvent` and `StatusEvent(FAILED)`, then raises a `ProviderError` subclass (its message
+    scrubbed, its provider set); nothing received before the failure is withheld.
+
+    `chunks` belongs to the driver: closing this generator (`aclose()`) closes it at once, so
+    the HTTP response is released without waiting for garbage collection.
     """
     emitter = BlockEmitter()
+    batches = _pump(chunks, mapper, emitter, provider)
     try:
-        async for batch in _pump(chunks, mapper, emitter, provider):
+        async for batch in batches:
             for event in batch:
                 yield event
             batch.clear()
     except ProviderError as exc:
+        _adopt(exc, provider, scrub)
         for event in _failure(emitter, exc, scrub):
             yield event
         raise
@@ -205,12 +210,30 @@ async def drive(
         for event in _failure(emitter, error, scrub):
             yield event
         raise error from exc
+    finally:
+        # Nested async generators are not closed with their consumer (PEP 533): close them
+        # here, innermost last, so an abandoned stream frees its connection now.
+        await batches.aclose()
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
     yield StatusEvent(ResponseStatus.COMPLETED)
+
+
+def _adopt(exc: ProviderError, provider: str, scrub: Callable[[str], str]) -> None:
+    # Errors raised by the emitter or a mapper may lack the provider, and a provider's error
+    # event may echo the API key: the raised error must read as well as the ErrorEvent.
+    if exc.provider is None:
+        exc.provider = provider
+    message = scrub(exc.message)
+    if message != exc.message:
+        exc.message = message
+        exc.args = (message,)
 
 
 async def _pump(
     chunks: AsyncIterator[bytes], mapper: StreamMapper, emitter: BlockEmitter, provider: str
-) -> AsyncIterator[list[Event]]:
+) -> AsyncGenerator[list[Event], None]:
     # Yields the emitter's buffer once per network chunk: one generator hop per chunk, not
     # per event, keeps the per-event overhead near a bare loop.
     out = emitter.out

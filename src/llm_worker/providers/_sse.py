@@ -41,10 +41,12 @@ class ServerSentEvent:
 class SSEDecoder:
     """Incremental SSE decoder: `feed(bytes)` → events; `flush()` at end of stream."""
 
-    __slots__ = ("_buffer", "_data", "_event", "_last_id", "_pending_cr", "_retry", "_started")
+    __slots__ = ("_data", "_event", "_last_id", "_pending_cr", "_retry", "_started", "_tail")
 
     def __init__(self) -> None:
-        self._buffer = b""
+        # The unfinished last line, as the pieces it arrived in: joined once when its line
+        # ends, so a long line (a base64 image) split over many chunks costs linear time.
+        self._tail: list[bytes] = []
         self._pending_cr = False
         self._started = False
         self._data: list[str] = []
@@ -54,24 +56,26 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """Decode a chunk of the stream; return the events it completes, in order."""
-        if not chunk:
+        if not self._started or self._pending_cr:
+            chunk = self._prepare(chunk)
+        has_cr = b"\r" in chunk
+        if not has_cr and b"\n" not in chunk:
+            if chunk:
+                self._tail.append(chunk)
             return []
-        if not self._started:
-            chunk = self._strip_bom(chunk)
-            if not self._started:
-                return []
-        if self._pending_cr:
-            self._pending_cr = False
-            if chunk.startswith(b"\n"):
-                chunk = chunk[1:]
-        buffer = self._buffer + chunk if self._buffer else chunk
-        if b"\r" in buffer:
-            lines = _LINE_END.split(buffer)
+        if self._tail:
+            self._tail.append(chunk)
+            chunk = b"".join(self._tail)
+            self._tail.clear()
+        if has_cr:
+            lines = _LINE_END.split(chunk)
             # A trailing CR may be the first half of a CRLF split across chunks.
-            self._pending_cr = buffer.endswith(b"\r")
+            self._pending_cr = chunk.endswith(b"\r")
         else:
-            lines = buffer.split(b"\n")
-        self._buffer = lines.pop()
+            lines = chunk.split(b"\n")
+        rest = lines.pop()
+        if rest:
+            self._tail.append(rest)
         events: list[ServerSentEvent] = []
         for line in lines:
             if line:
@@ -84,25 +88,38 @@ class SSEDecoder:
 
     def flush(self) -> list[ServerSentEvent]:
         """End of stream: return the final event even if its blank line never came."""
-        if not self._started and self._buffer:
-            self._started = True
-        if self._buffer:
-            self._field(self._buffer)
-            self._buffer = b""
+        self._started = True
+        if self._tail:
+            line = b"".join(self._tail)
+            self._tail.clear()
+            self._field(line)
         self._pending_cr = False
         if self._data:
             return [self._dispatch()]
         self._event = ""
         return []
 
+    def _prepare(self, chunk: bytes) -> bytes:
+        # Only at the start of the stream and after a chunk that ended in CR.
+        if not self._started:
+            chunk = self._strip_bom(chunk)
+            if not self._started:
+                return b""
+        if self._pending_cr and chunk:
+            self._pending_cr = False
+            if chunk.startswith(b"\n"):
+                return chunk[1:]
+        return chunk
+
     def _strip_bom(self, chunk: bytes) -> bytes:
         # The BOM may itself arrive split across chunks: hold back a partial one.
-        held = self._buffer + chunk
+        held = b"".join(self._tail) + chunk if self._tail else chunk
+        self._tail.clear()
         if len(held) < len(_BOM) and _BOM.startswith(held):
-            self._buffer = held
+            if held:
+                self._tail.append(held)
             return b""
         self._started = True
-        self._buffer = b""
         return held[len(_BOM) :] if held.startswith(_BOM) else held
 
     def _field(self, line: bytes) -> None:

@@ -1,0 +1,375 @@
+"""The SSE decoder against the WHATWG event-stream rules, any chunking, and real recordings."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llm_worker.providers._sse import ServerSentEvent, SSEDecoder
+from support import recorded
+
+BOM = b"\xef\xbb\xbf"
+
+
+def decode(*chunks: bytes) -> list[ServerSentEvent]:
+    decoder = SSEDecoder()
+    events: list[ServerSentEvent] = []
+    for chunk in chunks:
+        events.extend(decoder.feed(chunk))
+    events.extend(decoder.flush())
+    return events
+
+
+def split_at(body: bytes, cuts: list[int]) -> list[bytes]:
+    points = [0, *sorted(set(cuts)), len(body)]
+    return [body[a:b] for a, b in itertools.pairwise(points)]
+
+
+def reference(body: bytes) -> list[ServerSentEvent]:
+    """A direct reading of the WHATWG algorithm over the whole text (plus our flush rule)."""
+    text = body.decode("utf-8", "replace")
+    text = text.removeprefix("\ufeff")
+    *lines, last = re.split(r"\r\n|\r|\n", text)
+    events: list[ServerSentEvent] = []
+    data: list[str] = []
+    event = ""
+    last_id: str | None = None
+    retry: int | None = None
+    # At the end of the stream an unfinished last line still counts, and so does its event.
+    for line in [*lines, last, ""]:
+        if line == "":
+            if data:
+                events.append(ServerSentEvent(event or "message", "\n".join(data), last_id, retry))
+                retry = None
+            data, event = [], ""
+            continue
+        if line.startswith(":"):
+            continue
+        name, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+        elif name == "id" and "\0" not in value:
+            last_id = value
+        elif name == "retry" and value and all("0" <= c <= "9" for c in value):
+            retry = int(value)
+    return events
+
+
+# --- line ends -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"], ids=["LF", "CRLF", "CR"])
+def test_every_line_end_gives_the_same_events(eol: bytes) -> None:
+    body = eol.join([b"event: a", b"data: 1", b"data: 2", b"", b"data: 3", b"", b""])
+    assert decode(body) == [
+        ServerSentEvent("a", "1\n2"),
+        ServerSentEvent("message", "3"),
+    ]
+
+
+def test_mixed_line_ends_in_one_stream() -> None:
+    assert decode(b"data: a\rdata: b\r\ndata: c\n\r\n") == [ServerSentEvent("message", "a\nb\nc")]
+
+
+def test_crlf_split_across_chunks_is_one_line_end() -> None:
+    assert decode(b"data: a\r", b"\ndata: b\r", b"\n\r", b"\n") == [
+        ServerSentEvent("message", "a\nb")
+    ]
+
+
+def test_cr_then_cr_is_two_line_ends_even_across_chunks() -> None:
+    # "data: a" CR, then CR LF: the second CR starts a blank line, which dispatches.
+    assert decode(b"data: a\r", b"\r\n", b"data: b\n\n") == [
+        ServerSentEvent("message", "a"),
+        ServerSentEvent("message", "b"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "char", ["\u2028", "\u2029", "\u0085", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"]
+)
+def test_unicode_line_breaks_are_data_not_line_ends(char: str) -> None:
+    # str.splitlines() would break on every one of these; SSE ends lines at CR and LF only.
+    body = f"data: a{char}b\n\n".encode()
+    assert decode(body) == [ServerSentEvent("message", f"a{char}b")]
+
+
+# --- fields ----------------------------------------------------------------------------------
+
+
+def test_data_lines_are_joined_with_lf() -> None:
+    assert decode(b"data: one\ndata: two\ndata: three\n\n")[0].data == "one\ntwo\nthree"
+
+
+def test_comments_are_ignored() -> None:
+    body = b": OPENROUTER PROCESSING\n\ndata: x\n:comment inside\ndata: y\n\n:\n\n"
+    assert decode(body) == [ServerSentEvent("message", "x\ny")]
+
+
+def test_event_type_applies_to_its_event_only() -> None:
+    body = b"event: ping\ndata: {}\n\ndata: plain\n\n"
+    assert [e.event for e in decode(body)] == ["ping", "message"]
+
+
+def test_event_type_without_data_is_forgotten_at_the_blank_line() -> None:
+    assert decode(b"event: lost\n\ndata: x\n\n") == [ServerSentEvent("message", "x")]
+
+
+def test_empty_event_type_means_message() -> None:
+    assert decode(b"event:\ndata: x\n\n")[0].event == "message"
+
+
+def test_last_event_id_persists_until_changed() -> None:
+    body = b"id: 1\ndata: a\n\ndata: b\n\nid: 2\n\ndata: c\n\nid\ndata: d\n\n"
+    assert [e.id for e in decode(body)] == ["1", "1", "2", ""]
+
+
+def test_id_containing_nul_is_ignored() -> None:
+    assert [e.id for e in decode(b"id: 7\ndata: a\n\nid: 8\x009\ndata: b\n\n")] == ["7", "7"]
+
+
+def test_retry_sets_the_reconnection_time() -> None:
+    events = decode(b"retry: 3000\ndata: a\n\ndata: b\n\n")
+    assert [e.retry for e in events] == [3000, None]
+
+
+@pytest.mark.parametrize("value", [b"12a", b"-1", b" 5", b"1.5", b"", "\u0661\u0662".encode()])
+def test_retry_with_anything_but_ascii_digits_is_ignored(value: bytes) -> None:
+    assert decode(b"retry: " + value + b"\ndata: a\n\n")[0].retry is None
+
+
+def test_retry_without_data_rides_on_the_next_event() -> None:
+    # A retry-only block is what servers send; the value is kept, not dropped.
+    assert decode(b"retry: 10\n\ndata: a\n\n")[0].retry == 10
+
+
+def test_field_without_colon_has_an_empty_value() -> None:
+    assert decode(b"data\ndata\n\n") == [ServerSentEvent("message", "\n")]
+    assert decode(b"event: e\nevent\ndata: x\n\n")[0].event == "message"
+
+
+def test_only_one_leading_space_is_stripped() -> None:
+    body = b"data:no space\ndata:  two spaces\ndata:\ttab\n\n"
+    assert decode(body)[0].data == "no space\n two spaces\n\ttab"
+    assert decode(b"event:  x\ndata: a\n\n")[0].event == " x"
+
+
+def test_unknown_fields_and_leading_space_names_are_ignored() -> None:
+    assert decode(b"foo: bar\n data: no\nData: no\ndata: yes\n\n") == [
+        ServerSentEvent("message", "yes")
+    ]
+
+
+def test_empty_data_line_dispatches_an_empty_event() -> None:
+    assert decode(b"data:\n\n") == [ServerSentEvent("message", "")]
+    assert decode(b"data: \n\n") == [ServerSentEvent("message", "")]
+
+
+def test_blank_lines_alone_dispatch_nothing() -> None:
+    assert decode(b"\n\n\r\n\r\r\n") == []
+
+
+def test_colon_in_value_is_kept() -> None:
+    assert decode(b'data: {"a": "b:c"}\n\n')[0].data == '{"a": "b:c"}'
+
+
+# --- byte order mark -------------------------------------------------------------------------
+
+
+def test_bom_at_start_is_stripped() -> None:
+    assert decode(BOM + b"data: x\n\n") == [ServerSentEvent("message", "x")]
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3])
+def test_bom_split_across_chunks_is_stripped(cut: int) -> None:
+    body = BOM + b"data: x\n\n"
+    assert decode(body[:cut], body[cut:]) == [ServerSentEvent("message", "x")]
+    assert decode(*[body[i : i + 1] for i in range(len(body))]) == [ServerSentEvent("message", "x")]
+
+
+def test_only_one_bom_and_only_at_start() -> None:
+    # A second BOM belongs to the first line's field name, which no longer matches "data".
+    assert decode(BOM + BOM + b"data: x\n\ndata: y\n\n") == [ServerSentEvent("message", "y")]
+    assert decode(b"data: \xef\xbb\xbfx\n\n") == [ServerSentEvent("message", "\ufeffx")]
+
+
+def test_a_partial_bom_is_part_of_the_first_line() -> None:
+    # One byte of a BOM, then no more of it: the byte stays and spoils the first field name.
+    assert decode(b"\xef", b"data: x\n\ndata: y\n\n") == [ServerSentEvent("message", "y")]
+    assert decode(b"data: a\n\n", BOM) == [ServerSentEvent("message", "a")]
+
+
+# --- end of stream ---------------------------------------------------------------------------
+
+
+def test_final_event_without_blank_line_is_dispatched_by_flush() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\n\ndata: b") == [ServerSentEvent("message", "a")]
+    assert decoder.flush() == [ServerSentEvent("message", "b")]
+    assert decoder.flush() == []
+
+
+def test_final_event_with_one_line_end_is_dispatched_by_flush() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"event: done\ndata: b\r") == []
+    assert decoder.flush() == [ServerSentEvent("done", "b")]
+
+
+def test_flush_after_a_complete_stream_gives_nothing() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\n\n") == [ServerSentEvent("message", "a")]
+    assert decoder.flush() == []
+
+
+def test_empty_chunks_change_nothing() -> None:
+    assert decode(b"", b"data: a", b"", b"\n", b"", b"\n", b"") == [ServerSentEvent("message", "a")]
+
+
+# --- bytes -----------------------------------------------------------------------------------
+
+
+def test_multibyte_utf8_split_anywhere() -> None:
+    body = "data: é漢字😀\n\n".encode()
+    expected = [ServerSentEvent("message", "é漢字😀")]
+    for cut in range(len(body)):
+        assert decode(body[:cut], body[cut:]) == expected
+    assert decode(*[body[i : i + 1] for i in range(len(body))]) == expected
+
+
+def test_invalid_utf8_becomes_replacement_characters() -> None:
+    assert decode(b"data: a\xffb\xe6\n\n") == [ServerSentEvent("message", "a\ufffdb\ufffd")]
+
+
+def test_a_long_line_over_many_chunks_is_decoded_whole() -> None:
+    payload = b"x" * 200_000
+    body = b"data: " + payload + b"\n\n"
+    chunks = [body[i : i + 1000] for i in range(0, len(body), 1000)]
+    assert decode(*chunks) == [ServerSentEvent("message", payload.decode())]
+
+
+# --- properties ------------------------------------------------------------------------------
+
+
+@dataclass
+class Spec:
+    event: str | None
+    data: list[str]
+    id: str | None
+    comment: str | None
+
+
+_line_text = st.text(
+    st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=12
+)
+_specs = st.builds(
+    Spec,
+    event=st.none() | _line_text,
+    data=st.lists(_line_text, min_size=1, max_size=4),
+    id=st.none() | _line_text.filter(lambda s: "\0" not in s),
+    comment=st.none() | _line_text,
+)
+
+
+def serialize(specs: list[Spec], eols: list[bytes]) -> bytes:
+    lines: list[str] = []
+    for spec in specs:
+        if spec.comment is not None:
+            lines.append(":" + spec.comment)
+        if spec.event is not None:
+            lines.append("event: " + spec.event)
+        if spec.id is not None:
+            lines.append("id: " + spec.id)
+        lines.extend("data: " + d for d in spec.data)
+        lines.append("")
+    out = b""
+    previous = b""
+    for n, line in enumerate(lines):
+        eol = eols[n % len(eols)]
+        if previous == b"\r" and not line and eol == b"\n":
+            eol = b"\r"  # CR then an empty line ended by LF would read as one CRLF
+        out += line.encode() + eol
+        previous = eol
+    return out
+
+
+def expected_events(specs: list[Spec]) -> list[ServerSentEvent]:
+    events: list[ServerSentEvent] = []
+    last_id: str | None = None
+    for spec in specs:
+        last_id = spec.id if spec.id is not None else last_id
+        events.append(ServerSentEvent(spec.event or "message", "\n".join(spec.data), last_id))
+    return events
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    specs=st.lists(_specs, max_size=5),
+    eols=st.lists(st.sampled_from([b"\n", b"\r\n", b"\r"]), min_size=1, max_size=4),
+    bom=st.booleans(),
+    data=st.data(),
+)
+def test_any_events_with_any_line_ends_and_any_chunking(
+    specs: list[Spec], eols: list[bytes], bom: bool, data: st.DataObject
+) -> None:
+    body = (BOM if bom else b"") + serialize(specs, eols)
+    cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=12))
+    expected = expected_events(specs)
+    assert decode(body) == expected
+    assert decode(*split_at(body, cuts)) == expected
+
+
+_soup = st.lists(
+    st.sampled_from(
+        [
+            *(b"data", b"event", b"id", b"retry", b":", b": ", b" ", b"x", b"12", b"\0"),
+            *(b"\n", b"\r", b"\r\n", b"\n\n", BOM, "é漢".encode(), "\u2028".encode(), b"\xff"),
+        ]
+    ),
+    max_size=40,
+).map(b"".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(body=_soup, data=st.data())
+def test_matches_a_reference_decoder_on_arbitrary_bytes(body: bytes, data: st.DataObject) -> None:
+    cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=8))
+    assert decode(body) == reference(body)
+    assert decode(*split_at(body, cuts)) == reference(body)
+
+
+# --- real recordings -------------------------------------------------------------------------
+
+
+def _sse_recordings() -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for api in ("openai_chat", "openai_responses", "anthropic_messages", "gemini"):
+        for name in recorded.fixture_names(api):
+            response = recorded.load(api, name)["response"]
+            if response["status"] == 200 and "event-stream" in response["content_type"]:
+                found.append((api, name))
+    return found
+
+
+@recorded.requires_fixtures
+def test_every_recorded_stream_decodes_alike_whole_bytewise_and_in_pieces() -> None:
+    recordings = _sse_recordings()
+    assert len(recordings) > 50
+    for api, name in recordings:
+        body: bytes = recorded.load(api, name)["response"]["body"].encode()
+        whole = decode(body)
+        assert whole == reference(body), name
+        assert whole, name
+        assert decode(*[body[i : i + 1] for i in range(len(body))]) == whole, name
+        assert decode(*split_at(body, list(range(7, len(body), 97)))) == whole, name
+        # Every recorded data field is JSON or the [DONE] sentinel: no event was mangled.
+        for event in whole:
+            assert event.data == "[DONE]" or event.data.lstrip()[:1] in ("{", "["), (name, event)
