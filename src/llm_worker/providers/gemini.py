@@ -1,0 +1,445 @@
+"""The Google Gemini client: `models/{model}:streamGenerateContent?alt=sse`.
+
+Request building lives in `_gemini_request.py` (and the schema conversion in
+`_gemini_schema.py`); this module maps the stream. Each SSE event is one
+`GenerateContentResponse` chunk: `candidates[0].content.parts`, maybe a `finishReason`, and
+`usageMetadata` (repeated in every chunk).
+
+- Text parts and `thought: true` parts become text and thinking blocks; consecutive parts of
+  one kind continue one block across chunks. Empty text parts without a signature (Gemini
+  closes tool-call answers with one) carry nothing and are passed over.
+- `thoughtSignature` becomes a `SignatureDelta` on the block of the part that carried it; a
+  signature on an empty text part (Gemini 3 puts one on the last chunk) is kept on the open
+  block of that kind, or on a new one. A block carries at most one signature: a second one
+  starts a new block, so each goes back on its own part.
+- `functionCall` parts arrive whole and without ids: each becomes a tool-use block with one
+  input delta. Its id is `gemini_call_<n>`, `n` being the call's position among all tool calls
+  of the conversation (those in the request's history first), skipping ids the history
+  already uses: unique in the conversation, and the same when the same history is sent
+  again. The id is this library's only (Gemini matches results by name and order); an id
+  the provider does send is used as it is.
+- Parts of kinds the event model has no block for (`executableCode`, `codeExecutionResult`,
+  `inlineData`, …) are passed over, with any signature they carry.
+- `finishReason`: `STOP` is END_TURN, or TOOL_USE when the answer called a function;
+  `MAX_TOKENS`; `SAFETY`, `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`,
+  `IMAGE_SAFETY` are CONTENT_FILTER; anything else OTHER; the raw value is kept. The answer
+  is complete once a finish reason was seen.
+- `usageMetadata` becomes a `UsageEvent` each time it changes: input = `promptTokenCount`
+  (cached tokens included) + `toolUsePromptTokenCount`; output = `candidatesTokenCount` +
+  `thoughtsTokenCount`; `cachedContentTokenCount` is the cache read; thoughts are the
+  reasoning tokens.
+- A prompt blocked (`promptFeedback.blockReason`), or a filter finish before any content,
+  gives a `ContentFilterError` (after the abort, error event and FAILED status); an `error`
+  object in the stream gives the typed error of its code and status.
+- Only the first candidate is read (`candidateCount` > 1 is not supported by the event model).
+
+The JSON-array stream format (`streamGenerateContent` without `alt=sse`, one JSON array
+written incrementally) is not what this client asks for, but a proxy that drops the query
+string answers with it; it is recognized by its first byte and read the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar, Final
+from urllib.parse import quote
+
+import orjson
+
+from llm_worker._json import as_dict, as_int, as_list, as_str
+from llm_worker.errors import ContentFilterError, MalformedStreamError
+from llm_worker.events import (
+    BlockType,
+    Event,
+    StopReason,
+    TextMetadata,
+    ThinkingMetadata,
+    UsageEvent,
+)
+from llm_worker.messages import Message, Request, ToolUsePart
+from llm_worker.providers._base import HttpClient
+from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive
+from llm_worker.providers._gemini_request import build_body
+from llm_worker.providers._http import error_class
+from llm_worker.providers._sse import ServerSentEvent
+
+__all__ = ("GeminiClient",)
+
+_PROVIDER: Final = "gemini"
+_TEXT_META: Final = TextMetadata()
+_FILTERED: Final = frozenset(
+    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
+)
+
+
+class GeminiClient(HttpClient):
+    """Streams Google Gemini answers (`streamGenerateContent` with `alt=sse`).
+
+    The API key comes from `api_key`, else `GEMINI_API_KEY`, else `GOOGLE_API_KEY`, and is
+    sent in the `x-goog-api-key` header. `base_url` defaults to the Gemini API's `v1beta`
+    root; a Vertex AI publisher root works too, with its bearer token in `headers`.
+
+    Example:
+        ```python
+        client = GeminiClient(model="gemini-2.5-flash")
+        async for event in client.stream(Request([Message.user("Hi")])):
+            ...
+        ```
+    """
+
+    provider: ClassVar[str] = _PROVIDER
+    default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com/v1beta"
+    api_key_env: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+    def auth_headers(self, api_key: str | None) -> dict[str, str]:
+        """The `x-goog-api-key` header."""
+        return {"x-goog-api-key": api_key} if api_key else {}
+
+    def build_body(self, request: Request) -> dict[str, Any]:
+        """The Gemini JSON body for a neutral request (see `_gemini_request`)."""
+        return build_body(request, self.model)
+
+    def path(self, request: Request) -> str:
+        """`/models/{model}:streamGenerateContent` (a `tunedModels/…` name is kept)."""
+        name = self.model if "/" in self.model else f"models/{self.model}"
+        return f"/{quote(name, safe='/-._~')}:streamGenerateContent"
+
+    def params(self, request: Request) -> dict[str, str] | None:
+        """`alt=sse`: Server-Sent Events instead of one incrementally written JSON array."""
+        return {"alt": "sse"}
+
+    def mapper(self, request: Request) -> StreamMapper:
+        """A fresh chunk mapper; its call ids continue those of the request's history."""
+        return GeminiMapper(CallIds(request.messages))
+
+    def stream(self, request: Request) -> AsyncIterator[Event]:
+        """Send the request and yield the answer's normalized events as they arrive.
+
+        Raises:
+            ProviderError: A typed subclass for every failure, after the abort, error and
+                FAILED status events.
+        """
+        body = self.build_body(request)
+        chunks = self.transport.stream(self.path(request), body, params=self.params(request))
+        return drive(
+            _SseOrJsonArray(chunks),
+            self.mapper(request),
+            provider=self.provider,
+            scrub=self.transport.scrub,
+        )
+
+
+class CallIds:
+    """Synthesizes tool-call ids `gemini_call_<n>` that continue a conversation's numbering."""
+
+    __slots__ = ("_next", "_taken")
+
+    def __init__(self, messages: list[Message]) -> None:
+        ids = [p.id for m in messages for p in m.content if isinstance(p, ToolUsePart)]
+        self._taken = set(ids)
+        self._next = len(ids)
+
+    def next(self) -> str:
+        """The next id not used in the conversation."""
+        while True:
+            call_id = f"gemini_call_{self._next}"
+            self._next += 1
+            if call_id not in self._taken:
+                self._taken.add(call_id)
+                return call_id
+
+
+class GeminiMapper:
+    """Maps Gemini `GenerateContentResponse` chunks to emitter calls (see the module doc)."""
+
+    __slots__ = ("_calls", "_finish", "_ids", "_signed", "_usage")
+
+    def __init__(self, ids: CallIds) -> None:
+        self._ids = ids
+        self._finish: str | None = None
+        self._calls = 0
+        self._signed = -1  # index of the last block that got a signature
+        self._usage: Any = None
+
+    @property
+    def complete(self) -> bool:
+        """A finish reason was seen."""
+        return self._finish is not None
+
+    def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
+        """Map one chunk."""
+        data = sse.data
+        if not data or data == "[DONE]":
+            return
+        chunk = as_dict(orjson.loads(data))
+        candidates = chunk.get("candidates")
+        if candidates:
+            candidate = _first(as_list(candidates))
+            if candidate:
+                self._candidate(candidate, emitter)
+        elif "error" in chunk:
+            raise _stream_error(as_dict(chunk["error"]))
+        elif "promptFeedback" in chunk:
+            _check_prompt(as_dict(chunk["promptFeedback"]))
+        usage = chunk.get("usageMetadata")
+        if usage is not None and usage != self._usage:
+            self._usage = usage
+            emitter.out.append(_usage(as_dict(usage)))
+
+    def on_end(self, emitter: BlockEmitter) -> None:
+        """Close the last block with the mapped finish reason."""
+        raw = self._finish
+        if raw == "STOP":
+            reason = StopReason.TOOL_USE if self._calls else StopReason.END_TURN
+        elif raw == "MAX_TOKENS":
+            reason = StopReason.MAX_TOKENS
+        elif raw in _FILTERED:
+            reason = StopReason.CONTENT_FILTER
+        else:
+            reason = StopReason.OTHER
+        emitter.finish(reason, raw)
+
+    def _candidate(self, candidate: dict[str, Any], emitter: BlockEmitter) -> None:
+        parts = as_dict(candidate.get("content")).get("parts")
+        if parts:
+            for part in as_list(parts):
+                self._part(as_dict(part), emitter)
+        finish = candidate.get("finishReason")
+        if finish is not None:
+            self._finish = str(finish)
+            if self._finish in _FILTERED and emitter.index < 0:
+                raise _filtered(self._finish, candidate)
+
+    def _part(self, part: dict[str, Any], emitter: BlockEmitter) -> None:
+        text = as_str(part.get("text"))
+        signature = as_str(part.get("thoughtSignature"))
+        if text is not None:
+            if part.get("thought"):
+                self._content(BlockType.THINKING, text, signature, emitter)
+            else:
+                self._content(BlockType.TEXT, text, signature, emitter)
+            return
+        call = part.get("functionCall")
+        if call is not None:
+            self._call(as_dict(call), signature, emitter)
+
+    def _content(
+        self, kind: BlockType, text: str, signature: str | None, emitter: BlockEmitter
+    ) -> None:
+        if signature is None:
+            if text:
+                if kind is BlockType.TEXT:
+                    emitter.text(text)
+                else:
+                    emitter.thinking(text)
+            return
+        if emitter.open_type is not kind or emitter.index == self._signed:
+            emitter.start(kind, _TEXT_META if kind is BlockType.TEXT else ThinkingMetadata())
+        if text:
+            if kind is BlockType.TEXT:
+                emitter.text(text)
+            else:
+                emitter.thinking(text)
+        emitter.signature(signature)
+        self._signed = emitter.index
+
+    def _call(self, call: dict[str, Any], signature: str | None, emitter: BlockEmitter) -> None:
+        name = as_str(call.get("name"))
+        if not name:
+            raise MalformedStreamError(
+                "a functionCall part without a name", provider=_PROVIDER, streamed=True
+            )
+        args = call.get("args")
+        emitter.tool_use(as_str(call.get("id")) or self._ids.next(), name)
+        if signature is not None:
+            emitter.signature(signature)
+            self._signed = emitter.index
+        emitter.input_json(orjson.dumps({} if args is None else args).decode())
+        emitter.stop()
+        self._calls += 1
+
+
+def _first(candidates: list[Any]) -> dict[str, Any]:
+    # The event model has one answer: the candidate of index 0 (the only one by default).
+    for candidate in candidates:
+        entry = as_dict(candidate)
+        if entry.get("index", 0) == 0:
+            return entry
+    return {}
+
+
+def _usage(usage: dict[str, Any]) -> UsageEvent:
+    prompt = as_int(usage.get("promptTokenCount"))
+    tool_prompt = as_int(usage.get("toolUsePromptTokenCount"))
+    candidates = as_int(usage.get("candidatesTokenCount"))
+    thoughts = as_int(usage.get("thoughtsTokenCount"))
+    return UsageEvent(
+        input_tokens=_sum(prompt, tool_prompt),
+        output_tokens=_sum(candidates, thoughts),
+        total_tokens=as_int(usage.get("totalTokenCount")),
+        cache_read_input_tokens=as_int(usage.get("cachedContentTokenCount")),
+        reasoning_tokens=thoughts,
+    )
+
+
+def _sum(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None else a + b
+
+
+def _stream_error(error: dict[str, Any]) -> Exception:
+    code = as_int(error.get("code"))
+    status = as_str(error.get("status"))
+    message = as_str(error.get("message")) or "Gemini reported an error in the stream"
+    cls = error_class(code, status)
+    return cls(message, provider=_PROVIDER, status_code=code, error_type=status, streamed=True)
+
+
+def _check_prompt(feedback: dict[str, Any]) -> None:
+    reason = as_str(feedback.get("blockReason"))
+    if reason is None:
+        return
+    detail = as_str(feedback.get("blockReasonMessage"))
+    categories = _blocked_categories(feedback)
+    raise ContentFilterError(
+        f"the prompt was blocked (blockReason {reason}{categories})"
+        + (f": {detail}" if detail else ""),
+        provider=_PROVIDER,
+        error_type=reason,
+        streamed=True,
+    )
+
+
+def _filtered(reason: str, candidate: dict[str, Any]) -> ContentFilterError:
+    detail = as_str(candidate.get("finishMessage"))
+    return ContentFilterError(
+        f"the answer was blocked before any content (finishReason {reason}"
+        f"{_blocked_categories(candidate)})" + (f": {detail}" if detail else ""),
+        provider=_PROVIDER,
+        error_type=reason,
+        streamed=True,
+    )
+
+
+def _blocked_categories(holder: dict[str, Any]) -> str:
+    blocked = [
+        str(as_dict(r).get("category"))
+        for r in as_list(holder.get("safetyRatings"))
+        if as_dict(r).get("blocked")
+    ]
+    return f"; blocked: {', '.join(blocked)}" if blocked else ""
+
+
+_WHITESPACE: Final = b" \t\r\n"
+_BOM: Final = b"\xef\xbb\xbf"
+_IN_STRING: Final = re.compile(rb'["\\]')
+_OUTSIDE: Final = re.compile(rb'["{}\[\]]')
+
+
+class _SseOrJsonArray:
+    """Passes an SSE body through; turns a JSON-array stream into SSE events.
+
+    A class rather than an async generator: on the SSE path it costs one call per network
+    chunk, not a generator hop.
+    """
+
+    __slots__ = ("_chunks", "_json", "_mode")
+
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self._chunks = chunks
+        self._mode: str | None = None  # None until the first meaningful byte: "sse" / "json"
+        self._json = _JsonArraySplitter()
+
+    def __aiter__(self) -> _SseOrJsonArray:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._mode == "sse":
+            return await self._chunks.__anext__()
+        while True:
+            # At the end, a cut-off object is left out: the answer is then incomplete.
+            chunk = await self._chunks.__anext__()
+            if self._mode is None:
+                head = chunk.lstrip(_WHITESPACE).removeprefix(_BOM).lstrip(_WHITESPACE)
+                if not head:
+                    continue  # nothing meaningful yet; SSE ignores leading blank lines too
+                self._mode = "json" if head[:1] in (b"[", b"{") else "sse"
+            if self._mode == "sse":
+                return chunk
+            out = self._json.feed(chunk)
+            if out:
+                return out
+
+
+class _JsonArraySplitter:
+    """Cuts the top-level objects out of an incrementally written JSON array.
+
+    Each complete object comes out as one SSE `data:` event (raw line breaks, which JSON
+    allows only as whitespace between tokens, become spaces). Only string delimiters,
+    escapes and brackets are looked at; orjson judges the objects themselves.
+    """
+
+    __slots__ = ("_buffer", "_depth", "_in_string", "_level", "_scanned", "_start")
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._scanned = 0
+        self._depth = 0
+        self._level = 1  # the depth at which chunk objects open
+        self._in_string = False
+        self._start = -1  # where the object being read begins in the buffer
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Take bytes; return the SSE bytes of the objects they complete."""
+        buffer = self._buffer = self._buffer + chunk
+        events: list[bytes] = []
+        pos = self._scanned
+        while pos < len(buffer):
+            if self._in_string:
+                match = _IN_STRING.search(buffer, pos)
+                if match is None:
+                    pos = len(buffer)
+                elif buffer[match.start()] == 0x5C:  # a backslash escapes the next byte
+                    if match.start() + 1 == len(buffer):
+                        pos = match.start()  # read it again with the byte it escapes
+                        break
+                    pos = match.start() + 2
+                else:
+                    self._in_string = False
+                    pos = match.start() + 1
+                continue
+            match = _OUTSIDE.search(buffer, pos)
+            if match is None:
+                pos = len(buffer)
+                continue
+            pos = match.start() + 1
+            self._structure(match.start(), events)
+        self._keep(pos)
+        return b"".join(events)
+
+    def _structure(self, at: int, events: list[bytes]) -> None:
+        char = self._buffer[at]
+        if char == 0x22:  # "
+            self._in_string = True
+        elif char in b"{[":
+            if self._depth == 0:
+                # The chunks are the objects of the top-level array, or one bare object.
+                self._level = 1 if char == 0x5B else 0
+            if char == 0x7B and self._depth == self._level:
+                self._start = at
+            self._depth += 1
+        else:
+            self._depth -= 1
+            if char == 0x7D and self._depth == self._level and self._start >= 0:
+                item = self._buffer[self._start : at + 1]
+                events.append(b"data: " + item.replace(b"\r", b" ").replace(b"\n", b" ") + b"\n\n")
+                self._start = -1
+
+    def _keep(self, pos: int) -> None:
+        # Drop what is fully read; keep the object in progress and the unscanned tail.
+        cut = pos if self._start < 0 else self._start
+        self._buffer = self._buffer[cut:]
+        self._scanned = pos - cut
+        self._start = min(0, self._start)
