@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from llm_worker.collectors import TextBlockCollector, ToolCall, ToolCallCollector
     from llm_worker.errors import (
         Aborted,
         APIConnectionError,
@@ -79,6 +80,24 @@ if TYPE_CHECKING:
         messages_from_json,
         messages_to_json,
     )
+    from llm_worker.timeline import (
+        Handler,
+        Registration,
+        TextBlockAbort,
+        TextBlockEvent,
+        TextBlockStart,
+        TextBlockStop,
+        ThinkingBlockAbort,
+        ThinkingBlockEvent,
+        ThinkingBlockStart,
+        ThinkingBlockStop,
+        Timeline,
+        ToolUseBlockAbort,
+        ToolUseBlockEvent,
+        ToolUseBlockStart,
+        ToolUseBlockStop,
+    )
+    from llm_worker.tools import FunctionTool, Tool, ToolMeta, ToolRegistry, ToolResult, tool
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
@@ -155,6 +174,38 @@ _LAZY: dict[str, str] = {
         ),
         "llm_worker.messages",
     ),
+    **dict.fromkeys(
+        (
+            "Handler",
+            "Registration",
+            "TextBlockAbort",
+            "TextBlockEvent",
+            "TextBlockStart",
+            "TextBlockStop",
+            "ThinkingBlockAbort",
+            "ThinkingBlockEvent",
+            "ThinkingBlockStart",
+            "ThinkingBlockStop",
+            "Timeline",
+            "ToolUseBlockAbort",
+            "ToolUseBlockEvent",
+            "ToolUseBlockStart",
+            "ToolUseBlockStop",
+        ),
+        "llm_worker.timeline",
+    ),
+    **dict.fromkeys(
+        (
+            "TextBlockCollector",
+            "ToolCall",
+            "ToolCallCollector",
+        ),
+        "llm_worker.collectors",
+    ),
+    **dict.fromkeys(
+        ("FunctionTool", "Tool", "ToolMeta", "ToolRegistry", "ToolResult", "tool"),
+        "llm_worker.tools",
+    ),
 }
 
 __all__ = (
@@ -174,6 +225,8 @@ __all__ = (
     "ContentFilterError",
     "ErrorEvent",
     "Event",
+    "FunctionTool",
+    "Handler",
     "HookError",
     "InputJsonDelta",
     "InvalidBlobIdError",
@@ -191,6 +244,7 @@ __all__ = (
     "PingEvent",
     "ProviderError",
     "RateLimitError",
+    "Registration",
     "Request",
     "ResponseStatus",
     "ServerError",
@@ -200,22 +254,43 @@ __all__ = (
     "StopReason",
     "StreamError",
     "StreamInterruptedError",
+    "TextBlockAbort",
+    "TextBlockCollector",
+    "TextBlockEvent",
+    "TextBlockStart",
+    "TextBlockStop",
     "TextDelta",
     "TextMetadata",
     "TextPart",
+    "ThinkingBlockAbort",
+    "ThinkingBlockEvent",
+    "ThinkingBlockStart",
+    "ThinkingBlockStop",
     "ThinkingConfig",
     "ThinkingDelta",
     "ThinkingMetadata",
     "ThinkingPart",
+    "Timeline",
+    "Tool",
+    "ToolCall",
+    "ToolCallCollector",
     "ToolError",
+    "ToolMeta",
+    "ToolRegistry",
+    "ToolResult",
     "ToolResultMetadata",
     "ToolResultPart",
     "ToolSpec",
+    "ToolUseBlockAbort",
+    "ToolUseBlockEvent",
+    "ToolUseBlockStart",
+    "ToolUseBlockStop",
     "ToolUseMetadata",
     "ToolUsePart",
     "UsageEvent",
     "messages_from_json",
     "messages_to_json",
+    "tool",
 )
 
 
