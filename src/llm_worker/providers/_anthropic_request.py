@@ -1,0 +1,290 @@
+"""Anthropic Messages: the neutral `Request` as a `POST /v1/messages` body.
+
+What the API demands, and how each demand is met here:
+
+- roles alternate: parts are routed to the role the API wants them in (tool results in user
+  messages, tool calls and thinking in assistant messages) and adjacent messages of one role
+  are merged, so consecutive tool results always travel in one user message;
+- in a user message the `tool_result` blocks come first, any text after them;
+- thinking blocks go back with their `signature` (and `redacted_thinking` with its `data`)
+  only when they were produced by this provider *and* this model: a signature from another
+  model or provider is rejected with HTTP 400, so such thinking is dropped (not turned into
+  text, which the model would read as something it said);
+- empty text blocks are rejected: they are dropped, and a message left empty is dropped;
+- with thinking on, the assistant turn that a pending tool loop continues must start with a
+  thinking block; when the history has none there (it was dropped, or the turn ran without
+  thinking), thinking is left off for this request, as the API's own error message advises;
+- `max_tokens` is required: `DEFAULT_MAX_TOKENS`, raised above the thinking budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeAlias
+
+from llm_worker.messages import (
+    Message,
+    Part,
+    Request,
+    SpecificTool,
+    TextPart,
+    ThinkingConfig,
+    ThinkingPart,
+    ToolChoice,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
+from llm_worker.providers._base import deep_merge
+
+__all__ = (
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_THINKING_BUDGET",
+    "CacheBreakpoint",
+    "PromptCache",
+    "beta_headers",
+    "build_body",
+    "build_messages",
+    "cache_settings",
+)
+
+PROVIDER: Final = "anthropic"
+
+DEFAULT_MAX_TOKENS: Final = 8192
+"""`max_tokens` when the request sets none (the API requires one)."""
+
+DEFAULT_THINKING_BUDGET: Final = 4096
+"""`budget_tokens` when thinking is asked for with neither a budget nor an effort."""
+
+CacheBreakpoint: TypeAlias = Literal["system", "tools", "messages"]
+"""Where a prompt-cache breakpoint goes: the system prompt, the last tool, the last block of
+the last message."""
+
+_EFFORT: Final[dict[str, str]] = {
+    # Anthropic knows low / medium / high / max; "minimal" is OpenAI's and maps to the lowest.
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+}
+
+_UNCACHEABLE: Final = frozenset({"thinking", "redacted_thinking"})
+
+Block: TypeAlias = dict[str, Any]
+
+
+@dataclass(slots=True, frozen=True)
+class PromptCache:
+    """Explicit prompt-cache breakpoints (`cache_control` markers) to put in every request.
+
+    Attributes:
+        breakpoints: Where to put them.
+        ttl: The cache lifetime (`"5m"` or `"1h"`); the API's default (5 minutes) when `None`.
+    """
+
+    breakpoints: frozenset[CacheBreakpoint] = frozenset()
+    ttl: Literal["5m", "1h"] | None = None
+
+    def marker(self) -> Block:
+        """The `cache_control` object."""
+        return {"type": "ephemeral", "ttl": self.ttl} if self.ttl else {"type": "ephemeral"}
+
+
+def build_body(request: Request, *, model: str, cache: PromptCache | None = None) -> Block:
+    """The `/v1/messages` body for a neutral request.
+
+    `request.options` is deep-merged last, so any field of the API can be set or overridden
+    there (`{"top_k": 5}`, `{"metadata": {"user_id": ...}}`, `{"cache_control": {...}}` for
+    automatic prompt caching, `{"thinking": {"type": "adaptive"}}`).
+    """
+    messages = build_messages(request.messages, model=model)
+    body: Block = {
+        "model": model,
+        "max_tokens": _max_tokens(request),
+        "messages": messages,
+        "stream": True,
+    }
+    if request.system:
+        body["system"] = request.system
+    if request.tools:
+        body["tools"] = [_tool(spec) for spec in request.tools]
+    if request.tool_choice is not None:
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.stop_sequences:
+        body["stop_sequences"] = list(request.stop_sequences)
+    if request.thinking is not None:
+        _add_thinking(body, request.thinking, pending_loop_ok=_turn_starts_thinking(messages))
+    if cache is not None and cache.breakpoints:
+        _mark_cache(body, cache)
+    return deep_merge(body, request.options)
+
+
+def build_messages(messages: list[Message], *, model: str) -> list[Block]:
+    """The `messages` array: parts routed to their role, same-role neighbours merged."""
+    out: list[Block] = []
+    for message in messages:
+        for part in message.content:
+            block = _block(part, model)
+            if block is None:
+                continue
+            role = _role(part, message.role)
+            if out and out[-1]["role"] == role:
+                out[-1]["content"].append(block)
+            else:
+                out.append({"role": role, "content": [block]})
+    for wire in out:
+        if wire["role"] == "user":
+            wire["content"] = _results_first(wire["content"])
+    return out
+
+
+def _role(part: Part, role: str) -> str:
+    if isinstance(part, ToolResultPart):
+        return "user"
+    if isinstance(part, ToolUsePart | ThinkingPart):
+        return "assistant"
+    return role
+
+
+def _block(part: Part, model: str) -> Block | None:
+    if isinstance(part, TextPart):
+        # Gemini's text `signature` means nothing here: only the text goes.
+        return {"type": "text", "text": part.text} if part.text else None
+    if isinstance(part, ThinkingPart):
+        return _thinking_block(part, model)
+    if isinstance(part, ToolUsePart):
+        return {"type": "tool_use", "id": part.id, "name": part.name, "input": part.input}
+    block: Block = {"type": "tool_result", "tool_use_id": part.tool_use_id}
+    if part.content:
+        block["content"] = part.content
+    if part.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _thinking_block(part: ThinkingPart, model: str) -> Block | None:
+    origin = part.origin
+    if origin is None or origin.provider != PROVIDER or origin.model != model:
+        return None
+    if part.redacted is not None:
+        return {"type": "redacted_thinking", "data": part.redacted}
+    if part.signature is None:
+        return None  # unsigned thinking (an interrupted block) is rejected by the API
+    return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+
+
+def _results_first(content: list[Block]) -> list[Block]:
+    # The API wants the tool results of a user message before any other block.
+    results = [b for b in content if b["type"] == "tool_result"]
+    if not results or len(results) == len(content):
+        return content
+    return results + [b for b in content if b["type"] != "tool_result"]
+
+
+def _max_tokens(request: Request) -> int:
+    if request.max_tokens is not None:
+        return request.max_tokens
+    thinking = request.thinking
+    budget = thinking.budget_tokens if thinking is not None else None
+    if budget is not None and budget >= DEFAULT_MAX_TOKENS:
+        return budget + DEFAULT_MAX_TOKENS
+    return DEFAULT_MAX_TOKENS
+
+
+def _tool(spec: ToolSpec) -> Block:
+    # `strict` is OpenAI's; Anthropic's own strict mode goes through options if wanted.
+    return {"name": spec.name, "description": spec.description, "input_schema": spec.input_schema}
+
+
+def _tool_choice(choice: ToolChoice) -> Block:
+    if isinstance(choice, SpecificTool):
+        return {"type": "tool", "name": choice.name}
+    if choice == "required":
+        return {"type": "any"}
+    return {"type": choice}
+
+
+def _add_thinking(body: Block, config: ThinkingConfig, *, pending_loop_ok: bool) -> None:
+    """`thinking` (and `output_config.effort`) from the neutral settings.
+
+    A budget gives `{"type": "enabled", "budget_tokens": n}`; an effort without a budget
+    gives adaptive thinking with `output_config.effort`; neither gives enabled thinking with
+    `DEFAULT_THINKING_BUDGET`. `include_thoughts` maps to `display` (`"summarized"` or
+    `"omitted"`): newer models omit the thinking text unless asked.
+    """
+    display = "summarized" if config.include_thoughts else "omitted"
+    if config.effort is not None:
+        body["output_config"] = {"effort": _EFFORT[config.effort]}
+    if not pending_loop_ok:
+        return
+    if config.budget_tokens is None and config.effort is not None:
+        body["thinking"] = {"type": "adaptive", "display": display}
+        return
+    budget = config.budget_tokens if config.budget_tokens is not None else DEFAULT_THINKING_BUDGET
+    body["thinking"] = {"type": "enabled", "budget_tokens": budget, "display": display}
+
+
+def _turn_starts_thinking(messages: list[Block]) -> bool:
+    """Whether thinking may be switched on for this history.
+
+    When the last message carries tool results, a tool loop is pending: the API then wants
+    the first assistant message after the last user prompt (a user message without tool
+    results) to start with thinking.
+    """
+    if not messages or messages[-1]["role"] != "user" or not _has_results(messages[-1]):
+        return True
+    first_assistant: Block | None = None
+    for wire in reversed(messages):
+        if wire["role"] == "assistant":
+            first_assistant = wire
+        elif not _has_results(wire):
+            break
+    if first_assistant is None:
+        return True
+    return first_assistant["content"][0]["type"] in _UNCACHEABLE
+
+
+def _has_results(message: Block) -> bool:
+    return any(b["type"] == "tool_result" for b in message["content"])
+
+
+def _mark_cache(body: Block, cache: PromptCache) -> None:
+    if "system" in cache.breakpoints and "system" in body:
+        body["system"] = [{"type": "text", "text": body["system"], "cache_control": cache.marker()}]
+    if "tools" in cache.breakpoints and body.get("tools"):
+        body["tools"][-1]["cache_control"] = cache.marker()
+    if "messages" in cache.breakpoints and body["messages"]:
+        for block in reversed(body["messages"][-1]["content"]):
+            # Thinking blocks cannot carry a breakpoint; the one before them can.
+            if block["type"] not in _UNCACHEABLE:
+                block["cache_control"] = cache.marker()
+                break
+
+
+def cache_settings(
+    breakpoints: Collection[CacheBreakpoint], ttl: Literal["5m", "1h"] | None
+) -> PromptCache | None:
+    """A `PromptCache`, or `None` when no breakpoint is asked for."""
+    if not breakpoints:
+        return None
+    unknown = set(breakpoints) - {"system", "tools", "messages"}
+    if unknown:
+        from llm_worker.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"unknown prompt-cache breakpoint(s) {sorted(unknown)}: "
+            "use 'system', 'tools' or 'messages'"
+        )
+    return PromptCache(frozenset(breakpoints), ttl)
+
+
+def beta_headers(betas: Collection[str], headers: Mapping[str, str] | None) -> dict[str, str]:
+    """The version header, the `anthropic-beta` header for `betas`, then the caller's headers."""
+    out = {"anthropic-version": "2023-06-01"}
+    if betas:
+        out["anthropic-beta"] = ",".join(betas)
+    out.update(headers or {})
+    return out

@@ -1,0 +1,334 @@
+"""The Anthropic Messages client (`POST /v1/messages`, streamed).
+
+The request is built in `_anthropic_request` (history with thinking, signatures, tool calls
+and results; prompt-cache markers; beta headers). This module maps the stream:
+
+| Anthropic event | normalized events |
+|---|---|
+| `message_start` | `UsageEvent` (input tokens with cached ones added back) |
+| `content_block_start` text / thinking / redacted_thinking / tool_use | `BlockStart` |
+| `content_block_delta` text / thinking / signature / input_json | `BlockDelta` |
+| `content_block_stop` | `BlockStop` (the last one held for the stop reason) |
+| `message_delta` | `UsageEvent` (output tokens); the stop reason is kept |
+| `message_stop` | the last `BlockStop` with the stop reason; the answer is complete |
+| `ping` | `PingEvent` |
+| `error` (in a 200 stream) | abort, `ErrorEvent`, FAILED, then the typed error |
+
+Blocks this library has no kind for (server tools and their results, MCP calls, compaction,
+…) and deltas it has no kind for (`citations_delta`, `compaction_delta`) are passed over;
+their deltas never reach another block, since deltas are matched to the open block by the
+provider's index. A tool call whose arguments never arrive (a tool without parameters gives
+only an empty `input_json_delta`) gets the fragment `{}`, so that its input parses to `{}`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping
+from typing import Any, ClassVar, Final, Literal
+
+import httpx
+import orjson
+
+from llm_worker._json import as_dict, as_int, as_str
+from llm_worker.errors import APIStatusError
+from llm_worker.events import (
+    BlockType,
+    PingEvent,
+    StopReason,
+    TextMetadata,
+    ThinkingMetadata,
+    UsageEvent,
+)
+from llm_worker.messages import Request
+from llm_worker.providers._anthropic_request import (
+    PROVIDER,
+    CacheBreakpoint,
+    beta_headers,
+    build_body,
+    cache_settings,
+)
+from llm_worker.providers._base import HttpClient
+from llm_worker.providers._blocks import BlockEmitter, StreamMapper
+from llm_worker.providers._http import RetryPolicy, error_class
+from llm_worker.providers._sse import ServerSentEvent
+
+__all__ = ("AnthropicClient",)
+
+_STOP_REASONS: Final[dict[str, StopReason]] = {
+    "end_turn": StopReason.END_TURN,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "stop_sequence": StopReason.STOP_SEQUENCE,
+    "tool_use": StopReason.TOOL_USE,
+    "pause_turn": StopReason.PAUSE_TURN,
+    "refusal": StopReason.REFUSAL,
+    # The context window, not max_tokens, cut the answer: the same remedy (a shorter ask).
+    "model_context_window_exceeded": StopReason.MAX_TOKENS,
+}
+
+_TEXT_META: Final = TextMetadata()
+
+
+class AnthropicClient(HttpClient):
+    """Streams Anthropic Messages answers as normalized events.
+
+    Example:
+        ```python
+        client = AnthropicClient(model="claude-sonnet-4-5")
+        request = Request([Message.user("Hi")], thinking=ThinkingConfig(budget_tokens=2048))
+        async for event in client.stream(request):
+            ...
+        ```
+
+    The key comes from `ANTHROPIC_API_KEY` and is sent as `x-api-key`, with
+    `anthropic-version: 2023-06-01`. `base_url` is the API root without `/v1`, as in
+    Anthropic's own SDK (`https://api.anthropic.com`).
+
+    Beta features are switched on per client, with `betas=[...]` (sent as one
+    `anthropic-beta` header) or any header through `headers`; their request fields go through
+    `Request.options`.
+
+    Prompt caching: `prompt_cache=("system", "tools", "messages")` puts a `cache_control`
+    breakpoint on the system prompt, the last tool and the last block of the last message of
+    every request (`prompt_cache_ttl="1h"` for the longer cache). Automatic caching needs no
+    setting here: `options={"cache_control": {"type": "ephemeral"}}`.
+
+    Thinking: `ThinkingConfig(budget_tokens=n)` gives extended thinking with that budget;
+    `ThinkingConfig(effort=...)` gives adaptive thinking with `output_config.effort`
+    (`minimal` maps to `low`). Thinking blocks are sent back, signature included, only to the
+    provider and model that produced them; see `_anthropic_request` for every rule the
+    history is made to follow.
+    """
+
+    provider: ClassVar[str] = PROVIDER
+    default_base_url: ClassVar[str] = "https://api.anthropic.com"
+    api_key_env: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        betas: Collection[str] = (),
+        prompt_cache: Collection[CacheBreakpoint] = (),
+        prompt_cache_ttl: Literal["5m", "1h"] | None = None,
+    ) -> None:
+        """Create a client.
+
+        Args:
+            model: The model name (`"claude-sonnet-4-5"`, …).
+            api_key: The API key; `ANTHROPIC_API_KEY` by default.
+            base_url: The API root, without `/v1`.
+            http_client: A shared `httpx.AsyncClient`, not closed by this client.
+            timeout: Seconds, or an `httpx.Timeout`.
+            retry: The retry policy for failures before the answer begins.
+            headers: Extra headers for every request (they win over the ones set here).
+            betas: Beta feature names, sent as the `anthropic-beta` header.
+            prompt_cache: Where to put prompt-cache breakpoints in every request.
+            prompt_cache_ttl: Their cache lifetime (`"5m"` or `"1h"`).
+
+        Raises:
+            ConfigurationError: No API key, or an unknown prompt-cache breakpoint.
+        """
+        self._cache = cache_settings(prompt_cache, prompt_cache_ttl)
+        super().__init__(
+            model=model,
+            api_key=api_key,
+            base_url=base_url,
+            http_client=http_client,
+            timeout=timeout,
+            retry=retry,
+            headers=beta_headers(betas, headers),
+        )
+
+    def auth_headers(self, api_key: str | None) -> dict[str, str]:
+        """`x-api-key`, as Anthropic wants it."""
+        return {"x-api-key": api_key} if api_key else {}
+
+    def build_body(self, request: Request) -> dict[str, Any]:
+        """The `/v1/messages` body (`request.options` deep-merged last)."""
+        return build_body(request, model=self.model, cache=self._cache)
+
+    def path(self, request: Request) -> str:
+        """`/v1/messages`."""
+        return "/v1/messages"
+
+    def mapper(self, request: Request) -> StreamMapper:
+        """A fresh mapper for one answer."""
+        return _MessagesStream()
+
+
+class _MessagesStream:
+    """Maps one Messages stream onto the emitter."""
+
+    __slots__ = ("_complete", "_input", "_json_seen", "_open", "_stop_reason")
+
+    def __init__(self) -> None:
+        self._complete = False
+        # The provider's index of the block we opened; None while none is (or a skipped one).
+        self._open: int | None = None
+        self._json_seen = False
+        self._stop_reason: str | None = None
+        # Raw usage: uncached input, cache read, cache creation (summed into input_tokens).
+        self._input: list[int | None] = [None, None, None]
+
+    @property
+    def complete(self) -> bool:
+        """Whether `message_stop` arrived."""
+        return self._complete
+
+    def on_end(self, emitter: BlockEmitter) -> None:
+        """Nothing is held: the answer was finished at `message_stop`."""
+
+    def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
+        """Map one SSE event (dispatched on the JSON `type`, which every event carries)."""
+        if self._complete:
+            return
+        if sse.event == "ping":
+            emitter.out.append(PingEvent(time.time()))
+            return
+        data = orjson.loads(sse.data)
+        kind = data["type"]
+        if kind == "content_block_delta":
+            self._delta(data, emitter)
+        elif kind == "content_block_start":
+            self._start(data, emitter)
+        elif kind == "content_block_stop":
+            self._stop(data, emitter)
+        elif kind == "message_start":
+            self._usage(data["message"].get("usage"), emitter)
+        elif kind == "message_delta":
+            self._stop_reason = as_str(data["delta"].get("stop_reason")) or self._stop_reason
+            self._usage(data.get("usage"), emitter)
+        elif kind == "message_stop":
+            self._complete = True
+            raw = self._stop_reason
+            emitter.finish(_stop_reason(raw), raw)
+        elif kind == "ping":
+            emitter.out.append(PingEvent(time.time()))
+        elif kind == "error":
+            raise _stream_error(data)
+        # Any other event type is a newer protocol addition: passed over.
+
+    def _delta(self, data: Any, emitter: BlockEmitter) -> None:
+        if data["index"] != self._open:
+            return  # a delta of a block that was passed over
+        delta = data["delta"]
+        kind = delta["type"]
+        if kind == "text_delta":
+            text = delta["text"]
+            if text:
+                emitter.text(_checked(text))
+        elif kind == "input_json_delta":
+            fragment = delta["partial_json"]
+            if fragment:
+                self._json_seen = True
+                emitter.input_json(_checked(fragment))
+        elif kind == "thinking_delta":
+            text = delta["thinking"]
+            if text:
+                emitter.thinking(_checked(text))
+        elif kind == "signature_delta":
+            signature = delta["signature"]
+            if signature:
+                emitter.signature(_checked(signature))
+        # citations_delta, compaction_delta and newer kinds: passed over.
+
+    def _start(self, data: Any, emitter: BlockEmitter) -> None:
+        block = data["content_block"]
+        kind = block["type"]
+        if kind == "text":
+            emitter.start(BlockType.TEXT, _TEXT_META)
+            if block.get("text"):
+                emitter.text(_checked(block["text"]))
+        elif kind == "thinking":
+            emitter.start(BlockType.THINKING, ThinkingMetadata())
+            if block.get("thinking"):
+                emitter.thinking(_checked(block["thinking"]))
+            if block.get("signature"):
+                emitter.signature(_checked(block["signature"]))
+        elif kind == "redacted_thinking":
+            emitter.start(BlockType.THINKING, ThinkingMetadata(redacted=_checked(block["data"])))
+        elif kind == "tool_use":
+            emitter.tool_use(_checked(block["id"]), _checked(block["name"]))
+            arguments = block.get("input")
+            self._json_seen = bool(arguments)
+            if arguments:
+                emitter.input_json(orjson.dumps(arguments).decode())
+        else:
+            self._open = None  # server tools, MCP, compaction, …: no kind of ours
+            return
+        self._open = data["index"]
+
+    def _stop(self, data: Any, emitter: BlockEmitter) -> None:
+        if data["index"] != self._open:
+            return
+        self._open = None
+        if emitter.open_type is BlockType.TOOL_USE and not self._json_seen:
+            emitter.input_json("{}")
+        emitter.stop()
+
+    def _usage(self, usage: Any, emitter: BlockEmitter) -> None:
+        fields = as_dict(usage)
+        if not fields:
+            return
+        raw = self._input
+        for n, key in enumerate(
+            ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        ):
+            value = as_int(fields.get(key))
+            if value is not None:
+                raw[n] = value
+        uncached, read, created = raw
+        known = uncached is not None or read is not None or created is not None
+        input_tokens = (uncached or 0) + (read or 0) + (created or 0) if known else None
+        output = as_int(fields.get("output_tokens"))
+        details = as_dict(fields.get("output_tokens_details"))
+        emitter.out.append(
+            UsageEvent(
+                input_tokens=input_tokens,
+                output_tokens=output,
+                total_tokens=(
+                    input_tokens + output
+                    if input_tokens is not None and output is not None
+                    else None
+                ),
+                cache_read_input_tokens=read,
+                cache_creation_input_tokens=created,
+                reasoning_tokens=as_int(details.get("thinking_tokens")),
+            )
+        )
+
+
+def _checked(value: Any) -> str:
+    # A non-string where the protocol has a string is malformed data (the driver turns the
+    # TypeError into MalformedStreamError); a bare str() would hide it in the answer.
+    if value.__class__ is not str:
+        raise TypeError(f"expected a string in the stream, got {type(value).__name__}")
+    return value
+
+
+def _stop_reason(raw: str | None) -> StopReason | None:
+    if raw is None:
+        return None
+    return _STOP_REASONS.get(raw, StopReason.OTHER)
+
+
+def _stream_error(data: Any) -> APIStatusError:
+    """The typed error for an `error` event inside a 200 stream."""
+    error = as_dict(data.get("error"))
+    error_type = as_str(error.get("type"))
+    message = as_str(error.get("message")) or "the provider reported an error mid-stream"
+    cls = error_class(None, error_type)
+    return cls(
+        message,
+        provider=PROVIDER,
+        error_type=error_type,
+        request_id=as_str(data.get("request_id")),
+        streamed=True,
+    )

@@ -1,0 +1,377 @@
+"""Helpers of the Anthropic client tests (no tests here).
+
+- `replay` / `collect`: run the real client against a `WireServer` answer, every wait bounded;
+- `expected`: what a recording holds, read straight from its JSON (not through the client);
+- `answer`: the same summary, from the events the client yielded;
+- `assemble`: the assistant `Message` those events make (for multi-turn request checks);
+- `check_invariants`: the event-model rules every replay must keep.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import orjson
+
+from llm_worker.errors import ProviderError
+from llm_worker.events import (
+    BlockAbort,
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    BlockType,
+    ErrorEvent,
+    Event,
+    InputJsonDelta,
+    ResponseStatus,
+    SignatureDelta,
+    StatusEvent,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ThinkingMetadata,
+    ToolUseMetadata,
+    UsageEvent,
+)
+from llm_worker.messages import Message, Origin, Part, Request, TextPart, ThinkingPart, ToolUsePart
+from llm_worker.providers import AnthropicClient
+from llm_worker.providers._http import RetryPolicy
+from llm_worker.testing import Chunking, WireResponse, WireServer
+from support.recorded import load
+
+API = "anthropic_messages"
+TIMEOUT = 30.0
+
+
+def client_for(server: WireServer, model: str = "claude-test", **options: Any) -> AnthropicClient:
+    options.setdefault("retry", RetryPolicy.disabled())
+    return AnthropicClient(
+        model=model, api_key="sk-ant-test-key", base_url=server.base_url, **options
+    )
+
+
+async def collect(
+    client: AnthropicClient, request: Request
+) -> tuple[list[Event], ProviderError | None]:
+    """Every event of one stream, and the typed error that ended it (if any)."""
+    events: list[Event] = []
+    error: ProviderError | None = None
+    with anyio.fail_after(TIMEOUT):
+        try:
+            async for event in client.stream(request):
+                events.append(event)
+        except ProviderError as exc:
+            error = exc
+    return events, error
+
+
+async def replay(
+    response: WireResponse, request: Request | None = None, **options: Any
+) -> tuple[list[Event], ProviderError | None, WireServer]:
+    """Serve one answer and stream it through a fresh client."""
+    return await replay_many([response], request, **options)
+
+
+async def replay_many(
+    responses: list[WireResponse], request: Request | None = None, **options: Any
+) -> tuple[list[Event], ProviderError | None, WireServer]:
+    """Serve answers in turn (retries take the next) to one request of a fresh client."""
+    async with WireServer(responses) as server:
+        client = client_for(server, **options)
+        try:
+            events, error = await collect(client, request or Request([Message.user("hi")]))
+        finally:
+            await client.aclose()
+    return events, error, server
+
+
+def recorded_response(name: str, chunking: Chunking | None = None, **kw: Any) -> WireResponse:
+    rec = load(API, name)
+    return WireResponse(
+        rec["response"]["body"],
+        status=rec["response"]["status"],
+        content_type=rec["response"]["content_type"],
+        chunking=chunking or Chunking.whole(),
+        **kw,
+    )
+
+
+# --- what a recording holds, read independently of the client ---------------------------
+
+
+@dataclass
+class Block:
+    kind: str  # "text" | "thinking" | "tool_use"
+    text: str = ""
+    signature: str = ""
+    redacted: str | None = None
+    id: str = ""
+    name: str = ""
+    input: Any = None
+
+
+@dataclass
+class Summary:
+    blocks: list[Block] = field(default_factory=lambda: [])
+    stop_reason: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read: int | None = None
+    cache_creation: int | None = None
+
+
+def sse_payloads(body: str) -> list[dict[str, Any]]:
+    """The JSON payloads of an SSE body, parsed with the standard library."""
+    out: list[dict[str, Any]] = []
+    for raw in body.replace("\r\n", "\n").split("\n\n"):
+        data = [line[5:].lstrip(" ") for line in raw.split("\n") if line.startswith("data:")]
+        if data:
+            out.append(json.loads("\n".join(data)))
+    return out
+
+
+_KNOWN = {"text", "thinking", "redacted_thinking", "tool_use"}
+
+
+def expected(name: str) -> Summary:
+    """Blocks, stop reason and usage straight from the recording's JSON."""
+    summary = Summary()
+    by_index: dict[int, Block] = {}
+    partial: dict[int, str] = {}
+    usage: dict[str, int] = {}
+    for payload in sse_payloads(load(API, name)["response"]["body"]):
+        kind = payload["type"]
+        if kind == "content_block_start":
+            cb = payload["content_block"]
+            if cb["type"] not in _KNOWN:
+                continue
+            block = Block("thinking" if "thinking" in cb["type"] else cb["type"])
+            if cb["type"] == "redacted_thinking":
+                block.redacted = cb["data"]
+            if cb["type"] == "tool_use":
+                block.id, block.name = cb["id"], cb["name"]
+                partial[payload["index"]] = ""
+            by_index[payload["index"]] = block
+            summary.blocks.append(block)
+        elif kind == "content_block_delta" and payload["index"] in by_index:
+            _add_delta(by_index[payload["index"]], payload, partial)
+        elif kind in ("message_start", "message_delta"):
+            if kind == "message_delta":
+                summary.stop_reason = payload["delta"]["stop_reason"]
+            source = payload["message"]["usage"] if kind == "message_start" else payload["usage"]
+            usage.update({k: v for k, v in source.items() if isinstance(v, int)})
+    for index, text in partial.items():
+        by_index[index].input = json.loads(text) if text else {}
+    summary.cache_read = usage.get("cache_read_input_tokens")
+    summary.cache_creation = usage.get("cache_creation_input_tokens")
+    summary.input_tokens = (
+        usage["input_tokens"] + (summary.cache_read or 0) + (summary.cache_creation or 0)
+    )
+    summary.output_tokens = usage["output_tokens"]
+    return summary
+
+
+def _add_delta(block: Block, payload: dict[str, Any], partial: dict[int, str]) -> None:
+    delta = payload["delta"]
+    if delta["type"] == "text_delta":
+        block.text += delta["text"]
+    elif delta["type"] == "thinking_delta":
+        block.text += delta["thinking"]
+    elif delta["type"] == "signature_delta":
+        block.signature += delta["signature"]
+    elif delta["type"] == "input_json_delta":
+        partial[payload["index"]] += delta["partial_json"]
+
+
+# --- the same summary, from the client's events ------------------------------------------
+
+
+def answer(events: list[Event]) -> Summary:
+    """Blocks, stop reason and final usage from the client's events."""
+    summary = Summary()
+    partial: list[str] = []
+    last = UsageEvent()
+    for event in events:
+        if isinstance(event, BlockStart):
+            block = Block(str(event.block_type))
+            meta = event.metadata
+            if isinstance(meta, ThinkingMetadata):
+                block.redacted = meta.redacted
+            if isinstance(meta, ToolUseMetadata):
+                block.id, block.name = meta.id, meta.name
+            partial = []
+            summary.blocks.append(block)
+        elif isinstance(event, BlockDelta):
+            block = summary.blocks[-1]
+            delta = event.delta
+            if isinstance(delta, TextDelta | ThinkingDelta):
+                block.text += delta.text
+            elif isinstance(delta, SignatureDelta):
+                block.signature += delta.signature
+            else:
+                partial.append(delta.partial_json)
+        elif isinstance(event, BlockStop):
+            if event.block_type is BlockType.TOOL_USE:
+                summary.blocks[-1].input = orjson.loads("".join(partial))
+            if event.raw_stop_reason is not None:
+                summary.stop_reason = event.raw_stop_reason
+        elif isinstance(event, UsageEvent):
+            last = last.updated(event)
+    summary.input_tokens = last.input_tokens
+    summary.output_tokens = last.output_tokens
+    summary.cache_read = last.cache_read_input_tokens
+    summary.cache_creation = last.cache_creation_input_tokens
+    return summary
+
+
+def assemble(events: list[Event], origin: Origin) -> Message:
+    """The assistant message of a finished stream, opaque data tagged with `origin`."""
+    parts: list[Part] = []
+    for block in answer(events).blocks:
+        if block.kind == "text":
+            parts.append(TextPart(block.text))
+        elif block.kind == "thinking":
+            parts.append(
+                ThinkingPart(
+                    block.text,
+                    signature=block.signature or None,
+                    redacted=block.redacted,
+                    origin=origin,
+                )
+            )
+        else:
+            parts.append(ToolUsePart(block.id, block.name, block.input))
+    return Message("assistant", parts)
+
+
+# --- the event-model rules ---------------------------------------------------------------
+
+_DELTAS: dict[BlockType, tuple[type, ...]] = {
+    BlockType.TEXT: (TextDelta,),
+    BlockType.THINKING: (ThinkingDelta, SignatureDelta),
+    BlockType.TOOL_USE: (InputJsonDelta,),
+}
+
+
+def check_invariants(events: list[Event], *, failed: bool = False) -> None:
+    """Order rules: one open block, indexes 0,1,2…, deltas of the open block's kind, the stop
+    reason on the last stop only, STARTED first, COMPLETED last — or, on failure, the open
+    block aborted, then one ErrorEvent, then FAILED last."""
+    statuses = [e.status for e in events if isinstance(e, StatusEvent)]
+    if events and isinstance(events[0], StatusEvent):
+        assert events[0].status is ResponseStatus.STARTED
+    assert statuses.count(ResponseStatus.STARTED) <= 1
+    stops = _check_blocks(events, failed=failed)
+    if failed:
+        assert statuses[-1] is ResponseStatus.FAILED
+        assert sum(isinstance(e, ErrorEvent) for e in events) == 1
+        return
+    assert events[-1] == StatusEvent(ResponseStatus.COMPLETED)
+    assert stops, "a complete answer has at least one block"
+    assert all(s.stop_reason is None for s in stops[:-1])
+    assert isinstance(stops[-1].stop_reason, StopReason) or stops[-1].raw_stop_reason is None
+
+
+def _check_blocks(events: list[Event], *, failed: bool) -> list[BlockStop]:
+    open_block: BlockStart | None = None
+    next_index = 0
+    stops: list[BlockStop] = []
+    for n, event in enumerate(events):
+        if isinstance(event, BlockStart):
+            assert open_block is None, f"block {event.index} started inside an open block"
+            assert event.index == next_index
+            open_block = event
+            next_index += 1
+        elif isinstance(event, BlockDelta | BlockStop | BlockAbort):
+            assert open_block is not None, (n, event)
+            assert event.index == open_block.index, (n, event)
+            if isinstance(event, BlockDelta):
+                assert isinstance(event.delta, _DELTAS[open_block.block_type]), (n, event)
+                continue
+            assert event.block_type is open_block.block_type
+            open_block = None
+            if isinstance(event, BlockStop):
+                stops.append(event)
+        elif isinstance(event, ErrorEvent):
+            assert failed, f"unexpected error event {event}"
+            assert open_block is None, "the open block must be aborted before the error"
+            assert events[n + 1] == StatusEvent(ResponseStatus.FAILED)
+            assert n + 2 == len(events), "FAILED must be the last event"
+    assert open_block is None, "a block was left open"
+    return stops
+
+
+# --- synthetic streams in the recorded shape ---------------------------------------------
+
+
+def sse(payload: dict[str, Any], event: str | None = None) -> str:
+    """One SSE event as Anthropic writes it (`event:` line named after the payload type)."""
+    return f"event: {event or payload['type']}\ndata: {json.dumps(payload)}\n\n"
+
+
+def message_start(input_tokens: int = 10) -> str:
+    return sse(
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_test",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-test",
+                "content": [],
+                "stop_reason": None,
+                "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+            },
+        }
+    )
+
+
+def block_start(index: int, block: dict[str, Any]) -> str:
+    return sse({"type": "content_block_start", "index": index, "content_block": block})
+
+
+def block_delta(index: int, delta: dict[str, Any]) -> str:
+    return sse({"type": "content_block_delta", "index": index, "delta": delta})
+
+
+def block_stop(index: int) -> str:
+    return sse({"type": "content_block_stop", "index": index})
+
+
+def message_end(stop_reason: str = "end_turn", output_tokens: int = 5) -> str:
+    return sse(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+            "usage": {"output_tokens": output_tokens},
+        }
+    ) + sse({"type": "message_stop"})
+
+
+def text_stream(*pieces: str, stop_reason: str = "end_turn") -> str:
+    """A whole answer of one text block."""
+    deltas = "".join(block_delta(0, {"type": "text_delta", "text": p}) for p in pieces)
+    return (
+        message_start()
+        + block_start(0, {"type": "text", "text": ""})
+        + deltas
+        + block_stop(0)
+        + message_end(stop_reason)
+    )
+
+
+def texts(events: list[Event]) -> str:
+    return "".join(
+        e.delta.text for e in events if isinstance(e, BlockDelta) and isinstance(e.delta, TextDelta)
+    )
+
+
+def thinking_text(events: list[Event]) -> str:
+    return "".join(
+        e.delta.text
+        for e in events
+        if isinstance(e, BlockDelta) and isinstance(e.delta, ThinkingDelta)
+    )
