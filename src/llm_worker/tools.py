@@ -1,0 +1,705 @@
+"""Tools: what the model may call, and how one call becomes one result.
+
+A tool is anything with a `name`, a `description`, an `input_schema` (JSON Schema of an object)
+and an async `execute(input_json)` — the [`Tool`][] protocol. Most tools are written with the
+[`tool`][] decorator, which turns a plain function or method into a [`FunctionTool`][]:
+
+```python
+@tool(effect="read_only")
+async def get_weather(
+    city: Annotated[str, Field(description="The city's name, e.g. Kyoto.")],
+    unit: Literal["C", "F"] = "C",
+) -> dict[str, float]:
+    "Current weather of a city."
+```
+
+Each tool declares in its [`ToolMeta`][] what running it does (`effect`: read-only, idempotent
+or side-effecting) and whether it must run alone (`exclusive`); the Worker derives from that one
+declaration whether a call may start while the answer still streams, run beside other calls, or
+run again on a retry or a resume.
+
+[`execute_call`][] is the one place where a call's failures — an unknown tool, arguments that
+are not JSON or do not validate, a `ToolError`, any other exception, a timeout — become an
+`is_error` [`ToolResult`][] with a message the model can act on. Cancellation is never turned
+into a result: it propagates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import math
+import re
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    ParamSpec,
+    Protocol,
+    Self,
+    TypeAlias,
+    TypeVar,
+    cast,
+    get_args,
+    overload,
+    runtime_checkable,
+)
+
+import anyio
+import anyio.to_thread
+import orjson
+
+from llm_worker import _tool_messages as say
+from llm_worker.errors import ConfigurationError, ToolError
+from llm_worker.messages import ToolSpec
+
+if TYPE_CHECKING:
+    from llm_worker.blobs import ToolOutput
+    from llm_worker.collectors import ToolCall
+
+__all__ = (
+    "Effect",
+    "FunctionTool",
+    "Tool",
+    "ToolMeta",
+    "ToolRegistry",
+    "ToolResult",
+    "execute_call",
+    "tool",
+    "tool_meta",
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Effect: TypeAlias = Literal["read_only", "idempotent", "side_effect"]
+"""What running a tool does: nothing (`read_only`), the same on every run (`idempotent`), or
+something that must not happen twice (`side_effect`, the default)."""
+
+_EFFECTS: frozenset[str] = frozenset(get_args(Effect))
+# The names every provider accepts: OpenAI and Anthropic allow [A-Za-z0-9_-]{1,64}; Gemini
+# also wants a letter or an underscore first.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolMeta:
+    """Everything the Worker knows about a tool besides how to run it.
+
+    Attributes:
+        name: The name the model calls it by: a letter or `_` first, then letters, digits,
+            `_` or `-`, at most 64 characters (what every provider accepts).
+        description: What it does, for the model.
+        input_schema: JSON Schema of its arguments (an object schema).
+        effect: `"read_only"` (no effect), `"idempotent"` (safe to repeat) or `"side_effect"`.
+        exclusive: The call must run alone, never beside other calls of its batch.
+        timeout: Seconds a call may run; past it the call gets an error result.
+        strict: Ask the provider to enforce the schema exactly where supported (OpenAI).
+
+    Raises:
+        ConfigurationError: A name providers reject, an unknown effect, a timeout that is
+            not a positive number of seconds.
+    """
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    effect: Effect = "side_effect"
+    exclusive: bool = False
+    timeout: float | None = None
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        name = cast("object", self.name)  # hand-written tools may hand over anything
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ConfigurationError(
+                f"tool name {self.name!r} is not accepted by every provider: use letters, "
+                "digits, '_' and '-', a letter or '_' first, at most 64 characters"
+            )
+        if self.effect not in _EFFECTS:
+            raise ConfigurationError(
+                f"tool {self.name!r}: effect {self.effect!r} is not one of {sorted(_EFFECTS)}"
+            )
+        if self.timeout is not None and not _positive_seconds(self.timeout):
+            raise ConfigurationError(
+                f"tool {self.name!r}: timeout {self.timeout!r} is not a positive number of seconds"
+            )
+        schema = cast("object", self.input_schema)
+        if not isinstance(schema, dict):
+            raise ConfigurationError(f"tool {self.name!r}: input_schema is not a JSON object")
+
+    @property
+    def may_start_early(self) -> bool:
+        """May start as soon as its call is complete, while the answer still streams.
+
+        True for a read-only or idempotent tool that is not exclusive: should the answer be
+        requested again, running it once more does no harm.
+        """
+        return self.effect != "side_effect" and not self.exclusive
+
+    @property
+    def may_run_parallel(self) -> bool:
+        """May run beside the other calls of its batch (it is not exclusive)."""
+        return not self.exclusive
+
+    @property
+    def may_rerun(self) -> bool:
+        """May run again on a retry or a resume (it has no side effect)."""
+        return self.effect != "side_effect"
+
+    def spec(self) -> ToolSpec:
+        """The tool as offered to the model."""
+        return ToolSpec(self.name, self.description, self.input_schema, strict=self.strict)
+
+
+def _positive_seconds(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """What the Worker can run: write a class with these members for a hand-written tool.
+
+    Besides these, `tool_meta` reads optional attributes: `effect`, `exclusive`, `timeout` and
+    `strict` (as in [`ToolMeta`][]), or a whole `meta: ToolMeta`, which wins.
+    """
+
+    @property
+    def name(self) -> str:
+        """The name the model calls the tool by."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """What the tool does, for the model."""
+        ...
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """JSON Schema of the arguments (an object schema)."""
+        ...
+
+    async def execute(self, input_json: str) -> str | ToolOutput:
+        """Run one call.
+
+        Args:
+            input_json: The arguments as JSON text (an object).
+
+        Returns:
+            What the model reads, or a `ToolOutput` (large outputs, see `llm_worker.blobs`).
+
+        Raises:
+            ToolError: A failure the model should read; any other exception also becomes an
+                error result, as `<Type>: <message>`.
+        """
+        ...
+
+
+# Hand-written tools: read once, when first needed (registration). Objects that cannot be
+# weakly referenced or hashed are read each time.
+_metas: weakref.WeakKeyDictionary[Any, ToolMeta] = weakref.WeakKeyDictionary()
+
+
+def tool_meta(tool: Tool) -> ToolMeta:
+    """The metadata of any tool.
+
+    A [`FunctionTool`][] (or any object with a `meta: ToolMeta`) returns its own. For other
+    tools it is built from `name`, `description`, `input_schema` and the optional `effect`,
+    `exclusive`, `timeout` and `strict` attributes, once per tool object.
+
+    Raises:
+        ConfigurationError: The object is not a tool, or its metadata is invalid.
+    """
+    meta = getattr(tool, "meta", None)
+    if isinstance(meta, ToolMeta):
+        return meta
+    try:
+        return _metas[tool]
+    except (KeyError, TypeError):
+        pass
+    meta = _read_meta(tool)
+    with contextlib.suppress(TypeError):  # unhashable or not weakly referenceable: read again
+        _metas[tool] = meta
+    return meta
+
+
+def _read_meta(tool: Tool) -> ToolMeta:
+    if getattr(tool, "meta", None) is not None:
+        raise ConfigurationError(f"{tool!r}: its `meta` attribute is not a ToolMeta")
+    try:
+        name, description, schema = tool.name, tool.description, tool.input_schema
+    except AttributeError as exc:
+        raise ConfigurationError(
+            f"{tool!r} is not a tool: decorate a function with @tool, or give the object "
+            f"`name`, `description`, `input_schema` and an async `execute` ({exc})"
+        ) from exc
+    return ToolMeta(
+        name,
+        description,
+        schema,
+        effect=getattr(tool, "effect", "side_effect"),
+        exclusive=bool(getattr(tool, "exclusive", False)),
+        timeout=getattr(tool, "timeout", None),
+        strict=bool(getattr(tool, "strict", False)),
+    )
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """The result of one tool call.
+
+    Attributes:
+        tool_use_id: The id of the call it answers.
+        name: The tool's name.
+        content: What the model reads: the tool's text, or a stored output's summary, or the
+            error message.
+        is_error: True when the call failed, timed out, was refused or skipped.
+        output: The `ToolOutput` when the tool returned one (or the Worker stored the output
+            as a blob); `None` for plain text.
+    """
+
+    tool_use_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    output: ToolOutput | None = None
+
+
+_UNBOUND: Any = object()
+
+
+class FunctionTool(Generic[P, R]):
+    """A tool made from a Python function or method; what [`tool`][] returns.
+
+    The name is the function's, the description its docstring (summary and body; the
+    Args/Returns sections are left out), and the input schema comes from its signature through
+    pydantic, computed once here. Parameter descriptions come from `Annotated[...,
+    Field(description=...)]` or, failing that, from the docstring's argument section (Google,
+    NumPy or Sphinx style). Arguments the signature does not name are refused.
+
+    The original function stays callable: calling the tool calls it. On a method, accessing
+    the tool through an instance (`app.get_user`) gives a tool bound to that instance, so the
+    call sees the instance's state; through the class it is the unbound tool, which cannot be
+    registered.
+
+    A sync function runs in a worker thread (`anyio.to_thread.run_sync`), so it never blocks
+    the event loop; an async one runs on the loop. A thread cannot be killed: when a sync
+    tool's call is cancelled or times out, the call returns at once and its thread is
+    abandoned to finish on its own.
+
+    What the function returns becomes the result's text: a `str` as it is, a `ToolOutput`
+    passed through, `None` as `"null"` (the JSON for it, so the model sees the tool did return),
+    anything else as JSON (pydantic's `to_jsonable_python`, then orjson; values without a JSON
+    form as their `str()`).
+
+    Attributes:
+        meta: The tool's metadata.
+    """
+
+    meta: ToolMeta
+    __wrapped__: Callable[..., Any]
+    __name__: str
+    __qualname__: str
+
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        effect: Effect = "side_effect",
+        exclusive: bool = False,
+        timeout: float | None = None,
+        strict: bool = False,
+        localns: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Make a tool of `fn`; the arguments are those of [`tool`][].
+
+        Args:
+            fn: A function, method, `staticmethod` or `classmethod`.
+            name: The tool's name; default: the function's name.
+            description: What it does; default: from the docstring.
+            effect: See [`ToolMeta`][].
+            exclusive: See [`ToolMeta`][].
+            timeout: See [`ToolMeta`][].
+            strict: See [`ToolMeta`][].
+            localns: Names to resolve string annotations with, beyond the function's module
+                (the decorator passes the scope it was applied in).
+
+        Raises:
+            ConfigurationError: The signature cannot be made a schema (`*args`, an unresolved
+                or unsupported annotation) or the metadata is invalid.
+        """
+        from llm_worker._tool_schema import describe_function
+
+        target: Callable[..., Any] = fn
+        takes_self: bool | None = None
+        self._binds_class = False
+        wrapper: object = fn
+        if isinstance(wrapper, staticmethod | classmethod):
+            # cast: the wrapped function's parameters are described from its signature.
+            target = cast("Callable[..., Any]", wrapper.__func__)  # pyright: ignore[reportUnknownMemberType]
+            takes_self = self._binds_class = isinstance(wrapper, classmethod)
+        functools.update_wrapper(self, target)
+        tool_name = name or getattr(target, "__name__", "")
+        shape = describe_function(
+            target, name=tool_name, description=description, takes_self=takes_self, localns=localns
+        )
+        self.meta = ToolMeta(
+            tool_name, shape.description, shape.input_schema, effect, exclusive, timeout, strict
+        )
+        self._fn = target
+        self._arguments = shape.arguments
+        self._takes_self = shape.takes_self
+        self._is_async = inspect.iscoroutinefunction(target)
+        self._bound: object = _UNBOUND
+        self._origin: FunctionTool[Any, Any] = self
+
+    @property
+    def name(self) -> str:
+        """The name the model calls the tool by."""
+        return self.meta.name
+
+    @property
+    def description(self) -> str:
+        """What the tool does, for the model."""
+        return self.meta.description
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """JSON Schema of the arguments."""
+        return self.meta.input_schema
+
+    @property
+    def needs_instance(self) -> bool:
+        """True for a method reached through its class: it has no instance to run with."""
+        return self._takes_self and self._bound is _UNBOUND
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Call the original function (with the bound instance first, on a bound tool)."""
+        if self._bound is _UNBOUND:
+            return self._fn(*args, **kwargs)
+        return self._fn(self._bound, *args, **kwargs)
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any] | None = None) -> Self: ...
+    @overload
+    def __get__(self, instance: object, owner: type[Any] | None = None) -> FunctionTool[..., R]: ...
+    def __get__(self, instance: object, owner: type[Any] | None = None) -> FunctionTool[..., R]:
+        """Bind a method's tool to the instance (or, for a classmethod, to the class)."""
+        if not self._takes_self or self._bound is not _UNBOUND:
+            return self
+        if self._binds_class:
+            return self._bind(owner if owner is not None else type(instance))
+        return self if instance is None else self._bind(instance)
+
+    def _bind(self, target: object) -> FunctionTool[..., R]:
+        # A fresh object per access, like a bound method: caching it on the instance would go
+        # stale when the instance is copied, and would break pickling it.
+        bound = object.__new__(type(self))
+        bound.__dict__.update(self.__dict__)
+        bound._bound = target
+        return bound
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FunctionTool):
+            return NotImplemented
+        return self._origin is other._origin and self._bound is other._bound
+
+    def __hash__(self) -> int:
+        return hash((id(self._origin), id(self._bound)))
+
+    def __repr__(self) -> str:
+        where = "" if self._bound is _UNBOUND else f" bound to {self._bound!r}"
+        return f"<FunctionTool {self.name!r}{where}>"
+
+    async def execute(self, input_json: str) -> str | ToolOutput:
+        """Validate the arguments from `input_json` (`""` means none) and run the function.
+
+        Raises:
+            ToolError: The arguments are not a JSON object or do not validate (the message
+                lists each problem), or the function raised it.
+            ConfigurationError: The method's tool was reached through its class.
+        """
+        if self.needs_instance:
+            raise ConfigurationError(
+                f"tool {self.name!r} is a method: use it through an instance "
+                f"(obj.{self._fn.__name__}), not through its class"
+            )
+        args, kwargs = self._arguments.parse(input_json)
+        if self._bound is not _UNBOUND:
+            args.insert(0, self._bound)
+        if self._is_async:
+            value = await self._fn(*args, **kwargs)
+        else:
+            call = functools.partial(self._fn, *args, **kwargs)
+            value = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+            if inspect.isawaitable(value):  # a sync callable that hands back a coroutine
+                value = await value
+        return _as_output(value)
+
+
+@overload
+def tool(fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
+@overload
+def tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effect: Effect = "side_effect",
+    exclusive: bool = False,
+    timeout: float | None = None,
+    strict: bool = False,
+) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
+def tool(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effect: Effect = "side_effect",
+    exclusive: bool = False,
+    timeout: float | None = None,
+    strict: bool = False,
+) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
+    """Make a tool of a function or method, sync or async: `@tool` or `@tool(...)`.
+
+    Args:
+        fn: The function (when used as `@tool`).
+        name: The tool's name; default: the function's name.
+        description: What it does; default: the docstring without its Args/Returns sections.
+        effect: `"read_only"`, `"idempotent"` or `"side_effect"` (the default); see
+            [`ToolMeta`][].
+        exclusive: The tool must run alone, never beside other calls.
+        timeout: Seconds a call may run before it gets an error result.
+        strict: Ask the provider to enforce the schema exactly (OpenAI).
+
+    Returns:
+        A [`FunctionTool`][], still callable as the function was.
+
+    Raises:
+        ConfigurationError: The signature cannot become a schema or the metadata is invalid.
+    """
+    localns = _decorating_scope()
+
+    def decorate(f: Callable[P, R]) -> FunctionTool[P, R]:
+        return FunctionTool(
+            f,
+            name=name,
+            description=description,
+            effect=effect,
+            exclusive=exclusive,
+            timeout=timeout,
+            strict=strict,
+            localns=localns,
+        )
+
+    return decorate if fn is None else decorate(fn)
+
+
+def _decorating_scope() -> dict[str, Any] | None:
+    # The local names where `@tool` was applied (a class body, a function): string annotations
+    # may name types defined there, which the function's globals do not hold.
+    frame = inspect.currentframe()
+    try:
+        scope = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
+        if scope is None or scope.f_locals is scope.f_globals:
+            return None
+        return dict(scope.f_locals)
+    finally:
+        del frame
+
+
+class ToolRegistry:
+    """The tools of a Worker, by name.
+
+    Args:
+        tools: Tools to add, in order.
+
+    Raises:
+        ConfigurationError: As `add`.
+    """
+
+    __slots__ = ("_metas", "_names", "_specs", "_tools")
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._metas: dict[str, ToolMeta] = {}
+        self._names: tuple[str, ...] = ()
+        self._specs: tuple[ToolSpec, ...] = ()
+        for each in tools:
+            self.add(each)
+
+    def add(self, tool: Tool) -> None:
+        """Register a tool.
+
+        Raises:
+            ConfigurationError: Another tool has its name (the message names it), the object
+                is not a tool (a plain function not decorated with `@tool`), or it is a
+                method's tool reached through the class instead of an instance.
+        """
+        if _unbound_method(tool):
+            raise ConfigurationError(
+                f"tool {tool.name!r} is a method reached through its class: register it "
+                "through an instance (app.method), so it runs with that instance"
+            )
+        if not callable(getattr(tool, "execute", None)):
+            raise ConfigurationError(
+                f"{tool!r} is not a tool: decorate the function with @tool, or implement "
+                "`name`, `description`, `input_schema` and an async `execute`"
+            )
+        meta = tool_meta(tool)
+        if meta.name in self._tools:
+            raise ConfigurationError(
+                f"two tools are named {meta.name!r}: tool names must be unique "
+                "(rename one, e.g. @tool(name=...))"
+            )
+        self._tools[meta.name] = tool
+        self._metas[meta.name] = meta
+        self._names = (*self._names, meta.name)
+        self._specs = (*self._specs, meta.spec())
+
+    def get(self, name: str) -> Tool | None:
+        """The tool named `name`, or `None`."""
+        return self._tools.get(name)
+
+    def meta(self, name: str) -> ToolMeta | None:
+        """The metadata of the tool named `name`, or `None`."""
+        return self._metas.get(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The tools' names, in registration order."""
+        return self._names
+
+    @property
+    def metas(self) -> Mapping[str, ToolMeta]:
+        """Each tool's metadata by name, in registration order (read-only)."""
+        return MappingProxyType(self._metas)
+
+    def specs(self) -> list[ToolSpec]:
+        """The tools as offered to the model, in registration order."""
+        return list(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._tools
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({list(self._names)!r})"
+
+
+def _unbound_method(tool: object) -> bool:
+    return isinstance(tool, FunctionTool) and cast("FunctionTool[..., Any]", tool).needs_instance
+
+
+async def execute_call(
+    tool: Tool | None, call: ToolCall, *, available: Sequence[str] = ()
+) -> ToolResult:
+    """Run one call and turn whatever happens into its result.
+
+    The call's arguments are `call.input` (which before_tool_call hooks may have rewritten),
+    sent to the tool as JSON text. Every failure becomes an `is_error` result that tells the
+    model what to do: an unknown tool (the available names are listed), arguments that were
+    not valid JSON (a bounded excerpt is quoted), arguments that do not validate (each bad
+    field, what was expected), a `ToolError` (its message), any other exception
+    (`<Type>: <message>`, bounded), a call past the tool's timeout.
+
+    Args:
+        tool: The tool the call names, or `None` when no tool has that name.
+        call: The call.
+        available: The names of the tools that exist, for the unknown-tool message.
+
+    Raises:
+        Cancellation (`CancelledError`) propagates; it is never made a result.
+    """
+    if tool is None:
+        return _failed(call, say.unknown_tool(call.name, available))
+    if call.error is not None:
+        return _failed(call, say.unparsed_call(call.name, call.error, call.raw_input))
+    try:
+        return await _run(tool, call)
+    except ToolError as exc:
+        return _failed(call, say.tool_error(exc, call.name))
+    except Exception as exc:  # any failure of the tool is a result for the model
+        return _failed(call, say.raised(exc))
+
+
+async def _run(tool: Tool, call: ToolCall) -> ToolResult:
+    timeout = tool_meta(tool).timeout
+    input_json = _json_text(call.input)
+    if timeout is None:
+        return _succeeded(call, await tool.execute(input_json))
+    with anyio.move_on_after(timeout):
+        return _succeeded(call, await tool.execute(input_json))
+    # Reached only when the timeout's own scope caught the cancellation it caused; a
+    # cancellation from outside propagates through the scope.
+    return _failed(call, say.timed_out(call.name, timeout))
+
+
+def _failed(call: ToolCall, message: str) -> ToolResult:
+    return ToolResult(call.id, call.name, message, is_error=True)
+
+
+def _succeeded(call: ToolCall, value: object) -> ToolResult:
+    if type(value) is str:
+        return ToolResult(call.id, call.name, value)
+    output = _as_output(value)  # a hand-written tool may return any value
+    if isinstance(output, str):
+        return ToolResult(call.id, call.name, output)
+    return ToolResult(call.id, call.name, output.text, output=output)
+
+
+_PLAIN_JSON = (dict, list, tuple, int, float)  # bool is an int
+
+
+def _as_output(value: object) -> str | ToolOutput:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if isinstance(value, _PLAIN_JSON):
+        return _json_text(cast("object", value))
+    from llm_worker.blobs import ToolOutput
+
+    if isinstance(value, ToolOutput):
+        return value
+    return _json_text(value)
+
+
+def _json_text(value: object) -> str:
+    try:
+        return orjson.dumps(value, default=_jsonable, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # orjson.JSONEncodeError: integers past 64 bits, deep nesting, …
+        pass
+    from pydantic_core import to_json
+
+    try:
+        return to_json(value, fallback=str).decode()
+    except ValueError:  # a circular structure
+        return str(value)
+
+
+def _jsonable(value: object) -> Any:
+    from pydantic_core import to_jsonable_python
+
+    return to_jsonable_python(value, fallback=str)
