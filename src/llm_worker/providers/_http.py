@@ -11,7 +11,8 @@ from __future__ import annotations
 import email.utils
 import random
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -25,6 +26,7 @@ from llm_worker.errors import (
     APIStatusError,
     APITimeoutError,
     AuthenticationError,
+    ConfigurationError,
     ContentFilterError,
     InvalidRequestError,
     NotFoundError,
@@ -94,6 +96,10 @@ class Transport:
     """POSTs JSON to one provider and streams the answer's bytes.
 
     Holds the API key inside its headers; neither `repr` nor any error shows it.
+
+    Raises:
+        ConfigurationError: `base_url` is not an `http://` or `https://` URL (checked here, so
+            that a typo fails at once instead of being retried as a connection error).
     """
 
     __slots__ = (
@@ -119,7 +125,7 @@ class Transport:
         retry: RetryPolicy | None = None,
     ) -> None:
         self.provider = provider
-        self.base_url = base_url.rstrip("/")
+        self.base_url = _checked_base_url(base_url)
         self._headers = dict(headers)
         self._secret = secret
         self._client = http_client
@@ -167,9 +173,11 @@ class Transport:
             attempt += 1
             handed_on = False
             try:
-                async for chunk in self._attempt(url, content, params):
-                    handed_on = True
-                    yield chunk
+                # aclosing: a consumer that stops early releases the response now, not at GC.
+                async with aclosing(self._attempt(url, content, params)) as chunks:
+                    async for chunk in chunks:
+                        handed_on = True
+                        yield chunk
                 return
             except ProviderError as exc:
                 if handed_on or not exc.retryable:
@@ -181,7 +189,7 @@ class Transport:
 
     async def _attempt(
         self, url: str, content: bytes, params: Mapping[str, str] | None
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         request = self._http().build_request(
             "POST",
             url,
@@ -225,6 +233,14 @@ class Transport:
                 streamed=received > 0,
             ) from exc
         except (httpx.TransportError, httpx.DecodingError) as exc:
+            if not received:
+                # Headers but no byte of the answer: nothing was handed on, so this is a
+                # connection failure that a retry may cure, not a broken stream.
+                raise APIConnectionError(
+                    f"the connection to {self.base_url} broke before the answer began: "
+                    f"{type(exc).__name__}: {self.scrub(str(exc)) or 'no detail'}",
+                    provider=self.provider,
+                ) from exc
             raise StreamInterruptedError(
                 f"the connection broke after {received} bytes of the answer: "
                 f"{type(exc).__name__}: {self.scrub(str(exc)) or 'no detail'}",
@@ -249,6 +265,19 @@ class Transport:
             provider=self.provider,
             scrub=self.scrub,
         )
+
+
+def _checked_base_url(base_url: str) -> str:
+    try:
+        scheme = httpx.URL(base_url).scheme
+    except httpx.InvalidURL as exc:
+        raise ConfigurationError(f"base_url {base_url!r} is not a valid URL: {exc}") from exc
+    if scheme not in ("http", "https"):
+        raise ConfigurationError(
+            f"base_url {base_url!r} must start with http:// or https:// "
+            "(e.g. 'http://localhost:8000/v1')"
+        )
+    return base_url.rstrip("/")
 
 
 def _timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:
