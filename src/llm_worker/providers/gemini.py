@@ -355,6 +355,12 @@ class _SseOrJsonArray:
     def __aiter__(self) -> _SseOrJsonArray:
         return self
 
+    async def aclose(self) -> None:
+        """Close the body now (`drive` does, so the connection is released at once)."""
+        aclose = getattr(self._chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
     async def __anext__(self) -> bytes:
         if self._mode == "sse":
             return await self._chunks.__anext__()
