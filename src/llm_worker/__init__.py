@@ -98,6 +98,9 @@ if TYPE_CHECKING:
         ToolUseBlockStop,
     )
     from llm_worker.tools import FunctionTool, Tool, ToolMeta, ToolRegistry, ToolResult, tool
+    from llm_worker._turn import StreamRetry
+    from llm_worker.state import Decision, PauseState, RunResult, RunStatus
+    from llm_worker.worker import Worker
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
@@ -206,9 +209,18 @@ _LAZY: dict[str, str] = {
         ("FunctionTool", "Tool", "ToolMeta", "ToolRegistry", "ToolResult", "tool"),
         "llm_worker.tools",
     ),
+    **dict.fromkeys(("Decision", "PauseState", "RunResult", "RunStatus"), "llm_worker.state"),
+    "StreamRetry": "llm_worker._turn",
+    "Worker": "llm_worker.worker",
 }
 
 __all__ = (
+    "Decision",
+    "PauseState",
+    "RunResult",
+    "RunStatus",
+    "StreamRetry",
+    "Worker",
     "APIConnectionError",
     "APIStatusError",
     "APITimeoutError",

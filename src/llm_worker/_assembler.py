@@ -18,7 +18,6 @@ from llm_worker.events import (
     BlockType,
     Event,
     InputJsonDelta,
-    SignatureDelta,
     StopReason,
     TextDelta,
     ThinkingDelta,
@@ -113,7 +112,7 @@ class Assembler:
             block.pieces.append(delta.text)
         elif isinstance(delta, InputJsonDelta):
             block.pieces.append(delta.partial_json)
-        elif isinstance(delta, SignatureDelta):
+        else:
             block.signature.append(delta.signature)
 
     def _stop(self) -> Completed | None:

@@ -39,10 +39,10 @@ __all__ = ("Batch",)
 class Batch:
     """The tool calls of one answer and what became of them."""
 
-    __slots__ = ("_pause", "_running", "group", "pending", "run")
+    __slots__ = ("_pause", "_running", "group", "owner", "pending")
 
     def __init__(self, run: Run, pending: list[PendingCall], group: TaskGroup | None) -> None:
-        self.run = run
+        self.owner = run
         self.pending = pending
         self.group = group
         self._running: dict[int, anyio.Event] = {}
@@ -60,19 +60,15 @@ class Batch:
             return  # an earlier call is undecided: hooks must run in call order
         await self._decide(index, resumed=False)
         pending = self.pending[index]
-        tool = self.run.cfg.registry.get(pending.call.name)
-        if (
-            pending.status == "allowed"
-            and tool is not None
-            and tool_meta(tool).may_start_early
-        ):
+        tool = self.owner.cfg.registry.get(pending.call.name)
+        if pending.status == "allowed" and tool is not None and tool_meta(tool).may_start_early:
             done = self._running[index] = anyio.Event()
             self.group.start_soon(self._execute_one, index, done)
 
     def may_restart(self) -> bool:
         """Whether the answer may be requested again: no started call had side effects."""
         for index in self._running:
-            tool = self.run.cfg.registry.get(self.pending[index].call.name)
+            tool = self.owner.cfg.registry.get(self.pending[index].call.name)
             if tool is None or not tool_meta(tool).may_rerun:
                 return False
         return True
@@ -94,15 +90,15 @@ class Batch:
         await self._execute_allowed()
         await self._after_hooks()
         results = [p.result for p in self.pending if p.result is not None]
-        self.run.history.append(Message("user", [_part(r) for r in results]))
-        if self.run.cfg.sinks:
+        self.owner.history.append(Message("user", [_part(r) for r in results]))
+        if self.owner.cfg.sinks:
             for result in results:
-                for sink in self.run.cfg.sinks:
+                for sink in self.owner.cfg.sinks:
                     sink(ToolResultReady(result))
         return None
 
     async def _decide(self, index: int, *, resumed: bool) -> None:
-        cfg = self.run.cfg
+        cfg = self.owner.cfg
         pending = self.pending[index]
         tool = cfg.registry.get(pending.call.name)
         meta = tool_meta(tool) if tool is not None else None
@@ -126,12 +122,12 @@ class Batch:
             pending.status = "allowed"
 
     async def _abort(self, reason: str) -> None:
-        run = self.run
+        run = self.owner
         await run.cleanup(reason, "aborted", None)
         raise Aborted(reason)
 
     async def _execute_allowed(self) -> None:
-        registry = self.run.cfg.registry
+        registry = self.owner.cfg.registry
         parallel: list[int] = []
         alone: list[int] = []
         for index, pending in enumerate(self.pending):
@@ -148,7 +144,7 @@ class Batch:
             await self._execute_one(index, None)
 
     async def _execute_one(self, index: int, done: anyio.Event | None) -> None:
-        cfg = self.run.cfg
+        cfg = self.owner.cfg
         pending = self.pending[index]
         try:
             tool = cfg.registry.get(pending.call.name)
@@ -160,7 +156,7 @@ class Batch:
                 done.set()
 
     async def _after_hooks(self) -> None:
-        cfg = self.run.cfg
+        cfg = self.owner.cfg
         for pending in self.pending:
             if pending.status != "done" or pending.result is None:
                 continue
@@ -196,4 +192,3 @@ def _part(result: ToolResult) -> ToolResultPart:
     return ToolResultPart(
         result.tool_use_id, result.content, is_error=result.is_error, name=result.name
     )
-

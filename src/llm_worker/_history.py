@@ -41,7 +41,7 @@ def repair(messages: list[Message], *, why: str = "interrupted") -> tuple[list[M
         calls = message.tool_uses if message.role == "assistant" else []
         if not calls:
             if message.role == "user" and message.tool_results:
-                kept = [p for p in message.content if not isinstance(p, ToolResultPart)]
+                kept: list[Part] = [p for p in message.content if not isinstance(p, ToolResultPart)]
                 changes += len(message.content) - len(kept)
                 if kept:
                     out.append(Message("user", kept))
@@ -51,7 +51,9 @@ def repair(messages: list[Message], *, why: str = "interrupted") -> tuple[list[M
             continue
         out.append(message)
         follower = messages[i + 1] if i + 1 < len(messages) else None
-        answer, changed = _answer(calls, follower if follower and follower.role == "user" else None, why)
+        answer, changed = _answer(
+            calls, follower if follower and follower.role == "user" else None, why
+        )
         out.append(answer)
         changes += changed
         i += 2 if follower is not None and follower.role == "user" else 1

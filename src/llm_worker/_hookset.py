@@ -113,4 +113,3 @@ async def _call(point: str, hook: Registered[C, Any], ctx: C) -> Any:
             hook=hook.name,
             kind=point,
         ) from exc
-

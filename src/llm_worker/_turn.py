@@ -12,17 +12,23 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from llm_worker._assembler import Assembler, Completed
 from llm_worker._execution import Batch
 from llm_worker._history import repair
-from llm_worker.errors import LimitExceededError, OverloadedError, ProviderError, StreamInterruptedError
+from llm_worker.errors import (
+    LimitExceededError,
+    OverloadedError,
+    ProviderError,
+    StreamInterruptedError,
+)
 from llm_worker.events import Event, StopReason, UsageEvent
 from llm_worker.hooks import (
     Cancel,
@@ -49,8 +55,9 @@ __all__ = ("Run", "StreamRetry")
 
 @dataclass(slots=True, frozen=True)
 class StreamRetry:
-    """When the Worker sends a request again after its stream broke mid-way (after HTTP 200,
-    where no HTTP-level retry sees it).
+    """When the Worker sends a request again after its stream broke mid-way.
+
+    Such a failure comes after HTTP 200, where no HTTP-level retry sees it.
 
     A request is retried only while no side-effecting tool of it has started (tools started
     early must be read-only or idempotent). Handlers see the abort of the open block, then the
@@ -96,24 +103,23 @@ class Run:
             if outcome is not None:
                 return outcome
         while True:
-            # Tools started early (while the answer still streams) run in this task group,
-            # which outlives the stream and is joined before the turn goes on.
-            async with anyio.create_task_group() as group:
-                self.batch = Batch(self, [], group if self.cfg.early_tool_start else None)
-                response = await self._request()
-                if isinstance(response, RunResult):
-                    return response
-                if response.calls:
-                    outcome = await self._run_batch(self.batch, resumed=False)
-                    if outcome is not None:
-                        return outcome
-                    continue
-            self.batch = None
-            if response.stop_reason is StopReason.PAUSE_TURN:
-                continue  # a server tool paused the answer: sending it back lets it go on
-            outcome = await self._turn_end(resumed=False)
+            outcome = await self._step()
             if outcome is not None:
                 return outcome
+
+    async def _step(self) -> RunResult | None:
+        """One request and what follows it; a result ends the run, None goes on."""
+        async with _early_group(self.cfg.early_tool_start) as group:
+            self.batch = Batch(self, [], group)
+            response = await self._request()
+            if isinstance(response, RunResult):
+                return response
+            if response.calls:
+                return await self._run_batch(self.batch, resumed=False)
+        self.batch = None
+        if response.stop_reason is StopReason.PAUSE_TURN:
+            return None  # a server tool paused the answer: sending it back lets it go on
+        return await self._turn_end(resumed=False)
 
     async def _resume(self, state: PauseState) -> RunResult | None:
         if state.at == "on_turn_end":
@@ -252,15 +258,22 @@ class Run:
         await self.cleanup(reason, "cancelled", None)
         return self.result(RunStatus.CANCELLED, reason=reason)
 
-    async def cleanup(self, reason: str, kind: Any, error: BaseException | None) -> list[BaseException]:
+    async def cleanup(
+        self, reason: str, kind: Any, error: BaseException | None
+    ) -> list[BaseException]:
         """Abort the open block, close the batch, repair the history, run on_abort hooks."""
         from llm_worker.hooks import AbortContext
 
         self.cfg.timeline.abort_current_block(reason)
-        if self.batch is not None:
-            self.history.append(self.batch.partial_results("cancelled" if kind == "cancelled" else "interrupted"))
-            self.batch = None
-        self.history[:] = repair(self.history, why="cancelled" if kind == "cancelled" else "interrupted")[0]
+        why = "cancelled" if kind == "cancelled" else "interrupted"
+        batch, self.batch = self.batch, None
+        last = self.history[-1] if self.history else None
+        if batch is not None and last is not None and last.tool_uses:
+            # Keep the results of calls that finished; the others are marked `why`.
+            answer = batch.partial_results(why)
+            if answer is not None:
+                self.history.append(answer)
+        self.history[:] = repair(self.history, why=why)[0]
         return await self.cfg.hooks.abort(AbortContext(reason, kind, error))
 
 
@@ -274,6 +287,24 @@ def _last_assistant(history: list[Message]) -> Message:
 def _send(sinks: list[Callable[[Any], None]], event: Any) -> None:
     for sink in sinks:
         sink(event)
+
+
+@asynccontextmanager
+async def _early_group(enabled: bool) -> AsyncGenerator[TaskGroup | None, None]:
+    """The task group tools started early run in (they outlive the stream), or None.
+
+    An error of the run itself is re-raised as it is, not wrapped in an exception group.
+    """
+    if not enabled:
+        yield None
+        return
+    try:
+        async with anyio.create_task_group() as group:
+            yield group
+    except BaseExceptionGroup as group_error:
+        if len(group_error.exceptions) == 1:
+            raise group_error.exceptions[0] from None
+        raise
 
 
 class _closing:

@@ -28,7 +28,7 @@ class WorkerConfig:
     registry: ToolRegistry
     timeline: Timeline
     stream_retry: StreamRetry
-    policy: OutputPolicy
+    policy: OutputPolicy | None
     system: str | None = None
     max_requests: int = 50
     max_continuations: int = 3
@@ -61,7 +61,7 @@ class WorkerConfig:
 
     async def store_output(self, result: ToolResult) -> ToolResult:
         """Keep a large output in the blob store; the result then carries its summary."""
-        if self.blob_store is None or result.is_error:
+        if self.blob_store is None or self.policy is None or result.is_error:
             return result
         from llm_worker.blobs import externalize
 

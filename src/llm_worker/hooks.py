@@ -1,12 +1,13 @@
-"""Hooks: step into the Worker's loop before each request, around each tool call, at turn end
-and on abort.
+"""Hooks: step into the Worker's loop.
+
+Before each request, around each tool call, at turn end and on abort:
 
 | hook point | when | context (mutable) | results allowed |
 |---|---|---|---|
 | on_message_send | before each request | `MessageSendContext` | `Continue`, `Cancel` |
-| before_tool_call | before each call, in call order | `ToolCallContext` | `Continue`, `Skip`, `Abort`, `Pause` |
+| before_tool_call | before each call | `ToolCallContext` | `Continue`, `Skip`, `Abort`, `Pause` |
 | after_tool_call | after each call, in call order | `ToolResultContext` | `Continue`, `Abort` |
-| on_turn_end | an answer with no tool call | `TurnEndContext` | `Finish`, `ContinueWithMessages`, `Pause` |
+| on_turn_end | no tool call | `TurnEndContext` | `Finish`, `ContinueWithMessages`, `Pause` |
 | on_abort | the run is cancelled, aborted or fails | `AbortContext` | none |
 
 A hook is any async callable taking the context and returning one of its allowed results;
@@ -238,9 +239,7 @@ class AbortContext:
     extra: dict[str, Any] = field(default_factory=lambda: {})
 
 
-OnMessageSendHook: TypeAlias = Callable[
-    [MessageSendContext], Awaitable[OnMessageSendResult | None]
-]
+OnMessageSendHook: TypeAlias = Callable[[MessageSendContext], Awaitable[OnMessageSendResult | None]]
 """An on_message_send hook."""
 BeforeToolCallHook: TypeAlias = Callable[[ToolCallContext], Awaitable[BeforeToolCallResult | None]]
 """A before_tool_call hook."""

@@ -1,5 +1,8 @@
-"""What a run returns: `RunResult`, `RunStatus`, the `PauseState` that resumes a paused run,
-and the Worker's own events (turn start/end, completed text and tool calls, tool results)."""
+"""What a run returns, and the Worker's own events.
+
+`RunResult`, `RunStatus`, the `PauseState` that resumes a paused run, and the events the Worker
+adds to the provider's: turn start/end, completed text and tool calls, tool results.
+"""
 
 from __future__ import annotations
 
@@ -82,7 +85,7 @@ class Decision:
     skip_hooks: bool = True
 
     @classmethod
-    def approve(cls, *, input: dict[str, Any] | None = None) -> Decision:  # noqa: A002
+    def approve(cls, *, input: dict[str, Any] | None = None) -> Decision:
         """Run the call (with `input` instead of the model's arguments, if given)."""
         return cls(True, input)
 
@@ -313,6 +316,12 @@ class RunCompleted:
 
 
 RunEvent: TypeAlias = (
-    Event | TurnStarted | TurnEnded | TextComplete | ToolCallComplete | ToolResultReady | RunCompleted
+    Event
+    | TurnStarted
+    | TurnEnded
+    | TextComplete
+    | ToolCallComplete
+    | ToolResultReady
+    | RunCompleted
 )
 """What `Worker.stream` yields: the provider events plus the Worker's own."""

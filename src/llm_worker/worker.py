@@ -20,7 +20,7 @@ hooks run, and the history can be sent again: no tool call without a result, no 
 from __future__ import annotations
 
 import asyncio
-import math
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -113,15 +113,14 @@ class Worker:
             client = from_string(client)
         if max_requests < 1 or max_continuations < 0:
             raise ConfigurationError("max_requests must be >= 1 and max_continuations >= 0")
-        from llm_worker.blobs import OutputPolicy
-
         registry = ToolRegistry()
         for t in tools:
             registry.add(t)
-        policy = output_policy or OutputPolicy()
+        policy = output_policy
         if blob_store is not None:
-            from llm_worker.blobs import InspectTool
+            from llm_worker.blobs import InspectTool, OutputPolicy
 
+            policy = policy or OutputPolicy()
             registry.add(InspectTool(blob_store, policy))
         self._cfg = WorkerConfig(
             client=client,
@@ -215,7 +214,7 @@ class Worker:
         *,
         timeout: float | None = None,
     ) -> None:
-        """Run `hook` on an answer without tool calls (`Finish`, `ContinueWithMessages`, `Pause`)."""
+        """Run `hook` on an answer without tool calls (`Finish`, `ContinueWithMessages`, …)."""
         self._cfg.hooks.on_turn_end.append(HookSet.make(hook, timeout))
 
     def add_on_abort_hook(
@@ -291,7 +290,7 @@ class Worker:
 
     # -- running -----------------------------------------------------------------------------
 
-    async def run(self, input: str | Message | Iterable[Message]) -> RunResult:  # noqa: A002
+    async def run(self, input: str | Message | Iterable[Message]) -> RunResult:
         """Run one turn: append `input` to the history and loop until the answer is final.
 
         Raises:
@@ -319,18 +318,24 @@ class Worker:
         """
         self.history[:] = list(state.history)
         run = Run(self._cfg, self.history, start=len(self.history))
-        run.requests, run.continuations, run.usage = state.requests, state.continuations, state.usage
+        run.requests, run.continuations, run.usage = (
+            state.requests,
+            state.continuations,
+            state.usage,
+        )
         pending = _apply_decisions(state, decisions or {})
         self._check_tools(pending)
-        return await self._go(run, PauseState(state.history, pending, at=state.at, reason=state.reason))
+        return await self._go(
+            run, PauseState(state.history, pending, at=state.at, reason=state.reason)
+        )
 
-    def stream(self, input: str | Message | Iterable[Message]) -> RunStream:  # noqa: A002
+    def stream(self, input: str | Message | Iterable[Message]) -> RunStream:
         """Run like `run()`, yielding every event as it happens, the `RunCompleted` last.
 
         Use `async for event in worker.stream(...)`; `async with worker.stream(...) as events`
         also closes the run deterministically if you stop reading early.
         """
-        return RunStream(self, input)
+        return RunStream(self, self._cfg, input)
 
     def cancel(self) -> None:
         """Cancel the running run: it returns `RunStatus.CANCELLED` after its clean-up."""
@@ -375,7 +380,9 @@ class Worker:
             sink(event)
         for subscriber in self._subscribers:
             method = getattr(
-                subscriber, "on_turn_start" if isinstance(event, TurnStarted) else "on_turn_end", None
+                subscriber,
+                "on_turn_start" if isinstance(event, TurnStarted) else "on_turn_end",
+                None,
             )
             if callable(method):
                 method(event.turn)
@@ -392,7 +399,7 @@ class Worker:
             )
 
 
-def _as_messages(input: str | Message | Iterable[Message]) -> list[Message]:  # noqa: A002
+def _as_messages(input: str | Message | Iterable[Message]) -> list[Message]:
     if isinstance(input, str):
         return [Message.user(input)]
     if isinstance(input, Message):
@@ -433,12 +440,17 @@ def _apply_decisions(state: PauseState, decisions: Mapping[str, Decision]) -> li
 class RunStream:
     """The async iterator `Worker.stream` returns; also an async context manager."""
 
-    def __init__(self, worker: Worker, input: str | Message | Iterable[Message]) -> None:  # noqa: A002
+    def __init__(
+        self,
+        worker: Worker,
+        cfg: WorkerConfig,
+        input: str | Message | Iterable[Message],
+    ) -> None:
         self._worker = worker
+        self._cfg = cfg
         self._input = input
         self._queue: asyncio.Queue[RunEvent | BaseException | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
-        self._limit = math.inf
 
     def __aiter__(self) -> AsyncIterator[RunEvent]:
         return self._events()
@@ -454,13 +466,11 @@ class RunStream:
         task = self._task
         if task is not None and not task.done():
             task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await task
-            except asyncio.CancelledError:
-                pass
 
     async def _events(self) -> AsyncIterator[RunEvent]:
-        sinks = self._worker._cfg.sinks  # noqa: SLF001 — the stream is part of the Worker
+        sinks = self._cfg.sinks
         put = self._queue.put_nowait
         sinks.append(put)
 
@@ -482,4 +492,3 @@ class RunStream:
         finally:
             sinks.remove(put)
             await self.aclose()
-

@@ -45,7 +45,7 @@ class HttpClient:
     Subclasses set the class attributes and implement `build_body`, `path` and `mapper`.
     """
 
-    provider: ClassVar[str]
+    provider: str  # set by each subclass (a class attribute)
     default_base_url: ClassVar[str]
     api_key_env: ClassVar[tuple[str, ...]]
 

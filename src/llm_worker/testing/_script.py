@@ -1,5 +1,7 @@
-"""Scripted model answers: a `ScriptedClient` that needs no network, and the answer type that
-the wire encoders turn into each provider's real stream format.
+"""Scripted model answers.
+
+A `ScriptedClient` that needs no network, and the answer type that the wire encoders turn into
+each provider's real stream format.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ class ScriptedResponse:
         usage: Token usage; by default a rough count (4 characters a token).
         chunk_size: Text and thinking are streamed in deltas of this many characters.
         delay: Seconds between two deltas (a slow model, for demos and timing tests).
-        fail_with: Raise this error after the parts were streamed (before the stop), as a
-            provider whose stream breaks would.
+        fail_with: Raise this error inside the last part (its block is aborted), as a
+            provider whose stream breaks mid-way would.
     """
 
     parts: list[Part]
@@ -84,9 +86,12 @@ class ScriptedResponse:
         parts: list[Part] = []
         for part in self.parts:
             if isinstance(part, ToolUsePart) and not part.id:
-                part = ToolUsePart(f"call_{n}", part.name, part.input, signature=part.signature)
+                parts.append(
+                    ToolUsePart(f"call_{n}", part.name, part.input, signature=part.signature)
+                )
                 n += 1
-            parts.append(part)
+            else:
+                parts.append(part)
         return parts
 
 
@@ -174,7 +179,8 @@ class ScriptedClient:
         emitter = BlockEmitter()
         parts = response.with_ids(self._calls)
         self._calls += sum(1 for p in response.parts if isinstance(p, ToolUsePart) and not p.id)
-        for batch in _part_events(parts, response.chunk_size, emitter):
+        close_last = response.fail_with is None  # a failure comes inside the last block
+        for batch in _part_events(parts, response.chunk_size, emitter, close_last):
             for event in batch:
                 yield event
             batch.clear()
@@ -195,10 +201,10 @@ class ScriptedClient:
 
 
 def _part_events(
-    parts: Sequence[Part], chunk_size: int, emitter: BlockEmitter
+    parts: Sequence[Part], chunk_size: int, emitter: BlockEmitter, close_last: bool
 ) -> Iterable[list[Event]]:
     out = emitter.out
-    for part in parts:
+    for n, part in enumerate(parts):
         if isinstance(part, TextPart):
             for piece in _pieces(part.text, chunk_size):
                 emitter.text(piece)
@@ -217,7 +223,8 @@ def _part_events(
             for piece in _pieces(orjson.dumps(part.input).decode(), chunk_size):
                 emitter.input_json(piece)
                 yield out
-        emitter.stop()
+        if close_last or n < len(parts) - 1:
+            emitter.stop()
         yield out
 
 
