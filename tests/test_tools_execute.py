@@ -12,6 +12,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from llm_worker import ToolError
+from llm_worker.blobs import Content, ToolOutput
 from llm_worker.collectors import ToolCall
 from llm_worker.tools import FunctionTool, ToolResult, execute_call, tool
 
@@ -223,6 +224,27 @@ async def test_return_values_become_text(value: Any, text: str) -> None:
 
     result = await run(f)
     assert (result.content, result.is_error, result.output) == (text, False, None)
+
+
+async def test_a_tool_output_is_passed_through() -> None:
+    stored = ToolOutput.Stored(summary="[blob:x] text | 9000 lines", content=Content.Text("big"))
+
+    @tool
+    def small() -> ToolOutput:
+        """Small."""
+        return ToolOutput.Inline("short answer")
+
+    @tool
+    async def large() -> ToolOutput:
+        """Large."""
+        return stored
+
+    inline = await run(small)
+    assert inline == ToolResult(
+        "call_1", "small", "short answer", output=ToolOutput.Inline("short answer")
+    )
+    result = await run(large)
+    assert (result.content, result.output, result.is_error) == (stored.summary, stored, False)
 
 
 async def test_a_hand_written_tool_may_return_any_value() -> None:

@@ -21,7 +21,9 @@ from typing import Annotated, Any
 from docstring_parser import parse as parse_docstring
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.json_schema import GenerateJsonSchema
+from pydantic_core import from_json, to_json
 
+from llm_worker._strict_schema import drop_optional_nulls, strict_schema
 from llm_worker._tool_messages import invalid_arguments
 from llm_worker.errors import ConfigurationError, ToolError
 
@@ -40,14 +42,23 @@ class _NoFieldTitles(GenerateJsonSchema):
 class Arguments:
     """Validates a call's JSON arguments and turns them into a function's arguments."""
 
-    __slots__ = ("_fields", "_model", "_names", "tool_name")
+    __slots__ = ("_fields", "_model", "_names", "_optional_nulls", "tool_name")
 
-    def __init__(self, model: type[BaseModel], fields: list[tuple[str, str, bool]], tool_name: str):
+    def __init__(
+        self,
+        model: type[BaseModel],
+        fields: list[tuple[str, str, bool]],
+        tool_name: str,
+        *,
+        optional_nulls: dict[str, Any] | None = None,
+    ) -> None:
         self._model = model
         # (model field, parameter name, positional-only) in signature order
         self._fields = fields
         self._names = tuple(name for _, name, _ in fields)
         self.tool_name = tool_name
+        # Strict tools: the original schema, to read `null` for an optional value as "absent".
+        self._optional_nulls = optional_nulls
 
     def parse(self, input_json: str) -> tuple[list[Any], dict[str, Any]]:
         """Validate `input_json` (empty text means no arguments).
@@ -60,10 +71,11 @@ class Arguments:
             ToolError: The text is not a JSON object or does not match the parameters; the
                 message lists each problem for the model.
         """
+        text = input_json if input_json.strip() else "{}"
         try:
-            values = self._model.model_validate_json(input_json if input_json.strip() else "{}")
+            values = self._model.model_validate_json(text)
         except ValidationError as exc:
-            raise ToolError(invalid_arguments(exc, self.tool_name, self._names)) from None
+            values = self._without_optional_nulls(text, exc)
         given = values.model_fields_set
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
@@ -73,6 +85,21 @@ class Arguments:
             elif field in given:
                 kwargs[name] = getattr(values, field)
         return args, kwargs
+
+    def _without_optional_nulls(self, text: str, error: ValidationError) -> BaseModel:
+        # Only strict tools, and only after a failure: the common path validates once.
+        if self._optional_nulls is not None:
+            try:
+                data = from_json(text)
+            except ValueError:
+                pass  # not JSON: report the first error
+            else:
+                drop_optional_nulls(data, self._optional_nulls)
+                try:
+                    return self._model.model_validate_json(to_json(data))
+                except ValidationError as exc:
+                    error = exc
+        raise ToolError(invalid_arguments(error, self.tool_name, self._names)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +126,7 @@ def describe_function(
     description: str | None,
     takes_self: bool | None,
     localns: Mapping[str, Any] | None,
+    strict: bool = False,
 ) -> FunctionShape:
     """Build the schema, validator and description of a tool from `fn`.
 
@@ -109,10 +137,12 @@ def describe_function(
         takes_self: Whether the first parameter is the bound object; `None` guesses from its
             name (`self` / `cls`) and from `fn` being defined in a class.
         localns: Names to resolve string annotations with, after the function's globals.
+        strict: Give the schema the form OpenAI's strict mode requires (`_strict_schema`).
 
     Raises:
         ConfigurationError: An annotation does not resolve, a parameter is `*args` /
-            `**kwargs`, or pydantic cannot build a schema for a parameter type.
+            `**kwargs`, pydantic cannot build a schema for a parameter type, or (strict) a
+            type strict mode cannot express.
     """
     signature = _signature(fn, name, localns)
     params = list(signature.parameters.values())
@@ -133,6 +163,9 @@ def describe_function(
     _drop_model_titles(schema)
     if description is None:
         description = _description(doc.short_description, doc.long_description, doc)
+    if strict:
+        arguments = Arguments(model, fields, name, optional_nulls=schema)
+        return FunctionShape(description, strict_schema(schema, name), arguments, takes_self)
     return FunctionShape(description, schema, Arguments(model, fields, name), takes_self)
 
 

@@ -303,6 +303,11 @@ class FunctionTool(Generic[P, R]):
     anything else as JSON (pydantic's `to_jsonable_python`, then orjson; values without a JSON
     form as their `str()`).
 
+    With `strict=True` the schema takes the form OpenAI's strict mode requires: every object
+    closed and all its properties required, an optional parameter or field made nullable,
+    `null` then meaning "use the default". Types strict mode cannot express (free-form
+    dictionaries, `Any`) are refused at decoration.
+
     Attributes:
         meta: The tool's metadata.
     """
@@ -355,7 +360,12 @@ class FunctionTool(Generic[P, R]):
         functools.update_wrapper(self, target)
         tool_name = name or getattr(target, "__name__", "")
         shape = describe_function(
-            target, name=tool_name, description=description, takes_self=takes_self, localns=localns
+            target,
+            name=tool_name,
+            description=description,
+            takes_self=takes_self,
+            localns=localns,
+            strict=strict,
         )
         self.meta = ToolMeta(
             tool_name, shape.description, shape.input_schema, effect, exclusive, timeout, strict
