@@ -195,7 +195,14 @@ class ErrorEvent:
 
 @dataclass(slots=True)
 class TextMetadata:
-    """Metadata of a text block (none so far; a class so that `match` can tell it apart)."""
+    """Metadata of a text block.
+
+    Attributes:
+        item_id: OpenAI Responses message item id (`msg_…`): a replayed reasoning item must be
+            followed by the message it produced, named by this id.
+    """
+
+    item_id: str | None = None
 
 
 @dataclass(slots=True)

@@ -73,12 +73,14 @@ class TextPart:
     Attributes:
         text: The text.
         signature: Gemini `thoughtSignature` attached to this text part, if any.
-        origin: Who produced `signature`.
+        item_id: OpenAI Responses message item id (`msg_…`), sent back with its reasoning item.
+        origin: Who produced `signature` / `item_id`.
     """
 
     text: str
     _: KW_ONLY
     signature: str | None = None
+    item_id: str | None = None
     origin: Origin | None = None
     type: Literal["text"] = "text"
 

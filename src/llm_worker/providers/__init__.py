@@ -20,6 +20,7 @@ from llm_worker.errors import ConfigurationError
 if TYPE_CHECKING:
     from llm_worker.providers._base import HttpClient, LLMClient
     from llm_worker.providers._http import RetryPolicy
+    from llm_worker.providers.openai_responses import OpenAIResponsesClient
 
 _LAZY: dict[str, str] = {
     "OpenAIChatClient": "llm_worker.providers.openai_chat",

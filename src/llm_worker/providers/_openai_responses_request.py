@@ -1,0 +1,293 @@
+"""The OpenAI Responses request body, built from a neutral `Request`.
+
+Mapping:
+
+- `system` → `instructions`; user text → `input_text` parts of a user message; tool results →
+  `function_call_output` items (Responses has no error flag: the text says what failed);
+- assistant text → `output_text` parts of an assistant `message` item; tool calls →
+  `function_call` items (`call_id` is `ToolUsePart.id`, `arguments` its JSON text);
+- tools → function tools; `strict` is always sent, because Responses makes a function tool
+  strict when the field is absent and would then reject any schema not written for strict mode;
+- `thinking` → `reasoning` (`effort`; `summary: "auto"` when `include_thoughts`);
+  `budget_tokens` has no Responses equivalent and is not sent (use `effort`);
+- `max_tokens` → `max_output_tokens`; `temperature` as is; `stream: true`;
+- `stop_sequences`: Responses has no stop sequences, so a request with some raises
+  `ConfigurationError` rather than being answered without them;
+- `options` are deep-merged last: `previous_response_id`, `store`, `include`, `text`,
+  `parallel_tool_calls`, `service_tier`, `truncation`, `metadata`, ….
+
+Replaying reasoning (what the recordings and the API's pairing rules decide):
+
+- A reasoning item goes back only when its parts come from this provider *and* model
+  (`Origin("openai_responses", model)`), carry the item id, and can be resolved: with the
+  default `store: true` the id alone is enough (OpenAI keeps the item; the recorded
+  `reasoning_summary_run_step2` sends `id` + `summary` only); with `store: false` in the options
+  nothing is kept server-side, so the item also needs its `encrypted_content` (the part's
+  `signature`), which the stream carries only when `include: ["reasoning.encrypted_content"]`
+  was asked for (`reasoning_encrypted_then_function_call`). This builder adds that `include`
+  when `store` is false and `thinking` is set; it does not add it otherwise, because models
+  without reasoning answer it with HTTP 400 ("Encrypted content is not supported with this
+  model"). Summary parts of one item (one `ThinkingPart` each) are merged back into one item.
+- OpenAI pairs a reasoning item with the item that followed it, by id: a reasoning item must be
+  followed by its message (`msg_…`, `TextPart.item_id`) or function call (`fc_…`), and a
+  message or call that names an id requires its reasoning item. So a reasoning item that cannot
+  be sent (another model, no id, `store: false` without encrypted content, or not followed by an
+  item with an id — e.g. a hosted web search sat between them) is dropped together with the ids
+  of the items after it in that message, which then go as plain items; the history stays valid.
+- Thinking from another provider or model is dropped, not turned into text: it is the model's
+  private reasoning (or a summary of it), and replaying it as assistant text would make the
+  model read it as something it said. Tool calls and text of any origin are sent, without ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import orjson
+
+from llm_worker.errors import ConfigurationError, InvalidMessagesError
+from llm_worker.messages import (
+    Message,
+    Origin,
+    Part,
+    Request,
+    SpecificTool,
+    TextPart,
+    ThinkingConfig,
+    ThinkingPart,
+    ToolChoice,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
+from llm_worker.providers._base import deep_merge
+
+__all__ = ("PROVIDER", "build_body")
+
+PROVIDER: Final = "openai_responses"
+"""The wire protocol's name, also the `Origin.provider` of the opaque data it produces."""
+
+_ENCRYPTED: Final = "reasoning.encrypted_content"
+
+
+def build_body(request: Request, *, model: str) -> dict[str, Any]:
+    """The Responses API body (`POST /responses`) for a neutral request.
+
+    Raises:
+        ConfigurationError: The request asks for something Responses cannot do (stop
+            sequences).
+        InvalidMessagesError: A part sits in a message of the wrong role.
+    """
+    if request.stop_sequences:
+        raise ConfigurationError(
+            "the OpenAI Responses API has no stop sequences; remove stop_sequences or use "
+            "OpenAIChatClient (Chat Completions supports `stop`)"
+        )
+    store_false = request.options.get("store") is False
+    origin = Origin(PROVIDER, model)
+    body: dict[str, Any] = {
+        "model": model,
+        "input": input_items(request.messages, origin=origin, store_false=store_false),
+        "stream": True,
+    }
+    if request.system:
+        body["instructions"] = request.system
+    if request.tools:
+        body["tools"] = [_tool(spec) for spec in request.tools]
+    if request.tool_choice is not None:
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+    if request.max_tokens is not None:
+        body["max_output_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    reasoning = _reasoning(request.thinking)
+    if reasoning:
+        body["reasoning"] = reasoning
+    if store_false and request.thinking is not None:
+        body["include"] = [_ENCRYPTED]
+    return deep_merge(body, request.options)
+
+
+def input_items(
+    messages: Sequence[Message], *, origin: Origin, store_false: bool = False
+) -> list[dict[str, Any]]:
+    """The `input` items of a conversation.
+
+    Args:
+        messages: The conversation.
+        origin: This client's provider and model: opaque data of any other origin is dropped.
+        store_false: The request sets `store: false` (reasoning needs its encrypted content).
+    """
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "user":
+            items.extend(_user_items(message.content))
+        else:
+            items.extend(_AssistantItems(origin, store_false).build(message.content))
+    return items
+
+
+def _user_items(parts: Sequence[Part]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    texts: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            texts.append({"type": "input_text", "text": part.text})
+            continue
+        if not isinstance(part, ToolResultPart):
+            raise InvalidMessagesError(
+                f"a user message cannot hold a {part.type} part; it belongs to the assistant"
+            )
+        if texts:
+            items.append(_message("user", texts))
+            texts = []
+        items.append(
+            {"type": "function_call_output", "call_id": part.tool_use_id, "output": part.content}
+        )
+    if texts:
+        items.append(_message("user", texts))
+    return items
+
+
+def _message(role: str, content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "message", "role": role, "content": content}
+
+
+class _AssistantItems:
+    """The items of one assistant message, keeping OpenAI's reasoning pairing rules."""
+
+    __slots__ = ("_items", "_keep_ids", "_message", "_origin", "_store_false")
+
+    def __init__(self, origin: Origin, store_false: bool) -> None:
+        self._origin = origin
+        self._store_false = store_false
+        self._items: list[dict[str, Any]] = []
+        self._message: dict[str, Any] | None = None
+        # Ids may go out until a reasoning item is dropped: the items after a dropped one
+        # "require" it, so they go without ids.
+        self._keep_ids = True
+
+    def build(self, parts: Sequence[Part]) -> list[dict[str, Any]]:
+        i = 0
+        while i < len(parts):
+            part = parts[i]
+            if isinstance(part, ThinkingPart):
+                group = _thinking_group(part, parts[i + 1 :])
+                i += len(group)
+                self._reasoning(group, parts[i] if i < len(parts) else None)
+                continue
+            if isinstance(part, TextPart):
+                self._text(part)
+            elif isinstance(part, ToolUsePart):
+                self._call(part)
+            else:
+                raise InvalidMessagesError(
+                    "an assistant message cannot hold a tool result; results go in the next "
+                    "user message"
+                )
+            i += 1
+        return self._items
+
+    def _own_id(self, part: TextPart | ToolUsePart) -> str | None:
+        if self._keep_ids and part.origin == self._origin:
+            return part.item_id
+        return None
+
+    def _reasoning(self, group: list[ThinkingPart], follower: Part | None) -> None:
+        self._message = None
+        if not self._replayable(group, follower):
+            self._keep_ids = False
+            return
+        self._keep_ids = True
+        item: dict[str, Any] = {
+            "type": "reasoning",
+            "id": group[0].item_id,
+            "summary": [{"type": "summary_text", "text": p.text} for p in group if p.text],
+        }
+        signature = "".join(p.signature for p in group if p.signature)
+        if signature:
+            item["encrypted_content"] = signature
+        self._items.append(item)
+
+    def _replayable(self, group: list[ThinkingPart], follower: Part | None) -> bool:
+        first = group[0]
+        if first.origin != self._origin or not first.item_id:
+            return False
+        if self._store_false and not any(p.signature for p in group):
+            return False
+        # The item that followed it must go out with its id, or OpenAI rejects the pair.
+        return (
+            isinstance(follower, TextPart | ToolUsePart)
+            and follower.origin == self._origin
+            and follower.item_id is not None
+        )
+
+    def _text(self, part: TextPart) -> None:
+        item_id = self._own_id(part)
+        if not part.text and item_id is None:
+            return
+        content: dict[str, Any] = {"type": "output_text", "text": part.text, "annotations": []}
+        current = self._message
+        if current is not None and current.get("id") == item_id:
+            current["content"].append(content)
+            return
+        message = _message("assistant", [content])
+        if item_id is not None:
+            # An output message sent back by id also needs its status.
+            message["id"] = item_id
+            message["status"] = "completed"
+        self._items.append(message)
+        self._message = message
+
+    def _call(self, part: ToolUsePart) -> None:
+        self._message = None
+        item: dict[str, Any] = {
+            "type": "function_call",
+            "call_id": part.id,
+            "name": part.name,
+            "arguments": orjson.dumps(part.input).decode(),
+        }
+        item_id = self._own_id(part)
+        if item_id is not None:
+            item["id"] = item_id
+        self._items.append(item)
+
+
+def _thinking_group(first: ThinkingPart, rest: Sequence[Part]) -> list[ThinkingPart]:
+    """`first` and the parts after it of the same reasoning item (one part per summary)."""
+    group = [first]
+    for part in rest:
+        if not isinstance(part, ThinkingPart) or part.item_id is None:
+            break
+        if part.item_id != first.item_id or part.origin != first.origin:
+            break
+        group.append(part)
+    return group
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": spec.input_schema,
+        "strict": spec.strict,
+    }
+
+
+def _tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    if isinstance(choice, SpecificTool):
+        return {"type": "function", "name": choice.name}
+    return choice
+
+
+def _reasoning(thinking: ThinkingConfig | None) -> dict[str, Any]:
+    if thinking is None:
+        return {}
+    reasoning: dict[str, Any] = {}
+    if thinking.effort is not None:
+        reasoning["effort"] = thinking.effort
+    if thinking.include_thoughts:
+        reasoning["summary"] = "auto"
+    return reasoning
