@@ -1,0 +1,161 @@
+"""The OpenAI Chat Completions request body, built from a neutral `Request`.
+
+The mapping, part by part:
+
+- the system prompt becomes a first `system` message;
+- a user message's text parts become one `user` message (a plain string for one part, a list of
+  text parts for several); each of its `ToolResultPart`s becomes a `role: "tool"` message with
+  `tool_call_id`, in order and before the user text, since Chat requires the tool messages to
+  follow the assistant message that made the calls. Chat has no error flag for a tool result:
+  `is_error` results are sent as their text, which says what went wrong;
+- an assistant message's text parts are joined into `content` and its `ToolUsePart`s become
+  `tool_calls` (arguments as JSON text). Thinking parts are not sent back: Chat Completions has
+  no request field for reasoning (DeepSeek even rejects `reasoning_content` in a request), so a
+  `ThinkingPart` — and any signature on it — is dropped, whichever provider produced it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from llm_worker.errors import InvalidMessagesError
+from llm_worker.messages import (
+    Message,
+    Request,
+    SpecificTool,
+    TextPart,
+    ThinkingPart,
+    ToolChoice,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
+from llm_worker.providers._base import deep_merge
+
+__all__ = ("build_chat_body", "chat_messages")
+
+
+def build_chat_body(request: Request, model: str) -> dict[str, Any]:
+    """The Chat Completions JSON body for a neutral request.
+
+    The output limit is sent as `max_completion_tokens`, not `max_tokens`: OpenAI deprecated
+    `max_tokens` and its reasoning models (o-series, gpt-5) reject it. For a compatible server
+    that knows only `max_tokens`, pass `options={"max_tokens": n}`: the builder then leaves
+    `max_completion_tokens` out. `ThinkingConfig.effort` becomes `reasoning_effort`; Chat has
+    no field for a thinking budget or for asking to see the thoughts, so those settings are
+    not sent. `tool_choice` is sent only with tools (OpenAI rejects it alone).
+
+    `request.options` is deep-merged last; an option set to `None` removes that field (e.g.
+    `{"stream_options": None}` for a server that rejects it).
+    """
+    body: dict[str, Any] = {"model": model, "messages": chat_messages(request)}
+    if request.tools:
+        body["tools"] = [_tool(spec) for spec in request.tools]
+        if request.tool_choice is not None:
+            body["tool_choice"] = _tool_choice(request.tool_choice)
+    if request.max_tokens is not None and "max_tokens" not in request.options:
+        body["max_completion_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.stop_sequences:
+        body["stop"] = list(request.stop_sequences)
+    if request.thinking is not None and request.thinking.effort is not None:
+        body["reasoning_effort"] = request.thinking.effort
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    deep_merge(body, request.options)
+    for key, value in request.options.items():
+        if value is None:
+            body.pop(key, None)
+    return body
+
+
+def chat_messages(request: Request) -> list[dict[str, Any]]:
+    """The `messages` array: system prompt first, then the history in order."""
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        if message.role == "user":
+            _user(message, out)
+        else:
+            out.append(_assistant(message))
+    return out
+
+
+def _user(message: Message, out: list[dict[str, Any]]) -> None:
+    texts: list[str] = []
+    for part in message.content:
+        match part:
+            case ToolResultPart():
+                out.append(
+                    {"role": "tool", "tool_call_id": part.tool_use_id, "content": part.content}
+                )
+            case TextPart():
+                texts.append(part.text)
+            case ThinkingPart():
+                pass  # a user message has no reasoning to send
+            case ToolUsePart():
+                raise InvalidMessagesError(
+                    f"a user message holds a tool call ({part.name!r}); tool calls belong to "
+                    "assistant messages"
+                )
+    if texts:
+        out.append({"role": "user", "content": _content(texts)})
+
+
+def _content(texts: list[str]) -> str | list[dict[str, str]]:
+    if len(texts) == 1:
+        return texts[0]
+    return [{"type": "text", "text": text} for text in texts]
+
+
+def _assistant(message: Message) -> dict[str, Any]:
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for part in message.content:
+        match part:
+            case TextPart():
+                texts.append(part.text)
+            case ToolUsePart():
+                calls.append(_tool_call(part))
+            case ThinkingPart():
+                pass  # Chat has no request field for reasoning: see the module docstring
+            case ToolResultPart():
+                raise InvalidMessagesError(
+                    f"an assistant message holds a tool result (for {part.tool_use_id!r}); "
+                    "tool results belong to user messages"
+                )
+    entry: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    if calls:
+        entry["tool_calls"] = calls
+    elif entry["content"] is None:
+        entry["content"] = ""  # OpenAI requires content when there are no tool calls
+    return entry
+
+
+def _tool_call(part: ToolUsePart) -> dict[str, Any]:
+    return {
+        "id": part.id,
+        "type": "function",
+        "function": {"name": part.name, "arguments": orjson.dumps(part.input).decode()},
+    }
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    function: dict[str, Any] = {
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": spec.input_schema,
+    }
+    if spec.strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def _tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    if isinstance(choice, SpecificTool):
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice

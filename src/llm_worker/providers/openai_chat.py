@@ -1,0 +1,463 @@
+"""The OpenAI Chat Completions client (`/chat/completions`), for OpenAI and compatible servers.
+
+The request body is built in `_openai_chat_request`; this module maps the stream. Chat
+Completions sends no block starts or stops, only deltas, so blocks are synthesized:
+
+- `content` deltas are text; `reasoning_content` (DeepSeek, Z.ai) or `reasoning` (OpenRouter,
+  Groq) deltas are thinking. OpenRouter's `reasoning_details` repeats `reasoning` and is not
+  read (its signatures could only be sent back through an OpenRouter-only request field).
+- `refusal` deltas (structured outputs) are kept visibly as text, and an answer that refused
+  stops with `StopReason.REFUSAL` (the raw `finish_reason`, usually `stop`, stays on the stop).
+- tool calls arrive by `index`, several per response and several in one chunk, with `id` and
+  `name` only in the first fragment. At most one block may be open, so the first call streams
+  live and calls of other indexes are buffered; a buffered call is emitted as a whole block
+  (start, one delta, stop) once the live one is finished, in index order. The live call is
+  closed early when another index arrives and its arguments already parse as a complete JSON
+  object (a complete object cannot grow), so sequential calls each stop as soon as they are
+  done.
+- `finish_reason` gives the stop reason (`stop` → END_TURN, `length` → MAX_TOKENS,
+  `tool_calls` / `function_call` → TOOL_USE, `content_filter` → CONTENT_FILTER, others OTHER;
+  `stop` with vLLM's `stop_reason` naming a stop string → STOP_SEQUENCE), the raw value kept.
+- usage comes from the final chunk (`choices: []`), from any chunk carrying `usage`, or from
+  Groq's `x_groq.usage`; `prompt_tokens_details.cached_tokens` (DeepSeek:
+  `prompt_cache_hit_tokens`) is the cache read, OpenRouter's `cache_write_tokens` the cache
+  write, `completion_tokens_details.reasoning_tokens` the reasoning part.
+- an `{"error": …}` object in a `data:` line (OpenRouter) or an `event: error` (Groq) raises
+  the typed `ProviderError` for its status and type.
+
+A response is complete when `data: [DONE]` arrived, or when a `finish_reason` and the usage
+both arrived (llama.cpp and some other servers put the usage in the finish chunk and may omit
+`[DONE]`; the client always asks for usage). A stream that ends otherwise — after text with
+no `finish_reason`, or between the finish chunk and the usage chunk — is interrupted.
+
+A server that ignores `stream: true` and answers with one JSON `chat.completion` object is
+read too, as a single chunk.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final
+
+import orjson
+
+from llm_worker._json import as_dict, as_int, as_list, as_str
+from llm_worker.errors import APIStatusError, MalformedStreamError
+from llm_worker.events import Event, StopReason, UsageEvent
+from llm_worker.messages import Request
+from llm_worker.providers._base import HttpClient
+from llm_worker.providers._blocks import BlockEmitter, drive
+from llm_worker.providers._http import error_class, error_from_status
+from llm_worker.providers._openai_chat_request import build_chat_body
+from llm_worker.providers._sse import ServerSentEvent
+
+__all__ = ("OpenAIChatClient",)
+
+_PROVIDER: Final = "openai_chat"
+
+_STOP_REASONS: Final[dict[str, StopReason]] = {
+    "stop": StopReason.END_TURN,
+    "length": StopReason.MAX_TOKENS,
+    "tool_calls": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+    "content_filter": StopReason.CONTENT_FILTER,
+}
+
+
+class OpenAIChatClient(HttpClient):
+    """Streams OpenAI Chat Completions answers as normalized events.
+
+    Works with OpenAI and with compatible servers (vLLM, Ollama, llama.cpp, OpenRouter, Groq,
+    DeepSeek, …) through `base_url`. The key defaults to `OPENAI_API_KEY`; a `base_url` may be
+    given without a key for local servers.
+
+    Example:
+        ```python
+        client = OpenAIChatClient(model="gpt-4o")
+        async for event in client.stream(Request([Message.user("Hello")])):
+            ...
+        ```
+    """
+
+    provider: ClassVar[str] = _PROVIDER
+    default_base_url: ClassVar[str] = "https://api.openai.com/v1"
+    api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
+
+    def build_body(self, request: Request) -> dict[str, Any]:
+        """The Chat Completions body; see `_openai_chat_request.build_chat_body`."""
+        return build_chat_body(request, self.model)
+
+    def path(self, request: Request) -> str:
+        """`/chat/completions`, below the base URL."""
+        return "/chat/completions"
+
+    def mapper(self, request: Request) -> ChatStreamMapper:
+        """A fresh chunk mapper for one response."""
+        return ChatStreamMapper(scrub=self.transport.scrub)
+
+    def stream(self, request: Request) -> AsyncIterator[Event]:
+        """Send the request and yield the answer's normalized events as they arrive.
+
+        Raises:
+            ProviderError: A typed subclass for every failure, after the abort, error and
+                FAILED status events.
+        """
+        chunks = self.transport.stream(self.path(request), self.build_body(request))
+        return drive(
+            _json_as_sse(chunks, self.transport.scrub),
+            self.mapper(request),
+            provider=self.provider,
+            scrub=self.transport.scrub,
+        )
+
+
+async def _json_as_sse(
+    chunks: AsyncIterator[bytes], scrub: Callable[[str], str]
+) -> AsyncIterator[bytes]:
+    """Pass an SSE body through; turn a whole-JSON or HTML body into something readable.
+
+    An SSE stream never begins with `{` or `<`. A body that does is a server that ignored
+    `stream: true` (one `chat.completion` object, or an error object), sent on as one SSE
+    event, or an HTML error page served with a 200 status, raised as the error it is.
+    """
+    try:
+        head = b""
+        async for chunk in chunks:
+            head += chunk
+            first = head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+            if not first:
+                continue
+            if first in (b"{", b"<"):
+                yield _whole_body(head + b"".join([rest async for rest in chunks]), scrub)
+                return
+            yield head
+            break
+        else:
+            if head:
+                yield head
+            return
+        async for chunk in chunks:
+            yield chunk
+    finally:
+        # drive() closes this generator; the transport's must close with it (PEP 533).
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def _whole_body(body: bytes, scrub: Callable[[str], str]) -> bytes:
+    if body.lstrip(b" \t\r\n\xef\xbb\xbf").startswith(b"<"):
+        raise error_from_status(
+            200, body, content_type="text/html", provider=_PROVIDER, scrub=scrub
+        )
+    # One SSE event whose data lines are the JSON's lines (rejoined with LF by the decoder).
+    return b"".join(b"data: " + line + b"\n" for line in body.splitlines()) + b"\n"
+
+
+class ChatStreamMapper:
+    """Maps one Chat Completions stream onto a `BlockEmitter` (the `StreamMapper` protocol)."""
+
+    __slots__ = ("_done", "_finish", "_refused", "_scrub", "_stop_string", "_tools", "_usage")
+
+    def __init__(self, *, scrub: Callable[[str], str] = lambda s: s) -> None:
+        self._scrub = scrub
+        self._done = False
+        self._finish: str | None = None
+        self._stop_string = False
+        self._refused = False
+        self._usage = False
+        self._tools = _ToolCalls()
+
+    @property
+    def complete(self) -> bool:
+        """`[DONE]` arrived, or both a finish reason and the usage did."""
+        return self._done or (self._finish is not None and self._usage)
+
+    def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
+        """Map one SSE event."""
+        data = sse.data
+        if sse.event != "message":
+            if sse.event == "error":  # Groq: `event: error` with an error object
+                raise self._error(_loads_error(data))
+            return  # not part of the Chat protocol
+        if data == "[DONE]":
+            self._done = True
+            return
+        if not data:
+            return  # an empty `data:` line: a keep-alive
+        # Parsed JSON is Any: the hot path reads it with .get() directly (one call per field);
+        # a chunk of another shape raises AttributeError/TypeError, which drive() reports as
+        # a MalformedStreamError.
+        chunk: Any = orjson.loads(data)
+        if type(chunk) is not dict:
+            raise MalformedStreamError(
+                f"a stream chunk is not a JSON object: {data[:100]!r}", provider=_PROVIDER
+            )
+        self._chunk(chunk, emitter)
+
+    def _chunk(self, chunk: Any, emitter: BlockEmitter) -> None:
+        error = chunk.get("error")
+        if error:
+            self._usage_of(chunk, emitter)  # OpenRouter sends usage with its error: keep it
+            raise self._error(error)
+        choices = chunk.get("choices")
+        if choices:
+            for choice in choices:
+                if not choice.get("index"):  # 0 or absent; other choices come from n > 1
+                    self._choice(choice, emitter)
+        if chunk.get("usage") or chunk.get("x_groq"):
+            self._usage_of(chunk, emitter)
+        if chunk.get("object") == "chat.completion":
+            self._done = True  # a whole (non-streamed) answer
+
+    def _choice(self, choice: Any, emitter: BlockEmitter) -> None:
+        delta = choice.get("delta") or choice.get("message")
+        if delta:
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning and type(reasoning) is str:
+                if self._tools.live is not None:
+                    self._tools.interrupt(emitter)
+                emitter.thinking(reasoning)
+            content = delta.get("content")
+            if content:
+                self._text(content, emitter)
+            refusal = delta.get("refusal")
+            if refusal and type(refusal) is str:
+                self._refused = True
+                self._text(refusal, emitter)
+            calls = delta.get("tool_calls")
+            if calls:
+                self._tools.feed(calls, emitter)
+        finish = choice.get("finish_reason")
+        if finish:
+            self._finish = str(finish)
+            # vLLM names the stop string that ended the answer in `stop_reason`.
+            if type(choice.get("stop_reason")) is str:
+                self._stop_string = True
+
+    def _text(self, content: Any, emitter: BlockEmitter) -> None:
+        if type(content) is not str:
+            content = _parts_text(content)
+            if not content:
+                return
+        if self._tools.live is not None:
+            self._tools.interrupt(emitter)
+        emitter.text(content)
+
+    def _usage_of(self, chunk: Any, emitter: BlockEmitter) -> None:
+        usage = as_dict(chunk.get("usage")) or as_dict(as_dict(chunk.get("x_groq")).get("usage"))
+        if usage:
+            self._usage = True
+            emitter.out.append(_usage_event(usage))
+
+    def _error(self, error: object) -> APIStatusError:
+        body = as_dict(error)
+        status = _first_int(body, "status_code", "code", "status")
+        kind = as_str(body.get("type")) or as_str(body.get("code")) or as_str(body.get("status"))
+        message = as_str(body.get("message")) or as_str(error) or "no error message"
+        return error_class(status, kind)(
+            self._scrub(message),
+            provider=_PROVIDER,
+            status_code=status,
+            error_type=kind,
+            streamed=True,
+        )
+
+    def on_end(self, emitter: BlockEmitter) -> None:
+        """The answer is complete: emit the buffered tool calls, then the stop reason."""
+        self._tools.finish(emitter)
+        emitter.finish(self._stop_reason(), self._finish)
+
+    def _stop_reason(self) -> StopReason | None:
+        if self._refused:
+            return StopReason.REFUSAL
+        if self._finish is None:
+            return None  # [DONE] without a finish_reason (Snowflake Cortex): unknown
+        if self._stop_string and self._finish == "stop":
+            return StopReason.STOP_SEQUENCE
+        return _STOP_REASONS.get(self._finish, StopReason.OTHER)
+
+
+def _parts_text(content: object) -> str:
+    """The text of content given as a list of parts (`[{"type": "text", "text": …}]`)."""
+    parts = as_list(content)
+    if not parts and content != []:
+        raise MalformedStreamError(
+            f"`content` is neither text nor a list of parts: {str(content)[:100]!r}",
+            provider=_PROVIDER,
+        )
+    texts = [as_str(as_dict(part).get("text")) for part in parts]
+    return "".join(t for t in texts if t)
+
+
+def _loads_error(data: str) -> object:
+    try:
+        return orjson.loads(data).get("error") or data
+    except (orjson.JSONDecodeError, AttributeError):
+        return data  # a plain-text error message
+
+
+def _first_int(body: dict[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = as_int(body.get(key))
+        if value is not None:
+            return value
+    return None
+
+
+def _usage_event(usage: dict[str, Any]) -> UsageEvent:
+    prompt = as_dict(usage.get("prompt_tokens_details"))
+    completion = as_dict(usage.get("completion_tokens_details"))
+    cached = as_int(prompt.get("cached_tokens"))
+    if cached is None:
+        cached = as_int(usage.get("prompt_cache_hit_tokens"))  # DeepSeek's own name
+    return UsageEvent(
+        input_tokens=as_int(usage.get("prompt_tokens")),
+        output_tokens=as_int(usage.get("completion_tokens")),
+        total_tokens=as_int(usage.get("total_tokens")),
+        cache_read_input_tokens=cached,
+        cache_creation_input_tokens=as_int(prompt.get("cache_write_tokens")),  # OpenRouter
+        reasoning_tokens=as_int(completion.get("reasoning_tokens")),
+    )
+
+
+@dataclass(slots=True)
+class _Call:
+    """A tool call not emitted yet."""
+
+    id: str | None
+    name: str | None
+    args: list[str] = field(default_factory=lambda: [])
+
+
+class _ToolCalls:
+    """Serializes tool-call fragments by index into one open tool block at a time."""
+
+    __slots__ = ("_closed", "_ids", "_last", "_live_args", "_live_ok", "_pending", "live")
+
+    def __init__(self) -> None:
+        self._pending: dict[int, _Call] = {}
+        self.live: int | None = None
+        self._live_args: list[str] = []
+        self._live_ok = (-1, False)  # (arguments length checked, whether a complete object)
+        self._closed: set[int] = set()
+        self._ids: dict[str, int] = {}
+        self._last = -1
+
+    def feed(self, calls: Any, emitter: BlockEmitter) -> None:
+        """Take the `tool_calls` fragments of one delta."""
+        for position, call in enumerate(calls):
+            index = self._index(call, position)
+            function: Any = call.get("function") or {}
+            args = _arguments(function.get("arguments"))
+            if index == self.live:
+                if args:
+                    self._live_args.append(args)
+                    emitter.input_json(args)
+            elif index in self._closed:
+                _late(index, args)
+            else:
+                self._buffer(index, call, function, args)
+                self._advance(emitter)
+
+    def _index(self, call: Any, position: int) -> int:
+        index = call.get("index")
+        if type(index) is int:
+            self._last = index
+            return index
+        # No index (whole calls in a non-streamed answer, Gemini's compatible endpoint): a new
+        # id is a new call; a fragment without an id continues the last call.
+        call_id = as_str(call.get("id"))
+        if call_id:
+            index = self._ids.get(call_id)
+            if index is None:
+                index = max([self._last, *self._ids.values()]) + 1
+        else:
+            index = self._last if self._last >= 0 else position
+        self._last = index
+        return index
+
+    def _buffer(self, index: int, call: Any, function: Any, args: str) -> None:
+        pending = self._pending.get(index)
+        if pending is None:
+            pending = self._pending[index] = _Call(None, None)
+        if pending.id is None:
+            pending.id = as_str(call.get("id")) or None
+            if pending.id is not None:
+                self._ids[pending.id] = index
+        if pending.name is None:
+            pending.name = as_str(function.get("name")) or None
+        if args:
+            pending.args.append(args)
+
+    def _advance(self, emitter: BlockEmitter) -> None:
+        # Open buffered calls in index order while nothing blocks them: the live call must be
+        # finished (a complete JSON object) and the next call must have its name.
+        while self._pending:
+            if self.live is not None:
+                if not self._live_complete():
+                    return
+                self._close_live(emitter)
+            index = min(self._pending)
+            if self._pending[index].name is None:
+                return
+            self._open(index, self._pending.pop(index), emitter)
+
+    def _live_complete(self) -> bool:
+        text = "".join(self._live_args)
+        checked, ok = self._live_ok
+        if checked != len(text):
+            ok = _is_object(text)
+            self._live_ok = (len(text), ok)
+        return ok
+
+    def _open(self, index: int, call: _Call, emitter: BlockEmitter) -> None:
+        call_id = call.id or f"call_{uuid.uuid4().hex[:24]}"  # some servers send no id
+        emitter.tool_use(call_id, call.name or "")
+        args = "".join(call.args)
+        self.live = index
+        self._live_args = [args] if args else []
+        self._live_ok = (-1, False)
+        if args:
+            emitter.input_json(args)
+
+    def _close_live(self, emitter: BlockEmitter) -> None:
+        if self.live is not None:
+            emitter.stop()
+            self._closed.add(self.live)
+            self.live = None
+
+    def interrupt(self, emitter: BlockEmitter) -> None:
+        """Text or thinking arrives: the live call is over (its block closes)."""
+        self._close_live(emitter)
+
+    def finish(self, emitter: BlockEmitter) -> None:
+        """The answer is complete: close the live call, emit the buffered ones in order."""
+        self._close_live(emitter)
+        for index in sorted(self._pending):
+            self._open(index, self._pending.pop(index), emitter)
+            self._close_live(emitter)
+
+
+def _arguments(value: Any) -> str:
+    if value is None or type(value) is str:
+        return value or ""
+    # Some servers send the arguments as a JSON object rather than as JSON text.
+    return orjson.dumps(value).decode()
+
+
+def _is_object(text: str) -> bool:
+    try:
+        return type(orjson.loads(text)) is dict
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _late(index: int, args: str) -> None:
+    if args.strip():
+        raise MalformedStreamError(
+            f"tool call {index} received more arguments after it was finished",
+            provider=_PROVIDER,
+        )
