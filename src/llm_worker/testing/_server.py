@@ -154,8 +154,8 @@ class WireServer:
     """An HTTP server on 127.0.0.1 playing scripted answers; use with `async with`.
 
     Answers come from `handler` if given, else from the queue (`enqueue`), in order. A request
-    with nothing left to answer gets a 500 with a JSON error naming the problem. Every request
-    is kept in `requests`.
+    with nothing left to answer, or whose handler raised, gets a 500 with a JSON error naming
+    the problem (error type `test_server`). Every request is kept in `requests`.
 
     Example:
         ```python
@@ -216,6 +216,10 @@ class WireServer:
                 pass
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
+        except asyncio.CancelledError:
+            # close() cancelled this connection. Ending normally keeps Python 3.11's stream
+            # callback from logging the cancellation as an "unhandled exception".
+            pass
         finally:
             if task is not None:
                 self._connections.discard(task)
@@ -229,21 +233,31 @@ class WireServer:
             return False
         self.requests.append(request)
         response = await self._answer(request)
-        return await _write_response(writer, response)
+        keep_alive = await _write_response(writer, response)
+        return keep_alive and request.headers.get("connection", "").lower() != "close"
 
     async def _answer(self, request: RecordedRequest) -> WireResponse:
         if self.handler is not None:
-            answer = self.handler(request)
-            if isinstance(answer, WireResponse):
-                return answer
-            return await answer
+            try:
+                answer = self.handler(request)
+                if isinstance(answer, WireResponse):
+                    return answer
+                return await answer
+            except Exception as exc:
+                # Answer rather than drop the connection: a dropped one would be retried as a
+                # network fault and the handler's bug would surface as a timeout.
+                return _problem(f"the test server's handler raised {exc!r}")
         if self._queue:
             return self._queue.popleft()
-        return WireResponse(
-            {"error": {"type": "test_server", "message": "the test server has no answer left"}},
-            status=500,
-            content_type="application/json",
-        )
+        return _problem("the test server has no answer left")
+
+
+def _problem(message: str) -> WireResponse:
+    return WireResponse(
+        {"error": {"type": "test_server", "message": message}},
+        status=500,
+        content_type="application/json",
+    )
 
 
 async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
@@ -263,7 +277,8 @@ async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
     length = int(headers.get("content-length", "0"))
     body = await reader.readexactly(length) if length else b""
     url = urlsplit(target)
-    return RecordedRequest(method, url.path, dict(parse_qsl(url.query)), headers, body)
+    query = dict(parse_qsl(url.query, keep_blank_values=True))
+    return RecordedRequest(method, url.path, query, headers, body)
 
 
 async def _write_response(writer: asyncio.StreamWriter, response: WireResponse) -> bool:
