@@ -65,6 +65,20 @@ async def test_arguments_are_validated_and_defaults_left_to_the_function() -> No
     assert seen == [(7, User(name="Ann", age=30), datetime.date(2024, 5, 1), None)]
 
 
+async def test_a_default_without_a_json_form_stays_the_functions_own() -> None:
+    marker = object()
+
+    @tool
+    def f(a: int, b: Any = marker) -> bool:
+        """F."""
+        return b is marker
+
+    assert f.input_schema["properties"]["b"] == {}
+    assert f.input_schema["required"] == ["a"]
+    assert await f.execute('{"a": 1}') == "true"
+    assert await f.execute('{"a": 1, "b": 2}') == "false"
+
+
 async def test_empty_input_means_no_arguments() -> None:
     @tool
     def ping() -> str:

@@ -1,27 +1,34 @@
 """From a Python function to a tool's JSON Schema and argument validator (used by `@tool`).
 
-The parameters become one pydantic model, built once at decoration: its JSON Schema is what the
-model is offered, and `Arguments.parse` validates each call's JSON text against it in one pass
-(`model_validate_json`), then hands back the positional and keyword arguments for the function.
+The parameters become one `TypedDict` with a pydantic `TypeAdapter`, built once at decoration:
+its JSON Schema is what the model is offered, and `Arguments.parse` validates each call's JSON
+text against it in one pass (`validate_json`), which hands back the keyword arguments as they
+are. A `TypedDict` rather than a model: any parameter name works (`json`, `copy`, `_hidden`
+would shadow `BaseModel` attributes), a parameter with a default is simply left out when the
+call does not give it (so the function's own default applies), and validation costs about
+half as much as building a model instance.
 
-Model fields get safe internal names (`p0`, `p1`, …) with the parameter name as alias, so a
-parameter may be called `json`, `copy`, `schema` or `_hidden` without shadowing a `BaseModel`
-attribute. Unknown arguments are refused (`extra="forbid"`): a misspelt or invented argument
-gets an error the model can act on instead of being silently dropped, and the schema says
-`"additionalProperties": false`, which OpenAI's strict mode requires.
+Unknown arguments are refused (`extra="forbid"`): a misspelt or invented argument gets an
+error the model can act on instead of being silently dropped, and the schema says
+`"additionalProperties": false`, which OpenAI's strict mode requires. Nested models and
+dataclasses keep their own configuration.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired
 
 from docstring_parser import parse as parse_docstring
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from pydantic.json_schema import GenerateJsonSchema
-from pydantic_core import from_json, to_json
+from pydantic_core import PydanticSerializationError, from_json, to_json, to_jsonable_python
+
+# pydantic reads `TypedDict` from typing_extensions on Python < 3.12 (pydantic depends on it).
+from typing_extensions import TypedDict
 
 from llm_worker._strict_schema import drop_optional_nulls, strict_schema
 from llm_worker._tool_messages import invalid_arguments
@@ -42,20 +49,21 @@ class _NoFieldTitles(GenerateJsonSchema):
 class Arguments:
     """Validates a call's JSON arguments and turns them into a function's arguments."""
 
-    __slots__ = ("_fields", "_model", "_names", "_optional_nulls", "tool_name")
+    __slots__ = ("_adapter", "_names", "_optional_nulls", "_positional", "tool_name")
 
     def __init__(
         self,
-        model: type[BaseModel],
-        fields: list[tuple[str, str, bool]],
+        adapter: TypeAdapter[dict[str, Any]],
+        names: tuple[str, ...],
+        positional: tuple[tuple[str, Any], ...],
         tool_name: str,
         *,
         optional_nulls: dict[str, Any] | None = None,
     ) -> None:
-        self._model = model
-        # (model field, parameter name, positional-only) in signature order
-        self._fields = fields
-        self._names = tuple(name for _, name, _ in fields)
+        self._adapter = adapter
+        self._names = names
+        # Positional-only parameters, in order, with their defaults (`...`: none).
+        self._positional = positional
         self.tool_name = tool_name
         # Strict tools: the original schema, to read `null` for an optional value as "absent".
         self._optional_nulls = optional_nulls
@@ -73,20 +81,14 @@ class Arguments:
         """
         text = input_json if input_json.strip() else "{}"
         try:
-            values = self._model.model_validate_json(text)
+            kwargs = self._adapter.validate_json(text)
         except ValidationError as exc:
-            values = self._without_optional_nulls(text, exc)
-        given = values.model_fields_set
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        for field, name, positional in self._fields:
-            if positional:
-                args.append(getattr(values, field))
-            elif field in given:
-                kwargs[name] = getattr(values, field)
-        return args, kwargs
+            kwargs = self._without_optional_nulls(text, exc)
+        if not self._positional:
+            return [], kwargs
+        return [kwargs.pop(name, default) for name, default in self._positional], kwargs
 
-    def _without_optional_nulls(self, text: str, error: ValidationError) -> BaseModel:
+    def _without_optional_nulls(self, text: str, error: ValidationError) -> dict[str, Any]:
         # Only strict tools, and only after a failure: the common path validates once.
         if self._optional_nulls is not None:
             try:
@@ -96,7 +98,7 @@ class Arguments:
             else:
                 drop_optional_nulls(data, self._optional_nulls)
                 try:
-                    return self._model.model_validate_json(to_json(data))
+                    return self._adapter.validate_json(to_json(data))
                 except ValidationError as exc:
                     error = exc
         raise ToolError(invalid_arguments(error, self.tool_name, self._names)) from None
@@ -152,21 +154,48 @@ def describe_function(
         params = params[1:]
     doc = parse_docstring(inspect.getdoc(fn) or "")
     param_docs = {p.arg_name: " ".join((p.description or "").split()) for p in doc.params}
-    fields, definitions = _fields(params, param_docs, name)
+    adapter, schema = _adapter(name, params, param_docs)
+    if description is None:
+        description = _description(doc.short_description, doc.long_description, doc)
+    names = tuple(p.name for p in params)
+    positional = tuple(
+        (p.name, p.default if p.default is not p.empty else ...)
+        for p in params
+        if p.kind is p.POSITIONAL_ONLY
+    )
+    if strict:
+        arguments = Arguments(adapter, names, positional, name, optional_nulls=schema)
+        return FunctionShape(description, strict_schema(schema, name), arguments, takes_self)
+    return FunctionShape(
+        description, schema, Arguments(adapter, names, positional, name), takes_self
+    )
+
+
+def _adapter(
+    name: str, params: list[inspect.Parameter], param_docs: dict[str, str]
+) -> tuple[TypeAdapter[dict[str, Any]], dict[str, Any]]:
+    fields = {param.name: _field(param, param_docs, name) for param in params}
     try:
-        model = create_model(  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
-            name, __config__=ConfigDict(extra="forbid"), **definitions
+        arguments: Any = TypedDict(name, fields)  # pyright: ignore[reportArgumentType]
+        adapter: TypeAdapter[dict[str, Any]] = TypeAdapter(
+            with_config(ConfigDict(extra="forbid"))(arguments)
         )
-        schema = model.model_json_schema(schema_generator=_NoFieldTitles)
+        schema = adapter.json_schema(schema_generator=_NoFieldTitles)
     except Exception as exc:  # pydantic raises several types for an unsupported annotation
         raise ConfigurationError(f"tool {name!r}: cannot build its input schema: {exc}") from exc
     _drop_model_titles(schema)
-    if description is None:
-        description = _description(doc.short_description, doc.long_description, doc)
-    if strict:
-        arguments = Arguments(model, fields, name, optional_nulls=schema)
-        return FunctionShape(description, strict_schema(schema, name), arguments, takes_self)
-    return FunctionShape(description, schema, Arguments(model, fields, name), takes_self)
+    properties: dict[str, Any] = schema.get("properties", {})
+    for param in params:
+        if param.default is not param.empty:
+            _set_default(properties[param.name], param.default)
+    return adapter, schema
+
+
+def _set_default(prop: dict[str, Any], default: object) -> None:
+    # A TypedDict has no defaults; the schema shows the function's, as the model should see
+    # them. A default without a JSON form is left out rather than shown wrong.
+    with contextlib.suppress(PydanticSerializationError):
+        prop["default"] = to_jsonable_python(default)
 
 
 def _signature(
@@ -198,27 +227,17 @@ def _looks_like_method(fn: Callable[..., Any], params: list[inspect.Parameter]) 
     return len(scopes) > 1 and scopes[-2] != "<locals>"
 
 
-def _fields(
-    params: list[inspect.Parameter], param_docs: dict[str, str], tool_name: str
-) -> tuple[list[tuple[str, str, bool]], dict[str, Any]]:
-    fields: list[tuple[str, str, bool]] = []
-    definitions: dict[str, Any] = {}
-    for i, param in enumerate(params):
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise ConfigurationError(
-                f"tool {tool_name!r}: parameter {param.name!r} is *args or **kwargs; a tool "
-                "takes named parameters only"
-            )
-        field = f"p{i}"
-        annotation = Any if param.annotation is param.empty else param.annotation
-        extra: dict[str, Any] = {"alias": param.name}
-        doc = param_docs.get(param.name)
-        if doc and not _has_description(annotation):
-            extra["description"] = doc
-        default = ... if param.default is param.empty else param.default
-        definitions[field] = (Annotated[annotation, Field(**extra)], default)
-        fields.append((field, param.name, param.kind is param.POSITIONAL_ONLY))
-    return fields, definitions
+def _field(param: inspect.Parameter, param_docs: dict[str, str], tool_name: str) -> Any:
+    if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        raise ConfigurationError(
+            f"tool {tool_name!r}: parameter {param.name!r} is *args or **kwargs; a tool "
+            "takes named parameters only"
+        )
+    annotation: Any = Any if param.annotation is param.empty else param.annotation
+    doc = param_docs.get(param.name)
+    if doc and not _has_description(annotation):
+        annotation = Annotated[annotation, Field(description=doc)]
+    return annotation if param.default is param.empty else NotRequired[annotation]
 
 
 def _has_description(annotation: object) -> bool:
