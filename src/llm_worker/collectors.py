@@ -17,8 +17,6 @@ import threading
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Generic, TypeVar
 
-import orjson
-
 from llm_worker._json import as_dict
 from llm_worker.events import InputJsonDelta, TextDelta
 from llm_worker.timeline import (
@@ -74,16 +72,13 @@ def parse_tool_call(call_id: str, name: str, raw_input: str) -> ToolCall:
     if not raw_input or raw_input.isspace():
         return ToolCall(call_id, name, {}, raw_input=raw_input)
     try:
-        value: Any = orjson.loads(raw_input)
-    except orjson.JSONDecodeError:
-        # orjson rejects some valid JSON (integers beyond 64 bits); the standard parser
-        # decides, and its message names the line and column of a real error.
-        try:
-            value = json.loads(raw_input, parse_constant=_reject_constant)
-        except (ValueError, RecursionError) as exc:
-            return ToolCall(
-                call_id, name, {}, raw_input=raw_input, error=_not_json(name, raw_input, exc)
-            )
+        # The standard parser rather than orjson: orjson turns integers beyond 64 bits into
+        # floats, silently changing the model's arguments; one parse per call is cheap.
+        value: Any = json.loads(raw_input, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        return ToolCall(
+            call_id, name, {}, raw_input=raw_input, error=_not_json(name, raw_input, exc)
+        )
     arguments = as_dict(value)
     if not arguments and value != {}:
         kind = _json_kind(value)
