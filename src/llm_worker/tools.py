@@ -293,10 +293,10 @@ class FunctionTool(Generic[P, R]):
     call sees the instance's state; through the class it is the unbound tool, which cannot be
     registered.
 
-    A sync function runs in a worker thread (`anyio.to_thread.run_sync`), so it never blocks
-    the event loop; an async one runs on the loop. A thread cannot be killed: when a sync
-    tool's call is cancelled or times out, the call returns at once and its thread is
-    abandoned to finish on its own.
+    A sync function runs in a worker thread (`anyio.to_thread.run_sync`, whose default
+    limiter runs 40 at once), so it never blocks the event loop; an async one runs on the loop.
+    A thread cannot be killed: when a sync tool's call is cancelled or times out, the call
+    returns at once and its thread is abandoned to finish on its own.
 
     What the function returns becomes the result's text: a `str` as it is, a `ToolOutput`
     passed through, `None` as `"null"` (the JSON for it, so the model sees the tool did return),
