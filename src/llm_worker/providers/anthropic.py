@@ -100,7 +100,7 @@ class AnthropicClient(HttpClient):
     history is made to follow.
     """
 
-    provider: ClassVar[str] = PROVIDER
+    provider = PROVIDER
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
     api_key_env: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
 
@@ -220,10 +220,15 @@ class _MessagesStream:
             return  # a delta of a block that was passed over
         delta = data["delta"]
         kind = delta["type"]
+        # The hot path: `__class__ is str` inline (no helper call per delta) rejects a
+        # non-string before it could reach the answer; the driver reports the TypeError as a
+        # malformed stream.
         if kind == "text_delta":
             text = delta["text"]
+            if text.__class__ is not str:
+                raise _not_a_string(text)
             if text:
-                emitter.text(_checked(text))
+                emitter.text(text)
         elif kind == "input_json_delta":
             fragment = delta["partial_json"]
             if fragment:
@@ -231,8 +236,10 @@ class _MessagesStream:
                 emitter.input_json(_checked(fragment))
         elif kind == "thinking_delta":
             text = delta["thinking"]
+            if text.__class__ is not str:
+                raise _not_a_string(text)
             if text:
-                emitter.thinking(_checked(text))
+                emitter.thinking(text)
         elif kind == "signature_delta":
             signature = delta["signature"]
             if signature:
@@ -309,8 +316,12 @@ def _checked(value: Any) -> str:
     # A non-string where the protocol has a string is malformed data (the driver turns the
     # TypeError into MalformedStreamError); a bare str() would hide it in the answer.
     if value.__class__ is not str:
-        raise TypeError(f"expected a string in the stream, got {type(value).__name__}")
+        raise _not_a_string(value)
     return value
+
+
+def _not_a_string(value: object) -> TypeError:
+    return TypeError(f"expected a string in the stream, got {type(value).__name__}")
 
 
 def _stop_reason(raw: str | None) -> StopReason | None:
