@@ -14,6 +14,7 @@ from test_anthropic_support import (
     sse_payloads,
 )
 
+from llm_worker import ThinkingConfig, Worker, tool
 from llm_worker.errors import OverloadedError, ProviderError
 from llm_worker.events import (
     BlockAbort,
@@ -183,3 +184,45 @@ async def test_scripted_model_server_speaks_anthropic_to_the_real_client() -> No
     assert sent["messages"][2]["content"][0]["tool_use_id"] == call.id
     statuses = [e for e in second if isinstance(e, StatusEvent)]
     assert len(statuses) == 2
+
+
+async def test_worker_tool_loop_with_thinking_sends_the_signed_thinking_back() -> None:
+    @tool
+    def fixed_version() -> str:
+        """Return a fixed version string."""
+        return "0.32a0"
+
+    script = [
+        ScriptedResponse(
+            [
+                ThinkingPart("Call the tool first.", signature="EoQDsig=="),
+                ToolUsePart("", "fixed_version", {}),
+            ]
+        ),
+        ScriptedResponse.text("The version is 0.32a0."),
+    ]
+    server = ScriptedModelServer("anthropic", script, model="claude-test")
+    async with server:
+        client = server.client()
+        try:
+            worker = Worker(
+                client, tools=[fixed_version], thinking=ThinkingConfig(budget_tokens=1024)
+            )
+            with anyio.fail_after(TIMEOUT):
+                result = await worker.run("Which version?")
+        finally:
+            await client.aclose()
+    assert result.text == "The version is 0.32a0."
+    second = server.requests[1].json()
+    assert second["thinking"] == {"type": "enabled", "budget_tokens": 1024, "display": "summarized"}
+    assert second["messages"][1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "Call the tool first.", "signature": "EoQDsig=="},
+            {"type": "tool_use", "id": "call_0", "name": "fixed_version", "input": {}},
+        ],
+    }
+    assert second["messages"][2] == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "call_0", "content": "0.32a0"}],
+    }
