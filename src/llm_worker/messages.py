@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import orjson
 
+from llm_worker._json import as_dict, as_list
 from llm_worker.errors import InvalidMessagesError
 
 if TYPE_CHECKING:
-    from pydantic import TypeAdapter
+    from pydantic import TypeAdapter, ValidationError
 
 __all__ = (
     "JsonValue",
@@ -191,12 +192,25 @@ class Message:
         return [p for p in self.content if isinstance(p, ToolResultPart)]
 
     def to_dict(self) -> dict[str, Any]:
-        """This message as plain JSON-ready data."""
-        return _message_adapter().dump_python(self, mode="json")
+        """This message as plain JSON-ready data.
+
+        Raises:
+            InvalidMessagesError: A value in the message (a tool input) is not JSON data.
+        """
+        from pydantic_core import PydanticSerializationError
+
+        try:
+            return _message_adapter().dump_python(self, mode="json")
+        except PydanticSerializationError as exc:
+            raise InvalidMessagesError(f"a message holds a value that is not JSON: {exc}") from exc
 
     def to_json(self) -> str:
-        """This message as a JSON string."""
-        return orjson.dumps(self.to_dict()).decode()
+        """This message as a JSON string.
+
+        Raises:
+            InvalidMessagesError: A value in the message is not JSON data.
+        """
+        return _dumps(self.to_dict())
 
     @classmethod
     def from_dict(cls, data: object) -> Message:
@@ -210,7 +224,9 @@ class Message:
         try:
             return _message_adapter().validate_python(data)
         except ValidationError as exc:
-            raise InvalidMessagesError(f"not a valid message: {exc}") from exc
+            raise InvalidMessagesError(
+                f"not a valid message: {_describe(exc, data, 'message')}"
+            ) from exc
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Message:
@@ -223,8 +239,12 @@ class Message:
 
 
 def messages_to_json(messages: list[Message]) -> str:
-    """Serialize a conversation to a JSON array."""
-    return orjson.dumps([m.to_dict() for m in messages]).decode()
+    """Serialize a conversation to a JSON array.
+
+    Raises:
+        InvalidMessagesError: A value in a message (a tool input) is not JSON data.
+    """
+    return _dumps([m.to_dict() for m in messages])
 
 
 def messages_from_json(text: str | bytes) -> list[Message]:
@@ -239,7 +259,9 @@ def messages_from_json(text: str | bytes) -> list[Message]:
     try:
         return _messages_adapter().validate_python(data)
     except ValidationError as exc:
-        raise InvalidMessagesError(f"not a valid list of messages: {exc}") from exc
+        raise InvalidMessagesError(
+            f"not a valid list of messages: {_describe(exc, data, 'messages')}"
+        ) from exc
 
 
 def _loads(text: str | bytes) -> object:
@@ -247,6 +269,64 @@ def _loads(text: str | bytes) -> object:
         return orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise InvalidMessagesError(f"not valid JSON: {exc}") from exc
+
+
+def _dumps(data: object) -> str:
+    try:
+        return orjson.dumps(data).decode()
+    except orjson.JSONEncodeError as exc:  # an int beyond 64 bits, a lone surrogate
+        raise InvalidMessagesError(f"a message holds a value that is not JSON: {exc}") from exc
+
+
+# pydantic reports a part that fits no kind once per kind: `type` says which kind was meant.
+_PART_CLASSES: dict[str, str] = {
+    "text": "TextPart",
+    "thinking": "ThinkingPart",
+    "tool_use": "ToolUsePart",
+    "tool_result": "ToolResultPart",
+}
+_MAX_PROBLEMS = 5
+
+
+def _describe(exc: ValidationError, data: object, root: str) -> str:
+    """Pydantic's errors as short lines (`messages[0].content[1].text: Field required`)."""
+    problems: list[str] = []
+    for error in exc.errors(include_url=False):
+        problem = _problem(list(error["loc"]), error["msg"], data, root)
+        if problem is not None and problem not in problems:
+            problems.append(problem)
+    shown = "; ".join(problems[:_MAX_PROBLEMS])
+    hidden = len(problems) - _MAX_PROBLEMS
+    return shown + (f"; and {hidden} more" if hidden > 0 else "")
+
+
+def _problem(loc: list[int | str], msg: str, data: object, root: str) -> str | None:
+    for i, key in enumerate(loc):
+        if key not in _PART_CLASSES.values():
+            continue
+        kind = as_dict(_walk(data, loc[:i])).get("type", "text")
+        if not isinstance(kind, str) or kind not in _PART_CLASSES:
+            known = ", ".join(_PART_CLASSES)
+            return f"{_path(root, loc[:i])}: unknown part type {kind!r} (known: {known})"
+        if key != _PART_CLASSES[kind]:
+            return None  # the error of a kind the part does not claim to be
+        del loc[i]
+        break
+    return f"{_path(root, loc)}: {msg}"
+
+
+def _walk(data: object, loc: list[int | str]) -> object:
+    for key in loc:
+        if isinstance(key, int):
+            items = as_list(data)
+            data = items[key] if 0 <= key < len(items) else None
+        else:
+            data = as_dict(data).get(key)
+    return data
+
+
+def _path(root: str, loc: list[int | str]) -> str:
+    return root + "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in loc)
 
 
 @dataclass(slots=True)
