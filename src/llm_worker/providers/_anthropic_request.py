@@ -217,7 +217,7 @@ def _add_thinking(body: Block, config: ThinkingConfig, *, pending_loop_ok: bool)
     """
     display = "summarized" if config.include_thoughts else "omitted"
     if config.effort is not None:
-        body["output_config"] = {"effort": _EFFORT[config.effort]}
+        body["output_config"] = {"effort": _EFFORT.get(config.effort, config.effort)}
     if not pending_loop_ok:
         return
     if config.budget_tokens is None and config.effort is not None:
