@@ -126,18 +126,22 @@ class _Writer:
             self.chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
 
     def usage(self, usage: UsageEvent) -> None:
-        body: dict[str, Any] = {
-            "prompt_tokens": usage.input_tokens or 0,
-            "completion_tokens": usage.output_tokens or 0,
-            "total_tokens": usage.total_tokens
-            if usage.total_tokens is not None
-            else (usage.input_tokens or 0) + (usage.output_tokens or 0),
-        }
-        prompt: dict[str, int] = {"cached_tokens": usage.cache_read_input_tokens or 0}
-        if usage.cache_creation_input_tokens is not None:
-            prompt["cache_write_tokens"] = usage.cache_creation_input_tokens  # OpenRouter's
-        body["prompt_tokens_details"] = prompt
-        body["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens or 0}
+        # A field the script leaves unknown (None) is left out, as a server that does not
+        # report it would.
+        body: dict[str, Any] = _present(
+            prompt_tokens=usage.input_tokens,
+            completion_tokens=usage.output_tokens,
+            total_tokens=usage.total_tokens,
+        )
+        prompt = _present(
+            cached_tokens=usage.cache_read_input_tokens,
+            cache_write_tokens=usage.cache_creation_input_tokens,  # OpenRouter's name
+        )
+        completion = _present(reasoning_tokens=usage.reasoning_tokens)
+        if prompt:
+            body["prompt_tokens_details"] = prompt
+        if completion:
+            body["completion_tokens_details"] = completion
         self.emit({**self.base(), "choices": [], "usage": body})
 
     def fail(self, error: ProviderError) -> None:
@@ -150,3 +154,7 @@ class _Writer:
         if error.status_code is not None:
             detail["status_code"] = error.status_code
         self.emit({**self.base(), "error": detail, "choices": []})
+
+
+def _present(**fields: int | None) -> dict[str, int]:
+    return {name: value for name, value in fields.items() if value is not None}
