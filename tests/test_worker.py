@@ -510,3 +510,35 @@ async def test_pause_turn_stop_reason_sends_the_answer_back() -> None:
     result = await worker.run("search")
     assert result.text == "found it"
     assert result.requests == 2
+
+
+@pytest.mark.parametrize("early", [True, False])
+async def test_early_start_runs_a_tool_while_the_answer_still_streams(early: bool) -> None:
+    log: list[str] = []
+
+    @tool(effect="read_only")
+    async def lookup(key: str) -> str:
+        """Look a key up."""
+        log.append("tool done")
+        return key.upper()
+
+    def on_text(event: object) -> None:
+        if type(event).__name__ == "TextBlockStop":
+            log.append("stream done")
+
+    slow_tail = TextPart("and more text " * 10)
+    client = ScriptedClient(
+        [
+            ScriptedResponse([call("lookup", key="k"), slow_tail], chunk_size=4, delay=0.002),
+            ScriptedResponse.text("ok"),
+        ]
+    )
+    worker = Worker(client, tools=[lookup], early_tool_start=early)
+    worker.timeline.on_text_block(on_text)
+    with anyio.fail_after(10):
+        result = await worker.run("go")
+    assert result.text == "ok"
+    expected = ["tool done", "stream done"] if early else ["stream done", "tool done"]
+    assert log[:2] == expected
+    assert worker.history[2].tool_results[0].content == "K"
+    assert_paired(worker.history)

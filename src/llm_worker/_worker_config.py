@@ -61,12 +61,13 @@ class WorkerConfig:
 
     async def store_output(self, result: ToolResult) -> ToolResult:
         """Keep a large output in the blob store; the result then carries its summary."""
-        if self.blob_store is None or self.policy is None or result.is_error:
+        if result.is_error or (self.blob_store is None and result.output is None):
             return result
-        from llm_worker.blobs import externalize
+        from llm_worker.blobs import OutputPolicy, externalize
 
+        # Without a store, a ToolOutput the tool returned is still rendered inline here.
         source = result.output if result.output is not None else result.content
-        output = await externalize(source, self.blob_store, self.policy)
+        output = await externalize(source, self.blob_store, self.policy or OutputPolicy())
         result.output = output
         result.content = output.text
         return result

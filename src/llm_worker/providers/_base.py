@@ -59,6 +59,7 @@ class HttpClient:
         timeout: float | httpx.Timeout | None = None,
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
+        max_concurrency: int | None = 100,
     ) -> None:
         """Create a client.
 
@@ -74,6 +75,9 @@ class HttpClient:
             retry: The retry policy for failures before the answer begins
                 (`RetryPolicy.disabled()` turns retries off).
             headers: Extra headers sent with every request (beta flags, organization).
+            max_concurrency: Requests in flight at once through this client; more wait their
+                turn (an own HTTP client gets a pool of this size). `None` removes the cap —
+                set it to your pool size when you pass an `http_client` with more connections.
 
         Raises:
             ConfigurationError: No API key was given or found for the provider's own API.
@@ -96,6 +100,7 @@ class HttpClient:
             http_client=http_client,
             timeout=timeout,
             retry=retry,
+            max_concurrency=max_concurrency,
         )
 
     @property

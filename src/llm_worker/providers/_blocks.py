@@ -248,7 +248,20 @@ async def _pump(
         if out:
             yield out
     for sse in decoder.flush():
-        mapper.on_event(sse, emitter)
+        if mapper.complete:
+            mapper.on_event(sse, emitter)
+            continue
+        try:
+            mapper.on_event(sse, emitter)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            # An event without its blank line at the end of an unfinished stream is most
+            # likely cut in the middle: the stream was interrupted, not malformed.
+            raise StreamInterruptedError(
+                "the stream ended in the middle of an event, before the provider said the "
+                "answer was complete",
+                provider=provider,
+                streamed=True,
+            ) from exc
     if not mapper.complete:
         raise StreamInterruptedError(
             "the stream ended before the provider said the answer was complete",
