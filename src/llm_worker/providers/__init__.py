@@ -20,6 +20,9 @@ from llm_worker.errors import ConfigurationError
 if TYPE_CHECKING:
     from llm_worker.providers._base import HttpClient, LLMClient
     from llm_worker.providers._http import RetryPolicy
+    from llm_worker.providers.anthropic import AnthropicClient
+    from llm_worker.providers.gemini import GeminiClient
+    from llm_worker.providers.openai_chat import OpenAIChatClient
     from llm_worker.providers.openai_responses import OpenAIResponsesClient
 
 _LAZY: dict[str, str] = {
@@ -84,3 +87,7 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
