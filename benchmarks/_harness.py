@@ -25,11 +25,36 @@ def _serve(body: bytes, content_type: str, port_queue: Any, stop: Any) -> None:
         server = WireServer(handler=lambda _request: WireResponse(body, content_type=content_type))
         await server.start()
         port_queue.put(server.port)
-        while not stop.is_set():
-            await asyncio.sleep(0.05)
+        await asyncio.to_thread(stop.wait)
         await server.close()
 
     asyncio.run(main())
+
+
+def _serve_script(provider: str, rounds: int, port_queue: Any, stop: Any) -> None:
+    import bench_worker  # the script lives with the benchmark that uses it
+
+    from llm_worker.testing import ScriptedModelServer
+
+    async def main() -> None:
+        server = ScriptedModelServer(provider, bench_worker.script() * rounds, model="m")
+        await server.start()
+        port_queue.put(server.port)
+        await asyncio.to_thread(stop.wait)
+        await server.close()
+
+    asyncio.run(main())
+
+
+def start_script_server(provider: str, rounds: int) -> BodyServer:
+    """A child process playing `bench_worker.script()` `rounds` times in a wire format."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    stop = ctx.Event()
+    process = ctx.Process(target=_serve_script, args=(provider, rounds, queue, stop), daemon=True)
+    process.start()
+    port = queue.get(timeout=30)
+    return BodyServer(f"http://127.0.0.1:{port}", process, stop)
 
 
 @dataclass

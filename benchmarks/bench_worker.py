@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _harness import start_server
+from _harness import start_script_server, start_server
 
 from llm_worker import Message, Request, TextPart, ToolUsePart, Worker, tool
 from llm_worker.testing import ScriptedClient, ScriptedResponse
@@ -92,6 +92,49 @@ async def overhead() -> None:
         f"scripted turn (3 requests, 4 tool calls): bare streams {bare * 1e3:.2f} ms, "
         f"Worker.run {ours * 1e3:.2f} ms, ratio {ours / bare:.2f}"
     )
+
+
+async def overhead_http(rounds: int = 40) -> None:
+    """The same turn over HTTP through the real OpenAI Chat client (server in a child)."""
+    from llm_worker.providers import OpenAIChatClient
+
+    # Two servers, one per side, so that each side replays the script from its start.
+    servers = [start_script_server("openai_chat", rounds + 2) for _ in range(2)]
+    try:
+        clients = [
+            OpenAIChatClient(model="m", base_url=s.base_url + "/v1", api_key="k") for s in servers
+        ]
+        bare_client, worker_client = clients
+
+        async def bare() -> None:
+            for _ in range(3):
+                async for _event in bare_client.stream(Request([Message.user("go")])):
+                    pass
+
+        async def through_worker() -> None:
+            await Worker(worker_client, tools=[lookup]).run("go")
+
+        await bare()
+        await through_worker()
+        timings = []
+        for fn in (bare, through_worker):
+            best = float("inf")
+            for _ in range(rounds // 4):
+                start = time.process_time()
+                for _ in range(4):
+                    await fn()
+                best = min(best, (time.process_time() - start) / 4)
+            timings.append(best)
+        base, ours = timings
+        print(
+            f"same turn over HTTP (OpenAIChatClient, server in a child process): bare client "
+            f"streams {base * 1e3:.2f} ms, Worker.run {ours * 1e3:.2f} ms, ratio {ours / base:.2f}"
+        )
+        for client in clients:
+            await client.aclose()
+    finally:
+        for server in servers:
+            server.close()
 
 
 async def parallel_sleeps() -> None:
@@ -211,6 +254,7 @@ async def many_workers(count: int = 1000, deltas: int = 50) -> None:
 
 async def main() -> None:
     await overhead()
+    await overhead_http()
     await parallel_sleeps()
     idle_memory()
     await many_workers()

@@ -16,6 +16,7 @@ from llm_worker.events import (
     BlockStart,
     BlockStop,
     BlockType,
+    Delta,
     Event,
     InputJsonDelta,
     StopReason,
@@ -65,19 +66,25 @@ class Assembler:
     def feed(self, event: Event) -> Completed | None:
         """Take one event; return what it completed, if anything."""
         if isinstance(event, BlockDelta):
-            self._delta(event)
+            # The hot path (one call per streamed chunk): no further calls.
+            delta = event.delta
+            block = self._open or self._implicit(delta)
+            if isinstance(delta, TextDelta | ThinkingDelta):
+                block.pieces.append(delta.text)
+            elif isinstance(delta, InputJsonDelta):
+                block.pieces.append(delta.partial_json)
+            else:
+                block.signature.append(delta.signature)
             return None
         if isinstance(event, BlockStart):
             self._start(event)
-            return None
-        if isinstance(event, BlockStop):
+        elif isinstance(event, BlockStop):
             if event.stop_reason is not None:
                 self.stop_reason = event.stop_reason
             return self._stop()
-        if isinstance(event, BlockAbort):
+        elif isinstance(event, BlockAbort):
             self._open = None
-            return None
-        if isinstance(event, UsageEvent):
+        elif isinstance(event, UsageEvent):
             self.usage = self.usage.updated(event)
         return None
 
@@ -95,25 +102,16 @@ class Assembler:
             block.redacted, block.item_id = meta.redacted, meta.item_id
         self._open = block
 
-    def _delta(self, event: BlockDelta) -> None:
-        block = self._open
-        delta = event.delta
-        if block is None:
-            # A delta with no start (the implicit start of the event model).
-            kind = (
-                BlockType.THINKING
-                if isinstance(delta, ThinkingDelta)
-                else BlockType.TOOL_USE
-                if isinstance(delta, InputJsonDelta)
-                else BlockType.TEXT
-            )
-            block = self._open = _Open(kind)
-        if isinstance(delta, TextDelta | ThinkingDelta):
-            block.pieces.append(delta.text)
+    def _implicit(self, delta: Delta) -> _Open:
+        # A delta with no start (the implicit start of the event model).
+        if isinstance(delta, ThinkingDelta):
+            kind = BlockType.THINKING
         elif isinstance(delta, InputJsonDelta):
-            block.pieces.append(delta.partial_json)
+            kind = BlockType.TOOL_USE
         else:
-            block.signature.append(delta.signature)
+            kind = BlockType.TEXT
+        block = self._open = _Open(kind)
+        return block
 
     def _stop(self) -> Completed | None:
         block = self._open
