@@ -16,7 +16,9 @@ Mapping of a `ScriptedResponse`:
   others → `response.completed` (Responses has no stop reason field: a reader derives
   `TOOL_USE` / `END_TURN` from the items); `STOP_SEQUENCE` and `PAUSE_TURN` cannot be expressed
   and raise `ValueError`;
-- `fail_with` → `response.failed` with `error.code` = its `error_type` (or `server_error`).
+- `fail_with` → the last item is left unfinished (no `done` events: a signature on the last
+  part is not sent) and `response.failed` follows, with `error.code` = its `error_type` (or
+  `server_error`) and no usage — as `ScriptedClient` plays a failed answer.
 """
 
 from __future__ import annotations
@@ -55,15 +57,18 @@ def encode(response: ScriptedResponse, *, model: str) -> bytes:
     writer = _Writer(model, response.chunk_size)
     writer.emit("response.created", response=writer.response("in_progress"))
     writer.emit("response.in_progress", response=writer.response("in_progress"))
-    writer.parts(response.with_ids(0), refusal=stop is StopReason.REFUSAL)
-    usage = _usage(response.resolved_usage())
+    failing = response.fail_with is not None
+    writer.parts(response.with_ids(0), refusal=stop is StopReason.REFUSAL, open_last=failing)
     if response.fail_with is not None:
+        # Like `ScriptedClient`, a failed answer reports no usage.
         error = {
             "code": response.fail_with.error_type or "server_error",
             "message": response.fail_with.message,
         }
-        writer.emit("response.failed", response=writer.response("failed", usage, error=error))
-    elif stop in _INCOMPLETE:
+        writer.emit("response.failed", response=writer.response("failed", error=error))
+        return b"".join(writer.out)
+    usage = _usage(response.resolved_usage())
+    if stop in _INCOMPLETE:
         details = {"reason": _INCOMPLETE[stop]}
         final = writer.response("incomplete", usage, incomplete_details=details)
         writer.emit("response.incomplete", response=final)
@@ -136,22 +141,21 @@ class _Writer:
             **extra,
         }
 
-    def parts(self, parts: Sequence[Part], *, refusal: bool) -> None:
+    def parts(self, parts: Sequence[Part], *, refusal: bool, open_last: bool) -> None:
         i = 0
         while i < len(parts):
             part = parts[i]
-            if isinstance(part, ThinkingPart):
-                group = _same_item(part, parts[i + 1 :])
-                self.reasoning(group)
-                i += len(group)
-                continue
-            if isinstance(part, TextPart):
-                self.message(part, refusal=refusal)
+            group = _same_item(part, parts[i + 1 :]) if isinstance(part, ThinkingPart) else []
+            i += len(group) or 1
+            finish = not open_last or i < len(parts)
+            if group:
+                self.reasoning(group, finish=finish)
+            elif isinstance(part, TextPart):
+                self.message(part, refusal=refusal, finish=finish)
             elif isinstance(part, ToolUsePart):
-                self.function_call(part)
+                self.function_call(part, finish=finish)
             else:
                 raise ValueError("a scripted answer cannot hold a tool result")
-            i += 1
 
     def _item(self, item: dict[str, Any], done: dict[str, Any]) -> int:
         index = len(self.items)
@@ -159,7 +163,7 @@ class _Writer:
         self.items.append(done)
         return index
 
-    def message(self, part: TextPart, *, refusal: bool) -> None:
+    def message(self, part: TextPart, *, refusal: bool, finish: bool) -> None:
         item_id = part.item_id or f"msg_{len(self.items):04d}scripted"
         kind, field = ("refusal", "refusal") if refusal else ("output_text", "text")
         content: dict[str, Any] = {"type": kind, field: part.text}
@@ -172,11 +176,13 @@ class _Writer:
         self.emit("response.content_part.added", **where, part={**content, field: ""})
         for piece in _pieces(part.text, self.chunk_size):
             self.emit(f"response.{kind}.delta", **where, delta=piece)
+        if not finish:
+            return
         self.emit(f"response.{kind}.done", **where, **{field: part.text})
         self.emit("response.content_part.done", **where, part=content)
         self.emit("response.output_item.done", output_index=index, item=done)
 
-    def reasoning(self, group: list[ThinkingPart]) -> None:
+    def reasoning(self, group: list[ThinkingPart], *, finish: bool) -> None:
         item_id = group[0].item_id or f"rs_{len(self.items):04d}scripted"
         summary = [{"type": "summary_text", "text": p.text} for p in group]
         done: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": summary}
@@ -190,11 +196,13 @@ class _Writer:
             self.emit("response.reasoning_summary_part.added", **where, part=empty)
             for piece in _pieces(part.text, self.chunk_size):
                 self.emit("response.reasoning_summary_text.delta", **where, delta=piece)
+            if not finish and n == len(group) - 1:
+                return
             self.emit("response.reasoning_summary_text.done", **where, text=part.text)
             self.emit("response.reasoning_summary_part.done", **where, part=summary[n])
         self.emit("response.output_item.done", output_index=index, item=done)
 
-    def function_call(self, part: ToolUsePart) -> None:
+    def function_call(self, part: ToolUsePart, *, finish: bool) -> None:
         item_id = part.item_id or f"fc_{len(self.items):04d}scripted"
         arguments = orjson.dumps(part.input).decode()
         base = {"id": item_id, "type": "function_call", "call_id": part.id, "name": part.name}
@@ -203,5 +211,7 @@ class _Writer:
         where = {"item_id": item_id, "output_index": index}
         for piece in _pieces(arguments, self.chunk_size):
             self.emit("response.function_call_arguments.delta", **where, delta=piece)
+        if not finish:
+            return
         self.emit("response.function_call_arguments.done", **where, arguments=arguments)
         self.emit("response.output_item.done", output_index=index, item=done)
