@@ -15,6 +15,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from llm_worker.blobs import (
+        BlobId,
+        BlobStore,
+        Content,
+        FsBlobStore,
+        MemoryBlobStore,
+        OutputPolicy,
+        ToolOutput,
+    )
     from llm_worker.collectors import TextBlockCollector, ToolCall, ToolCallCollector
     from llm_worker.errors import (
         Aborted,
@@ -104,6 +113,18 @@ if TYPE_CHECKING:
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "BlobId",
+            "BlobStore",
+            "Content",
+            "FsBlobStore",
+            "MemoryBlobStore",
+            "OutputPolicy",
+            "ToolOutput",
+        ),
+        "llm_worker.blobs",
+    ),
     **dict.fromkeys(
         (
             "APIConnectionError",
@@ -227,16 +248,20 @@ __all__ = (
     "Aborted",
     "AuthenticationError",
     "BlobError",
+    "BlobId",
     "BlobNotFoundError",
+    "BlobStore",
     "BlockAbort",
     "BlockDelta",
     "BlockStart",
     "BlockStop",
     "BlockType",
     "ConfigurationError",
+    "Content",
     "ContentFilterError",
     "ErrorEvent",
     "Event",
+    "FsBlobStore",
     "FunctionTool",
     "Handler",
     "HookError",
@@ -247,9 +272,11 @@ __all__ = (
     "LLMWorkerError",
     "LimitExceededError",
     "MalformedStreamError",
+    "MemoryBlobStore",
     "Message",
     "NotFoundError",
     "Origin",
+    "OutputPolicy",
     "OverloadedError",
     "PauseStateError",
     "PermissionDeniedError",
@@ -288,6 +315,7 @@ __all__ = (
     "ToolCallCollector",
     "ToolError",
     "ToolMeta",
+    "ToolOutput",
     "ToolRegistry",
     "ToolResult",
     "ToolResultMetadata",
