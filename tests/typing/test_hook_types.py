@@ -1,0 +1,103 @@
+# pyright: reportUnnecessaryTypeIgnoreComment=true
+"""The hooks' type safety, checked by pyright strict (CI runs it on tests/typing).
+
+Each `# pyright: ignore[...]` marks a registration the type checker must reject — a hook that
+can return a result its hook point does not allow; if pyright stops rejecting it, the ignore
+becomes unnecessary and CI fails. The accepted hooks also run under pytest.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_worker import Worker
+from llm_worker.hooks import (
+    Abort,
+    AbortContext,
+    Cancel,
+    Continue,
+    ContinueWithMessages,
+    Finish,
+    MessageSendContext,
+    Pause,
+    Skip,
+    ToolCallContext,
+    ToolResultContext,
+    TurnEndContext,
+)
+from llm_worker.testing import ScriptedClient, ScriptedResponse
+
+pytestmark = pytest.mark.anyio
+
+
+async def send_ok(ctx: MessageSendContext) -> Continue | Cancel:
+    return Continue()
+
+
+async def send_skip(ctx: MessageSendContext) -> Skip:
+    return Skip()
+
+
+async def before_ok(ctx: ToolCallContext) -> Continue | Skip | Abort | Pause | None:
+    return None
+
+
+async def before_finish(ctx: ToolCallContext) -> Finish:
+    return Finish()
+
+
+async def after_ok(ctx: ToolResultContext) -> Abort | None:
+    return None
+
+
+async def after_pause(ctx: ToolResultContext) -> Pause:
+    return Pause()
+
+
+async def end_ok(ctx: TurnEndContext) -> Finish | ContinueWithMessages | Pause:
+    return Finish()
+
+
+async def end_skip(ctx: TurnEndContext) -> Skip:
+    return Skip()
+
+
+async def abort_ok(ctx: AbortContext) -> None:
+    return None
+
+
+def sync_hook(ctx: MessageSendContext) -> None:
+    return None
+
+
+def make_worker() -> Worker:
+    return Worker(ScriptedClient([ScriptedResponse.text("ok")]))
+
+
+def test_allowed_results_register() -> None:
+    worker = make_worker()
+    worker.add_on_message_send_hook(send_ok)
+    worker.add_before_tool_call_hook(before_ok)
+    worker.add_after_tool_call_hook(after_ok)
+    worker.add_on_turn_end_hook(end_ok)
+    worker.add_on_abort_hook(abort_ok)
+
+
+def test_results_a_point_does_not_allow_are_rejected() -> None:
+    worker = make_worker()
+    worker.add_on_message_send_hook(send_skip)  # pyright: ignore[reportArgumentType]
+    worker.add_before_tool_call_hook(before_finish)  # pyright: ignore[reportArgumentType]
+    worker.add_after_tool_call_hook(after_pause)  # pyright: ignore[reportArgumentType]
+    worker.add_on_turn_end_hook(end_skip)  # pyright: ignore[reportArgumentType]
+    # A context of the wrong point, and a hook that is not async, are rejected too.
+    worker.add_on_turn_end_hook(send_ok)  # pyright: ignore[reportArgumentType]
+    worker.add_on_message_send_hook(sync_hook)  # pyright: ignore[reportArgumentType]
+
+
+async def test_a_wrong_result_that_slips_past_the_checker_fails_at_run_time() -> None:
+    from llm_worker import HookError
+
+    worker = make_worker()
+    worker.add_on_message_send_hook(send_skip)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(HookError, match="does not allow"):
+        await worker.run("hi")
