@@ -257,7 +257,9 @@ async def test_a_blocked_prompt_raises_content_filter_error() -> None:
     assert error.error_type == "PROHIBITED_CONTENT"
     assert "HARM_CATEGORY_HARASSMENT" in error.message
     check_invariants(events, error)
-    assert [type(e) for e in events] == [StatusEvent, ErrorEvent, StatusEvent]
+    # The usage of the blocked request is delivered before the error.
+    assert [type(e) for e in events] == [StatusEvent, UsageEvent, ErrorEvent, StatusEvent]
+    assert events[1] == UsageEvent(input_tokens=7, total_tokens=7)
 
 
 @requires_fixtures
@@ -270,18 +272,23 @@ async def test_a_safety_finish_with_no_content_raises_after_the_error_event() ->
 
 
 @requires_fixtures
-async def test_usage_is_emitted_only_when_it_changes() -> None:
-    name = "plain_text"  # the first two chunks repeat the same usage
-    events, _, _ = await replay(recording_response(name))
-    usages = [e for e in events if isinstance(e, UsageEvent)]
+async def test_usage_is_emitted_when_it_changes_once_per_network_read() -> None:
+    name = "plain_text"  # the first two chunks repeat the same usage, the third changes it
     chunks = recorded_chunks(load(API, name)["response"]["body"])
     distinct = [
         c["usageMetadata"]
         for i, c in enumerate(chunks)
         if i == 0 or c["usageMetadata"] != chunks[i - 1]["usageMetadata"]
     ]
+    final = UsageEvent(input_tokens=13, output_tokens=8, total_tokens=21)
+    # Events arriving one read at a time: a snapshot for each change, none for a repeat.
+    events, _ = await replay_bytewise(recording_response(name))
+    usages = [e for e in events if isinstance(e, UsageEvent)]
     assert len(usages) == len(distinct) == 2
-    assert usages[-1] == UsageEvent(input_tokens=13, output_tokens=8, total_tokens=21)
+    assert usages == [UsageEvent(input_tokens=15, total_tokens=15), final]
+    # All chunks in one read: only the latest counts are news.
+    events, _, _ = await replay(recording_response(name, chunking=Chunking.whole()))
+    assert [e for e in events if isinstance(e, UsageEvent)] == [final]
 
 
 @requires_fixtures

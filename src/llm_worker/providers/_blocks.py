@@ -152,7 +152,12 @@ class BlockEmitter:
 
 
 class StreamMapper(Protocol):
-    """A provider's chunk mapping: one SSE event in, emitter calls out."""
+    """A provider's chunk mapping: one SSE event in, emitter calls out.
+
+    A mapper may also define `end_of_read(emitter)`, called after the events of each network
+    read: where a provider that repeats a running total in every event (Gemini's usage) emits
+    one snapshot per read instead of one per event.
+    """
 
     def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
         """Map one SSE event. Raise a `ProviderError` for a provider error event."""
@@ -239,12 +244,16 @@ async def _pump(
     out = emitter.out
     decoder = SSEDecoder()
     started = False
+    # Optional (see StreamMapper): called once per network read, after its events.
+    end_of_read = getattr(mapper, "end_of_read", None)
     async for chunk in chunks:
         if not started:
             started = True
             out.append(StatusEvent(ResponseStatus.STARTED))
         for sse in decoder.feed(chunk):
             mapper.on_event(sse, emitter)
+        if end_of_read is not None:
+            end_of_read(emitter)
         if out:
             yield out
     for sse in decoder.flush():

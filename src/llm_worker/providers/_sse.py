@@ -68,9 +68,15 @@ class SSEDecoder:
             chunk = b"".join(self._tail)
             self._tail.clear()
         if has_cr:
-            lines = _LINE_END.split(chunk)
-            # A trailing CR may be the first half of a CRLF split across chunks.
-            self._pending_cr = chunk.endswith(b"\r")
+            # CRLF streams (Gemini) take the fast split when no lone CR remains: bytes.replace
+            # and bytes.split are several times cheaper than the regex split.
+            normalized = chunk.replace(b"\r\n", b"\n")
+            if b"\r" in normalized:
+                lines = _LINE_END.split(chunk)
+                # A trailing CR may be the first half of a CRLF split across chunks.
+                self._pending_cr = chunk.endswith(b"\r")
+            else:
+                lines = normalized.split(b"\n")
         else:
             lines = chunk.split(b"\n")
         rest = lines.pop()

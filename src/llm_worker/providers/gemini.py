@@ -88,7 +88,7 @@ class GeminiClient(HttpClient):
         ```
     """
 
-    provider: ClassVar[str] = _PROVIDER
+    provider = _PROVIDER
     default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com/v1beta"
     api_key_env: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
@@ -153,14 +153,16 @@ class CallIds:
 class GeminiMapper:
     """Maps Gemini `GenerateContentResponse` chunks to emitter calls (see the module doc)."""
 
-    __slots__ = ("_calls", "_finish", "_ids", "_signed", "_usage")
+    __slots__ = ("_calls", "_emitted", "_finish", "_ids", "_seen", "_signed", "_usage")
 
     def __init__(self, ids: CallIds) -> None:
         self._ids = ids
         self._finish: str | None = None
         self._calls = 0
         self._signed = -1  # index of the last block that got a signature
-        self._usage: Any = None
+        self._usage: Any = None  # the latest usageMetadata
+        self._seen: Any = None  # the usageMetadata last turned into a snapshot
+        self._emitted: UsageEvent | None = None
 
     @property
     def complete(self) -> bool:
@@ -172,23 +174,44 @@ class GeminiMapper:
         data = sse.data
         if not data or data == "[DONE]":
             return
-        chunk = as_dict(orjson.loads(data))
+        # The hot path reads the parsed JSON (Any) directly: a chunk of another shape raises
+        # AttributeError / KeyError / TypeError here, which drive() reports as malformed.
+        chunk: Any = orjson.loads(data)
         candidates = chunk.get("candidates")
         if candidates:
-            candidate = _first(as_list(candidates))
-            if candidate:
-                self._candidate(candidate, emitter)
+            candidate = candidates[0]
+            if candidate.get("index", 0) != 0:
+                candidate = _first(candidates)
+            self._candidate(candidate, emitter)
         elif "error" in chunk:
+            self.end_of_read(emitter)
             raise _stream_error(as_dict(chunk["error"]))
         elif "promptFeedback" in chunk:
+            self._usage = chunk.get("usageMetadata", self._usage)
+            self.end_of_read(emitter)
             _check_prompt(as_dict(chunk["promptFeedback"]))
         usage = chunk.get("usageMetadata")
-        if usage is not None and usage != self._usage:
+        if usage is not None:
             self._usage = usage
-            emitter.out.append(_usage(as_dict(usage)))
+
+    def end_of_read(self, emitter: BlockEmitter) -> None:
+        """After the events of one network read: one usage snapshot, if the counts changed.
+
+        Gemini repeats its running counts in every chunk; when several chunks arrive in one
+        read, only the latest counts are news.
+        """
+        usage = self._usage
+        if usage is self._seen or usage == self._seen:
+            return
+        self._seen = usage
+        event = _usage(as_dict(usage))
+        if event != self._emitted:  # raw fields this library does not read may differ
+            self._emitted = event
+            emitter.out.append(event)
 
     def on_end(self, emitter: BlockEmitter) -> None:
-        """Close the last block with the mapped finish reason."""
+        """Emit the last usage, close the last block with the mapped finish reason."""
+        self.end_of_read(emitter)
         raw = self._finish
         if raw == "STOP":
             reason = StopReason.TOOL_USE if self._calls else StopReason.END_TURN
@@ -200,25 +223,29 @@ class GeminiMapper:
             reason = StopReason.OTHER
         emitter.finish(reason, raw)
 
-    def _candidate(self, candidate: dict[str, Any], emitter: BlockEmitter) -> None:
-        parts = as_dict(candidate.get("content")).get("parts")
-        if parts:
-            for part in as_list(parts):
-                self._part(as_dict(part), emitter)
+    def _candidate(self, candidate: Any, emitter: BlockEmitter) -> None:
+        content = candidate.get("content")
+        if content:
+            for part in content.get("parts") or ():
+                text = part.get("text")
+                if type(text) is str and "thoughtSignature" not in part and not part.get("thought"):
+                    if text:  # the common case, inline: a piece of answer text
+                        emitter.text(text)
+                else:
+                    self._part(as_dict(part), emitter)
         finish = candidate.get("finishReason")
         if finish is not None:
             self._finish = str(finish)
             if self._finish in _FILTERED and emitter.index < 0:
-                raise _filtered(self._finish, candidate)
+                self.end_of_read(emitter)
+                raise _filtered(self._finish, as_dict(candidate))
 
     def _part(self, part: dict[str, Any], emitter: BlockEmitter) -> None:
         text = as_str(part.get("text"))
         signature = as_str(part.get("thoughtSignature"))
         if text is not None:
-            if part.get("thought"):
-                self._content(BlockType.THINKING, text, signature, emitter)
-            else:
-                self._content(BlockType.TEXT, text, signature, emitter)
+            kind = BlockType.THINKING if part.get("thought") else BlockType.TEXT
+            self._content(kind, text, signature, emitter)
             return
         call = part.get("functionCall")
         if call is not None:
@@ -260,12 +287,11 @@ class GeminiMapper:
         self._calls += 1
 
 
-def _first(candidates: list[Any]) -> dict[str, Any]:
+def _first(candidates: Any) -> Any:
     # The event model has one answer: the candidate of index 0 (the only one by default).
     for candidate in candidates:
-        entry = as_dict(candidate)
-        if entry.get("index", 0) == 0:
-            return entry
+        if candidate.get("index", 0) == 0:
+            return candidate
     return {}
 
 
