@@ -78,7 +78,7 @@ class OpenAIResponsesClient(HttpClient):
     with `thinking` set, and reasoning is replayed from its encrypted content.
     """
 
-    provider: ClassVar[str] = PROVIDER
+    provider = PROVIDER
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
     api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
 
@@ -153,26 +153,36 @@ class _ResponsesMapper:
         if self._complete or not data or data == "[DONE]":
             return
         event = orjson.loads(data)
-        if event["type"] not in _HANDLERS:
+        handler = _HANDLERS.get(event["type"])
+        if handler is None:
             return
-        self._route(event, emitter)
-        while self._active is None and self._pending:
+        # Inline `_route` for the hot path: one dict read and one compare per delta.
+        index = event.get("output_index")
+        if index is not None and index != self._active and not self._claim(index, event):
+            return
+        handler(self, event, emitter)
+        while self._pending and self._active is None:
             # The streaming item is done: play the next held item, in arrival order.
-            index = next(iter(self._pending))
-            for held in self._pending.pop(index):
-                self._route(held, emitter)
+            held = self._pending.pop(next(iter(self._pending)))
+            for event in held:
+                self._route(event, emitter)
 
     def on_end(self, emitter: BlockEmitter) -> None:
         """Nothing is held at the end: the terminal event already finished the answer."""
 
     def _route(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
         index = event.get("output_index")
-        if index is not None and index != self._active:
-            if self._active is not None:
-                self._pending.setdefault(index, []).append(event)
-                return
-            self._activate(index)
+        if index is not None and index != self._active and not self._claim(index, event):
+            return
         _HANDLERS[event["type"]](self, event, emitter)
+
+    def _claim(self, index: int, event: dict[str, Any]) -> bool:
+        """Whether an event of item `index` streams now; if another item does, hold it."""
+        if self._active is not None:
+            self._pending.setdefault(index, []).append(event)
+            return False
+        self._activate(index)
+        return True
 
     def _activate(self, index: int) -> None:
         self._active = index
@@ -203,6 +213,9 @@ class _ResponsesMapper:
             # Started at once: an item with no summary still carries its id and encrypted
             # content, which the next request needs.
             emitter.start(BlockType.THINKING, ThinkingMetadata(item_id=item_id))
+        elif kind == "message":
+            # Started at once with its id, so each text delta is a plain append.
+            emitter.start(BlockType.TEXT, TextMetadata(item_id=item_id))
         elif kind == "function_call":
             name = as_str(item.get("name"))
             if name is None:
@@ -269,9 +282,7 @@ class _ResponsesMapper:
     # -- deltas ------------------------------------------------------------------------------
 
     def text_delta(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
-        if emitter.open_type is not BlockType.TEXT:
-            emitter.start(BlockType.TEXT, TextMetadata(item_id=self._item_id))
-        emitter.text(event["delta"])
+        emitter.text(event["delta"])  # continues the block `item_added` opened
         self._streamed = True
 
     def refusal_delta(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
