@@ -81,7 +81,7 @@ class OpenAIChatClient(HttpClient):
         ```
     """
 
-    provider: ClassVar[str] = _PROVIDER
+    provider = _PROVIDER
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
     api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
 

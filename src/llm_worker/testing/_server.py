@@ -15,7 +15,7 @@ import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Self
 from urllib.parse import parse_qsl, urlsplit
 
 import orjson
@@ -200,7 +200,7 @@ class WireServer:
             await self._server.wait_closed()
             self._server = None
 
-    async def __aenter__(self) -> WireServer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
