@@ -182,7 +182,17 @@ class GeminiMapper:
             candidate = candidates[0]
             if candidate.get("index", 0) != 0:
                 candidate = _first(candidates)
-            self._candidate(candidate, emitter)
+            content = candidate.get("content")
+            if content:
+                for part in content.get("parts") or ():
+                    text = part.get("text")
+                    if type(text) is str and len(part) == 1:
+                        if text:  # the common case, inline: a piece of answer text
+                            emitter.text(text)
+                    else:
+                        self._part(as_dict(part), emitter)
+            if "finishReason" in candidate:
+                self._finished(candidate, emitter)
         elif "error" in chunk:
             self.end_of_read(emitter)
             raise _stream_error(as_dict(chunk["error"]))
@@ -223,22 +233,11 @@ class GeminiMapper:
             reason = StopReason.OTHER
         emitter.finish(reason, raw)
 
-    def _candidate(self, candidate: Any, emitter: BlockEmitter) -> None:
-        content = candidate.get("content")
-        if content:
-            for part in content.get("parts") or ():
-                text = part.get("text")
-                if type(text) is str and "thoughtSignature" not in part and not part.get("thought"):
-                    if text:  # the common case, inline: a piece of answer text
-                        emitter.text(text)
-                else:
-                    self._part(as_dict(part), emitter)
-        finish = candidate.get("finishReason")
-        if finish is not None:
-            self._finish = str(finish)
-            if self._finish in _FILTERED and emitter.index < 0:
-                self.end_of_read(emitter)
-                raise _filtered(self._finish, as_dict(candidate))
+    def _finished(self, candidate: Any, emitter: BlockEmitter) -> None:
+        self._finish = str(candidate["finishReason"])
+        if self._finish in _FILTERED and emitter.index < 0:
+            self.end_of_read(emitter)
+            raise _filtered(self._finish, as_dict(candidate))
 
     def _part(self, part: dict[str, Any], emitter: BlockEmitter) -> None:
         text = as_str(part.get("text"))
