@@ -21,6 +21,7 @@ from llm_worker.events import (
     InputJsonDelta,
     StopReason,
     TextDelta,
+    TextMetadata,
     ThinkingDelta,
     ThinkingMetadata,
     ToolUseMetadata,
@@ -100,6 +101,9 @@ class Assembler:
             block.call_id, block.name, block.item_id = meta.id, meta.name, meta.item_id
         elif isinstance(meta, ThinkingMetadata):
             block.redacted, block.item_id = meta.redacted, meta.item_id
+        elif isinstance(meta, TextMetadata):
+            # The Responses message id: a replayed reasoning item must be followed by it.
+            block.item_id = meta.item_id
         self._open = block
 
     def _implicit(self, delta: Delta) -> _Open:
@@ -147,5 +151,7 @@ class Assembler:
             )
             return None
         if text or signature:
-            self.parts.append(TextPart(text, signature=signature, origin=origin))
+            self.parts.append(
+                TextPart(text, signature=signature, item_id=block.item_id, origin=origin)
+            )
         return Completed(text=text)
