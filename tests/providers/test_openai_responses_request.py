@@ -220,7 +220,12 @@ def test_request_fields_map_to_the_responses_body() -> None:
     ("choice", "sent"), [("auto", "auto"), ("none", "none"), ("required", "required")]
 )
 def test_tool_choice_strings(choice: Any, sent: str) -> None:
-    assert body_for(Request([Message.user("x")], tool_choice=choice))["tool_choice"] == sent
+    tools = [ToolSpec("get_weather", "Weather now.", SCHEMA)]
+    request = Request([Message.user("x")], tools=tools, tool_choice=choice)
+    assert body_for(request)["tool_choice"] == sent
+    assert "tool_choice" not in body_for(Request([Message.user("x")], tool_choice=choice))
+    hosted = Request([Message.user("x")], tool_choice=choice, options={"tools": [{"type": "x"}]})
+    assert body_for(hosted)["tool_choice"] == sent
 
 
 @pytest.mark.parametrize(

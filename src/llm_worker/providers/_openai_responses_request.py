@@ -6,8 +6,9 @@ Mapping:
   `function_call_output` items (Responses has no error flag: the text says what failed);
 - assistant text → `output_text` parts of an assistant `message` item; tool calls →
   `function_call` items (`call_id` is `ToolUsePart.id`, `arguments` its JSON text);
-- tools → function tools; `strict` is always sent, because Responses makes a function tool
-  strict when the field is absent and would then reject any schema not written for strict mode;
+- tools → function tools, `tool_choice` only with tools; `strict` is always sent, because
+  Responses makes a function tool strict when the field is absent and would then reject any
+  schema not written for strict mode;
 - `thinking` → `reasoning` (`effort`; `summary: "auto"` when `include_thoughts`);
   `budget_tokens` has no Responses equivalent and is not sent (use `effort`);
 - `max_tokens` → `max_output_tokens`; `temperature` as is; `stream: true`;
@@ -95,7 +96,8 @@ def build_body(request: Request, *, model: str) -> dict[str, Any]:
         body["instructions"] = request.system
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
-    if request.tool_choice is not None:
+    # A tool choice names no tool to choose from without tools (hosted ones come by options).
+    if request.tool_choice is not None and (request.tools or "tools" in request.options):
         body["tool_choice"] = _tool_choice(request.tool_choice)
     if request.max_tokens is not None:
         body["max_output_tokens"] = request.max_tokens
