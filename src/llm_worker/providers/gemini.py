@@ -24,10 +24,12 @@ Request building lives in `_gemini_request.py` (and the schema conversion in
   `MAX_TOKENS`; `SAFETY`, `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`,
   `IMAGE_SAFETY` are CONTENT_FILTER; anything else OTHER; the raw value is kept. The answer
   is complete once a finish reason was seen.
-- `usageMetadata` becomes a `UsageEvent` each time it changes: input = `promptTokenCount`
-  (cached tokens included) + `toolUsePromptTokenCount`; output = `candidatesTokenCount` +
-  `thoughtsTokenCount`; `cachedContentTokenCount` is the cache read; thoughts are the
-  reasoning tokens.
+- `usageMetadata` becomes a `UsageEvent` when it changed, at most one per network read
+  (Gemini repeats its growing counts in every chunk; of chunks that arrive together only the
+  latest counts are news): input = `promptTokenCount` (cached tokens included) +
+  `toolUsePromptTokenCount` (tool results read, e.g. search), so that input + output is
+  `totalTokenCount`; output = `candidatesTokenCount` + `thoughtsTokenCount`;
+  `cachedContentTokenCount` is the cache read; thoughts are the reasoning tokens.
 - A prompt blocked (`promptFeedback.blockReason`), or a filter finish before any content,
   gives a `ContentFilterError` (after the abort, error event and FAILED status); an `error`
   object in the stream gives the typed error of its code and status.
@@ -35,7 +37,8 @@ Request building lives in `_gemini_request.py` (and the schema conversion in
 
 The JSON-array stream format (`streamGenerateContent` without `alt=sse`, one JSON array
 written incrementally) is not what this client asks for, but a proxy that drops the query
-string answers with it; it is recognized by its first byte and read the same way.
+string answers with it; it is recognized by its first byte and read the same way, as is a
+single `GenerateContentResponse` object (a non-streaming answer).
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ class GeminiClient(HttpClient):
 
     def mapper(self, request: Request) -> StreamMapper:
         """A fresh chunk mapper; its call ids continue those of the request's history."""
-        return GeminiMapper(CallIds(request.messages))
+        return _GeminiMapper(_CallIds(request.messages))
 
     def stream(self, request: Request) -> AsyncIterator[Event]:
         """Send the request and yield the answer's normalized events as they arrive.
@@ -130,7 +133,7 @@ class GeminiClient(HttpClient):
         )
 
 
-class CallIds:
+class _CallIds:
     """Synthesizes tool-call ids `gemini_call_<n>` that continue a conversation's numbering."""
 
     __slots__ = ("_next", "_taken")
@@ -150,12 +153,12 @@ class CallIds:
                 return call_id
 
 
-class GeminiMapper:
+class _GeminiMapper:
     """Maps Gemini `GenerateContentResponse` chunks to emitter calls (see the module doc)."""
 
     __slots__ = ("_calls", "_emitted", "_finish", "_ids", "_seen", "_signed", "_usage")
 
-    def __init__(self, ids: CallIds) -> None:
+    def __init__(self, ids: _CallIds) -> None:
         self._ids = ids
         self._finish: str | None = None
         self._calls = 0
@@ -191,7 +194,7 @@ class GeminiMapper:
                             emitter.text(text)
                     else:
                         self._part(as_dict(part), emitter)
-            if "finishReason" in candidate:
+            if candidate.get("finishReason") is not None:
                 self._finished(candidate, emitter)
         elif "error" in chunk:
             self.end_of_read(emitter)
