@@ -165,3 +165,20 @@ def test_sum_is_commutative_associative_with_an_identity(
         x, y = getattr(a, name), getattr(b, name)
         expected = None if x is None and y is None else (x or 0) + (y or 0)
         assert getattr(total, name) == expected
+
+
+def test_every_error_survives_pickling() -> None:
+    import pickle
+
+    from llm_worker import Aborted, HookError, LimitExceededError, OverloadedError
+
+    for error in (
+        HookError("m", hook="h", kind="before_tool_call"),
+        LimitExceededError("m", limit="max_requests", value=3),
+        OverloadedError("busy", status_code=529, retry_after=2.0, streamed=True),
+        Aborted("no"),
+    ):
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error)
+        assert str(again) == str(error)
+        assert vars(again) == vars(error)

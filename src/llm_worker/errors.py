@@ -225,7 +225,9 @@ class HookError(LLMWorkerError):
         kind: Which hook point (`before_tool_call`, …).
     """
 
-    def __init__(self, message: str, *, hook: str, kind: str) -> None:
+    # Defaults keep the exception picklable (unpickling calls cls(message), then restores
+    # the attributes).
+    def __init__(self, message: str, *, hook: str = "", kind: str = "") -> None:
         super().__init__(message)
         self.hook = hook
         self.kind = kind
@@ -251,7 +253,7 @@ class LimitExceededError(LLMWorkerError):
         value: Its value.
     """
 
-    def __init__(self, message: str, *, limit: str, value: int) -> None:
+    def __init__(self, message: str, *, limit: str = "", value: int = 0) -> None:
         super().__init__(message)
         self.limit = limit
         self.value = value

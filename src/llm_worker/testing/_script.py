@@ -7,6 +7,7 @@ each provider's real stream format.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
+import dataclasses
 from dataclasses import KW_ONLY, dataclass
 
 import anyio
@@ -86,9 +87,7 @@ class ScriptedResponse:
         parts: list[Part] = []
         for part in self.parts:
             if isinstance(part, ToolUsePart) and not part.id:
-                parts.append(
-                    ToolUsePart(f"call_{n}", part.name, part.input, signature=part.signature)
-                )
+                parts.append(dataclasses.replace(part, id=f"call_{n}"))
                 n += 1
             else:
                 parts.append(part)
