@@ -63,8 +63,10 @@ class WorkerConfig:
         """Keep a large output in the blob store; the result then carries its summary."""
         if result.is_error or (self.blob_store is None and result.output is None):
             return result
-        from llm_worker.blobs import OutputPolicy, externalize
+        from llm_worker.blobs import InspectTool, OutputPolicy, externalize
 
+        if isinstance(self.registry.get(result.name), InspectTool):
+            return result  # what inspect returns is bounded and never stored again (SPEC §9)
         # Without a store, a ToolOutput the tool returned is still rendered inline here.
         source = result.output if result.output is not None else result.content
         output = await externalize(source, self.blob_store, self.policy or OutputPolicy())
