@@ -18,6 +18,7 @@ import pytest
 from llm_worker import (
     Decision,
     Message,
+    Request,
     RunStatus,
     TextPart,
     ToolResultPart,
@@ -25,10 +26,11 @@ from llm_worker import (
     Worker,
     messages_from_json,
     messages_to_json,
+    providers,
     tool,
 )
 from llm_worker.hooks import Skip, ToolCallContext
-from llm_worker.testing import ScriptedResponse
+from llm_worker.testing import WIRE_PROVIDERS, ScriptedResponse
 from support.e2e import (
     PROVIDERS,
     TIMEOUT,
@@ -190,3 +192,35 @@ async def test_history_from_json_with_an_orphan_and_a_duplicate_result(provider:
         assert dropped not in text
     assert "It is 3 C in Oslo." in text
     assert "And in Rome?" in text
+
+
+_ASKED = Message.user("Weather in Oslo?")
+_CALLS = Message(
+    "assistant",
+    [ToolUsePart("call_1", "lookup", {"city": "Oslo"}), ToolUsePart("call_2", "explode", {})],
+)
+_ONE_CALL = Message("assistant", [ToolUsePart("call_1", "lookup", {"city": "Oslo"})])
+_OSLO = ToolResultPart("call_1", "Oslo: 3 C", name="lookup")
+_BOOM = ToolResultPart("call_2", "boom", is_error=True, name="explode")
+BROKEN = {
+    "missing": [_ASKED, _CALLS, Message("user", [_OSLO])],
+    "swapped": [_ASKED, _CALLS, Message("user", [_BOOM, _OSLO])],
+    "duplicate": [_ASKED, _ONE_CALL, Message("user", [_OSLO, _OSLO])],
+    "orphan": [
+        _ASKED,
+        Message.assistant("Hello."),
+        Message("user", [ToolResultPart("ghost", "stale", name="lookup"), TextPart("Hi?")]),
+    ],
+    "unanswered_last": [_ASKED, _ONE_CALL],
+}
+
+
+@pytest.mark.parametrize("fault", sorted(BROKEN))
+async def test_the_checker_rejects_what_the_provider_would(provider: str, fault: str) -> None:
+    # The checker's own control: histories the Worker never sends, built into this provider's
+    # body by its real request builder (no repair), must fail the check.
+    client_class = getattr(providers, WIRE_PROVIDERS[provider][0])
+    async with client_class(model="m", api_key="k", base_url="http://127.0.0.1:9") as client:
+        body = client.build_body(Request(BROKEN[fault]))
+    with pytest.raises(AssertionError):
+        assert_valid(provider, body)

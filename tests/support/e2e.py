@@ -29,7 +29,7 @@ from llm_worker import (
 )
 from llm_worker.hooks import Pause, Skip, ToolCallContext
 from llm_worker.messages import Part
-from llm_worker.testing import ScriptedModelServer, ScriptedResponse
+from llm_worker.testing import Chunking, ScriptedModelServer, ScriptedResponse
 from llm_worker.testing._model_server import ScriptStep
 from support.wire_bodies import Exchange, assert_valid
 
@@ -110,8 +110,15 @@ class Wire:
 async def serve(
     provider: str, script: Sequence[ScriptStep], *, model: str = "scripted-model"
 ) -> AsyncIterator[Wire]:
-    """Run a `ScriptedModelServer` for `provider` playing `script`."""
-    wire = Wire(ScriptedModelServer(provider, script, model=model))
+    """Run a `ScriptedModelServer` for `provider` playing `script`.
+
+    The answers are written in random pieces (reproducibly), so events and UTF-8 sequences
+    are split across network reads as real streams split them.
+    """
+    server = ScriptedModelServer(
+        provider, script, model=model, chunking=Chunking.random(seed=7, max_size=48)
+    )
+    wire = Wire(server)
     async with wire.server:
         try:
             yield wire
