@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from llm_worker import (
@@ -39,7 +40,7 @@ from support.e2e import (
     serve,
     worker_options,
 )
-from support.wire_bodies import Exchange, WireResult, assert_valid
+from support.wire_bodies import Exchange, assert_failed, assert_valid
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("provider", PROVIDERS)]
 
@@ -51,14 +52,8 @@ TWO_CALLS = [
 FINAL = ScriptedResponse.text("All set.")
 
 
-def _failed(result: WireResult, says: str) -> None:
-    """An error result: flagged where the wire has a flag (OpenAI has none), and says why."""
-    assert result.is_error is not False, result
-    assert says in result.output, result
-
-
 def _texts(body: dict[str, Any]) -> str:
-    return str(body)
+    return orjson.dumps(body).decode()
 
 
 async def _run_on(provider: str, history: list[Message], prompt: str) -> dict[str, Any]:
@@ -86,7 +81,7 @@ async def test_crash_left_a_call_without_a_result(provider: str) -> None:
     assert [c.name for c in step.calls] == ["lookup", "lookup"]
     assert step.results[0].output == "Oslo: 3 C"
     assert step.results[0].is_error is not True
-    _failed(step.results[1], "No result: the call was interrupted")
+    assert_failed(step.results[1], "No result: the call was interrupted")
     assert "Are you still there?" in _texts(body)
 
 
@@ -125,7 +120,7 @@ async def test_cancelled_run_during_a_slow_tool(provider: str) -> None:
     [step] = assert_valid(provider, body)
     assert [c.name for c in step.calls] == ["lookup", "stall"]
     assert step.results[0].output == "Oslo: 21 C, clear"
-    _failed(step.results[1], "No result: the call was cancelled")
+    assert_failed(step.results[1], "No result: the call was cancelled")
 
 
 async def test_skipped_call(provider: str) -> None:
@@ -144,7 +139,7 @@ async def test_skipped_call(provider: str) -> None:
     [step] = assert_valid(provider, body)
     assert desk.ran == [("lookup", {"city": "Oslo"})]
     assert step.results[0].output == "Oslo: 21 C, clear"
-    _failed(step.results[1], "Skipped: a before_tool_call hook did not let this call run")
+    assert_failed(step.results[1], "Skipped: a before_tool_call hook did not let this call run")
     assert "Rome is off limits" in step.results[1].output
 
 
@@ -162,7 +157,7 @@ async def test_call_denied_on_resume(provider: str) -> None:
     assert run.desk.ran == [("lookup", {"city": "Oslo"})]  # the denied call never ran
     [step] = run.steps
     assert step.results[0].output == "Oslo: 21 C, clear"
-    _failed(step.results[1], "Denied: not today")
+    assert_failed(step.results[1], "Denied: not today")
 
 
 async def test_history_from_json_with_an_orphan_and_a_duplicate_result(provider: str) -> None:

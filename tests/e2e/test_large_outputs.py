@@ -25,7 +25,7 @@ from llm_worker.hooks import ToolResultContext
 from llm_worker.messages import Part
 from llm_worker.testing import RecordedRequest, ScriptedResponse
 from support.e2e import PROVIDERS, TIMEOUT, serve
-from support.wire_bodies import WireResult, assert_valid, exchanges
+from support.wire_bodies import WireResult, assert_failed, assert_valid, exchanges
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("provider", PROVIDERS)]
 
@@ -115,11 +115,6 @@ def _section(output: str) -> str:
     return body.split("\n── note ──", 1)[0]
 
 
-def _failed(result: WireResult, says: str) -> None:
-    assert result.is_error is not False, result
-    assert says in result.output, result.output
-
-
 async def test_only_summaries_travel_and_inspect_reads_the_blobs(
     provider: str, tmp_path: Path
 ) -> None:
@@ -168,9 +163,9 @@ async def test_only_summaries_travel_and_inspect_reads_the_blobs(
     assert orjson.loads(_section(meta.output)) == CONFIG["meta"]
     for good in (overview, lines, entries, meta):
         assert good.is_error is not True
-    _failed(malformed, "malformed selector 'lines:-5-x'")
-    _failed(unknown, f"no blob {UNKNOWN_ID}")
-    _failed(escape, "is not a blob id")
+    assert_failed(malformed, "malformed selector 'lines:-5-x'")
+    assert_failed(unknown, f"no blob {UNKNOWN_ID}")
+    assert_failed(escape, "is not a blob id")
 
     # The hooks saw the stored outputs whole; inspect's own results were never stored.
     stored = {name: output for name, was_stored, output in seen if was_stored}

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ("Exchange", "WireCall", "WireResult", "assert_valid", "exchanges")
+__all__ = ("Exchange", "WireCall", "WireResult", "assert_failed", "assert_valid", "exchanges")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +82,12 @@ def assert_valid(provider: str, body: dict[str, Any]) -> list[Exchange]:
         ids = [c.id for c in step.calls if c.id is not None]
         assert len(ids) == len(set(ids)), f"a call id is used twice: {ids}"
     return steps
+
+
+def assert_failed(result: WireResult, says: str) -> None:
+    """An error result: flagged where the wire has a flag (OpenAI has none), and says why."""
+    assert result.is_error is not False, result
+    assert says in result.output, result
 
 
 def _alternating(roles: list[str], user: str) -> None:
