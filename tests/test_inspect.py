@@ -50,7 +50,7 @@ async def inspect(tool: InspectTool, blob_id: str, selector: str | None = None) 
 def body(out: str, title: str) -> str:
     """The text between the section title and the note (or the end)."""
     after = out.split(f"── {title} ──\n", 1)[1] if f"── {title} ──\n" in out else ""
-    return after.split("\n── note ──\n", 1)[0]
+    return "" if after.startswith("── note ──\n") else after.split("\n── note ──\n", 1)[0]
 
 
 def next_selector(out: str) -> str | None:
@@ -97,6 +97,9 @@ async def test_lines_are_clamped_with_a_note(store: BlobStore, blobs: dict[str, 
     assert "The text has 3000 lines: the range is clamped to lines 2999-3000." in out
     past = await inspect(tool, blobs["text"], "lines:4000-4010")
     assert "Line 4000 is past the end: the text has 3000 lines" in past
+    assert "Output limit" not in past and body(past, "lines") == ""
+    just_past = await inspect(tool, blobs["text"], "lines:3001")
+    assert "Line 3001 is past the end" in just_past and "Output limit" not in just_past
     zero = await inspect(tool, blobs["text"], "lines:0-2")
     assert body(zero, "lines 1-2") == "line 1 a\nline 2 ab" and "start at 1" in zero
     empty = await inspect(tool, blobs["empty"], "lines:1-5")
@@ -278,6 +281,19 @@ async def test_keys(store: BlobStore, blobs: dict[str, str]) -> None:
 
 
 @pytest.mark.anyio
+async def test_dotted_keys_fall_back_to_shorter_prefixes(store: BlobStore) -> None:
+    value = {"a.b": 1, "a": {"b": {"c": 2}}, "line\nbreak": True}
+    blob_id = await store.store(Content.Structured(value))
+    tool = InspectTool(store)
+    assert body(await inspect(tool, blob_id, "key:a.b"), "key a.b: integer") == "1"
+    assert body(await inspect(tool, blob_id, "key:a.b.c"), "key a.b.c: integer") == "2"
+    with pytest.raises(ToolError, match=r"'a\.b' is an integer: it has no key 'zz'"):
+        await inspect(tool, blob_id, "key:a.b.zz")
+    listing = body(await inspect(tool, blob_id), "keys")
+    assert listing.split("\n") == ["a.b: integer", "a: object (1 keys)", '"line\\nbreak": boolean']
+
+
+@pytest.mark.anyio
 async def test_a_large_key_pages_by_offset(store: BlobStore, blobs: dict[str, str]) -> None:
     tool = InspectTool(store, OutputPolicy(inspect_max_chars=3_000))
     selector: str | None = "key:results"
@@ -318,7 +334,7 @@ async def test_scalar_blob(store: BlobStore, blobs: dict[str, str]) -> None:
         ("object", "key:nope", "has no key 'nope'; its keys: results, meta, a.b, title"),
         ("object", "key:meta.zzz", "no key 'zzz'"),
         ("object", "key:results.300", "is an array of 300 entries"),
-        ("object", "key:title.x", "is a string"),
+        ("object", "key:title.x", "'title' is a string: it has no key 'x'"),
         ("text", "lines:1-2@99999999", "past the end"),
     ],
 )

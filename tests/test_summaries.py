@@ -211,6 +211,13 @@ def test_many_keys_end_with_a_count_of_the_rest() -> None:
     assert shown > 5 and lines[-1] == f"… +{1000 - shown} more keys"
 
 
+def test_keys_that_do_not_print_are_quoted() -> None:
+    summary = summarize(ID, Content.Structured({"a\nb": 1, "tab\there": [1]}))
+    assert summary.split("\n")[2:] == ['"a\\nb": integer', '"tab\\there": array (1 entries)']
+    rows = summarize(ID, Content.Structured([{"x\ny": 1}]))
+    assert rows.split("\n")[2] == '"x\\ny": integer'
+
+
 def test_long_keys_and_huge_entries_are_shortened() -> None:
     value = {"k" * 5_000: "v", "x": 1}
     summary = summarize(ID, Content.Structured(value))

@@ -223,21 +223,31 @@ def _array(value: object) -> list[Any] | None:
     return cast("list[Any]", value) if isinstance(value, list) else None
 
 
+_TYPE_NAMES: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (bool, "boolean"),  # before int: a bool is an int
+    (str, "string"),
+    (int, "integer"),
+    (float, "number"),
+    ((list, tuple), "array"),
+    (dict, "object"),
+)
+
+
 def type_name(value: object) -> str:
     """The JSON type of `value`: string, integer, number, boolean, null, array, object."""
-    if isinstance(value, bool):
-        return "boolean"
-    names: list[tuple[type | tuple[type, ...], str]] = [
-        (str, "string"),
-        (int, "integer"),
-        (float, "number"),
-        ((list, tuple), "array"),
-        (dict, "object"),
-    ]
-    for kind, name in names:
+    for kind, name in _TYPE_NAMES:
         if isinstance(value, kind):
             return name
     return "null" if value is None else type(value).__name__
+
+
+def key_text(key: str) -> str:
+    """A key as shown on one line.
+
+    As it is, or as a JSON string if it holds a newline or another character that does not
+    print.
+    """
+    return key if key.isprintable() else dumps_json(key)
 
 
 def describe(value: object) -> str:
@@ -445,7 +455,7 @@ def _schema(first: Any, limit: int) -> str:
     parts: list[str] = []
     size = 0
     for key, value in members.items():
-        parts.append(f"{key}: {type_name(value)}")
+        parts.append(f"{key_text(key)}: {type_name(value)}")
         size += len(parts[-1]) + 2
         if size > limit:
             break
@@ -486,7 +496,7 @@ def _object_summary(tag: str, shape: JsonShape, policy: OutputPolicy) -> str:
         return _compose(header, [], policy.summary_max_bytes)
     budget = policy.summary_max_bytes - _size(header) - _size("\n── keys ──")
     shown = islice(shape.keys.items(), max(budget // 4, 1))  # no more could ever fit
-    lines = [f"{key}: {kind}" for key, kind in shown]
+    lines = [f"{key_text(key)}: {kind}" for key, kind in shown]
     return _compose(
         header, [("keys", _listed(lines, shape.count, budget, "keys"))], policy.summary_max_bytes
     )
@@ -847,7 +857,7 @@ async def _inspect_text(
     body = _Body(
         f"lines {first}-{last}" if first <= last else "lines",
         text,
-        scan.complete,
+        scan.complete or first > last,
         first,
         "line",
         page=(lambda n: f"@{n}") if whole else (lambda n: f"lines:{first}-{end}@{n}"),
@@ -923,22 +933,39 @@ def _resolve(value: Any, path: str, where: str) -> Any:
     if not path:
         return value
     if (members := _object(value)) is not None:
-        if path in members:
-            return members[path]
-        for dot in (i for i in range(len(path) - 1, 0, -1) if path[i] == "."):
-            if path[:dot] in members:
-                return _resolve(members[path[:dot]], path[dot + 1 :], f"{where}.{path[:dot]}")
-        keys = _key_list(list(islice(members, 21)))
-        raise ToolError(f"no key {_shown(path)} in {where!r}; its keys: {keys}")
+        return _resolve_key(members, path, where)
     if (entries := _array(value)) is not None:
         head, _, rest = path.partition(".")
         if re.fullmatch(r"-?[0-9]{1,18}", head) and -len(entries) <= int(head) < len(entries):
-            return _resolve(entries[int(head)], rest, f"{where}.{head}")
+            return _resolve(entries[int(head)], rest, _child(where, head))
         raise ToolError(
             f"{where!r} is an array of {len(entries)} entries: "
             f"follow it with an index, e.g. {where}.0"
         )
-    raise ToolError(f"{where!r} is a {type_name(value)}: it has no key {_shown(path)}")
+    name = type_name(value)
+    article = "an" if name[0] in "aeiou" else "a"
+    raise ToolError(f"{where!r} is {article} {name}: it has no key {_shown(path)}")
+
+
+def _child(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _resolve_key(members: dict[str, Any], path: str, where: str) -> Any:
+    # Keys may hold dots: try the whole path as a key, then ever shorter prefixes.
+    splits = [len(path), *(i for i in range(len(path) - 1, 0, -1) if path[i] == ".")]
+    error: ToolError | None = None
+    for split in splits:
+        if path[:split] in members:
+            try:
+                key = path[:split]
+                return _resolve(members[key], path[split + 1 :], _child(where, key))
+            except ToolError as exc:
+                error = error or exc
+    if error is not None:
+        raise error
+    keys = _key_list(list(islice(members, 21)))
+    raise ToolError(f"no key {_shown(path)} in {where!r}; its keys: {keys}")
 
 
 def _key_list(keys: list[str]) -> str:
@@ -947,17 +974,17 @@ def _key_list(keys: list[str]) -> str:
 
 
 def _find_key(tag: str, text: str, path: str) -> tuple[int, Any]:
-    best: str | None = None
-    found: Any = None
+    # Only the top-level members on the path are kept: the others are parsed and dropped.
+    matches: dict[str, Any] = {}
     keys: dict[str, None] = {}
     for key, value in object_members(text):
         keys[key] = None
-        if (path == key or path.startswith(key + ".")) and (best is None or len(key) >= len(best)):
-            best, found = key, value
-    if best is None:
+        if path == key or path.startswith(key + "."):
+            matches[key] = value
+    if not matches:
         names = _key_list(list(islice(keys, 21)))
         raise ToolError(f"{tag} has no key {_shown(path)}; its keys: {names}")
-    return len(keys), _resolve(found, path[len(best) + 1 :], best)
+    return len(keys), _resolve_key(matches, path, "")
 
 
 def _value_body(value: Any) -> str:
@@ -986,7 +1013,7 @@ def _inspect_object(tag: str, text: str, selector: Selector, cap: int) -> str:
         )
         return _render(f"{tag} json_object | {count} keys", body, selector.offset, budget, cap)
     keys = {key: describe(value) for key, value in object_members(text)}
-    listing = "\n".join(f"{key}: {kind}" for key, kind in keys.items())
+    listing = "\n".join(f"{key_text(key)}: {kind}" for key, kind in keys.items())
     body = _Body(
         "keys",
         listing,

@@ -83,7 +83,9 @@ BlobId = NewType("BlobId", str)
 """A blob's id: a UUID version 7 in canonical lowercase form, as in `[blob:<id>]`."""
 
 # ASCII only (no \d: it matches other scripts' digits), the whole string, no trailing newline.
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+_UUID = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE | re.ASCII
+)
 _id_lock = threading.Lock()
 
 
