@@ -8,7 +8,7 @@
   format (OpenAI Chat, OpenAI Responses, Anthropic, Gemini), for end-to-end tests and demos.
 """
 
-from llm_worker.testing._model_server import WIRE_PROVIDERS, ScriptedModelServer
+from llm_worker.testing._model_server import WIRE_PROVIDERS, ScriptedModelServer, ScriptStep
 from llm_worker.testing._script import ScriptedClient, ScriptedResponse, ScriptExhaustedError
 from llm_worker.testing._server import Chunking, RecordedRequest, WireResponse, WireServer
 
@@ -17,6 +17,7 @@ __all__ = (
     "Chunking",
     "RecordedRequest",
     "ScriptExhaustedError",
+    "ScriptStep",
     "ScriptedClient",
     "ScriptedModelServer",
     "ScriptedResponse",

@@ -8,11 +8,13 @@ demo exercise the actual code path, request building and stream parsing included
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias
 
 from llm_worker.errors import ConfigurationError
+from llm_worker.messages import ToolUsePart
 from llm_worker.testing._script import ScriptedResponse, ScriptExhaustedError
 from llm_worker.testing._server import Chunking, RecordedRequest, WireResponse, WireServer
 
@@ -71,6 +73,7 @@ class ScriptedModelServer(WireServer):
         self.chunk_delay = chunk_delay
         self._encode = _encoder(provider)
         self._next = 0
+        self._calls = 0
 
     def add(self, *responses: ScriptStep) -> None:
         """Append answers to the script."""
@@ -98,5 +101,10 @@ class ScriptedModelServer(WireServer):
         step = self.script[self._next]
         self._next += 1
         response = step if isinstance(step, ScriptedResponse) else step(request)
+        # Number id-less calls across the whole conversation, as a provider would: a call id
+        # that repeats in a later answer is rejected by some providers.
+        unnamed = sum(1 for p in response.parts if isinstance(p, ToolUsePart) and not p.id)
+        response = dataclasses.replace(response, parts=response.with_ids(self._calls))
+        self._calls += unnamed
         body = self._encode(response, model=self.model)
         return WireResponse(body, chunking=self.chunking, chunk_delay=self.chunk_delay)
