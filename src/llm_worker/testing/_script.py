@@ -6,8 +6,8 @@ each provider's real stream format.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
 import dataclasses
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass
 
 import anyio
