@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
@@ -139,6 +140,32 @@ async def test_stream_text_yields_the_bytes(tmp_path: Path) -> None:
     chunks = [chunk async for chunk in stream]
     assert len(chunks) >= 2 and b"".join(chunks) == text.encode()
     assert await store.stream_text(json_id) is None
+
+
+@pytest.mark.anyio
+async def test_file_io_runs_off_the_event_loop(tmp_path: Path) -> None:
+    store = FsBlobStore(tmp_path)
+    text = "y" * (48 << 20)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    ids: list[str] = []
+    before = 0
+    loaded: Content = Content.Text("")
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ticker)
+            ids.append(await store.store(Content.Text(text)))
+            before = ticks
+            loaded = await store.load(ids[0])
+            tg.cancel_scope.cancel()
+    assert before > 10 and ticks > before + 10  # the loop ran during the write and the read
+    assert isinstance(loaded, TextContent) and len(loaded.text) == len(text)
 
 
 @pytest.mark.anyio
