@@ -1,0 +1,105 @@
+"""The `llm-worker` command: `demo`, `chat` and `run`.
+
+Imported only by the console script (and `python -m llm_worker.cli`), so `import llm_worker`
+never pays for argparse or rich.
+
+Exit codes: 0 success; 1 an error (one line on stderr: a missing key, an unknown model string,
+an unreachable server, …) or a run that did not finish; 2 a usage error; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ("main",)
+
+_WIRE_FORMATS = ("anthropic", "openai_chat", "openai_responses", "gemini")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from llm_worker.cli._chat import parse_thinking
+
+    parser = argparse.ArgumentParser(
+        prog="llm-worker",
+        description="Put LLMs to work: stream answers, call tools, step in with hooks.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,chat,run}")
+
+    demo = sub.add_parser("demo", help="a Worker looks around this folder (offline by default)")
+    demo.add_argument(
+        "--provider",
+        default="anthropic",
+        choices=_WIRE_FORMATS,
+        help="wire format of the embedded offline model server (default: anthropic)",
+    )
+    demo.add_argument(
+        "--model", help="provider:model to run live, e.g. anthropic:claude-sonnet-4-5"
+    )
+    demo.add_argument("--offline", action="store_true", help="stay offline even with an API key")
+    demo.add_argument("--yes", "-y", action="store_true", help="allow every tool call, no asking")
+
+    for name, text in (("chat", "an interactive session"), ("run", "one prompt, streamed")):
+        cmd = sub.add_parser(name, help=text)
+        if name == "run":
+            cmd.add_argument("prompt", help="the prompt")
+            cmd.add_argument("--json", action="store_true", help="print the result as JSON")
+        cmd.add_argument("--model", required=True, help="provider:model, e.g. openai:gpt-4.1")
+        cmd.add_argument("--base-url", help="API root (Ollama, vLLM, llama.cpp, a proxy)")
+        cmd.add_argument("--api-key", help="API key (default: the provider's environment variable)")
+        cmd.add_argument("--system", help="system prompt")
+        cmd.add_argument(
+            "--thinking",
+            type=parse_thinking,
+            metavar="BUDGET|EFFORT",
+            help="reasoning: a token budget (2048) or an effort (minimal, low, medium, high)",
+        )
+        cmd.add_argument("--max-tokens", type=int, help="output token limit per request")
+        cmd.add_argument("--tools", action="store_true", help="let the model read this folder")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `llm-worker` console script; returns the exit code."""
+    args = _parser().parse_args(argv)
+    from rich.console import Console
+
+    from llm_worker.cli._chat import print_error
+    from llm_worker.errors import LLMWorkerError
+
+    console = Console(highlight=False)
+    console.soft_wrap = not console.is_terminal  # piped output: one line stays one line
+    try:
+        return _dispatch(console, args)
+    except LLMWorkerError as exc:
+        print_error(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        console.print("\n[yellow]interrupted[/]")
+        return 130
+
+
+def _dispatch(console: Console, args: argparse.Namespace) -> int:
+    import anyio
+
+    if args.command == "demo":
+        from llm_worker.cli._demo import run_demo
+
+        return anyio.run(
+            lambda: run_demo(
+                console=console,
+                provider=args.provider,
+                model=args.model,
+                offline=args.offline,
+                yes=args.yes,
+            )
+        )
+    from llm_worker.cli._chat import run_chat, run_once
+
+    if args.command == "chat":
+        return run_chat(console, args)
+    return anyio.run(lambda: run_once(console, args))
