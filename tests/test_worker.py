@@ -542,3 +542,24 @@ async def test_early_start_runs_a_tool_while_the_answer_still_streams(early: boo
     assert log[:2] == expected
     assert worker.history[2].tool_results[0].content == "K"
     assert_paired(worker.history)
+
+
+async def test_an_empty_final_answer_is_not_confused_with_an_earlier_one() -> None:
+    client = ScriptedClient(
+        [
+            ScriptedResponse([TextPart("Checking."), call("add", a=1, b=2)]),
+            ScriptedResponse([], stop_reason=StopReason.CONTENT_FILTER),
+        ]
+    )
+    worker = Worker(client, tools=[add])
+    result = await worker.run("go")
+    assert result.status is RunStatus.FINISHED
+    assert result.text == ""
+    assert result.stop_reason is StopReason.CONTENT_FILTER
+
+
+async def test_result_reports_a_truncated_answer() -> None:
+    client = ScriptedClient([ScriptedResponse.text("cut he", stop_reason=StopReason.MAX_TOKENS)])
+    result = await Worker(client).run("go")
+    assert result.text == "cut he"
+    assert result.stop_reason is StopReason.MAX_TOKENS

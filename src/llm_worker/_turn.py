@@ -95,6 +95,7 @@ class Run:
     usage: UsageEvent = field(default_factory=UsageEvent)
     start: int = 0
     batch: Batch | None = None
+    stop_reason: StopReason | None = None
 
     async def loop(self, *, resume: PauseState | None = None) -> RunResult:
         """Run until the turn finishes or pauses."""
@@ -117,13 +118,14 @@ class Run:
             if response.calls:
                 return await self._run_batch(self.batch, resumed=False)
         self.batch = None
+        self.stop_reason = response.stop_reason
         if response.stop_reason is StopReason.PAUSE_TURN:
             return None  # a server tool paused the answer: sending it back lets it go on
-        return await self._turn_end(resumed=False)
+        return await self._turn_end(response.message, resumed=False)
 
     async def _resume(self, state: PauseState) -> RunResult | None:
         if state.at == "on_turn_end":
-            return await self._turn_end(resumed=True)
+            return await self._turn_end(_last_assistant(self.history), resumed=True)
         return await self._run_batch(Batch(self, state.pending, None), resumed=True)
 
     async def _run_batch(self, batch: Batch, *, resumed: bool) -> RunResult | None:
@@ -207,9 +209,10 @@ class Run:
 
     # -- the turn end ----------------------------------------------------------------------
 
-    async def _turn_end(self, *, resumed: bool) -> RunResult | None:
+    async def _turn_end(self, response: Message, *, resumed: bool) -> RunResult | None:
+        # The answer is passed in, not looked up: an empty answer (a filtered or truncated
+        # one) adds no message, and the last assistant message would be an older answer.
         cfg = self.cfg
-        response = _last_assistant(self.history)
         ctx = TurnEndContext(self.history, response, self.continuations, resumed)
         decided = await cfg.hooks.chain("on_turn_end", cfg.hooks.on_turn_end, ctx)
         if isinstance(decided, ContinueWithMessages):
@@ -237,6 +240,7 @@ class Run:
             messages=self.history[self.start :],
             usage=self.usage,
             requests=self.requests,
+            stop_reason=self.stop_reason,
             **kwargs,
         )
 

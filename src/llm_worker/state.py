@@ -14,7 +14,7 @@ import orjson
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker.errors import PauseStateError
-from llm_worker.events import Event, UsageEvent
+from llm_worker.events import Event, StopReason, UsageEvent
 from llm_worker.messages import Message
 
 if TYPE_CHECKING:
@@ -254,6 +254,8 @@ class RunResult:
         requests: How many requests the run made.
         state: When PAUSED, what `Worker.resume` needs.
         reason: Why the run was paused or cancelled, if a reason was given.
+        stop_reason: Why the last answer stopped (`MAX_TOKENS` means the final text was cut;
+            `CONTENT_FILTER` / `REFUSAL` that the provider held it back).
     """
 
     status: RunStatus
@@ -263,6 +265,7 @@ class RunResult:
     requests: int = 0
     state: PauseState | None = None
     reason: str | None = None
+    stop_reason: StopReason | None = None
 
 
 @dataclass(slots=True)
