@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -30,6 +30,7 @@ from llm_worker._hookset import HookSet
 from llm_worker._turn import Run, StreamRetry
 from llm_worker._worker_config import WorkerConfig
 from llm_worker.errors import Aborted, ConfigurationError, PauseStateError
+from llm_worker.events import ErrorEvent, StatusEvent, UsageEvent
 from llm_worker.hooks import (
     HOOK_POINTS,
     AbortContext,
@@ -51,7 +52,14 @@ from llm_worker.state import (
     TurnEnded,
     TurnStarted,
 )
-from llm_worker.timeline import Timeline
+from llm_worker.timeline import (
+    Handler,
+    Registration,
+    TextBlockEvent,
+    ThinkingBlockEvent,
+    Timeline,
+    ToolUseBlockEvent,
+)
 from llm_worker.tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
@@ -60,7 +68,9 @@ if TYPE_CHECKING:
     from llm_worker.providers._base import LLMClient
     from llm_worker.state import Decision
 
-__all__ = ("Worker",)
+__all__ = ("RunStream", "Worker")
+
+S = TypeVar("S")
 
 
 class Worker:
@@ -242,27 +252,39 @@ class Worker:
 
     # -- events ------------------------------------------------------------------------------
 
-    def on_text_block(self, handler: Any) -> Any:
+    def on_text_block(
+        self, handler: Handler[TextBlockEvent, S] | Callable[[TextBlockEvent], object]
+    ) -> Registration:
         """Register a text-block handler on the Timeline (see `Timeline.on_text_block`)."""
         return self.timeline.on_text_block(handler)
 
-    def on_thinking_block(self, handler: Any) -> Any:
+    def on_thinking_block(
+        self, handler: Handler[ThinkingBlockEvent, S] | Callable[[ThinkingBlockEvent], object]
+    ) -> Registration:
         """Register a thinking-block handler on the Timeline."""
         return self.timeline.on_thinking_block(handler)
 
-    def on_tool_use_block(self, handler: Any) -> Any:
+    def on_tool_use_block(
+        self, handler: Handler[ToolUseBlockEvent, S] | Callable[[ToolUseBlockEvent], object]
+    ) -> Registration:
         """Register a tool-use-block handler on the Timeline."""
         return self.timeline.on_tool_use_block(handler)
 
-    def on_usage(self, handler: Any) -> Any:
+    def on_usage(
+        self, handler: Handler[UsageEvent, S] | Callable[[UsageEvent], object]
+    ) -> Registration:
         """Register a usage handler on the Timeline."""
         return self.timeline.on_usage(handler)
 
-    def on_status(self, handler: Any) -> Any:
+    def on_status(
+        self, handler: Handler[StatusEvent, S] | Callable[[StatusEvent], object]
+    ) -> Registration:
         """Register a status handler on the Timeline."""
         return self.timeline.on_status(handler)
 
-    def on_error(self, handler: Any) -> Any:
+    def on_error(
+        self, handler: Handler[ErrorEvent, S] | Callable[[ErrorEvent], object]
+    ) -> Registration:
         """Register an error handler on the Timeline."""
         return self.timeline.on_error(handler)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from llm_worker import Worker
+from llm_worker import TextBlockEvent, Worker
 from llm_worker.hooks import (
     Abort,
     AbortContext,
@@ -101,3 +101,14 @@ async def test_a_wrong_result_that_slips_past_the_checker_fails_at_run_time() ->
     worker.add_on_message_send_hook(send_skip)  # pyright: ignore[reportArgumentType]
     with pytest.raises(HookError, match="does not allow"):
         await worker.run("hi")
+
+
+def on_text(event: TextBlockEvent) -> None:
+    return None
+
+
+def test_worker_event_registrations_are_typed_like_the_timeline() -> None:
+    worker = make_worker()
+    worker.on_text_block(on_text)
+    worker.on_tool_use_block(on_text)  # pyright: ignore[reportArgumentType]
+    worker.on_usage(on_text)  # pyright: ignore[reportArgumentType]
