@@ -49,7 +49,8 @@ async def bench(provider: str, events: int, runs: int) -> None:
         per_chunk_base = base.cpu_s / base.events * 1e6
         per_chunk_ours = ours.cpu_s / base.events * 1e6
         print(
-            f"{provider:18} chunks={base.events:6d}  raw httpx+orjson {per_chunk_base:6.2f} µs/chunk"
+            f"{provider:18} chunks={base.events:6d}  "
+            f"raw httpx+orjson {per_chunk_base:6.2f} µs/chunk"
             f"  client {per_chunk_ours:6.2f} µs/chunk ({ours.events} events)"
             f"  ratio {per_chunk_ours / per_chunk_base:5.2f}"
         )

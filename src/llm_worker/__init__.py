@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from llm_worker._turn import StreamRetry
     from llm_worker.blobs import (
         BlobId,
         BlobStore,
@@ -89,6 +90,7 @@ if TYPE_CHECKING:
         messages_from_json,
         messages_to_json,
     )
+    from llm_worker.state import Decision, PauseState, RunResult, RunStatus
     from llm_worker.timeline import (
         Handler,
         Registration,
@@ -107,8 +109,6 @@ if TYPE_CHECKING:
         ToolUseBlockStop,
     )
     from llm_worker.tools import FunctionTool, Tool, ToolMeta, ToolRegistry, ToolResult, tool
-    from llm_worker._turn import StreamRetry
-    from llm_worker.state import Decision, PauseState, RunResult, RunStatus
     from llm_worker.worker import Worker
 
 # name -> module that defines it; imported on first attribute access.
@@ -236,12 +236,6 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = (
-    "Decision",
-    "PauseState",
-    "RunResult",
-    "RunStatus",
-    "StreamRetry",
-    "Worker",
     "APIConnectionError",
     "APIStatusError",
     "APITimeoutError",
@@ -259,6 +253,7 @@ __all__ = (
     "ConfigurationError",
     "Content",
     "ContentFilterError",
+    "Decision",
     "ErrorEvent",
     "Event",
     "FsBlobStore",
@@ -278,6 +273,7 @@ __all__ = (
     "Origin",
     "OutputPolicy",
     "OverloadedError",
+    "PauseState",
     "PauseStateError",
     "PermissionDeniedError",
     "PingEvent",
@@ -286,6 +282,8 @@ __all__ = (
     "Registration",
     "Request",
     "ResponseStatus",
+    "RunResult",
+    "RunStatus",
     "ServerError",
     "SignatureDelta",
     "SpecificTool",
@@ -293,6 +291,7 @@ __all__ = (
     "StopReason",
     "StreamError",
     "StreamInterruptedError",
+    "StreamRetry",
     "TextBlockAbort",
     "TextBlockCollector",
     "TextBlockEvent",
@@ -328,6 +327,7 @@ __all__ = (
     "ToolUseMetadata",
     "ToolUsePart",
     "UsageEvent",
+    "Worker",
     "messages_from_json",
     "messages_to_json",
     "tool",
