@@ -94,9 +94,9 @@ def _cuts() -> list[Any]:
         Cut(PLAIN, boundary, "reset", "close", StreamInterruptedError),
         # A clean end of a `close`-framed body: no transport error, the stream is simply short.
         Cut(PLAIN, boundary, "cut", "close", StreamInterruptedError),
-        # The half line is flushed as the last event and does not parse.
-        Cut(PLAIN, mid_json, "cut", "close", MalformedStreamError),
-        Cut(UNICODE, mid_utf8, "cut", "close", MalformedStreamError),
+        # A clean end in the middle of an event (half a JSON line): interrupted, not malformed.
+        Cut(PLAIN, mid_json, "cut", "close", StreamInterruptedError),
+        Cut(UNICODE, mid_utf8, "cut", "close", StreamInterruptedError),
         # finish_reason without the usage chunk that OpenAI sends after it: interrupted.
         Cut(PLAIN, after_finish, "cut", "close", StreamInterruptedError),
         # finish_reason and usage arrived: complete even without [DONE].

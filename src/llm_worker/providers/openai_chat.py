@@ -104,7 +104,9 @@ class OpenAIChatClient(HttpClient):
             ProviderError: A typed subclass for every failure, after the abort, error and
                 FAILED status events.
         """
-        chunks = self.transport.stream(self.path(request), self.build_body(request))
+        chunks = self.transport.stream(
+            self.path(request), self.build_body(request), params=self.params(request)
+        )
         return drive(
             _json_as_sse(chunks, self.transport.scrub),
             self.mapper(request),
