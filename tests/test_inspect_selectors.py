@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_worker import Content, MemoryBlobStore, OutputPolicy, ToolError
-from llm_worker._summaries import (
+from llm_worker._selectors import (
     KeySelector,
     LinesSelector,
     Selector,

@@ -54,7 +54,9 @@ import uuid6
 from llm_worker.errors import BlobError, BlobNotFoundError, ConfigurationError, InvalidBlobIdError
 
 if TYPE_CHECKING:
-    from llm_worker._summaries import InspectTool, JsonShape, summarize
+    from llm_worker._inspect import InspectTool
+    from llm_worker._json_scan import JsonShape
+    from llm_worker._summaries import summarize
 
 __all__ = (
     "BlobId",
@@ -179,7 +181,7 @@ class StructuredContent(Content):
     def value(self) -> JsonValue:
         """The JSON value (parsed from the JSON text on first use)."""
         if self._value is _UNSET:
-            from llm_worker._summaries import loads_json
+            from llm_worker._json_scan import loads_json
 
             self._value = loads_json(self.json_text)
         return self._value
@@ -192,7 +194,7 @@ class StructuredContent(Content):
             TypeError: The value cannot be written as JSON.
         """
         if self._json is None:
-            from llm_worker._summaries import dumps_json
+            from llm_worker._json_scan import dumps_json
 
             self._json = dumps_json(self._value)
         return self._json
@@ -317,7 +319,7 @@ def _fits(s: str, threshold: int) -> bool:
 def _promote(s: str, threshold: int, array_head: int) -> InlineOutput | StoredOutput:
     if _fits(s, threshold):
         return InlineOutput(s)
-    from llm_worker._summaries import json_shape
+    from llm_worker._json_scan import json_shape
 
     shape = json_shape(s, array_head)
     if shape is None:
@@ -731,9 +733,14 @@ def _promote_with(output: str, policy: OutputPolicy) -> InlineOutput | StoredOut
 
 
 def __getattr__(name: str) -> Any:
-    # The summaries and the inspect tool live in _summaries, which imports this module.
-    if name in ("InspectTool", "summarize"):
-        from llm_worker import _summaries
+    # The summaries and the inspect tool live in _summaries and _inspect, which import this
+    # module.
+    if name == "InspectTool":
+        from llm_worker._inspect import InspectTool
 
-        return getattr(_summaries, name)
+        return InspectTool
+    if name == "summarize":
+        from llm_worker._summaries import summarize
+
+        return summarize
     raise AttributeError(f"module 'llm_worker.blobs' has no attribute {name!r}")

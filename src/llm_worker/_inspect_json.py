@@ -1,0 +1,223 @@
+"""`inspect` on a JSON blob: entries of an array, keys and values of an object, a scalar.
+
+The JSON text is scanned entry by entry (`_json_scan`): an array is counted and sliced, and an
+object searched for a key, without building the whole value.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import islice
+from typing import Any
+
+from llm_worker._json_scan import (
+    array_items,
+    describe,
+    dict_or_none,
+    dumps_json,
+    json_kind,
+    key_text,
+    list_or_none,
+    loads_json,
+    object_members,
+    type_name,
+)
+from llm_worker._selectors import (
+    RESERVE,
+    Body,
+    KeySelector,
+    LinesSelector,
+    Selector,
+    SliceSelector,
+    WholeSelector,
+    quoted,
+    render,
+)
+from llm_worker._summaries import ELLIPSIS, entry_schema, scalar_header
+from llm_worker.errors import ToolError
+
+__all__ = ("inspect_json",)
+
+
+def _entries(text: str, start: int, stop: int, need: int) -> tuple[int, list[str], bool, Any]:
+    """Count the array's entries; render entries start..stop-1 until `need` characters are.
+
+    Also returns the first entry (None if none).
+    """
+    parts: list[str] = []
+    size = count = 0
+    first: Any = None
+    for count, value in enumerate(array_items(text), 1):
+        if count == 1:
+            first = value
+        if start < count <= stop and size < need:
+            parts.append(dumps_json(value))
+            size += len(parts[-1]) + 1
+    return count, parts, len(parts) >= min(stop, count) - start, first
+
+
+def _slice_bounds(text: str, selector: SliceSelector) -> tuple[int, int]:
+    start, stop = selector.start, selector.stop
+    if (start or 0) < 0 or (stop or 0) < 0:  # Python's negative indexes need the length first
+        start, stop, _ = slice(start, stop).indices(sum(1 for _ in array_items(text)))
+    return start or 0, _ALL if stop is None else stop
+
+
+_ALL = 1 << 62
+
+
+def _inspect_array(tag: str, text: str, selector: Selector, cap: int) -> str:
+    if isinstance(selector, LinesSelector | KeySelector):
+        kind = "lines:" if isinstance(selector, LinesSelector) else "key:"
+        raise ToolError(
+            f"{tag} is a json_array: {kind} does not apply; select entries, e.g. slice:0..10"
+        )
+    budget = cap - RESERVE
+    whole = isinstance(selector, WholeSelector)
+    start, stop = (0, _ALL) if whole else _slice_bounds(text, selector)
+    count, parts, complete, first = _entries(text, start, stop, selector.offset + budget + 1)
+    low, high = min(start, count), max(min(stop, count), min(start, count))
+    header = f"{tag} json_array | {count} entries"
+    notes: list[str] = []
+    if whole and count:
+        header += f"\n── schema ──\n{entry_schema(first, 300)[:300]}"
+    elif not whole and stop > count and (stop != _ALL or start > count):
+        notes.append(f"The array has {count} entries: the slice is clamped to {low}..{high}.")
+    if not whole and low == high:
+        notes.append(f"No entries in this range; the array has {count} (slice:0..{count}).")
+    body = Body(
+        f"entries {low}..{high}, one JSON value a line",
+        "\n".join(parts),
+        complete,
+        low,
+        "entry",
+        page=(lambda n: f"@{n}") if whole else (lambda n: f"slice:{low}..{high}@{n}"),
+        resume=lambda k: f"slice:{k}..{high}",
+        notes=notes,
+    )
+    return render(header, body, selector.offset, budget, cap)
+
+
+def _resolve(value: Any, path: str, where: str) -> Any:
+    if not path:
+        return value
+    if (members := dict_or_none(value)) is not None:
+        return _resolve_key(members, path, where)
+    if (entries := list_or_none(value)) is not None:
+        head, _, rest = path.partition(".")
+        if re.fullmatch(r"-?[0-9]{1,18}", head) and -len(entries) <= int(head) < len(entries):
+            return _resolve(entries[int(head)], rest, _child(where, head))
+        raise ToolError(
+            f"{where!r} is an array of {len(entries)} entries: "
+            f"follow it with an index, e.g. {where}.0"
+        )
+    name = type_name(value)
+    article = "an" if name[0] in "aeiou" else "a"
+    raise ToolError(f"{where!r} is {article} {name}: it has no key {quoted(path)}")
+
+
+def _child(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _resolve_key(members: dict[str, Any], path: str, where: str) -> Any:
+    # Keys may hold dots: try the whole path as a key, then ever shorter prefixes.
+    splits = [len(path), *(i for i in range(len(path) - 1, 0, -1) if path[i] == ".")]
+    error: ToolError | None = None
+    for split in splits:
+        if path[:split] in members:
+            try:
+                key = path[:split]
+                return _resolve(members[key], path[split + 1 :], _child(where, key))
+            except ToolError as exc:
+                error = error or exc
+    if error is not None:
+        raise error
+    keys = _key_list(list(islice(members, 21)))
+    raise ToolError(f"no key {quoted(path)} in {where!r}; its keys: {keys}")
+
+
+def _key_list(keys: list[str]) -> str:
+    names = [key if len(key) <= 40 else key[:40] + ELLIPSIS for key in keys[:20]]
+    return ", ".join(names) + (", …" if len(keys) > 20 else "") if names else "(none)"
+
+
+def _find_key(tag: str, text: str, path: str) -> tuple[int, Any]:
+    # Only the top-level members on the path are kept: the others are parsed and dropped.
+    matches: dict[str, Any] = {}
+    keys: dict[str, None] = {}
+    for key, value in object_members(text):
+        keys[key] = None
+        if path == key or path.startswith(key + "."):
+            matches[key] = value
+    if not matches:
+        names = _key_list(list(islice(keys, 21)))
+        raise ToolError(f"{tag} has no key {quoted(path)}; its keys: {names}")
+    return len(keys), _resolve_key(matches, path, "")
+
+
+def _value_body(value: Any) -> str:
+    if (entries := list_or_none(value)) is not None:
+        return "\n".join(dumps_json(entry) for entry in entries)
+    return dumps_json(value, pretty=isinstance(value, dict))
+
+
+def _inspect_object(tag: str, text: str, selector: Selector, cap: int) -> str:
+    if isinstance(selector, LinesSelector | SliceSelector):
+        kind = "lines:" if isinstance(selector, LinesSelector) else "slice:"
+        raise ToolError(
+            f"{tag} is a json_object: {kind} does not apply; select a key, e.g. key:NAME"
+        )
+    budget = cap - RESERVE
+    if isinstance(selector, KeySelector):
+        count, value = _find_key(tag, text, selector.path)
+        path = selector.path
+        body = Body(
+            f"key {path}: {describe(value)}",
+            _value_body(value),
+            True,
+            None,
+            "",
+            page=lambda n: f"key:{path}@{n}",
+        )
+        return render(f"{tag} json_object | {count} keys", body, selector.offset, budget, cap)
+    keys = {key: describe(value) for key, value in object_members(text)}
+    listing = "\n".join(f"{key_text(key)}: {kind}" for key, kind in keys.items())
+    body = Body(
+        "keys",
+        listing,
+        True,
+        1,
+        "key",
+        page=lambda n: f"@{n}",
+        notes=["Read a value with key:NAME (dots go deeper: key:results.0.name)."],
+    )
+    return render(f"{tag} json_object | {len(keys)} keys", body, selector.offset, budget, cap)
+
+
+def _inspect_scalar(tag: str, text: str, selector: Selector, cap: int) -> str:
+    value = loads_json(text)
+    if not isinstance(selector, WholeSelector):
+        raise ToolError(f"{tag} is a single JSON {type_name(value)}: inspect it without a selector")
+    body = Body("value", dumps_json(value), True, None, "", page=lambda n: f"@{n}")
+    return render(scalar_header(tag, value), body, selector.offset, cap - RESERVE, cap)
+
+
+def inspect_json(tag: str, text: str, selector: Selector, cap: int) -> str:
+    """What `selector` reads of the JSON text `text`, at most `cap` characters.
+
+    Raises:
+        ToolError: A selector of the wrong kind, a missing key, or text that is not JSON.
+    """
+    kind = json_kind(text)
+    inspect = (
+        _inspect_array
+        if kind == "array"
+        else _inspect_object
+        if kind == "object"
+        else _inspect_scalar
+    )
+    try:
+        return inspect(tag, text, selector, cap)
+    except ValueError as exc:  # _NotJson, or a damaged scalar blob
+        raise ToolError(f"{tag} does not hold valid JSON ({exc})") from exc
