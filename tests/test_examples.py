@@ -1,0 +1,145 @@
+"""Every example runs offline (against the embedded model server) and prints what it claims."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+API_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+# Lines each example must print, in this order.
+EXPECTED: dict[str, list[str]] = {
+    "streaming_ui.py": [
+        "(offline: a scripted model behind the anthropic wire format on 127.0.0.1)",
+        "· started",
+        "┌ thinking…",
+        "└ thinking: 58 chars",
+        "┌ text",
+        "Let me check the weather in Kyoto.",
+        "└ text: 34 chars in 6 pieces",
+        "┌ tool get_weather",
+        '└ tool get_weather({"city":"Kyoto"}) in 3 fragments',
+        "· completed",
+        "It is 21 °C with a clear sky in Kyoto.",
+        "final answer: It is 21 °C with a clear sky in Kyoto.",
+        "usage: 2 requests, 690 tokens in, 57 out",
+    ],
+    "approval_pause_resume.py": [
+        "process 1 (pid {pid1}): running",
+        "process 1: paused — send_invitation needs a person's approval",
+        "process 1:   check_calendar({'day': 'Friday'}) is allowed",
+        "process 1:   send_invitation({'to': 'ana@example.com', 'when': 'Friday 14:00'}) "
+        "is pending",
+        "process 1: state saved to pause-state.json",
+        "process 2 (pid {pid2}): loading pause-state.json",
+        "process 2: approved send_invitation",
+        "[pid {pid2}] >>> invitation sent to ana@example.com for Friday 14:00",
+        "process 2: the request carried process 1's conversation: True",
+        "process 2: finished: Done: Friday 14:00 was free and Ana is invited.",
+    ],
+    "json_fix_on_turn_end.py": [
+        "✗ answer 1 is not a valid Forecast: temperature_c: Input should be a valid number",
+        "conditions: Field required",
+        "→ asking the model to fix it",
+        "✓ answer 2 is a valid Forecast: Forecast(city='Kyoto', temperature_c=21.5",
+        "finished after 2 requests:",
+        "the fix request reached the model: True",
+        "forecast.temperature_c = 21.5",
+    ],
+    "mask_secrets.py": [
+        "after_tool_call: masked 3 secrets in read_config's result",
+        "DATABASE_URL=postgres://admin:***@db.internal:5432/shop",
+        "OPENAI_API_KEY=***",
+        "SMTP_PASSWORD=***",
+        "DEBUG=false",
+        "secrets that reached the model: none",
+    ],
+    "large_outputs.py": [
+        "search_orders: a large output, stored as blob",
+        "the full output: 16681 bytes in the store",
+        "the model reads this summary",
+        "] json_array | 250 entries",
+        "id: integer, status: string, customer: string, total: integer",
+        "inspect: ",
+        "── entries 0..3",
+        '{"id":1002,"status":"pending","customer":"customer-2","total":12}',
+        "model: There are 250 pending orders",
+        "files in the blob store: ['.json']",
+    ],
+    "subscriber.py": [
+        "── turn 0 starts",
+        "tool call: convert({'amount': 20, 'currency': 'JPY'})",
+        "a text block streamed in",
+        "text: '20 euros are 3240 yen.'",
+        "── turn 0 ends (2 requests,",
+        "── turn 1 starts",
+        "text: 'And 20 euros are 21.60 dollars.'",
+        "── turn 1 ends (3 requests,",
+        "history: 6 messages",
+    ],
+}
+
+
+def run_example(name: str, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in API_KEYS and k != "LLM_WORKER_MODEL"}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), "--offline", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr == ""
+    return done.stdout
+
+
+def assert_in_order(out: str, lines: list[str]) -> None:
+    at = 0
+    for line in lines:
+        found = out.find(line, at)
+        assert found >= 0, f"{line!r} missing after position {at} in:\n{out}"
+        at = found + len(line)
+
+
+def test_every_example_is_tested() -> None:
+    assert {p.name for p in EXAMPLES.glob("[!_]*.py")} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(set(EXPECTED) - {"approval_pause_resume.py"}))
+def test_example(name: str) -> None:
+    assert_in_order(run_example(name), EXPECTED[name])
+
+
+def test_pause_and_resume_happen_in_two_processes() -> None:
+    out = run_example("approval_pause_resume.py")
+    pids = re.findall(r"process (\d) \(pid (\d+)\)", out)
+    assert [n for n, _ in pids] == ["1", "2"]
+    pid1, pid2 = (p for _, p in pids)
+    assert pid1 != pid2
+    expected = [
+        line.replace("{pid1}", pid1).replace("{pid2}", pid2)
+        for line in EXPECTED["approval_pause_resume.py"]
+    ]
+    assert_in_order(out, expected)
+    assert out.count(">>> invitation sent") == 1  # approved once, run once
+
+
+def test_a_denied_call_never_runs_and_the_model_is_told() -> None:
+    out = run_example("approval_pause_resume.py", "--deny")
+    assert_in_order(
+        out,
+        [
+            "process 1: paused",
+            "process 2: denied send_invitation",
+            "process 2: finished: Friday 14:00 is free, but I did not invite Ana: you said no.",
+        ],
+    )
+    assert ">>> invitation sent" not in out
