@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llm_worker.errors import InvalidRequestError
 from llm_worker.testing import Chunking, ScriptedModelServer, ScriptedResponse
 
 SLOW_ANSWER = "Counting slowly: " + " ".join(f"n{i}" for i in range(400))
@@ -88,3 +89,27 @@ def test_chat_streams_keeps_history_and_survives_ctrl_c(
         child.send("\x04")  # Ctrl-D at an empty prompt ends the session
         assert child.wait() == 0
         assert len(server.requests) == 4
+
+
+def test_a_failed_turn_is_reported_and_left_out_of_the_history(
+    serve: Any, pty_child: Any, offline_env: dict[str, str]
+) -> None:
+    broken = ScriptedResponse.text(
+        "This answer breaks off", fail_with=InvalidRequestError("context too long")
+    )
+    server = ScriptedModelServer("openai_chat", [broken, ScriptedResponse.text("Fine now.")])
+    with serve(server):
+        args = ["--model", "openai:m", "--base-url", f"{server.base_url}/v1", "--api-key", "k"]
+        child = pty_child(["-m", "llm_worker.cli", "chat", *args], offline_env)
+        child.expect("you> ")
+        child.send("first try\r")
+        failed = child.expect("you> ")
+        child.send("second try\r")
+        child.expect("Fine now.")
+        child.expect("you> ")
+        child.send("\x04")
+        assert child.wait() == 0
+    assert "error: openai_chat: context too long" in failed
+    assert "this turn was not kept" in failed
+    assert "Traceback" not in failed
+    assert _messages(server.requests[1]) == [("user", "second try")]

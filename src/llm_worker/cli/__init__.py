@@ -30,7 +30,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,chat,run}")
 
-    demo = sub.add_parser("demo", help="a Worker looks around this folder (offline by default)")
+    demo = sub.add_parser(
+        "demo",
+        help="a Worker looks around this folder (offline by default)",
+        description="A Worker looks around this folder with two read-only file tools. Offline "
+        "(no API key, or --offline) the model is scripted, behind a real provider wire format "
+        "on 127.0.0.1. Each tool call is asked about on a terminal; --yes allows them all; "
+        "with no terminal to ask (CI, a pipe) they are allowed and a note says so.",
+    )
     demo.add_argument(
         "--provider",
         default="anthropic",
