@@ -135,8 +135,19 @@ async def _turn(worker: Worker, render: Renderer, prompt: str) -> RunResult | No
     return result
 
 
-def _prompt(console: Console) -> str:
-    if console.is_terminal and not console.no_color:
+def _line_editing() -> bool:
+    """Turn on line editing and history (readline) when the input is a terminal."""
+    if not sys.stdin.isatty():
+        return False
+    try:
+        import readline  # noqa: F401  # pyright: ignore[reportUnusedImport]
+    except ImportError:  # not on every platform
+        return False
+    return True
+
+
+def _prompt(console: Console, editing: bool) -> str:
+    if editing and console.is_terminal and not console.no_color:
         # \001 and \002 tell readline that the colour codes take no room on the line.
         return "\001\x1b[1;32m\002you>\001\x1b[0m\002 "
     return "you> "
@@ -145,23 +156,20 @@ def _prompt(console: Console) -> str:
 def run_chat(console: Console, args: argparse.Namespace) -> int:
     """The interactive session: one turn per line, until end of input."""
     worker = build_worker(args)
-    if sys.stdin.isatty():
-        with contextlib.suppress(ImportError):  # line editing and history where available
-            import readline  # noqa: F401  # pyright: ignore[reportUnusedImport]
+    prompt = _prompt(console, _line_editing())
     console.print(
         f"[bold]llm-worker chat[/] — [cyan]{escape(args.model)}[/] "
         "[dim](Ctrl-C cancels a turn, Ctrl-D quits)[/]"
     )
     with asyncio.Runner() as runner:
         try:
-            _session(runner, worker, console)
+            _session(runner, worker, console, prompt)
         finally:
             runner.run(_close(worker))
     return 0
 
 
-def _session(runner: asyncio.Runner, worker: Worker, console: Console) -> None:
-    prompt = _prompt(console)
+def _session(runner: asyncio.Runner, worker: Worker, console: Console, prompt: str) -> None:
     while True:
         try:
             line = input(prompt)
@@ -171,6 +179,8 @@ def _session(runner: asyncio.Runner, worker: Worker, console: Console) -> None:
         except KeyboardInterrupt:
             console.print()
             continue
+        if not sys.stdin.isatty():  # piped input is not echoed: show what was read
+            console.print(line, markup=False, highlight=False)
         if line.strip():
             _chat_turn(runner, worker, console, line)
 
