@@ -97,19 +97,21 @@ async def _call(point: str, hook: Registered[C, Any], ctx: C) -> Any:
     try:
         if hook.timeout is None:
             return await hook.fn(ctx)
-        with anyio.fail_after(hook.timeout):
+        # move_on_after, not fail_after: a TimeoutError the hook raises itself (an HTTP call
+        # that timed out) must be reported as that, not as the hook's own timeout.
+        with anyio.move_on_after(hook.timeout):
             return await hook.fn(ctx)
     except anyio.get_cancelled_exc_class():
         raise
-    except TimeoutError as exc:
-        raise HookError(
-            f"hook {hook.name} ({point}) ran past its timeout of {hook.timeout} s",
-            hook=hook.name,
-            kind=point,
-        ) from exc
     except Exception as exc:
         raise HookError(
             f"hook {hook.name} ({point}) raised {type(exc).__name__}: {exc}",
             hook=hook.name,
             kind=point,
         ) from exc
+    # Reached only when the timeout's own scope caught the cancellation it caused.
+    raise HookError(
+        f"hook {hook.name} ({point}) ran past its timeout of {hook.timeout} s",
+        hook=hook.name,
+        kind=point,
+    )
