@@ -21,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import anyio
 from rich.console import Console
 from rich.markup import escape
 
@@ -151,7 +152,9 @@ class _Approval:
 
     async def __call__(self, ctx: ToolCallContext) -> Skip | None:
         if self.render is not None:
-            await self.render.answer_rendered.wait()
+            # The order on screen is cosmetic: never let it hold the run up for long.
+            with anyio.move_on_after(2):
+                await self.render.answer_rendered.wait()
         call = f"{escape(ctx.call.name)}({escape(_args(ctx.call.input))})"
         if ctx.call.name == "inspect":
             self._line(f"[green]✓[/] {call} [dim]allowed: built-in and read-only[/]")
