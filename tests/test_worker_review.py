@@ -250,3 +250,57 @@ async def test_a_stream_closed_early_leaves_no_task_behind() -> None:
     assert len(asyncio.all_tasks()) == before
     assert worker.history[-1].role == "user" or worker.history[-1].content
     assert not any(isinstance(p, TextPart) and not p.text for m in worker.history for p in m.content)
+
+
+# -- cancellation with early start -----------------------------------------------------------
+
+
+def blocking_read_only() -> tuple[Any, anyio.Event, list[str]]:
+    started = anyio.Event()
+    log: list[str] = []
+
+    @tool(effect="read_only")
+    async def watch() -> str:
+        """Never returns by itself."""
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            log.append("cancelled")
+        return "unreachable"
+
+    return watch, started, log
+
+
+async def test_worker_cancel_with_an_early_started_tool_returns_cancelled() -> None:
+    watch, started, log = blocking_read_only()
+    client = ScriptedClient(
+        [ScriptedResponse([ToolUsePart("c1", "watch", {}), TextPart("and more " * 50)], delay=0.01)]
+    )
+    worker = Worker(client, tools=[watch], early_tool_start=True)
+
+    async def cancel_when_started() -> None:
+        await started.wait()
+        worker.cancel()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(cancel_when_started)
+            result = await worker.run("go")
+    assert result.status is RunStatus.CANCELLED
+    assert log == ["cancelled"]
+    assert_paired(worker.history)
+
+
+async def test_cancelling_the_task_with_an_early_started_tool_raises_cancelled_error() -> None:
+    watch, started, log = blocking_read_only()
+    client = ScriptedClient([ScriptedResponse([ToolUsePart("c1", "watch", {})])])
+    worker = Worker(client, tools=[watch], early_tool_start=True)
+    task = asyncio.ensure_future(worker.run("go"))
+    with anyio.fail_after(5):
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert log == ["cancelled"]
+    assert_paired(worker.history)

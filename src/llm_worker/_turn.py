@@ -307,7 +307,10 @@ async def _early_group(enabled: bool) -> AsyncGenerator[TaskGroup | None, None]:
             yield group
     except BaseExceptionGroup as group_error:
         if len(group_error.exceptions) == 1:
-            raise group_error.exceptions[0] from None
+            error = group_error.exceptions[0]
+            # `from error.__cause__`, not `from None`: keep the error's own chain (a
+            # HookError's cause is the exception the hook raised).
+            raise error from error.__cause__
         raise
 
 
