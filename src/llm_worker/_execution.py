@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskGroup
 
+from llm_worker import _tool_messages as say
 from llm_worker.errors import Aborted
 from llm_worker.hooks import (
     Abort,
@@ -149,7 +150,11 @@ class Batch:
         try:
             tool = cfg.registry.get(pending.call.name)
             result = await execute_call(tool, pending.call, available=cfg.registry.names)
-            pending.result = await cfg.store_output(result)
+            try:
+                pending.result = await cfg.store_output(result)
+            except Exception as exc:  # the tool ran: say so, rather than fail the whole batch
+                message = say.not_stored(result.name, len(result.content), exc)
+                pending.result = ToolResult(result.tool_use_id, result.name, message, is_error=True)
             pending.status = "done"
         finally:
             if done is not None:

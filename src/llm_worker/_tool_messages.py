@@ -19,6 +19,7 @@ __all__ = (
     "excerpt",
     "invalid_arguments",
     "invalid_json",
+    "not_stored",
     "raised",
     "timed_out",
     "tool_error",
@@ -138,3 +139,12 @@ def raised(exc: BaseException) -> str:
 def timed_out(name: str, seconds: float) -> str:
     """The call ran past the tool's timeout."""
     return f"The tool {name!r} timed out after {seconds:g} s without a result."
+
+
+def not_stored(name: str, size: int, exc: BaseException) -> str:
+    """The call ran, but its large output could not be kept in the blob store."""
+    return (
+        f"The tool {name!r} ran and returned {size} characters, but its output could not be "
+        f"stored ({raised(exc)}), so it is not available. The call itself completed: call it "
+        "again only if running it twice is safe."
+    )
