@@ -254,6 +254,7 @@ class Run:
             requests=self.requests,
             continuations=self.continuations,
             usage=self.usage,
+            tools=list(self.cfg.registry.names),
         )
         return self.result(RunStatus.PAUSED, state=state, reason=reason)
 

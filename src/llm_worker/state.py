@@ -107,6 +107,9 @@ class PauseState:
         requests: Requests made so far in the run (the bound carries over).
         continuations: on_turn_end continuations so far.
         usage: Token usage of the run so far.
+        tools: The names of the tools the pausing Worker had (`None` when unknown): a resuming
+            Worker must have those that pending calls name; a call of a tool outside this
+            list was a call of an unknown tool, which gets an error result as in any run.
     """
 
     history: list[Message]
@@ -117,6 +120,7 @@ class PauseState:
     requests: int = 0
     continuations: int = 0
     usage: UsageEvent = field(default_factory=UsageEvent)
+    tools: list[str] | None = None
 
     def to_json(self) -> str:
         """Serialize to JSON (stable across processes; carries a format version)."""
@@ -133,6 +137,7 @@ class PauseState:
             "requests": self.requests,
             "continuations": self.continuations,
             "usage": {k: getattr(self.usage, k) for k in _USAGE_FIELDS},
+            "tools": self.tools,
         }
 
     @classmethod
@@ -170,6 +175,7 @@ class PauseState:
         except (KeyError, TypeError, ValueError) as exc:
             raise PauseStateError(f"pause state is damaged: {exc}") from exc
         usage = as_dict(body.get("usage"))
+        tools = body.get("tools")
         return cls(
             history,
             pending,
@@ -178,6 +184,7 @@ class PauseState:
             requests=as_int(body.get("requests")) or 0,
             continuations=as_int(body.get("continuations")) or 0,
             usage=UsageEvent(**{k: as_int(usage.get(k)) for k in _USAGE_FIELDS}),
+            tools=None if tools is None else [str(t) for t in as_list(tools)],
         )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -338,6 +339,9 @@ class Worker:
             PauseStateError: The state names tools this Worker does not have, or decisions for
                 calls it does not hold.
         """
+        # Check before touching the history: a refused resume leaves the Worker as it was.
+        pending = _apply_decisions(state, decisions or {})
+        self._check_tools(pending, state.tools)
         self.history[:] = list(state.history)
         run = Run(self._cfg, self.history, start=len(self.history))
         run.requests, run.continuations, run.usage = (
@@ -345,8 +349,6 @@ class Worker:
             state.continuations,
             state.usage,
         )
-        pending = _apply_decisions(state, decisions or {})
-        self._check_tools(pending)
         return await self._go(
             run, PauseState(state.history, pending, at=state.at, reason=state.reason)
         )
@@ -409,14 +411,18 @@ class Worker:
             if callable(method):
                 method(event.turn)
 
-    def _check_tools(self, pending: Iterable[Any]) -> None:
-        missing = sorted(
-            {p.call.name for p in pending if p.status in ("pending", "allowed")}
-            - set(self._cfg.registry.names)
+    def _check_tools(self, pending: Iterable[Any], known: Sequence[str] | None) -> None:
+        missing = {p.call.name for p in pending if p.status in ("pending", "allowed")} - set(
+            self._cfg.registry.names
         )
+        if known is not None:
+            # A name the pausing Worker did not have either is the model's call of an unknown
+            # tool: it gets an error result, as it would have without the pause.
+            missing &= set(known)
         if missing:
             raise PauseStateError(
-                f"cannot resume: this Worker has no tool named {', '.join(missing)}; register "
+                f"cannot resume: this Worker has no tool named {', '.join(sorted(missing))}; "
+                "register "
                 "the same tools as the Worker that paused"
             )
 
@@ -443,7 +449,9 @@ def _apply_decisions(state: PauseState, decisions: Mapping[str, Decision]) -> li
         raise PauseStateError(f"decisions name calls that are not pending: {', '.join(unknown)}")
     out: list[PendingCall] = []
     for p in state.pending:
-        p = PendingCall(p.call, p.status, p.result)  # noqa: PLW2901 — a copy, not the caller's
+        # Copies, call included: hooks and decisions edit the call, never the caller's state.
+        call = dataclasses.replace(p.call, input=dict(p.call.input))
+        p = PendingCall(call, p.status, p.result)  # noqa: PLW2901
         decision = decisions.get(p.call.id)
         if decision is not None and p.status in ("pending", "allowed"):
             if not decision.allow:
@@ -453,7 +461,8 @@ def _apply_decisions(state: PauseState, decisions: Mapping[str, Decision]) -> li
                 )
             else:
                 if decision.input is not None:
-                    p.call.input = dict(decision.input)
+                    # The application's arguments replace the model's, unparsable ones too.
+                    p.call = dataclasses.replace(call, input=dict(decision.input), error=None)
                 p.status = "allowed" if decision.skip_hooks else "pending"
         out.append(p)
     return out
