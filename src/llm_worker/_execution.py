@@ -91,7 +91,8 @@ class Batch:
         await self._execute_allowed()
         await self._after_hooks()
         results = [p.result for p in self.pending if p.result is not None]
-        self.owner.history.append(Message("user", [_part(r) for r in results]))
+        if results:  # a batch without calls (a hand-made pause state) adds no empty message
+            self.owner.history.append(Message("user", [_part(r) for r in results]))
         if self.owner.cfg.sinks:
             for result in results:
                 for sink in self.owner.cfg.sinks:
