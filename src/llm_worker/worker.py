@@ -22,7 +22,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -482,14 +490,20 @@ class RunStream:
         self._input = input
         self._queue: asyncio.Queue[RunEvent | BaseException | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._entered: AsyncGenerator[RunEvent, None] | None = None
 
     def __aiter__(self) -> AsyncIterator[RunEvent]:
         return self._events()
 
     async def __aenter__(self) -> AsyncIterator[RunEvent]:
-        return self._events()
+        self._entered = self._events()
+        return self._entered
 
     async def __aexit__(self, *exc: object) -> None:
+        # Close the iterator handed out too: a reader that stopped early leaves it suspended,
+        # its queue still registered for every later run's events.
+        if self._entered is not None:
+            await self._entered.aclose()
         await self.aclose()
 
     async def aclose(self) -> None:
@@ -500,7 +514,7 @@ class RunStream:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _events(self) -> AsyncIterator[RunEvent]:
+    async def _events(self) -> AsyncGenerator[RunEvent, None]:
         sinks = self._cfg.sinks
         put = self._queue.put_nowait
         sinks.append(put)
