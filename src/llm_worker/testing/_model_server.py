@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias
 
@@ -17,6 +18,8 @@ from llm_worker.errors import ConfigurationError
 from llm_worker.messages import ToolUsePart
 from llm_worker.testing._script import ScriptedResponse, ScriptExhaustedError
 from llm_worker.testing._server import Chunking, RecordedRequest, WireResponse, WireServer
+
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n")
 
 __all__ = ("WIRE_PROVIDERS", "ScriptStep", "ScriptedModelServer")
 
@@ -107,4 +110,10 @@ class ScriptedModelServer(WireServer):
         response = dataclasses.replace(response, parts=response.with_ids(self._calls))
         self._calls += unnamed
         body = self._encode(response, model=self.model)
+        if response.delay and not self.chunk_delay:
+            # A slow model: one write per SSE event, `delay` seconds apart.
+            ends = [m.end() for m in _EVENT_END.finditer(body)]
+            sizes = tuple(b - a for a, b in zip([0, *ends], ends, strict=False)) or (len(body),)
+            chunking = Chunking("sizes", sizes=sizes)
+            return WireResponse(body, chunking=chunking, chunk_delay=response.delay)
         return WireResponse(body, chunking=self.chunking, chunk_delay=self.chunk_delay)
