@@ -147,14 +147,19 @@ class Run:
                 limit="max_requests",
                 value=cfg.max_requests,
             )
-        self.requests += 1
         self.history[:] = repair(self.history)[0]
         request = cfg.build_request(list(self.history))
-        ctx = MessageSendContext(request.messages, request, self.requests)
+        original = request.messages
+        ctx = MessageSendContext(original, request, self.requests + 1)
         decided = await cfg.hooks.chain("on_message_send", cfg.hooks.on_message_send, ctx)
         if isinstance(decided, Cancel):
             return await self.cancelled(decided.reason)
-        request.messages = repair(ctx.messages)[0]
+        self.requests += 1  # counted once sent: a cancelled request was never made
+        # A hook may assign a new request, or new messages to either ctx.messages or
+        # ctx.request.messages; in-place edits of the one list count too.
+        request = ctx.request
+        messages = ctx.messages if ctx.messages is not original else request.messages
+        request.messages = repair(messages)[0]
         attempt = 0
         while True:
             attempt += 1

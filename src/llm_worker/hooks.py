@@ -145,7 +145,8 @@ class MessageSendContext:
         messages: The messages about to be sent. A new list over the history's messages:
             inserting, removing or replacing items changes this request only; mutating a message
             object in place changes the history too.
-        request: The whole request (system prompt, tools, options) — editable for this request.
+        request: The whole request (system prompt, tools, options) — edit it, or assign a new
+            one, for this request only.
         request_number: 1 for the first request of the run, 2 for the next, …
     """
 
