@@ -163,6 +163,7 @@ class Worker:
         """Every message of the conversation, in the provider-neutral model."""
         self._turns = 0
         self._scope: anyio.CancelScope | None = None
+        self._busy = False
         self._subscribers: list[Any] = []
 
     def __repr__(self) -> str:
@@ -325,11 +326,14 @@ class Worker:
         """Run one turn: append `input` to the history and loop until the answer is final.
 
         Raises:
+            ConfigurationError: This Worker is running another run already (runs share one
+                history; start the next when the last one has returned).
             Aborted: A hook returned `Abort`.
             HookError: A hook raised or timed out.
             LimitExceededError: `max_requests` or `max_continuations` was reached.
             ProviderError: The provider failed (after retries).
         """
+        self._check_idle()
         start = len(self.history)
         self.history.extend(_as_messages(input))
         return await self._go(Run(self._cfg, self.history, start=start), None)
@@ -348,6 +352,7 @@ class Worker:
                 calls it does not hold.
         """
         # Check before touching the history: a refused resume leaves the Worker as it was.
+        self._check_idle()
         pending = _apply_decisions(state, decisions or {})
         self._check_tools(pending, state.tools)
         self.history[:] = list(state.history)
@@ -374,14 +379,25 @@ class Worker:
         if self._scope is not None:
             self._scope.cancel()
 
+    def _check_idle(self) -> None:
+        if self._busy:
+            raise ConfigurationError(
+                "this Worker is already running a run: runs share its one history, so await "
+                "the running one first (or use one Worker per conversation)"
+            )
+
     async def _go(self, run: Run, resume: PauseState | None) -> RunResult:
         turn = self._turns
         self._turns += 1
-        self._announce(TurnStarted(turn))
+        self._busy = True
         try:
-            result = await self._guarded(run, resume)
+            self._announce(TurnStarted(turn))
+            try:
+                result = await self._guarded(run, resume)
+            finally:
+                self._announce(TurnEnded(turn))
         finally:
-            self._announce(TurnEnded(turn))
+            self._busy = False
         return result
 
     async def _guarded(self, run: Run, resume: PauseState | None) -> RunResult:
