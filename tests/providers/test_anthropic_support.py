@@ -5,45 +5,43 @@
 - `answer`: the same summary, from the events the client yielded;
 - `assemble`: the assistant `Message` those events make (for multi-turn request checks);
 - `check_invariants`: the event-model rules every replay must keep.
+
+The provider-neutral parts are `support.streams`, bound here to `AnthropicClient`.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-import anyio
 import orjson
 
 from llm_worker.errors import ProviderError
 from llm_worker.events import (
-    BlockAbort,
     BlockDelta,
     BlockStart,
     BlockStop,
     BlockType,
-    ErrorEvent,
     Event,
-    InputJsonDelta,
-    ResponseStatus,
     SignatureDelta,
-    StatusEvent,
-    StopReason,
     TextDelta,
     ThinkingDelta,
     ThinkingMetadata,
     ToolUseMetadata,
     UsageEvent,
 )
-from llm_worker.messages import Message, Origin, Part, Request, TextPart, ThinkingPart, ToolUsePart
+from llm_worker.messages import Message, Request
 from llm_worker.providers import AnthropicClient
 from llm_worker.providers._http import RetryPolicy
-from llm_worker.testing import Chunking, WireResponse, WireServer
+from llm_worker.testing import WireResponse, WireServer
+from support import streams
 from support.recorded import load
 
 API = "anthropic_messages"
-TIMEOUT = 30.0
+TIMEOUT = streams.TIMEOUT
+assemble = streams.assemble
 
 
 def client_for(server: WireServer, model: str = "claude-test", **options: Any) -> AnthropicClient:
@@ -57,15 +55,7 @@ async def collect(
     client: AnthropicClient, request: Request
 ) -> tuple[list[Event], ProviderError | None]:
     """Every event of one stream, and the typed error that ended it (if any)."""
-    events: list[Event] = []
-    error: ProviderError | None = None
-    with anyio.fail_after(TIMEOUT):
-        try:
-            async for event in client.stream(request):
-                events.append(event)
-        except ProviderError as exc:
-            error = exc
-    return events, error
+    return await streams.collect(client, request, ProviderError)
 
 
 async def replay(
@@ -79,24 +69,15 @@ async def replay_many(
     responses: list[WireResponse], request: Request | None = None, **options: Any
 ) -> tuple[list[Event], ProviderError | None, WireServer]:
     """Serve answers in turn (retries take the next) to one request of a fresh client."""
-    async with WireServer(responses) as server:
-        client = client_for(server, **options)
-        try:
-            events, error = await collect(client, request or Request([Message.user("hi")]))
-        finally:
-            await client.aclose()
-    return events, error, server
-
-
-def recorded_response(name: str, chunking: Chunking | None = None, **kw: Any) -> WireResponse:
-    rec = load(API, name)
-    return WireResponse(
-        rec["response"]["body"],
-        status=rec["response"]["status"],
-        content_type=rec["response"]["content_type"],
-        chunking=chunking or Chunking.whole(),
-        **kw,
+    return await streams.replay(
+        responses,
+        lambda server: client_for(server, **options),
+        request or Request([Message.user("hi")]),
+        ProviderError,
     )
+
+
+recorded_response = partial(streams.recorded_response, API)
 
 
 # --- what a recording holds, read independently of the client ---------------------------
@@ -227,81 +208,15 @@ def answer(events: list[Event]) -> Summary:
     return summary
 
 
-def assemble(events: list[Event], origin: Origin) -> Message:
-    """The assistant message of a finished stream, opaque data tagged with `origin`."""
-    parts: list[Part] = []
-    for block in answer(events).blocks:
-        if block.kind == "text":
-            parts.append(TextPart(block.text))
-        elif block.kind == "thinking":
-            parts.append(
-                ThinkingPart(
-                    block.text,
-                    signature=block.signature or None,
-                    redacted=block.redacted,
-                    origin=origin,
-                )
-            )
-        else:
-            parts.append(ToolUsePart(block.id, block.name, block.input))
-    return Message("assistant", parts)
-
-
 # --- the event-model rules ---------------------------------------------------------------
 
-_DELTAS: dict[BlockType, tuple[type, ...]] = {
-    BlockType.TEXT: (TextDelta,),
-    BlockType.THINKING: (ThinkingDelta, SignatureDelta),
-    BlockType.TOOL_USE: (InputJsonDelta,),
-}
+_DELTAS = streams.deltas(signed=[BlockType.THINKING])
 
 
 def check_invariants(events: list[Event], *, failed: bool = False) -> None:
-    """Order rules: one open block, indexes 0,1,2…, deltas of the open block's kind, the stop
-    reason on the last stop only, STARTED first, COMPLETED last — or, on failure, the open
-    block aborted, then one ErrorEvent, then FAILED last."""
-    statuses = [e.status for e in events if isinstance(e, StatusEvent)]
-    if events and isinstance(events[0], StatusEvent):
-        assert events[0].status is ResponseStatus.STARTED
-    assert statuses.count(ResponseStatus.STARTED) <= 1
-    stops = _check_blocks(events, failed=failed)
-    if failed:
-        assert statuses[-1] is ResponseStatus.FAILED
-        assert sum(isinstance(e, ErrorEvent) for e in events) == 1
-        return
-    assert events[-1] == StatusEvent(ResponseStatus.COMPLETED)
-    assert stops, "a complete answer has at least one block"
-    assert all(s.stop_reason is None for s in stops[:-1])
-    assert isinstance(stops[-1].stop_reason, StopReason) or stops[-1].raw_stop_reason is None
-
-
-def _check_blocks(events: list[Event], *, failed: bool) -> list[BlockStop]:
-    open_block: BlockStart | None = None
-    next_index = 0
-    stops: list[BlockStop] = []
-    for n, event in enumerate(events):
-        if isinstance(event, BlockStart):
-            assert open_block is None, f"block {event.index} started inside an open block"
-            assert event.index == next_index
-            open_block = event
-            next_index += 1
-        elif isinstance(event, BlockDelta | BlockStop | BlockAbort):
-            assert open_block is not None, (n, event)
-            assert event.index == open_block.index, (n, event)
-            if isinstance(event, BlockDelta):
-                assert isinstance(event.delta, _DELTAS[open_block.block_type]), (n, event)
-                continue
-            assert event.block_type is open_block.block_type
-            open_block = None
-            if isinstance(event, BlockStop):
-                stops.append(event)
-        elif isinstance(event, ErrorEvent):
-            assert failed, f"unexpected error event {event}"
-            assert open_block is None, "the open block must be aborted before the error"
-            assert events[n + 1] == StatusEvent(ResponseStatus.FAILED)
-            assert n + 2 == len(events), "FAILED must be the last event"
-    assert open_block is None, "a block was left open"
-    return stops
+    """The event-model rules (`support.streams.check_invariants`); thinking blocks alone carry
+    signatures."""
+    streams.check_invariants(events, failed=failed, allowed=_DELTAS)
 
 
 # --- synthetic streams in the recorded shape ---------------------------------------------

@@ -6,43 +6,40 @@
 - `answer`: the same summary, from the events the client yielded;
 - `assemble`: the assistant `Message` those events make (for the multi-turn request checks);
 - `check_invariants`: the event-model rules every stream must keep.
+
+The provider-neutral parts are `support.streams`, bound here to `GeminiClient`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
-import anyio
-import httpx
-
 from llm_worker.events import (
-    BlockAbort,
     BlockDelta,
     BlockStart,
     BlockStop,
     BlockType,
-    ErrorEvent,
     Event,
-    InputJsonDelta,
-    ResponseStatus,
     SignatureDelta,
-    StatusEvent,
     TextDelta,
     ThinkingDelta,
     ToolUseMetadata,
     UsageEvent,
 )
-from llm_worker.messages import Message, Origin, Part, Request, TextPart, ThinkingPart, ToolUsePart
+from llm_worker.messages import Message, Request
 from llm_worker.providers._http import RetryPolicy
 from llm_worker.providers.gemini import GeminiClient
 from llm_worker.testing import WireResponse, WireServer
+from support import streams
 from support.recorded import load
 
 API = "gemini"
-TIMEOUT = 30.0
+TIMEOUT = streams.TIMEOUT
+collect = streams.collect
+assemble = streams.assemble
 KEY = "gemini-test-key-0123456789"
 FILTERED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
 
@@ -56,73 +53,33 @@ def user_request(text: str = "hello") -> Request:
     return Request([Message.user(text)])
 
 
-async def collect(client: GeminiClient, request: Request) -> tuple[list[Event], Exception | None]:
-    """Every event of one stream, and the exception that ended it (if any)."""
-    events: list[Event] = []
-    error: Exception | None = None
-    with anyio.fail_after(TIMEOUT):
-        try:
-            async for event in client.stream(request):
-                events.append(event)
-        except Exception as exc:
-            error = exc
-    return events, error
-
-
 async def replay(
     *responses: WireResponse, request: Request | None = None, **options: Any
 ) -> tuple[list[Event], Exception | None, WireServer]:
     """Serve the answers in turn (retries take the next) to one request of a fresh client."""
-    async with WireServer(responses) as server:
-        client = client_for(server, **options)
-        try:
-            events, error = await collect(client, request or user_request())
-        finally:
-            await client.aclose()
-    return events, error, server
-
-
-class _OneByteAtATime(httpx.AsyncByteStream):
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for i in range(len(self._body)):
-            yield self._body[i : i + 1]
+    return await streams.replay(
+        responses, lambda server: client_for(server, **options), request or user_request()
+    )
 
 
 async def replay_bytewise(response: WireResponse) -> tuple[list[Event], Exception | None]:
-    """The real client reading the body one byte per read, through an in-process transport.
-
-    The same code path as over a socket (transport, SSE or JSON-array framing, mapper) at a
-    fraction of the cost: a socket write per byte makes large recordings take seconds.
-    """
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        headers = {"content-type": response.content_type}
-        stream = _OneByteAtATime(response.body_bytes())
-        return httpx.Response(response.status, headers=headers, stream=stream)
-
-    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
-        client = GeminiClient(
+    """The real client reading the body one byte per read (SSE or JSON-array framing)."""
+    return await streams.replay_bytewise(
+        response,
+        lambda http: GeminiClient(
             model="gemini-2.5-flash",
             api_key=KEY,
             base_url="http://gemini.test/v1beta",
             http_client=http,
             retry=RetryPolicy.disabled(),
-        )
-        return await collect(client, user_request())
+        ),
+        user_request(),
+    )
 
 
 def recording_response(name: str, **options: Any) -> WireResponse:
     """The recorded answer as the server sends it (status, content type, body)."""
-    response = load(API, name)["response"]
-    return WireResponse(
-        response["body"],
-        status=response["status"],
-        content_type=response["content_type"],
-        **options,
-    )
+    return streams.recorded_response(API, name, **options)
 
 
 def recorded_model(name: str) -> str:
@@ -248,75 +205,13 @@ def answer(events: list[Event]) -> Answer:
     return out
 
 
-def assemble(events: list[Event], origin: Origin) -> Message:
-    """The assistant message of a finished stream, opaque data and origin included."""
-    parts: list[Part] = []
-    start: BlockStart | None = None
-    pieces: list[str] = []
-    signature: str | None = None
-    for event in events:
-        if isinstance(event, BlockStart):
-            start, pieces, signature = event, [], None
-        elif isinstance(event, BlockDelta):
-            if isinstance(event.delta, SignatureDelta):
-                signature = event.delta.signature
-            elif isinstance(event.delta, InputJsonDelta):
-                pieces.append(event.delta.partial_json)
-            else:
-                pieces.append(event.delta.text)
-        elif isinstance(event, BlockStop) and start is not None:
-            parts.append(_part(start, "".join(pieces), signature, origin))
-    return Message("assistant", parts)
-
-
-def _part(start: BlockStart, text: str, signature: str | None, origin: Origin) -> Part:
-    signed = origin if signature else None
-    meta = start.metadata
-    if isinstance(meta, ToolUseMetadata):
-        return ToolUsePart(meta.id, meta.name, json.loads(text), signature=signature, origin=signed)
-    if start.block_type is BlockType.THINKING:
-        return ThinkingPart(text, signature=signature, origin=signed)
-    return TextPart(text, signature=signature, origin=signed)
-
-
-_DELTAS: dict[BlockType, type] = {
-    BlockType.TEXT: TextDelta,
-    BlockType.THINKING: ThinkingDelta,
-    BlockType.TOOL_USE: InputJsonDelta,
-}
+_DELTAS = streams.deltas(signed=BlockType)  # a thoughtSignature may ride on any part
 
 
 def check_invariants(events: list[Event], error: Exception | None) -> None:
-    """The rules of the event model (see `llm_worker.events`), for a finished stream."""
-    open_block: BlockStart | None = None
-    next_index = 0
-    stops: list[BlockStop] = []
-    last_usage: UsageEvent | None = None
-    for event in events:
-        if isinstance(event, BlockStart):
-            assert open_block is None, f"block {event.index} starts while another is open"
-            assert event.index == next_index
-            open_block, next_index = event, next_index + 1
-        elif isinstance(event, BlockDelta):
-            assert open_block is not None and event.index == open_block.index
-            allowed = (_DELTAS[open_block.block_type], SignatureDelta)
-            assert isinstance(event.delta, allowed), (open_block.block_type, event.delta)
-        elif isinstance(event, BlockStop | BlockAbort):
-            assert open_block is not None and event.index == open_block.index
-            assert event.block_type is open_block.block_type
-            open_block = None
-            if isinstance(event, BlockStop):
-                stops.append(event)
-        elif isinstance(event, UsageEvent):
-            assert event != last_usage, "an unchanged usage snapshot was repeated"
-            last_usage = event
-    assert open_block is None, "a block was left open"
-    with_reason = [s for s in stops if s.stop_reason is not None]
-    if error is None:
-        assert events[0] == StatusEvent(ResponseStatus.STARTED)
-        assert events[-1] == StatusEvent(ResponseStatus.COMPLETED)
-        assert len(with_reason) == 1 and with_reason[0] is stops[-1], "stop reason not on last"
-    else:
-        assert events[-1] == StatusEvent(ResponseStatus.FAILED)
-        assert isinstance(events[-2], ErrorEvent)
-        assert not with_reason, "a failed answer must not look finished"
+    """The rules of the event model (`support.streams.check_invariants`), for a finished
+    stream; usage snapshots (one per network read) are never repeated unchanged."""
+    streams.check_invariants(events, failed=error is not None, allowed=_DELTAS)
+    usages = [e for e in events if isinstance(e, UsageEvent)]
+    for before, after in pairwise(usages):
+        assert after != before, "an unchanged usage snapshot was repeated"

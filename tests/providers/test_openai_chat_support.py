@@ -5,6 +5,8 @@
 - `answer`: the same summary, from the events the client yielded;
 - `check_invariants`: the event-model rules every stream must keep, failed ones included;
 - `request_from_body`: a recorded request body read back into a neutral `Request`.
+
+The provider-neutral parts are `support.streams`, bound here to `OpenAIChatClient`.
 """
 
 from __future__ import annotations
@@ -12,21 +14,18 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
 
 from llm_worker.events import (
-    BlockAbort,
     BlockDelta,
     BlockStart,
     BlockStop,
-    BlockType,
     ErrorEvent,
     Event,
     InputJsonDelta,
-    ResponseStatus,
-    StatusEvent,
     StopReason,
     TextDelta,
     ThinkingDelta,
@@ -47,11 +46,13 @@ from llm_worker.messages import (
 from llm_worker.providers import OpenAIChatClient
 from llm_worker.providers._blocks import drive
 from llm_worker.providers._http import RetryPolicy
-from llm_worker.testing import Chunking, WireResponse, WireServer
+from llm_worker.testing import WireResponse, WireServer
+from support import streams
 from support.recorded import load
 
 API = "openai_chat"
-TIMEOUT = 30.0
+TIMEOUT = streams.TIMEOUT
+collect = streams.collect
 API_KEY = "sk-test-chat-0123456789abcdef"
 
 
@@ -63,32 +64,15 @@ def client_for(
     return OpenAIChatClient(model=model, base_url=server.base_url + prefix, **options)
 
 
-async def collect(
-    client: OpenAIChatClient, request: Request
-) -> tuple[list[Event], Exception | None]:
-    """Every event of one stream, and the exception that ended it (if any)."""
-    events: list[Event] = []
-    error: Exception | None = None
-    with anyio.fail_after(TIMEOUT):
-        try:
-            async for event in client.stream(request):
-                events.append(event)
-        except Exception as exc:
-            error = exc
-    return events, error
-
-
 async def replay(
     response: WireResponse, request: Request | None = None, **options: Any
 ) -> tuple[list[Event], Exception | None, WireServer]:
     """Serve one answer and stream it through a fresh client."""
-    async with WireServer([response]) as server:
-        client = client_for(server, **options)
-        try:
-            events, error = await collect(client, request or Request([Message.user("hi")]))
-        finally:
-            await client.aclose()
-    return events, error, server
+    return await streams.replay(
+        [response],
+        lambda server: client_for(server, **options),
+        request or Request([Message.user("hi")]),
+    )
 
 
 async def replay_sans_io(body: bytes) -> tuple[list[Event], Exception | None]:
@@ -117,15 +101,7 @@ async def replay_sans_io(body: bytes) -> tuple[list[Event], Exception | None]:
     return events, error
 
 
-def recorded_response(name: str, chunking: Chunking | None = None, **kw: Any) -> WireResponse:
-    rec = load(API, name)
-    return WireResponse(
-        rec["response"]["body"],
-        status=rec["response"]["status"],
-        content_type=rec["response"]["content_type"],
-        chunking=chunking or Chunking.whole(),
-        **kw,
-    )
+recorded_response = partial(streams.recorded_response, API)
 
 
 # --- a summary of an answer ----------------------------------------------------------------
@@ -272,59 +248,16 @@ def answer(events: list[Event]) -> Summary:
 
 # --- the rules of the event model ---------------------------------------------------------
 
-_DELTA_KIND = {
-    BlockType.TEXT: TextDelta,
-    BlockType.THINKING: ThinkingDelta,
-    BlockType.TOOL_USE: InputJsonDelta,
-}
+_DELTAS = streams.deltas()  # Chat has no signatures
 
 
 def check_invariants(events: list[Event], error: Exception | None) -> None:
-    """Assert the event-model rules: one open block, start → deltas → stop, indexes 0..n,
-    the stop reason only on the last stop, STARTED first and COMPLETED (or FAILED) last."""
-    statuses = [e.status for e in events if isinstance(e, StatusEvent)]
-    if error is None:
-        assert statuses == [ResponseStatus.STARTED, ResponseStatus.COMPLETED], statuses
-        assert events[0] == StatusEvent(ResponseStatus.STARTED)
-        assert events[-1] == StatusEvent(ResponseStatus.COMPLETED)
-    else:
-        assert statuses[-1] is ResponseStatus.FAILED, statuses
-        assert events[-1] == StatusEvent(ResponseStatus.FAILED)
-        assert isinstance(events[-2], ErrorEvent)
-        assert statuses[:-1] in ([], [ResponseStatus.STARTED])
-        if statuses[:-1]:
-            assert events[0] == StatusEvent(ResponseStatus.STARTED)
-    open_block: BlockStart | None = None
-    next_index = 0
-    stops: list[BlockStop] = []
-    for position, event in enumerate(events):
-        if isinstance(event, BlockStart):
-            assert open_block is None, f"block {event.index} started while one is open"
-            assert event.index == next_index
-            assert (event.block_type is BlockType.TOOL_USE) == isinstance(
-                event.metadata, ToolUseMetadata
-            )
-            open_block = event
-            next_index += 1
-        elif isinstance(event, BlockDelta):
-            assert open_block is not None and event.index == open_block.index
-            assert isinstance(event.delta, _DELTA_KIND[open_block.block_type])
-        elif isinstance(event, BlockStop | BlockAbort):
-            assert open_block is not None and event.index == open_block.index
-            assert event.block_type is open_block.block_type
-            open_block = None
-            if isinstance(event, BlockStop):
-                stops.append(event)
-            else:
-                assert error is not None
-                assert isinstance(events[position + 1], ErrorEvent), "abort must precede error"
-    assert open_block is None, "a block was left open"
-    for stop in stops[:-1]:
-        assert stop.stop_reason is None and stop.raw_stop_reason is None
-    if error is None:
-        assert stops, "a complete answer has at least one block"
-        last_block_event = [e for e in events if isinstance(e, BlockStart | BlockDelta | BlockStop)]
-        assert last_block_event[-1] is stops[-1]
+    """The event-model rules (`support.streams.check_invariants`); no block carries a
+    signature, and a complete answer may have no stop reason (some servers send no
+    `finish_reason`, e.g. the snowflake_logprobs recording)."""
+    streams.check_invariants(
+        events, failed=error is not None, allowed=_DELTAS, reason_required=False
+    )
 
 
 # --- a recorded request body read back into a neutral Request -------------------------------

@@ -8,25 +8,23 @@
 - `assemble`: the assistant `Message` those events make (for the multi-turn request checks);
 - `check_invariants`: the event-model rules every stream keeps, failed ones included;
 - `sse` and friends: documented event shapes for streams no recording has.
+
+The provider-neutral parts are `support.streams`, bound here to `OpenAIResponsesClient`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-import anyio
-import httpx
-import orjson
-
 from llm_worker.events import (
-    BlockAbort,
     BlockDelta,
     BlockStart,
     BlockStop,
-    ErrorEvent,
+    BlockType,
     Event,
     InputJsonDelta,
     ResponseStatus,
@@ -40,15 +38,18 @@ from llm_worker.events import (
     ToolUseMetadata,
     UsageEvent,
 )
-from llm_worker.messages import Message, Origin, Part, Request, TextPart, ThinkingPart, ToolUsePart
+from llm_worker.messages import Message, Request
 from llm_worker.providers import OpenAIResponsesClient
 from llm_worker.providers._http import RetryPolicy
-from llm_worker.testing import Chunking, WireResponse, WireServer
+from llm_worker.testing import WireResponse, WireServer
+from support import streams
 from support.recorded import load, params
 
 API = "openai_responses"
 KEY = "sk-test-0123456789abcdef"
-TIMEOUT = 30.0
+TIMEOUT = streams.TIMEOUT
+collect = streams.collect
+assemble = streams.assemble
 
 
 def recordings(wanted: Callable[[dict[str, Any]], bool]) -> list[Any]:
@@ -69,75 +70,31 @@ def user_request(text: str = "hi") -> Request:
     return Request([Message.user(text)])
 
 
-async def collect(
-    client: OpenAIResponsesClient, request: Request
-) -> tuple[list[Event], Exception | None]:
-    """Every event of one stream, and the exception that ended it (if any)."""
-    events: list[Event] = []
-    error: Exception | None = None
-    with anyio.fail_after(TIMEOUT):
-        try:
-            async for event in client.stream(request):
-                events.append(event)
-        except Exception as exc:
-            error = exc
-    return events, error
-
-
 async def replay(
     *responses: WireResponse, request: Request | None = None, **options: Any
 ) -> tuple[list[Event], Exception | None, WireServer]:
     """Serve the answers in turn (retries take the next) to one request of a fresh client."""
-    async with WireServer(responses) as server:
-        client = client_for(server, **options)
-        try:
-            events, error = await collect(client, request or user_request())
-        finally:
-            await client.aclose()
-    return events, error, server
-
-
-class _OneByteAtATime(httpx.AsyncByteStream):
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for i in range(len(self._body)):
-            yield self._body[i : i + 1]
+    return await streams.replay(
+        responses, lambda server: client_for(server, **options), request or user_request()
+    )
 
 
 async def replay_bytewise(body: str) -> tuple[list[Event], Exception | None]:
-    """The real client reading `body` one byte per read, through an in-process transport.
-
-    The same code path as over a socket (HTTP seam, SSE decoder, mapper) at a fraction of the
-    cost: a socket write per byte costs ~0.2 ms, seconds for the larger recordings.
-    """
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        headers = {"content-type": "text/event-stream"}
-        return httpx.Response(200, headers=headers, stream=_OneByteAtATime(body.encode()))
-
-    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
-        client = OpenAIResponsesClient(
+    """The real client reading `body` (an SSE stream) one byte per read, in process."""
+    return await streams.replay_bytewise(
+        WireResponse(body),
+        lambda http: OpenAIResponsesClient(
             model="m",
             api_key=KEY,
             base_url="http://responses.test/v1",
             http_client=http,
             retry=RetryPolicy.disabled(),
-        )
-        return await collect(client, user_request())
-
-
-def recorded(name: str, chunking: Chunking | None = None, **options: Any) -> WireResponse:
-    """The recorded answer as the server sends it (status, content type, body)."""
-    response = load(API, name)["response"]
-    return WireResponse(
-        response["body"],
-        status=response["status"],
-        content_type=response["content_type"],
-        chunking=chunking or Chunking.whole(),
-        **options,
+        ),
+        user_request(),
     )
+
+
+recorded = partial(streams.recorded_response, API)
 
 
 # -- what a recording says -------------------------------------------------------------------
@@ -260,72 +217,14 @@ def stops(events: list[Event]) -> list[BlockStop]:
     return [e for e in events if isinstance(e, BlockStop)]
 
 
+_DELTAS = streams.deltas(signed=[BlockType.THINKING])  # encrypted reasoning
+
+
 def check_invariants(events: list[Event], *, failed: bool = False) -> None:
-    """The event-model rules, whatever the provider sent.
-
-    One block open at a time, indexes 0, 1, 2, …, every delta inside its block, the stop reason
-    on the last stop only; a failed stream ends with the abort of the open block (if any), an
-    `ErrorEvent` and a FAILED status, a complete one with COMPLETED.
-    """
+    """The event-model rules (`support.streams.check_invariants`), whatever the provider
+    sent; every stream here, failed ones too, has started."""
     assert events[0] == StatusEvent(ResponseStatus.STARTED)
-    end = -2 if failed else -1
-    if failed:
-        assert events[-1] == StatusEvent(ResponseStatus.FAILED)
-        assert isinstance(events[-2], ErrorEvent)
-    else:
-        assert events[-1] == StatusEvent(ResponseStatus.COMPLETED)
-    open_index: int | None = None
-    next_index = 0
-    seen: list[BlockStop] = []
-    for n, event in enumerate(events[1:end], start=1):
-        assert not isinstance(event, StatusEvent | ErrorEvent)
-        if isinstance(event, BlockStart):
-            assert open_index is None, "a block started while another was open"
-            assert event.index == next_index
-            open_index, next_index = event.index, next_index + 1
-        elif isinstance(event, BlockDelta):
-            assert event.index == open_index, "a delta outside its block"
-        elif isinstance(event, BlockStop):
-            assert event.index == open_index
-            open_index = None
-            seen.append(event)
-        elif isinstance(event, BlockAbort):
-            assert failed and event.index == open_index
-            assert n == len(events) + end - 1, "the abort comes right before the error"
-            open_index = None
-    assert open_index is None
-    assert all(s.stop_reason is None for s in seen[:-1])
-    if not failed:
-        assert seen, "no block carried the stop reason"
-        assert seen[-1].stop_reason is not None
-
-
-# -- from events to the history --------------------------------------------------------------
-
-
-def assemble(events: list[Event], origin: Origin) -> Message:
-    """The assistant message of a response, as the Worker keeps it."""
-    parts: list[Part] = []
-    for block in blocks_of(events):
-        if block.kind == "text":
-            parts.append(TextPart(block.content, item_id=block.item_id, origin=origin))
-        elif block.kind == "thinking":
-            signature = block.signature or None
-            parts.append(
-                ThinkingPart(
-                    block.content, signature=signature, item_id=block.item_id, origin=origin
-                )
-            )
-        else:
-            assert block.call_id is not None
-            assert block.name is not None
-            arguments = orjson.loads(block.content or "{}")
-            parts.append(
-                ToolUsePart(
-                    block.call_id, block.name, arguments, item_id=block.item_id, origin=origin
-                )
-            )
-    return Message("assistant", parts)
+    streams.check_invariants(events, failed=failed, allowed=_DELTAS)
 
 
 # -- documented shapes for streams no recording has ------------------------------------------
