@@ -371,3 +371,17 @@ async def test_a_second_concurrent_run_on_one_worker_is_refused() -> None:
     assert [m.text for m in worker.history if m.role == "user"] == ["first"]
     result = await worker.run("third")  # once the first run ended, the worker is free again
     assert result.text == "b"
+
+
+async def test_a_sync_hook_gets_an_error_that_says_to_make_it_async() -> None:
+    # Bug: a plain `def` hook failed with "raised TypeError: object NoneType can't be used in
+    # 'await' expression", which does not say what to change.
+    def not_async(ctx: ToolCallContext) -> None:
+        return None
+
+    client = ScriptedClient([ScriptedResponse([ToolUsePart("c1", "lookup", {"key": "k"})])])
+    worker = Worker(client, tools=[lookup])
+    worker.add_before_tool_call_hook(not_async)  # pyright: ignore[reportArgumentType]
+    with anyio.fail_after(5), pytest.raises(HookError, match="async def") as info:
+        await worker.run("go")
+    assert "not_async" in str(info.value)

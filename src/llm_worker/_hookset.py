@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -96,11 +97,11 @@ class HookSet:
 async def _call(point: str, hook: Registered[C, Any], ctx: C) -> Any:
     try:
         if hook.timeout is None:
-            return await hook.fn(ctx)
+            return await _awaitable(hook, ctx)
         # move_on_after, not fail_after: a TimeoutError the hook raises itself (an HTTP call
         # that timed out) must be reported as that, not as the hook's own timeout.
         with anyio.move_on_after(hook.timeout):
-            return await hook.fn(ctx)
+            return await _awaitable(hook, ctx)
     except anyio.get_cancelled_exc_class():
         raise
     except Exception as exc:
@@ -115,3 +116,14 @@ async def _call(point: str, hook: Registered[C, Any], ctx: C) -> Any:
         hook=hook.name,
         kind=point,
     )
+
+
+def _awaitable(hook: Registered[C, Any], ctx: C) -> Awaitable[Any]:
+    result = hook.fn(ctx)
+    if not inspect.isawaitable(result):
+        # Wrapped like any error of the hook: "hook X (point) raised TypeError: ...".
+        raise TypeError(
+            f"it returned {result!r} instead of an awaitable; hooks are async: define it "
+            "with `async def`"
+        )
+    return result
