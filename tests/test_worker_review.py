@@ -282,10 +282,12 @@ async def test_worker_cancel_with_an_early_started_tool_returns_cancelled() -> N
         await started.wait()
         worker.cancel()
 
+    result = None
     with anyio.fail_after(5):
         async with anyio.create_task_group() as group:
             group.start_soon(cancel_when_started)
             result = await worker.run("go")
+    assert result is not None
     assert result.status is RunStatus.CANCELLED
     assert log == ["cancelled"]
     assert_paired(worker.history)
