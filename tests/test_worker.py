@@ -563,3 +563,72 @@ async def test_result_reports_a_truncated_answer() -> None:
     result = await Worker(client).run("go")
     assert result.text == "cut he"
     assert result.stop_reason is StopReason.MAX_TOKENS
+
+
+async def test_a_hook_can_supply_arguments_for_a_call_whose_own_did_not_parse() -> None:
+    from collections.abc import AsyncIterator
+
+    from llm_worker import Request
+    from llm_worker.events import (
+        BlockDelta,
+        BlockStart,
+        BlockStop,
+        BlockType,
+        Event,
+        InputJsonDelta,
+        TextDelta,
+        TextMetadata,
+        ToolUseMetadata,
+    )
+
+    class RawClient:
+        """Plays raw events: here a call whose JSON arguments were cut."""
+
+        provider = "raw"
+        model = "m"
+
+        def __init__(self) -> None:
+            self.answers: list[list[Event]] = [
+                [
+                    BlockStart(0, BlockType.TOOL_USE, ToolUseMetadata("c1", "add")),
+                    BlockDelta(0, InputJsonDelta('{"a": 1, "b":')),
+                    BlockStop(0, BlockType.TOOL_USE, StopReason.TOOL_USE),
+                ],
+                [
+                    BlockStart(0, BlockType.TEXT, TextMetadata()),
+                    BlockDelta(0, TextDelta("done")),
+                    BlockStop(0, BlockType.TEXT, StopReason.END_TURN),
+                ],
+            ]
+            self.requests: list[Request] = []
+
+        async def stream(self, request: Request) -> AsyncIterator[Event]:
+            self.requests.append(request)
+            for event in self.answers.pop(0):
+                yield event
+
+    seen: list[str | None] = []
+
+    async def fix_arguments(ctx: ToolCallContext) -> None:
+        seen.append(ctx.call.error)
+        if ctx.call.error is not None:
+            ctx.call.input = {"a": 1, "b": 2}
+
+    client = RawClient()
+    worker = Worker(client, tools=[add])
+    worker.add_before_tool_call_hook(fix_arguments)
+    result = await worker.run("go")
+    assert result.text == "done"
+    assert seen[0] is not None and "add" in seen[0]
+    answer = client.requests[1].messages[-1].tool_results[0]
+    assert answer.content == "3"
+    assert not answer.is_error
+
+
+async def test_an_empty_block_completes_no_text() -> None:
+    texts: list[str] = []
+    client = ScriptedClient([ScriptedResponse([], stop_reason=StopReason.MAX_TOKENS)])
+    worker = Worker(client)
+    worker.on_text_complete(texts.append)
+    await worker.run("go")
+    assert texts == []

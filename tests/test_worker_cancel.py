@@ -113,3 +113,20 @@ async def test_stream_closed_early_cancels_the_run() -> None:
             async for _event in events:
                 break
     assert [m.role for m in worker.history] == ["user"]
+
+
+async def test_stream_readers_see_the_abort_of_the_open_block_on_cancel() -> None:
+    from llm_worker.events import BlockAbort, BlockDelta
+
+    client = ScriptedClient([ScriptedResponse([TextPart("z" * 300)], chunk_size=1, delay=0.005)])
+    worker = Worker(client)
+    seen: list[object] = []
+    with anyio.fail_after(5):
+        async for event in worker.stream("go"):
+            seen.append(event)
+            if sum(isinstance(e, BlockDelta) for e in seen) == 3:
+                worker.cancel()
+    aborts = [e for e in seen if isinstance(e, BlockAbort)]
+    assert len(aborts) == 1
+    assert aborts[0].index == 0
+    assert seen[-1].result.status is RunStatus.CANCELLED  # type: ignore[attr-defined]

@@ -105,7 +105,11 @@ class Batch:
         tool = cfg.registry.get(pending.call.name)
         meta = tool_meta(tool) if tool is not None else None
         ctx = ToolCallContext(pending.call, meta, tool, resumed=resumed, index=index)
+        original = dict(pending.call.input)
         decided = await cfg.hooks.chain("before_tool_call", cfg.hooks.before_tool_call, ctx)
+        if ctx.call.error is not None and ctx.call.input != original:
+            # A hook supplied arguments for a call whose own did not parse: they now stand.
+            ctx.call.error = None
         pending.call = ctx.call
         if isinstance(decided, Skip):
             pending.status = "skipped"

@@ -199,7 +199,7 @@ class Run:
 
     async def _completed(self, completed: Completed) -> None:
         cfg = self.cfg
-        if completed.text is not None:
+        if completed.text:  # an empty block (an answer with no content) completes no text
             for handler in cfg.text_complete:
                 handler(completed.text)
             if cfg.sinks:
@@ -274,7 +274,9 @@ class Run:
         """Abort the open block, close the batch, repair the history, run on_abort hooks."""
         from llm_worker.hooks import AbortContext
 
-        self.cfg.timeline.abort_current_block(reason)
+        abort = self.cfg.timeline.abort_current_block(reason)
+        if abort is not None and self.cfg.sinks:
+            _send(self.cfg.sinks, abort)  # `Worker.stream` readers see the abort too
         why = "cancelled" if kind == "cancelled" else "interrupted"
         batch, self.batch = self.batch, None
         last = self.history[-1] if self.history else None

@@ -529,13 +529,18 @@ class Timeline:
             route = self._route_subclass(event)
         route(event)
 
-    def abort_current_block(self, reason: str = "aborted") -> None:
+    def abort_current_block(self, reason: str = "aborted") -> BlockAbort | None:
         """Abort the open block: its handlers get the abort and lose their scopes.
 
-        No-op when no block is open.
+        Returns:
+            The `BlockAbort` event this amounts to (for other consumers of the raw event
+            stream), or `None` when no block was open.
         """
-        if self._open is not None:
-            self._end_abort(reason)
+        if self._open is None:
+            return None
+        abort = BlockAbort(self._index, self._open, reason)
+        self._end_abort(reason)
+        return abort
 
     def _route_subclass(self, event: object) -> Callable[[Any], None]:
         for cls, route in self._routes.items():
