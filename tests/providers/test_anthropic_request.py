@@ -363,7 +363,9 @@ def test_scalar_fields_tools_and_tool_choice() -> None:
     [("auto", {"type": "auto"}), ("required", {"type": "any"}), ("none", {"type": "none"})],
 )
 def test_tool_choice_names(choice: Any, sent: dict[str, str]) -> None:
-    assert body(Request([Message.user("q")], tool_choice=choice))["tool_choice"] == sent
+    spec = ToolSpec("get", "Get it.", {"type": "object", "properties": {}})
+    sent_body = body(Request([Message.user("q")], tools=[spec], tool_choice=choice))
+    assert sent_body["tool_choice"] == sent
 
 
 @pytest.mark.parametrize(
@@ -520,3 +522,13 @@ def test_key_from_the_environment_and_missing_key(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
         AnthropicClient(model=MODEL)
+
+
+@pytest.mark.parametrize("choice", ["auto", "required", "none", SpecificTool("get")])
+def test_no_tool_choice_without_tools(choice: Any) -> None:
+    # Anthropic answers HTTP 400 to a tool_choice sent without tools; the other clients
+    # already leave it out. Tools given through options (server tools) keep it.
+    assert "tool_choice" not in body(Request([Message.user("q")], tool_choice=choice))
+    server_tools = {"tools": [{"type": "web_search_20250305", "name": "web_search"}]}
+    with_options = body(Request([Message.user("q")], tool_choice=choice, options=server_tools))
+    assert "tool_choice" in with_options

@@ -242,3 +242,52 @@ async def test_the_history_holds_every_kind_of_opaque_data(history: list[Message
     assert any(isinstance(p, ToolUsePart) and p.signature for p in parts)  # Gemini
     assert any(isinstance(p, ThinkingPart) and p.item_id for p in parts)  # Responses
     assert sum(len(m.tool_uses) for m in history) == 1 + 2 + 1 + 2
+
+
+# -- the same rules on every client ---------------------------------------------------------
+
+CLIENTS: list[type[HttpClient]] = [
+    AnthropicClient,
+    GeminiClient,
+    OpenAIChatClient,
+    OpenAIResponsesClient,
+]
+
+
+@pytest.mark.parametrize("client_class", CLIENTS, ids=lambda c: c.__name__)
+def test_every_client_takes_the_same_constructor_arguments(client_class: type[HttpClient]) -> None:
+    # SPEC 4: one constructor shape; AnthropicClient once refused `max_concurrency`.
+    client = client_class(
+        model="m",
+        api_key=KEY,
+        base_url="http://127.0.0.1:9",
+        timeout=5.0,
+        retry=RetryPolicy.disabled(),
+        headers={"x-extra": "1"},
+        max_concurrency=3,
+    )
+    assert client.transport.max_concurrency == 3
+    assert client.transport.retry.max_attempts == 1
+
+
+_UNSUPPORTED: list[Any] = [
+    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}},
+    "plain text where a part belongs",
+]
+
+
+@pytest.mark.parametrize("part", _UNSUPPORTED, ids=["image-dict", "str"])
+@pytest.mark.parametrize("role", ["user", "assistant"])
+@pytest.mark.parametrize("client_class", CLIENTS, ids=lambda c: c.__name__)
+def test_a_part_of_no_known_kind_is_refused_clearly(
+    client_class: type[HttpClient], role: Any, part: Any
+) -> None:
+    # Images and files have no part kind yet: such input must fail with a clear error, never
+    # be dropped silently (Chat did) or end in an AttributeError (the others did).
+    from llm_worker.errors import InvalidMessagesError
+
+    message = Message(role, [TextPart("look"), part])
+    client = client_class(model="m", api_key=KEY)
+    with pytest.raises(InvalidMessagesError, match="not supported") as caught:
+        client.build_body(Request([Message.user("q"), message]))
+    assert ("image" if isinstance(part, dict) else "str") in str(caught.value)

@@ -469,3 +469,18 @@ def test_a_result_with_no_name_and_no_call_is_rejected_clearly() -> None:
     messages = [Message.user("q"), Message("user", [ToolResultPart("ghost", "x")])]
     with pytest.raises(InvalidMessagesError, match="'ghost'"):
         _body(messages)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message("user", [TextPart("q"), ToolUsePart("c", "get", {})]),
+        Message("assistant", [ToolUsePart("c", "get", {}), ToolResultPart("c", "r", name="get")]),
+    ],
+    ids=["call-in-user", "result-in-assistant"],
+)
+def test_parts_in_the_wrong_role_are_refused(message: Message) -> None:
+    # A functionCall in a user turn or a functionResponse in a model turn is rejected by
+    # Gemini; the builder sent it. Chat and Responses refuse it the same way.
+    with pytest.raises(InvalidMessagesError, match="belong"):
+        _body([Message.user("q"), message])

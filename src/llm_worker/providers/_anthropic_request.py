@@ -36,7 +36,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
-from llm_worker.providers._base import deep_merge
+from llm_worker.providers._base import deep_merge, unsupported_part
 
 __all__ = (
     "DEFAULT_MAX_TOKENS",
@@ -109,7 +109,8 @@ def build_body(request: Request, *, model: str, cache: PromptCache | None = None
         body["system"] = request.system
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
-    if request.tool_choice is not None:
+    # The API refuses a tool_choice without tools (server tools may come through options).
+    if request.tool_choice is not None and (request.tools or "tools" in request.options):
         body["tool_choice"] = _tool_choice(request.tool_choice)
     if request.temperature is not None:
         body["temperature"] = request.temperature
@@ -157,6 +158,8 @@ def _block(part: Part, model: str) -> Block | None:
         return _thinking_block(part, model)
     if isinstance(part, ToolUsePart):
         return {"type": "tool_use", "id": part.id, "name": part.name, "input": part.input}
+    if not isinstance(part, ToolResultPart):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise unsupported_part(part)
     block: Block = {"type": "tool_result", "tool_use_id": part.tool_use_id}
     if part.content:
         block["content"] = part.content

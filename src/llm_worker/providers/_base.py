@@ -8,13 +8,14 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import httpx
 
-from llm_worker.errors import ConfigurationError
+from llm_worker._json import as_dict
+from llm_worker.errors import ConfigurationError, InvalidMessagesError
 from llm_worker.events import Event
 from llm_worker.messages import Request
 from llm_worker.providers._blocks import StreamMapper, drive
 from llm_worker.providers._http import RetryPolicy, Transport
 
-__all__ = ("HttpClient", "LLMClient", "deep_merge")
+__all__ = ("HttpClient", "LLMClient", "deep_merge", "unsupported_part")
 
 
 @runtime_checkable
@@ -172,3 +173,16 @@ def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]
         else:
             base[key] = value
     return base
+
+
+def unsupported_part(part: object) -> InvalidMessagesError:
+    """The error for a message part of no known kind (an image, a raw dict, a bare string).
+
+    Request builders raise it rather than drop the part or fail on a missing attribute.
+    """
+    kind = as_dict(part).get("type")
+    name = repr(kind) if isinstance(kind, str) else type(part).__name__
+    return InvalidMessagesError(
+        f"a message part of type {name} is not supported: parts are TextPart, ThinkingPart, "
+        "ToolUsePart and ToolResultPart (images and files are not supported)"
+    )

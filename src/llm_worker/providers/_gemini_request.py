@@ -2,6 +2,8 @@
 
 - Messages become `contents` with roles `user` / `model`; adjacent messages of one role are
   merged (Gemini expects the roles to alternate) and messages left with no part are skipped.
+  A tool call in a user message or a tool result in an assistant message is refused
+  (`InvalidMessagesError`): Gemini would reject the turn.
 - Tool calls become `functionCall` parts (`name`, `args`), tool results `functionResponse`
   parts (`name`, `response: {"output": …}` or `{"error": …}` for a failed call, the keys the
   Gemini documentation names). A result without `name` takes it from the call it answers.
@@ -42,7 +44,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
-from llm_worker.providers._base import deep_merge
+from llm_worker.providers._base import deep_merge, unsupported_part
 from llm_worker.providers._gemini_schema import gemini_schema
 
 __all__ = ("SKIP_SIGNATURE", "build_body")
@@ -74,6 +76,7 @@ def _contents(messages: list[Message], model: str) -> list[dict[str, Any]]:
     own = Origin("gemini", model)
     contents: list[dict[str, Any]] = []
     for message in messages:
+        _check_roles(message)
         parts = [p for p in (_part(part, own, names) for part in message.content) if p]
         if not parts:
             continue
@@ -89,9 +92,23 @@ def _contents(messages: list[Message], model: str) -> list[dict[str, Any]]:
     return contents
 
 
+def _check_roles(message: Message) -> None:
+    # Gemini rejects a functionCall in a user turn and a functionResponse in a model turn.
+    misplaced = ToolUsePart if message.role == "user" else ToolResultPart
+    for part in message.content:
+        if isinstance(part, misplaced):
+            owner = "assistant" if message.role == "user" else "user"
+            raise InvalidMessagesError(
+                f"a {message.role} message holds a {part.type} part; {part.type} parts belong "
+                f"to {owner} messages"
+            )
+
+
 def _part(part: Part, own: Origin, names: dict[str, str]) -> dict[str, Any] | None:
     if isinstance(part, ToolResultPart):
         return {"functionResponse": _response(part, names)}
+    if not isinstance(part, TextPart | ThinkingPart | ToolUsePart):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise unsupported_part(part)
     signature = part.signature if part.origin == own else None
     if isinstance(part, TextPart):
         out: dict[str, Any] = {"text": part.text}

@@ -32,7 +32,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
-from llm_worker.providers._base import deep_merge
+from llm_worker.providers._base import deep_merge, unsupported_part
 
 __all__ = ("build_chat_body", "chat_messages")
 
@@ -102,6 +102,8 @@ def _user(message: Message, out: list[dict[str, Any]]) -> None:
                     f"a user message holds a tool call ({part.name!r}); tool calls belong to "
                     "assistant messages"
                 )
+            case _:
+                raise unsupported_part(part)
     if texts:
         out.append({"role": "user", "content": _content(texts)})
 
@@ -128,6 +130,8 @@ def _assistant(message: Message) -> dict[str, Any]:
                     f"an assistant message holds a tool result (for {part.tool_use_id!r}); "
                     "tool results belong to user messages"
                 )
+            case _:
+                raise unsupported_part(part)
     entry: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
     if calls:
         entry["tool_calls"] = calls

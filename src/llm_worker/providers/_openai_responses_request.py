@@ -62,7 +62,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
-from llm_worker.providers._base import deep_merge
+from llm_worker.providers._base import deep_merge, unsupported_part
 
 __all__ = ("PROVIDER", "build_body")
 
@@ -137,6 +137,9 @@ def _user_items(parts: Sequence[Part]) -> list[dict[str, Any]]:
         if isinstance(part, TextPart):
             texts.append({"type": "input_text", "text": part.text})
             continue
+        # Parts are typed, but a history built at run time may hold anything (an image).
+        if not isinstance(part, ThinkingPart | ToolUsePart | ToolResultPart):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise unsupported_part(part)
         if not isinstance(part, ToolResultPart):
             raise InvalidMessagesError(
                 f"a user message cannot hold a {part.type} part; it belongs to the assistant"
@@ -183,6 +186,8 @@ class _AssistantItems:
                 self._text(part)
             elif isinstance(part, ToolUsePart):
                 self._call(part)
+            elif not isinstance(part, ToolResultPart):  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise unsupported_part(part)
             else:
                 raise InvalidMessagesError(
                     "an assistant message cannot hold a tool result; results go in the next "

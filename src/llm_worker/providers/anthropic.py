@@ -114,6 +114,7 @@ class AnthropicClient(HttpClient):
         timeout: float | httpx.Timeout | None = None,
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
+        max_concurrency: int | None = 100,
         betas: Collection[str] = (),
         prompt_cache: Collection[CacheBreakpoint] = (),
         prompt_cache_ttl: Literal["5m", "1h"] | None = None,
@@ -128,6 +129,8 @@ class AnthropicClient(HttpClient):
             timeout: Seconds, or an `httpx.Timeout`.
             retry: The retry policy for failures before the answer begins.
             headers: Extra headers for every request (they win over the ones set here).
+            max_concurrency: Requests in flight at once through this client (see
+                `HttpClient`); `None` removes the cap.
             betas: Beta feature names, sent as the `anthropic-beta` header.
             prompt_cache: Where to put prompt-cache breakpoints in every request.
             prompt_cache_ttl: Their cache lifetime (`"5m"` or `"1h"`).
@@ -144,6 +147,7 @@ class AnthropicClient(HttpClient):
             timeout=timeout,
             retry=retry,
             headers=beta_headers(betas, headers),
+            max_concurrency=max_concurrency,
         )
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
