@@ -4,6 +4,7 @@ history, and every rule the Messages API enforces on a history."""
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -532,3 +533,24 @@ def test_no_tool_choice_without_tools(choice: Any) -> None:
     server_tools = {"tools": [{"type": "web_search_20250305", "name": "web_search"}]}
     with_options = body(Request([Message.user("q")], tool_choice=choice, options=server_tools))
     assert "tool_choice" in with_options
+
+
+def test_call_ids_of_other_providers_are_made_valid_for_anthropic() -> None:
+    # Anthropic wants tool_use ids matching ^[a-zA-Z0-9_-]+$ (HTTP 400 otherwise); Kimi K2
+    # behind an OpenAI-compatible server names calls `functions.get:0`. Both sides of the
+    # pair get the same valid id; ids that are already valid go as they are.
+    odd, plain = "functions.get:0", "toolu_01AbC-d"
+    messages = [
+        Message.user("q"),
+        Message("assistant", [ToolUsePart(odd, "get", {}), ToolUsePart(plain, "get", {})]),
+        Message("user", [ToolResultPart(odd, "a"), ToolResultPart(plain, "b")]),
+    ]
+    sent = body(Request(messages, tools=[ToolSpec("get", "Get.", {"type": "object"})]))
+    uses = [b["id"] for b in sent["messages"][1]["content"]]
+    results = [b["tool_use_id"] for b in sent["messages"][2]["content"]]
+    assert uses == results
+    assert uses[1] == plain
+    assert re.fullmatch(r"[a-zA-Z0-9_-]+", uses[0])
+    # Two ids that differ only in a replaced character stay distinct.
+    other = body(Request([Message("assistant", [ToolUsePart("functions.get/0", "get", {})])]))
+    assert other["messages"][0]["content"][0]["id"] != uses[0]

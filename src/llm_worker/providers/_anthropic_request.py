@@ -10,6 +10,8 @@ What the API demands, and how each demand is met here:
   only when they were produced by this provider *and* this model: a signature from another
   model or provider is rejected with HTTP 400, so such thinking is dropped (not turned into
   text, which the model would read as something it said);
+- tool-use ids must match `^[a-zA-Z0-9_-]+$`: an id made elsewhere that does not is
+  rewritten, the same way on the call and on its result;
 - empty text blocks are rejected: they are dropped, and a message left empty is dropped;
 - with thinking on, the assistant turn that a pending tool loop continues must start with a
   thinking block; when the history has none there (it was dropped, or the turn ran without
@@ -19,6 +21,8 @@ What the API demands, and how each demand is met here:
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
@@ -70,6 +74,9 @@ _EFFORT: Final[dict[str, str]] = {
 }
 
 _UNCACHEABLE: Final = frozenset({"thinking", "redacted_thinking"})
+
+_VALID_ID: Final = re.compile(r"[a-zA-Z0-9_-]+")
+_INVALID_ID_CHARS: Final = re.compile(r"[^a-zA-Z0-9_-]")
 
 Block: TypeAlias = dict[str, Any]
 
@@ -157,15 +164,28 @@ def _block(part: Part, model: str) -> Block | None:
     if isinstance(part, ThinkingPart):
         return _thinking_block(part, model)
     if isinstance(part, ToolUsePart):
-        return {"type": "tool_use", "id": part.id, "name": part.name, "input": part.input}
+        return {"type": "tool_use", "id": _call_id(part.id), "name": part.name, "input": part.input}
     if not isinstance(part, ToolResultPart):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise unsupported_part(part)
-    block: Block = {"type": "tool_result", "tool_use_id": part.tool_use_id}
+    block: Block = {"type": "tool_result", "tool_use_id": _call_id(part.tool_use_id)}
     if part.content:
         block["content"] = part.content
     if part.is_error:
         block["is_error"] = True
     return block
+
+
+def _call_id(call_id: str) -> str:
+    """`call_id` if Anthropic accepts it, else a valid id derived from it.
+
+    The API wants `^[a-zA-Z0-9_-]+$` (HTTP 400 otherwise); ids made elsewhere may hold other
+    characters (Kimi K2: `functions.get:0`). The same id always gives the same result, so a
+    call and its result still match; a hash of the original keeps two such ids apart.
+    """
+    if _VALID_ID.fullmatch(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]
+    return f"{_INVALID_ID_CHARS.sub('_', call_id)}_{digest}"
 
 
 def _thinking_block(part: ThinkingPart, model: str) -> Block | None:
