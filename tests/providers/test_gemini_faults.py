@@ -262,3 +262,25 @@ async def test_a_prompt_block_of_any_reason_fails_typed() -> None:
     assert isinstance(error, ContentFilterError)
     assert error.error_type == "OTHER"
     check_invariants(events, error)
+
+
+async def test_a_429_says_how_long_to_wait_in_its_retry_info() -> None:
+    # Gemini sends no Retry-After header: its 429 names the wait in a google.rpc.RetryInfo
+    # detail. Without it the client retried after half a second, inside the same quota window.
+    body = _gemini_error(429, "RESOURCE_EXHAUSTED", "quota exceeded, retry in 21.5s")
+    body["error"]["details"] = [
+        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "21.500s"},
+    ]
+    response = WireResponse(body, status=429, content_type="application/json")
+    events, error, _ = await replay(response)
+    assert isinstance(error, RateLimitError)
+    assert error.retry_after == 21.5
+    check_invariants(events, error)
+    # A Retry-After header, when there is one, still wins.
+    header = WireResponse(
+        body, status=429, content_type="application/json", headers={"retry-after": "3"}
+    )
+    _, error, _ = await replay(header)
+    assert isinstance(error, RateLimitError)
+    assert error.retry_after == 3.0

@@ -386,8 +386,35 @@ def error_from_status(
         status_code=status_code,
         error_type=error_type,
         request_id=request_id or hdrs.get("request-id") or hdrs.get("x-request-id"),
-        retry_after=retry_after_seconds(hdrs),
+        retry_after=_pick_wait(retry_after_seconds(hdrs), _retry_info(raw)),
     )
+
+
+def _pick_wait(header: float | None, body: float | None) -> float | None:
+    return body if header is None else header
+
+
+def _retry_info(raw: bytes) -> float | None:
+    """The wait a Google error body names in its `google.rpc.RetryInfo` detail, if any.
+
+    Gemini sends no `Retry-After` header; its 429 carries `"retryDelay": "21.5s"` instead.
+    """
+    if b"retryDelay" not in raw:
+        return None
+    try:
+        data: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    items = as_list(data)
+    error = as_dict(as_dict(items[0] if items else data).get("error"))
+    for detail in as_list(error.get("details")):
+        delay = as_str(as_dict(detail).get("retryDelay"))
+        if delay is not None and delay.endswith("s"):
+            try:
+                return max(0.0, float(delay[:-1]))
+            except ValueError:
+                return None
+    return None
 
 
 def parse_error_body(raw: bytes, content_type: str) -> tuple[str | None, str, str | None]:
