@@ -291,3 +291,19 @@ def test_a_part_of_no_known_kind_is_refused_clearly(
     with pytest.raises(InvalidMessagesError, match="not supported") as caught:
         client.build_body(Request([Message.user("q"), message]))
     assert ("image" if isinstance(part, dict) else "str") in str(caught.value)
+
+
+@pytest.mark.parametrize("choice", ["any", "get_weather", "tool"])
+@pytest.mark.parametrize("client_class", CLIENTS, ids=lambda c: c.__name__)
+def test_an_unknown_tool_choice_is_a_clear_configuration_error(
+    client_class: type[HttpClient], choice: Any
+) -> None:
+    # A tool's name or another provider's spelling ("any") where SpecificTool belongs: Gemini
+    # raised a bare KeyError, the others sent it on to an HTTP 400 (or, Anthropic, took "any").
+    from llm_worker.errors import ConfigurationError
+    from llm_worker.messages import ToolSpec
+
+    spec = ToolSpec("get_weather", "Weather.", {"type": "object", "properties": {}})
+    request = Request([Message.user("q")], tools=[spec], tool_choice=choice)
+    with pytest.raises(ConfigurationError, match="SpecificTool"):
+        client_class(model="m", api_key=KEY).build_body(request)

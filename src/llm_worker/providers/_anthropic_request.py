@@ -40,7 +40,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
-from llm_worker.providers._base import deep_merge, unsupported_part
+from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
 
 __all__ = (
     "DEFAULT_MAX_TOKENS",
@@ -223,6 +223,7 @@ def _tool(spec: ToolSpec) -> Block:
 
 
 def _tool_choice(choice: ToolChoice) -> Block:
+    choice = checked_tool_choice(choice)
     if isinstance(choice, SpecificTool):
         return {"type": "tool", "name": choice.name}
     if choice == "required":

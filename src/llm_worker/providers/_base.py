@@ -11,11 +11,11 @@ import httpx
 from llm_worker._json import as_dict
 from llm_worker.errors import ConfigurationError, InvalidMessagesError
 from llm_worker.events import Event
-from llm_worker.messages import Request
+from llm_worker.messages import Request, SpecificTool, ToolChoice
 from llm_worker.providers._blocks import StreamMapper, drive
 from llm_worker.providers._http import RetryPolicy, Transport
 
-__all__ = ("HttpClient", "LLMClient", "deep_merge", "unsupported_part")
+__all__ = ("HttpClient", "LLMClient", "checked_tool_choice", "deep_merge", "unsupported_part")
 
 
 @runtime_checkable
@@ -185,4 +185,19 @@ def unsupported_part(part: object) -> InvalidMessagesError:
     return InvalidMessagesError(
         f"a message part of type {name} is not supported: parts are TextPart, ThinkingPart, "
         "ToolUsePart and ToolResultPart (images and files are not supported)"
+    )
+
+
+def checked_tool_choice(choice: ToolChoice) -> ToolChoice:
+    """`choice` if it is one the request model knows.
+
+    Raises:
+        ConfigurationError: A string other than `"auto"`, `"none"`, `"required"` (a tool's
+            name, another provider's spelling such as `"any"`).
+    """
+    if isinstance(choice, SpecificTool) or choice in ("auto", "none", "required"):
+        return choice
+    raise ConfigurationError(
+        f"unknown tool_choice {choice!r}: use 'auto', 'none', 'required' or "
+        "SpecificTool(name) to force one tool"
     )

@@ -44,7 +44,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
-from llm_worker.providers._base import deep_merge, unsupported_part
+from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
 from llm_worker.providers._gemini_schema import gemini_schema
 
 __all__ = ("SKIP_SIGNATURE", "build_body")
@@ -161,6 +161,7 @@ def _declaration(tool: ToolSpec) -> dict[str, Any]:
 
 
 def _calling(choice: ToolChoice) -> dict[str, Any]:
+    choice = checked_tool_choice(choice)
     if isinstance(choice, SpecificTool):
         return {"mode": "ANY", "allowedFunctionNames": [choice.name]}
     return {"mode": _MODES[choice]}

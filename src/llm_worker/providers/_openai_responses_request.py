@@ -62,7 +62,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
-from llm_worker.providers._base import deep_merge, unsupported_part
+from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
 
 __all__ = ("PROVIDER", "build_body")
 
@@ -284,6 +284,7 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
 
 
 def _tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    choice = checked_tool_choice(choice)
     if isinstance(choice, SpecificTool):
         return {"type": "function", "name": choice.name}
     return choice
