@@ -257,6 +257,8 @@ async def test_a_writer_killed_mid_write_leaves_no_blob(tmp_path: Path) -> None:
             assert len(temps) == 1 and 0 < temps[0].stat().st_size < 64 << 20
             os.kill(child.pid, signal.SIGKILL)
         finally:
+            if child.returncode is None:  # a failed check above must not hang on the child
+                child.kill()
             await child.wait()
     assert child.returncode == -signal.SIGKILL
     assert blob_files(tmp_path) == []  # nothing under a blob's name

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from llm_worker import BlobStore, Content, FsBlobStore, MemoryBlobStore, OutputPolicy, ToolError
-from llm_worker.blobs import InspectTool, new_blob_id
+from llm_worker.blobs import BlobId, InspectTool, new_blob_id
 
 TEXT = "\n".join(f"line {i} " + "abcdefghij"[: i % 10] for i in range(1, 3001)) + "\n"
 ENTRIES = [{"id": i, "name": f"item {i}", "tags": ["a", "b"][: i % 3]} for i in range(5000)]
@@ -414,3 +414,33 @@ async def test_output_is_always_bounded(store: BlobStore) -> None:
     arr_id = await store.store(Content.Structured([{"text": "é" * 50_000}] * 3))
     for selector in [None, "slice:0..3", "slice:1..2@45000"]:
         assert len(await inspect(tool, arr_id, selector)) <= 2_000
+
+
+class _TrustingStore:
+    """A store that checks no id (a user's own): it records every id it is asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def store(self, content: Content) -> BlobId:
+        raise AssertionError("inspect never stores")
+
+    async def load(self, blob_id: str) -> Content:
+        self.asked.append(blob_id)
+        return Content.Text("read through an unchecked id")
+
+    async def exists(self, blob_id: str) -> bool:
+        self.asked.append(blob_id)
+        return True
+
+
+@pytest.mark.anyio
+async def test_inspect_checks_the_id_before_any_store_sees_it() -> None:
+    # The tool is the guard: a store that does not validate ids must still never be asked
+    # about a path.
+    store = _TrustingStore()
+    tool = InspectTool(store)
+    for bad in ["../../etc/passwd", "/etc/passwd", f"../{new_blob_id()}", "x.txt"]:
+        with pytest.raises(ToolError, match="is not a blob id"):
+            await inspect(tool, bad)
+    assert store.asked == []

@@ -632,3 +632,30 @@ async def test_an_empty_block_completes_no_text() -> None:
     worker.on_text_complete(texts.append)
     await worker.run("go")
     assert texts == []
+
+
+async def test_after_hooks_run_in_call_order_when_calls_finish_in_reverse() -> None:
+    release_first = anyio.Event()
+
+    @tool
+    async def slow(n: int) -> str:
+        """Finish in reverse order: the first call waits for the last to start."""
+        if n == 0:
+            await release_first.wait()
+        else:
+            release_first.set()
+        return str(n)
+
+    seen: list[str] = []
+
+    async def record(ctx: ToolResultContext) -> None:
+        seen.append(ctx.result.content)
+
+    client = ScriptedClient(
+        [ScriptedResponse([call("slow", n=0), call("slow", n=1)]), ScriptedResponse.text("ok")]
+    )
+    worker = Worker(client, tools=[slow])
+    worker.add_after_tool_call_hook(record)
+    with anyio.fail_after(5):
+        await worker.run("go")
+    assert seen == ["0", "1"]

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from llm_worker import Message, PauseState, PauseStateError, ToolUsePart, Worker, tool
-from llm_worker.hooks import Pause, ToolCallContext, TurnEndContext
+from llm_worker.hooks import Pause, Skip, ToolCallContext, TurnEndContext
 from llm_worker.state import Decision, RunStatus
 from llm_worker.testing import ScriptedClient, ScriptedResponse
 
@@ -208,3 +208,46 @@ def test_pause_state_round_trips_messages_exactly() -> None:
     state = PauseState([Message.user("a"), Message.assistant("b")], reason="r", requests=3)
     again = PauseState.from_json(state.to_json())
     assert again == state
+
+
+async def test_results_before_the_pause_survive_the_json_round_trip() -> None:
+    # A finished call (started early) and a skipped one keep their results through JSON: on
+    # resume they are sent as they were, neither re-run nor replaced by "no result".
+    RUNS.clear()
+
+    async def skip_seven(ctx: ToolCallContext) -> Pause | Skip | None:
+        if ctx.call.input.get("amount") == 7:
+            return Skip("over the limit")
+        return await approval(ctx)
+
+    client = ScriptedClient(
+        [
+            ScriptedResponse(
+                [
+                    ToolUsePart("c1", "balance", {}),
+                    ToolUsePart("c3", "transfer", {"amount": 7}),
+                    ToolUsePart("c2", "transfer", {"amount": 5}),
+                ]
+            )
+        ]
+    )
+    worker = Worker(client, tools=[balance, transfer], early_tool_start=True)
+    worker.add_before_tool_call_hook(skip_seven)
+    paused = await worker.run("pay")
+    assert paused.state is not None
+    state = PauseState.from_json(paused.state.to_json())
+    assert [p.status for p in state.pending] == ["done", "skipped", "pending"]
+
+    fresh_client = ScriptedClient([ScriptedResponse.text("ok")])
+    fresh = Worker(fresh_client, tools=[balance, transfer])
+    fresh.add_before_tool_call_hook(skip_seven)
+    with anyio.fail_after(5):
+        await fresh.resume(state)
+    results = fresh_client.requests[0].messages[-1].tool_results
+    assert [r.content for r in results] == [
+        "100",
+        "Skipped: a before_tool_call hook did not let this call run: over the limit.",
+        "moved 5",
+    ]
+    assert [r.is_error for r in results] == [False, True, False]
+    assert RUNS == ["balance", "transfer:5"]

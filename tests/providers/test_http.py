@@ -457,6 +457,55 @@ class _NotingStream(httpx.AsyncByteStream):
         await self.inner.aclose()
 
 
+class HoldingTransport(httpx.AsyncBaseTransport):
+    """The real HTTP transport, holding every request at the door until `release` is set."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.entered = 0
+        self.release = anyio.Event()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.entered += 1
+        await self.release.wait()
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.anyio
+async def test_max_concurrency_bounds_the_requests_in_flight() -> None:
+    spy = HoldingTransport()
+    bodies: list[bytes] = []
+    async with (
+        WireServer([WireResponse(SSE_BODY)] * 5) as server,
+        httpx.AsyncClient(transport=spy) as client,
+    ):
+        t = Transport(
+            provider="test",
+            base_url=server.base_url,
+            headers={},
+            secret=None,
+            http_client=client,
+            retry=RetryPolicy.disabled(),
+            max_concurrency=2,
+        )
+
+        async def one() -> None:
+            bodies.append(b"".join([chunk async for chunk in t.stream("/x", {})]))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                for _ in range(5):
+                    group.start_soon(one)
+                await anyio.wait_all_tasks_blocked()
+                assert spy.entered == 2  # the other three wait in the Transport's gate
+                spy.release.set()
+    assert bodies == [SSE_BODY] * 5
+    assert spy.entered == 5
+
+
 def faulty(fault: str, at: int) -> WireResponse:
     response = WireResponse(SSE_BODY, chunking=Chunking("sizes", sizes=(5,)))
     if fault == "reset_at":
@@ -616,6 +665,20 @@ async def test_the_key_never_shows_even_when_the_provider_echoes_it(echo: WireRe
     [error_event] = [e for e in events if isinstance(e, ErrorEvent)]
     assert SECRET not in error_event.message
     assert SECRET not in repr(events)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("echo", ECHOES, ids=["openai", "plain", "html", "text"])
+async def test_the_transport_itself_scrubs_an_echoed_key(echo: WireResponse) -> None:
+    # The Transport's own contract: no error it raises shows the key, whoever reads it
+    # (not only clients that go through drive(), which scrubs a second time).
+    async with WireServer([echo]) as server:
+        with pytest.raises(APIStatusError) as info:
+            await collect(transport(server))
+    error = info.value
+    for text in (str(error), repr(error), error.message, *map(str, error.args)):
+        assert SECRET not in text
+    assert "***" in error.message
 
 
 @pytest.mark.anyio

@@ -419,6 +419,22 @@ def test_foreign_reasoning_is_dropped_and_ids_are_not_sent(origin: Origin) -> No
     ]
 
 
+def test_reasoning_of_another_model_is_dropped_even_before_an_own_call() -> None:
+    # The reasoning's own origin decides, not its follower's: another model's item id means
+    # nothing to this one (a history merged from two runs can pair them like this).
+    other = Origin(API, "gpt-5-mini")
+    turn = Message(
+        "assistant",
+        [
+            ThinkingPart("theirs", signature="enc", item_id="rs_9", origin=other),
+            ToolUsePart("call_1", "get_weather", {"city": "Oslo"}, item_id="fc_1", origin=OURS),
+        ],
+    )
+    items = items_for(turn)
+    assert [i["type"] for i in items] == ["function_call"]
+    assert "id" not in items[0]  # the call would require the dropped reasoning item
+
+
 def test_reasoning_before_an_id_less_message_is_dropped() -> None:
     # OpenAI pairs a reasoning item with the item after it by id: a message without its
     # `msg_` id would leave the reasoning item "without its required following item".
