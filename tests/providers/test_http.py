@@ -712,3 +712,46 @@ def test_repr_names_provider_and_url_only() -> None:
     assert repr(t) == "Transport(provider='p', base_url='https://x.test/v1')"
     assert t.scrub(f"a {SECRET} b {SECRET}") == "a *** b ***"
     assert Transport(provider="p", base_url="http://x", headers={}, secret=None).scrub("t") == "t"
+
+
+@pytest.mark.anyio
+async def test_an_error_object_with_status_200_surfaces_with_its_message() -> None:
+    body = {"error": {"type": "overloaded_error", "message": "Overloaded, try later"}}
+    async with WireServer([json_response(200, body)]) as server:
+        error = await failure(transport(server))
+    assert isinstance(error, OverloadedError)
+    assert error.message == "Overloaded, try later"
+    assert error.status_code == 200
+
+
+@pytest.mark.anyio
+async def test_a_json_answer_and_a_json_array_stream_pass_through() -> None:
+    answer = orjson.dumps({"choices": [{"message": {"content": "hi"}}]})
+    array = b'[{"candidates": []},\r\n{"candidates": []}]'
+    async with WireServer(
+        [
+            WireResponse(answer, content_type="application/json"),
+            WireResponse(array, content_type="application/json", chunking=Chunking.bytewise()),
+        ]
+    ) as server:
+        assert await collect(transport(server)) == answer
+        assert await collect(transport(server)) == array
+
+
+@pytest.mark.anyio
+async def test_a_used_up_quota_is_not_retried() -> None:
+    body = {"error": {"type": "insufficient_quota", "message": "You exceeded your quota"}}
+    async with WireServer([json_response(429, body), json_response(429, body)]) as server:
+        error = await failure(transport(server, retry=FAST))
+    assert isinstance(error, RateLimitError)
+    assert len(server.requests) == 1
+
+
+def test_a_short_key_is_no_secret_and_is_not_cut_out_of_messages() -> None:
+    local = Transport(provider="test", base_url="http://127.0.0.1:1", headers={}, secret="ollama")
+    assert local.scrub("the ollama server said no") == "the ollama server said no"
+    assert transport_for_scrub().scrub(f"bad key {SECRET}") == "bad key ***"
+
+
+def transport_for_scrub() -> Transport:
+    return Transport(provider="test", base_url="http://127.0.0.1:1", headers={}, secret=SECRET)

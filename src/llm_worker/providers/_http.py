@@ -44,6 +44,9 @@ DEFAULT_TIMEOUT: Final = httpx.Timeout(connect=15.0, read=300.0, write=60.0, poo
 """Connect in 15 s; the read timeout bounds the silence between two chunks of a stream."""
 
 _MAX_ERROR_BODY = 64 * 1024
+_MIN_SECRET = 8
+# 429s that no wait cures: the account's quota or billing, not the request rate.
+_FINAL_TYPES: Final = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 
 
 @dataclass(slots=True, frozen=True)
@@ -156,7 +159,9 @@ class Transport:
 
     def scrub(self, text: str) -> str:
         """Remove the API key from a text that may echo it."""
-        if self._secret and self._secret in text:
+        # A very short "key" (Ollama's "ollama") is no secret, and replacing it would cut that
+        # word out of every message.
+        if self._secret and len(self._secret) >= _MIN_SECRET and self._secret in text:
             return text.replace(self._secret, "***")
         return text
 
@@ -190,7 +195,7 @@ class Transport:
                         yield chunk
                 return
             except ProviderError as exc:
-                if handed_on or not exc.retryable:
+                if handed_on or not exc.retryable or exc.error_type in _FINAL_TYPES:
                     raise
                 wait = self.retry.delay(attempt, exc.retry_after)
                 if wait is None or time.monotonic() - started + wait > self.retry.max_elapsed:
@@ -233,12 +238,43 @@ class Transport:
         try:
             if not response.is_success:
                 raise await self._status_error(response)
-            if response.headers.get("content-type", "").startswith("text/html"):
+            content_type = response.headers.get("content-type", "")
+            if content_type.startswith("text/html"):
                 raise await self._status_error(response)
-            async for chunk in self._body(response):
+            body = self._body(response)
+            if content_type.startswith("application/json"):
+                body = self._json_body(response, body, content_type)
+            async for chunk in body:
                 yield chunk
         finally:
             await response.aclose()
+
+    async def _json_body(
+        self, response: httpx.Response, body: AsyncIterator[bytes], content_type: str
+    ) -> AsyncIterator[bytes]:
+        # A JSON object instead of a stream is one whole answer (some servers ignore
+        # `stream: true`) or an error object sent with status 200, which must surface with
+        # its own message. A JSON array (Gemini's array stream) is passed on as it arrives.
+        pieces: list[bytes] = []
+        async for chunk in body:
+            if not pieces and chunk.lstrip()[:1] not in (b"{", b""):
+                yield chunk
+                async for rest in body:
+                    yield rest
+                return
+            pieces.append(chunk)
+        raw = b"".join(pieces)
+        if _is_error_body(raw):
+            raise error_from_status(
+                response.status_code,
+                raw,
+                content_type=content_type,
+                headers=response.headers,
+                provider=self.provider,
+                scrub=self.scrub,
+            )
+        if raw:
+            yield raw
 
     async def _body(self, response: httpx.Response) -> AsyncIterator[bytes]:
         received = 0
@@ -415,6 +451,16 @@ def _retry_info(raw: bytes) -> float | None:
             except ValueError:
                 return None
     return None
+
+
+def _is_error_body(raw: bytes) -> bool:
+    try:
+        data: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    items = as_list(data)
+    body = as_dict(items[0] if items else data)
+    return isinstance(body.get("error"), dict | str)
 
 
 def parse_error_body(raw: bytes, content_type: str) -> tuple[str | None, str, str | None]:
