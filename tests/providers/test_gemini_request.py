@@ -328,8 +328,26 @@ def test_system_tools_choice_and_generation_config() -> None:
         "maxOutputTokens": 100,
         "temperature": 0.5,
         "stopSequences": ["END"],
-        "thinkingConfig": {"includeThoughts": False, "thinkingLevel": "low"},
+        "thinkingConfig": {"includeThoughts": False, "thinkingBudget": 1024},
     }
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "config"),
+    [
+        ("gemini-3-pro-preview", "low", {"thinkingLevel": "low"}),
+        ("gemini-3-flash", "minimal", {"thinkingLevel": "minimal"}),
+        ("gemini-2.5-flash", "minimal", {"thinkingBudget": 0}),
+        ("gemini-2.5-pro", "minimal", {"thinkingBudget": 128}),  # pro cannot turn thinking off
+        ("gemini-2.5-flash", "high", {"thinkingBudget": 24576}),
+        ("models/gemini-2.0-flash", "medium", {"thinkingBudget": 8192}),
+    ],
+)
+def test_an_effort_becomes_a_level_on_gemini_3_and_a_budget_before(
+    model: str, effort: Any, config: dict[str, Any]
+) -> None:
+    body = _body([Message.user("x")], model, thinking=ThinkingConfig(effort=effort))
+    assert body["generationConfig"]["thinkingConfig"] == {"includeThoughts": True, **config}
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,9 @@
   (Gemini thought summaries without a signature, other providers' reasoning) is dropped: it is
   the model's private reasoning, and as plain text it would read as something said aloud.
 - `generationConfig`: `maxOutputTokens`, `temperature`, `stopSequences`, `thinkingConfig`
-  (`includeThoughts`, and `thinkingBudget` from `budget_tokens` or else `thinkingLevel` from
-  `effort`: Gemini rejects both at once). `request.options` is deep-merged last.
+  (`includeThoughts`, and `thinkingBudget` from `budget_tokens`, or else from `effort`: a
+  `thinkingLevel` on Gemini 3 and later, a budget on earlier models, which know no level;
+  Gemini rejects both at once). `request.options` is deep-merged last.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def build_body(request: Request, model: str) -> dict[str, Any]:
         body["tools"] = [{"functionDeclarations": [_declaration(t) for t in request.tools]}]
         if request.tool_choice is not None:
             body["toolConfig"] = {"functionCallingConfig": _calling(request.tool_choice)}
-    config = _generation(request)
+    config = _generation(request, model)
     if config:
         body["generationConfig"] = config
     return deep_merge(body, request.options)
@@ -137,6 +138,7 @@ def _response(part: ToolResultPart, names: dict[str, str]) -> dict[str, Any]:
 
 
 def _validates_signatures(model: str) -> bool:
+    # Gemini 3 and later: thought signatures are checked, and thinking takes a level.
     match = _GENERATION.search(model)
     return match is not None and int(match.group(1)) >= 3
 
@@ -167,7 +169,7 @@ def _calling(choice: ToolChoice) -> dict[str, Any]:
     return {"mode": _MODES[choice]}
 
 
-def _generation(request: Request) -> dict[str, Any]:
+def _generation(request: Request, model: str) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if request.max_tokens is not None:
         config["maxOutputTokens"] = request.max_tokens
@@ -176,14 +178,26 @@ def _generation(request: Request) -> dict[str, Any]:
     if request.stop_sequences:
         config["stopSequences"] = list(request.stop_sequences)
     if request.thinking is not None:
-        config["thinkingConfig"] = _thinking(request.thinking)
+        config["thinkingConfig"] = _thinking(request.thinking, model)
     return config
 
 
-def _thinking(thinking: ThinkingConfig) -> dict[str, Any]:
+# Gemini 2.x takes a token budget, not a level: an effort maps to these budgets (a "pro"
+# model cannot turn thinking off, so its least is the smallest budget it accepts).
+_EFFORT_BUDGETS: Final = {"minimal": 0, "low": 1024, "medium": 8192, "high": 24576}
+_PRO_MINIMAL_BUDGET: Final = 128
+
+
+def _thinking(thinking: ThinkingConfig, model: str) -> dict[str, Any]:
     config: dict[str, Any] = {"includeThoughts": thinking.include_thoughts}
     if thinking.budget_tokens is not None:
         config["thinkingBudget"] = thinking.budget_tokens
     elif thinking.effort is not None:
-        config["thinkingLevel"] = thinking.effort
+        if _validates_signatures(model):  # Gemini 3 and later: thinkingLevel
+            config["thinkingLevel"] = thinking.effort
+        else:
+            budget = _EFFORT_BUDGETS[thinking.effort]
+            if budget == 0 and "pro" in model:
+                budget = _PRO_MINIMAL_BUDGET
+            config["thinkingBudget"] = budget
     return config
