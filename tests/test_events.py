@@ -22,6 +22,7 @@ from llm_worker.events import (
     Event,
     InputJsonDelta,
     PingEvent,
+    ProviderMetadata,
     ResponseStatus,
     SignatureDelta,
     StatusEvent,
@@ -46,7 +47,13 @@ EVENT_CLASSES: set[type] = {
     BlockAbort,
 }
 DELTA_CLASSES: set[type] = {TextDelta, ThinkingDelta, InputJsonDelta, SignatureDelta}
-METADATA_CLASSES: set[type] = {TextMetadata, ThinkingMetadata, ToolUseMetadata, ToolResultMetadata}
+METADATA_CLASSES: set[type] = {
+    TextMetadata,
+    ThinkingMetadata,
+    ToolUseMetadata,
+    ToolResultMetadata,
+    ProviderMetadata,
+}
 
 
 def test_the_unions_are_closed_over_the_documented_classes() -> None:
@@ -67,13 +74,19 @@ def test_hot_path_types_are_slotted_dataclasses(cls: type) -> None:
 
 def test_every_public_name_is_exported() -> None:
     public = {n for n, v in vars(events).items() if not n.startswith("_") and n[0].isupper()}
-    public -= {"TypeAlias", "StrEnum"}
+    public -= {"Any", "TypeAlias", "StrEnum"}
     assert public <= set(events.__all__)
 
 
 def test_enum_values_are_the_wire_spellings() -> None:
     assert [s.value for s in ResponseStatus] == ["started", "completed", "cancelled", "failed"]
-    assert [t.value for t in BlockType] == ["text", "thinking", "tool_use", "tool_result"]
+    assert [t.value for t in BlockType] == [
+        "text",
+        "thinking",
+        "tool_use",
+        "tool_result",
+        "provider",
+    ]
     assert {r.value for r in StopReason} >= {"end_turn", "max_tokens", "stop_sequence", "tool_use"}
     assert str(StopReason.END_TURN) == "end_turn"
     assert StopReason("tool_use") is StopReason.TOOL_USE
@@ -100,6 +113,8 @@ def test_metadata_kinds_are_told_apart_by_match() -> None:
                 return call_id
             case ToolResultMetadata(tool_use_id=call_id):
                 return "result:" + call_id
+            case ProviderMetadata(data=data):
+                return "provider:" + str(data["type"])
             case _:
                 typing.assert_never(metadata)
 
@@ -108,6 +123,7 @@ def test_metadata_kinds_are_told_apart_by_match() -> None:
     assert kind(ThinkingMetadata()) == "thinking"
     assert kind(ToolUseMetadata("call_1", "f")) == "call_1"
     assert kind(ToolResultMetadata("call_1")) == "result:call_1"
+    assert kind(ProviderMetadata({"type": "compaction"})) == "provider:compaction"
 
 
 # --- usage -----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from llm_worker.messages import (
     Message,
     Origin,
     Part,
+    ProviderPart,
     TextPart,
     ThinkingPart,
     ToolResultPart,
@@ -23,7 +24,13 @@ from llm_worker.messages import (
     messages_to_json,
 )
 
-PART_CLASSES: tuple[type[Any], ...] = (TextPart, ThinkingPart, ToolUsePart, ToolResultPart)
+PART_CLASSES: tuple[type[Any], ...] = (
+    TextPart,
+    ThinkingPart,
+    ToolUsePart,
+    ToolResultPart,
+    ProviderPart,
+)
 
 json_values = st.recursive(
     st.none()
@@ -105,6 +112,16 @@ def test_the_json_form_is_tagged_and_keeps_everything() -> None:
     ]
 
 
+def test_a_provider_part_keeps_its_block_and_origin_in_json() -> None:
+    block = {"type": "server_tool_use", "id": "srvtoolu_1", "input": {"query": "x"}}
+    part = ProviderPart(block, origin=Origin("anthropic", "claude"))
+    data = Message("assistant", [part]).to_dict()
+    assert data["content"] == [
+        {"data": block, "origin": {"provider": "anthropic", "model": "claude"}, "type": "provider"}
+    ]
+    assert Message.from_dict(data).content == [part]
+
+
 def test_a_hand_written_part_without_type_is_text() -> None:
     [message] = messages_from_json('[{"role": "user", "content": [{"text": "hi"}]}]')
     assert message == Message.user("hi")
@@ -135,13 +152,17 @@ BAD_INPUTS = [
     (
         '[{"role": "user", "content": [{"type": "image", "url": "x"}]}]',
         "messages[0].content[0]: unknown part type 'image' (known: text, thinking, tool_use, "
-        "tool_result)",
+        "tool_result, provider)",
     ),
     (
         '[{"role": "user", "content": [{"type": ["text"]}]}]',
         "messages[0].content[0]: unknown part type ['text']",
     ),
     ('[{"role": "user", "content": [{"type": "text"}]}]', "messages[0].content[0].text: Field"),
+    (
+        '[{"role": "assistant", "content": [{"type": "provider", "data": []}]}]',
+        "messages[0].content[0].data: Input should be a valid dictionary",
+    ),
     (
         '[{"role": "user", "content": [{"type": "tool_use", "id": "c", "name": "f", '
         '"input": []}]}]',

@@ -30,6 +30,7 @@ from llm_worker import (
     Event,
     InputJsonDelta,
     PingEvent,
+    ProviderMetadata,
     SignatureDelta,
     StopReason,
     TextBlockAbort,
@@ -99,6 +100,10 @@ def json_pieces(draw: st.DrawFn) -> list[str]:
 @st.composite
 def blocks(draw: st.DrawFn) -> Block:
     block_type = draw(st.sampled_from(list(BlockType)))
+    if block_type is BlockType.PROVIDER:
+        # Whole in its start, no deltas; meta events may still come before its stop.
+        ending: Ending = draw(st.sampled_from(["stop", "abort_event", "abort_call"]))
+        return Block(block_type, True, draw(st.lists(META, max_size=2)), ending)
     pieces = draw(json_pieces()) if block_type is BlockType.TOOL_USE else draw(st.lists(TEXT))
     # A block with no start exists only from its first delta on; TOOL_RESULT always starts.
     explicit = block_type is BlockType.TOOL_RESULT or not pieces or draw(st.booleans())
@@ -106,7 +111,7 @@ def blocks(draw: st.DrawFn) -> Block:
     for piece in pieces:
         items.extend(draw(st.lists(META | st.builds(SignatureDelta, TEXT), max_size=2)))
         items.append(piece)
-    ending: Ending = draw(st.sampled_from(["stop", "abort_event", "abort_call"]))
+    ending = draw(st.sampled_from(["stop", "abort_event", "abort_call"]))
     return Block(block_type, explicit, items, ending)
 
 
@@ -127,6 +132,7 @@ def _metadata(block_type: BlockType, index: int) -> Any:
         BlockType.THINKING: ThinkingMetadata(),
         BlockType.TOOL_USE: ToolUseMetadata(f"call_{index}", f"tool_{index}"),
         BlockType.TOOL_RESULT: ToolResultMetadata(f"call_{index - 1}"),
+        BlockType.PROVIDER: ProviderMetadata({"type": "server_tool_use", "id": f"srv_{index}"}),
     }[block_type]
 
 

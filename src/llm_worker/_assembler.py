@@ -8,6 +8,7 @@ back; this assembler keeps both. Aborted blocks are dropped: a half block is nev
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from llm_worker.collectors import ToolCall, parse_tool_call
 from llm_worker.events import (
@@ -19,6 +20,7 @@ from llm_worker.events import (
     Delta,
     Event,
     InputJsonDelta,
+    ProviderMetadata,
     StopReason,
     TextDelta,
     TextMetadata,
@@ -27,7 +29,15 @@ from llm_worker.events import (
     ToolUseMetadata,
     UsageEvent,
 )
-from llm_worker.messages import Message, Origin, Part, TextPart, ThinkingPart, ToolUsePart
+from llm_worker.messages import (
+    Message,
+    Origin,
+    Part,
+    ProviderPart,
+    TextPart,
+    ThinkingPart,
+    ToolUsePart,
+)
 
 __all__ = ("Assembler", "Completed")
 
@@ -41,6 +51,7 @@ class _Open:
     item_id: str | None = None
     call_id: str = ""
     name: str = ""
+    data: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -104,6 +115,8 @@ class Assembler:
         elif isinstance(meta, TextMetadata):
             # The Responses message id: a replayed reasoning item must be followed by it.
             block.item_id = meta.item_id
+        elif isinstance(meta, ProviderMetadata):
+            block.data = meta.data
         self._open = block
 
     def _implicit(self, delta: Delta) -> _Open:
@@ -121,6 +134,10 @@ class Assembler:
         block = self._open
         self._open = None
         if block is None:
+            return None
+        if block.data is not None:
+            # Provider-native content: kept whole, for the same provider and model only.
+            self.parts.append(ProviderPart(block.data, origin=self.origin))
             return None
         text = "".join(block.pieces)
         signature = "".join(block.signature) or None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 __all__ = (
     "BlockAbort",
@@ -34,6 +34,7 @@ __all__ = (
     "Event",
     "InputJsonDelta",
     "PingEvent",
+    "ProviderMetadata",
     "ResponseStatus",
     "SignatureDelta",
     "StatusEvent",
@@ -64,6 +65,9 @@ class BlockType(StrEnum):
     THINKING = "thinking"
     TOOL_USE = "tool_use"
     TOOL_RESULT = "tool_result"
+    PROVIDER = "provider"
+    """Provider-native content with no neutral kind (Anthropic server-tool blocks, …): whole
+    in its `ProviderMetadata`, with no deltas, and routed to no Timeline handler."""
 
 
 class StopReason(StrEnum):
@@ -245,7 +249,21 @@ class ToolResultMetadata:
     tool_use_id: str
 
 
-BlockMetadata: TypeAlias = TextMetadata | ThinkingMetadata | ToolUseMetadata | ToolResultMetadata
+@dataclass(slots=True)
+class ProviderMetadata:
+    """Metadata of a provider block: the block itself.
+
+    Attributes:
+        data: The provider's block as JSON, complete (the block has no deltas). It becomes a
+            `ProviderPart`, sent back only to the provider and model that produced it.
+    """
+
+    data: dict[str, Any]
+
+
+BlockMetadata: TypeAlias = (
+    TextMetadata | ThinkingMetadata | ToolUseMetadata | ToolResultMetadata | ProviderMetadata
+)
 """Per-kind metadata of a block."""
 
 

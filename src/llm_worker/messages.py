@@ -1,7 +1,8 @@
 """The provider-neutral message and request model.
 
 A conversation is a list of [`Message`][]s; each message is a role and a list of parts:
-[`TextPart`][], [`ThinkingPart`][], [`ToolUsePart`][], [`ToolResultPart`][]. Every provider
+[`TextPart`][], [`ThinkingPart`][], [`ToolUsePart`][], [`ToolResultPart`][], and
+[`ProviderPart`][] for provider content the neutral model has no kind for. Every provider
 client builds its own request body from a [`Request`][] made of these, so one history runs on
 every provider.
 
@@ -32,6 +33,7 @@ __all__ = (
     "Message",
     "Origin",
     "Part",
+    "ProviderPart",
     "Request",
     "Role",
     "SpecificTool",
@@ -150,7 +152,27 @@ class ToolResultPart:
     type: Literal["tool_result"] = "tool_result"
 
 
-Part: TypeAlias = TextPart | ThinkingPart | ToolUsePart | ToolResultPart
+@dataclass(slots=True)
+class ProviderPart:
+    """Provider-native content the neutral model has no kind for, kept to be sent back.
+
+    Anthropic server-tool blocks (`server_tool_use`, `web_search_tool_result`, …), MCP blocks
+    and compaction blocks are kept here: a `pause_turn` answer must go back as it came for the
+    server tool to go on. The producing client sends `data` back verbatim, in place, only when
+    `origin` names its provider and model; every other client drops the part.
+
+    Attributes:
+        data: The provider's block, as JSON (deltas already merged in).
+        origin: Who produced it; a part without an origin is sent nowhere.
+    """
+
+    data: dict[str, Any]
+    _: KW_ONLY
+    origin: Origin | None = None
+    type: Literal["provider"] = "provider"
+
+
+Part: TypeAlias = TextPart | ThinkingPart | ToolUsePart | ToolResultPart | ProviderPart
 """Any message part."""
 
 
@@ -284,6 +306,7 @@ _PART_CLASSES: dict[str, str] = {
     "thinking": "ThinkingPart",
     "tool_use": "ToolUsePart",
     "tool_result": "ToolResultPart",
+    "provider": "ProviderPart",
 }
 _MAX_PROBLEMS = 5
 

@@ -20,7 +20,10 @@ does that once, for every handler:
   `ToolUseBlockStop` and `ToolUseBlockAbort` carry the call's id and name, remembered from the
   start. `TOOL_RESULT` blocks go to the text handlers (`TextBlockStart.tool_use_id` tells
   them apart). `SignatureDelta`s are not passed to handlers: they are provider-opaque data
-  for the next request, which the Worker reads from the raw events.
+  for the next request, which the Worker reads from the raw events; so are `PROVIDER`
+  blocks (provider-native content such as Anthropic server-tool blocks): no handler sees
+  them, not even the stop reason their `BlockStop` may carry (read `Worker` results or the
+  raw events for it).
 
 Scopes. A handler is an object with `new_scope()` and `on_event(scope, event)` (the
 [`Handler`][] protocol), or a plain callable `(event) -> object` when no scope is needed.
@@ -578,8 +581,11 @@ class Timeline:
                     _OPEN_REASON.format(old=self._index, why=f"block {event.index} started")
                 )
         finally:
-            # Even if a handler raised on that abort, the new block opens.
-            self._open_block(event.block_type, event.index, _start_event(event))
+            # Even if a handler raised on that abort, the new block opens. A provider block
+            # (opaque content for the history) is for no handler: nothing opens, and its
+            # stop or abort finds no open block.
+            if event.block_type is not BlockType.PROVIDER:
+                self._open_block(event.block_type, event.index, _start_event(event))
 
     def _open_block(self, block_type: BlockType, index: int, start: object) -> None:
         group = self._group_of(block_type)

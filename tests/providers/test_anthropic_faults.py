@@ -294,7 +294,7 @@ async def test_a_stalled_stream_times_out_instead_of_hanging() -> None:
     assert isinstance(events[-3], BlockAbort)
 
 
-async def test_unknown_events_blocks_and_deltas_are_passed_over_with_indexes_kept() -> None:
+async def test_unknown_events_and_deltas_are_passed_over_and_unknown_blocks_kept_whole() -> None:
     body = (
         message_start()
         + block_start(0, {"type": "text", "text": ""})
@@ -309,7 +309,7 @@ async def test_unknown_events_blocks_and_deltas_are_passed_over_with_indexes_kep
         + block_start(3, {"type": "text", "text": ""})
         + block_delta(3, {"type": "citations_delta", "citation": {"type": "web_search"}})
         + block_delta(3, {"type": "text_delta", "text": "Found"})
-        # A late delta of the passed-over block 1 must not leak into the open text block.
+        # A late delta of the closed provider block 1 must not leak into the open text block.
         + block_delta(1, {"type": "input_json_delta", "partial_json": "LEAK"})
         + block_delta(1, {"type": "text_delta", "text": "LEAK"})
         + block_delta(3, {"type": "brand_new_delta", "x": 1})
@@ -323,10 +323,25 @@ async def test_unknown_events_blocks_and_deltas_are_passed_over_with_indexes_kep
     assert error is None
     check_invariants(events)
     starts = [e for e in events if isinstance(e, BlockStart)]
-    assert [(s.index, s.block_type) for s in starts] == [(0, BlockType.TEXT), (1, BlockType.TEXT)]
-    assert [b.text for b in answer(events).blocks] == ["Searching.", "Found it."]
+    kinds = [BlockType.TEXT, BlockType.PROVIDER, BlockType.PROVIDER, BlockType.TEXT]
+    assert [(s.index, s.block_type) for s in starts] == [
+        *enumerate(kinds),
+        (4, BlockType.PROVIDER),
+    ]
+    blocks = answer(events).blocks
+    assert [b.text for b in blocks if b.kind == "text"] == ["Searching.", "Found it."]
+    assert [b.data for b in blocks if b.kind == "provider"] == [
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_1",
+            "name": "web_search",
+            "input": {"query": "x"},
+        },
+        {"type": "web_search_tool_result", "content": []},
+        {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "ask"},
+    ]
     last = [e for e in events if isinstance(e, BlockStop)][-1]
-    assert (last.index, last.stop_reason) == (1, StopReason.END_TURN)
+    assert (last.index, last.stop_reason) == (4, StopReason.END_TURN)
 
 
 async def test_events_after_message_stop_are_ignored() -> None:

@@ -47,8 +47,6 @@ def body(request: Request, **options: Any) -> dict[str, Any]:
 
 # --- recorded multi-turn requests, rebuilt ------------------------------------------------
 
-_SERVER_BLOCKS = {"server_tool_use", "tool_search_tool_result"}
-
 # step2 recording -> (client options, fields compared). Fields not compared are named so.
 MULTI_TURN: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "parallel_tools_run_step2": ({}, ()),
@@ -147,13 +145,10 @@ def _recorded_for_comparison(recorded: dict[str, Any]) -> dict[str, Any]:
         if message["role"] != "assistant":
             continue
         # Not in the answer it stands for: llm-anthropic puts a " " text block before the
-        # tool calls of an answer that had no text, and server-tool blocks are not part of
-        # the neutral model (see the report); everything else must match.
+        # tool calls of an answer that had no text; everything else must match, server-tool
+        # blocks (kept as ProviderParts) included.
         message["content"] = [
-            b
-            for b in message["content"]
-            if b["type"] not in _SERVER_BLOCKS
-            and not (b["type"] == "text" and not b["text"].strip())
+            b for b in message["content"] if not (b["type"] == "text" and not b["text"].strip())
         ]
     return recorded
 

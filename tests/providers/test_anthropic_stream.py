@@ -152,15 +152,22 @@ async def test_tool_without_arguments_gives_an_empty_object() -> None:
     assert stop.stop_reason is StopReason.TOOL_USE
 
 
-async def test_pause_turn_is_kept_and_server_tool_blocks_are_passed_over() -> None:
+async def test_pause_turn_is_kept_and_server_tool_blocks_are_provider_blocks() -> None:
     events, error, _ = await replay(recorded_response("pause_turn_web_search"))
     assert error is None
     stop = [e for e in events if isinstance(e, BlockStop)][-1]
     assert stop.stop_reason is StopReason.PAUSE_TURN
     assert stop.raw_stop_reason == "pause_turn"
-    # 25 provider blocks, of which 4 are ours (thinking + 3 text); no tool-use block leaks.
+    # 25 blocks: thinking, 3 empty texts, 21 server blocks kept whole; no tool-use block leaks.
     kinds = [e.block_type for e in events if isinstance(e, BlockStart)]
-    assert kinds == [BlockType.THINKING, BlockType.TEXT, BlockType.TEXT, BlockType.TEXT]
+    assert kinds.count(BlockType.PROVIDER) == 21
+    assert [k for k in kinds if k is not BlockType.PROVIDER] == [
+        BlockType.THINKING,
+        BlockType.TEXT,
+        BlockType.TEXT,
+        BlockType.TEXT,
+    ]
+    assert stop.block_type is BlockType.PROVIDER  # the last server_tool_use, still unanswered
 
 
 async def test_citation_deltas_and_server_tool_inputs_never_reach_text() -> None:

@@ -25,6 +25,7 @@ from llm_worker.events import (
     BlockStop,
     BlockType,
     Event,
+    ProviderMetadata,
     SignatureDelta,
     TextDelta,
     ThinkingDelta,
@@ -85,13 +86,14 @@ recorded_response = partial(streams.recorded_response, API)
 
 @dataclass
 class Block:
-    kind: str  # "text" | "thinking" | "tool_use"
+    kind: str  # "text" | "thinking" | "tool_use" | "provider"
     text: str = ""
     signature: str = ""
     redacted: str | None = None
     id: str = ""
     name: str = ""
     input: Any = None
+    data: dict[str, Any] | None = None  # a provider block, whole
 
 
 @dataclass
@@ -128,6 +130,11 @@ def expected(name: str) -> Summary:
         if kind == "content_block_start":
             cb = payload["content_block"]
             if cb["type"] not in _KNOWN:
+                # Server tools, MCP, compaction: kept whole, deltas merged in.
+                block = Block("provider", data=json.loads(json.dumps(cb)))
+                by_index[payload["index"]] = block
+                summary.blocks.append(block)
+                partial[payload["index"]] = ""
                 continue
             block = Block("thinking" if "thinking" in cb["type"] else cb["type"])
             if cb["type"] == "redacted_thinking":
@@ -145,7 +152,11 @@ def expected(name: str) -> Summary:
             source = payload["message"]["usage"] if kind == "message_start" else payload["usage"]
             usage.update({k: v for k, v in source.items() if isinstance(v, int)})
     for index, text in partial.items():
-        by_index[index].input = json.loads(text) if text else {}
+        data = by_index[index].data
+        if data is None:
+            by_index[index].input = json.loads(text) if text else {}
+        elif text:
+            data["input"] = json.loads(text)
     summary.cache_read = usage.get("cache_read_input_tokens")
     summary.cache_creation = usage.get("cache_creation_input_tokens")
     summary.input_tokens = (
@@ -165,6 +176,10 @@ def _add_delta(block: Block, payload: dict[str, Any], partial: dict[int, str]) -
         block.signature += delta["signature"]
     elif delta["type"] == "input_json_delta":
         partial[payload["index"]] += delta["partial_json"]
+    elif block.data is not None and delta["type"] == "compaction_delta":
+        block.data["content"] = (block.data["content"] or "") + delta["content"]
+    elif block.data is not None and delta["type"] == "citations_delta":
+        block.data.setdefault("citations", []).append(delta["citation"])
 
 
 # --- the same summary, from the client's events ------------------------------------------
@@ -177,14 +192,8 @@ def answer(events: list[Event]) -> Summary:
     last = UsageEvent()
     for event in events:
         if isinstance(event, BlockStart):
-            block = Block(str(event.block_type))
-            meta = event.metadata
-            if isinstance(meta, ThinkingMetadata):
-                block.redacted = meta.redacted
-            if isinstance(meta, ToolUseMetadata):
-                block.id, block.name = meta.id, meta.name
             partial = []
-            summary.blocks.append(block)
+            summary.blocks.append(_started(event))
         elif isinstance(event, BlockDelta):
             block = summary.blocks[-1]
             delta = event.delta
@@ -206,6 +215,18 @@ def answer(events: list[Event]) -> Summary:
     summary.cache_read = last.cache_read_input_tokens
     summary.cache_creation = last.cache_creation_input_tokens
     return summary
+
+
+def _started(event: BlockStart) -> Block:
+    block = Block(str(event.block_type))
+    meta = event.metadata
+    if isinstance(meta, ThinkingMetadata):
+        block.redacted = meta.redacted
+    if isinstance(meta, ToolUseMetadata):
+        block.id, block.name = meta.id, meta.name
+    if isinstance(meta, ProviderMetadata):
+        block.data = meta.data
+    return block
 
 
 # --- the event-model rules ---------------------------------------------------------------

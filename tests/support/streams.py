@@ -30,6 +30,7 @@ from llm_worker.events import (
     ErrorEvent,
     Event,
     InputJsonDelta,
+    ProviderMetadata,
     ResponseStatus,
     SignatureDelta,
     StatusEvent,
@@ -200,11 +201,13 @@ def _check_blocks(events: list[Event], allowed: Deltas) -> list[BlockStop]:
             assert event.index == next_index
             tool = event.block_type is BlockType.TOOL_USE
             assert tool == isinstance(event.metadata, ToolUseMetadata), event
+            provider = event.block_type is BlockType.PROVIDER
+            assert provider == isinstance(event.metadata, ProviderMetadata), event
             open_block, next_index = event, next_index + 1
         elif isinstance(event, BlockDelta | BlockStop | BlockAbort):
             assert open_block is not None and event.index == open_block.index, (n, event)
             if isinstance(event, BlockDelta):
-                kinds = allowed[open_block.block_type]
+                kinds = allowed.get(open_block.block_type, ())  # provider blocks: none
                 assert isinstance(event.delta, kinds), (open_block.block_type, event.delta)
                 continue
             assert event.block_type is open_block.block_type, (n, event)

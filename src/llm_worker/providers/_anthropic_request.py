@@ -10,6 +10,9 @@ What the API demands, and how each demand is met here:
   only when they were produced by this provider *and* this model: a signature from another
   model or provider is rejected with HTTP 400, so such thinking is dropped (not turned into
   text, which the model would read as something it said);
+- a `ProviderPart` (a server-tool, MCP or compaction block kept from an answer) goes back
+  verbatim, in place, only to this provider and model — a `pause_turn` answer must be sent
+  back as it came for the server tool to go on; one from elsewhere is dropped;
 - tool-use ids must match `^[a-zA-Z0-9_-]+$`: an id made elsewhere that does not is
   rewritten, the same way on the call and on its result;
 - empty text blocks are rejected: they are dropped, and a message left empty is dropped;
@@ -30,6 +33,7 @@ from typing import Any, Final, Literal, TypeAlias
 from llm_worker.messages import (
     Message,
     Part,
+    ProviderPart,
     Request,
     SpecificTool,
     TextPart,
@@ -165,6 +169,8 @@ def _block(part: Part, model: str) -> Block | None:
         return _thinking_block(part, model)
     if isinstance(part, ToolUsePart):
         return {"type": "tool_use", "id": _call_id(part.id), "name": part.name, "input": part.input}
+    if isinstance(part, ProviderPart):
+        return _provider_block(part, model)
     if not isinstance(part, ToolResultPart):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise unsupported_part(part)
     block: Block = {"type": "tool_result", "tool_use_id": _call_id(part.tool_use_id)}
@@ -197,6 +203,14 @@ def _thinking_block(part: ThinkingPart, model: str) -> Block | None:
     if part.signature is None:
         return None  # unsigned thinking (an interrupted block) is rejected by the API
     return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+
+
+def _provider_block(part: ProviderPart, model: str) -> Block | None:
+    origin = part.origin
+    if origin is None or origin.provider != PROVIDER or origin.model != model:
+        return None
+    # A copy: a prompt-cache marker added to the body must not reach the history.
+    return dict(part.data)
 
 
 def _results_first(content: list[Block]) -> list[Block]:

@@ -1,8 +1,8 @@
 """The one emitter of block events, and the loop that drives every provider stream.
 
 Provider modules only map their chunks to calls on [`BlockEmitter`][] (`text`, `thinking`,
-`tool_use`, `input_json`, `signature`, `stop`, `finish`); the emitter keeps the rules of the
-event model for all of them:
+`tool_use`, `input_json`, `signature`, `provider_block`, `stop`, `finish`); the emitter keeps
+the rules of the event model for all of them:
 
 - at most one block is open: starting a block closes the open one;
 - blocks get indexes 0, 1, 2, … in order, whatever the provider numbered them;
@@ -19,7 +19,7 @@ open block, an `ErrorEvent`, a FAILED status, then raises the typed error.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from llm_worker.errors import (
     LLMWorkerError,
@@ -37,6 +37,7 @@ from llm_worker.events import (
     ErrorEvent,
     Event,
     InputJsonDelta,
+    ProviderMetadata,
     ResponseStatus,
     SignatureDelta,
     StatusEvent,
@@ -119,6 +120,12 @@ class BlockEmitter:
         if self._open is None:
             raise MalformedStreamError("a signature arrived outside any block")
         self.out.append(BlockDelta(self._index, SignatureDelta(signature)))
+
+    def provider_block(self, data: dict[str, Any]) -> int:
+        """Emit a whole provider-native block (start, then its held stop); return its index."""
+        index = self.start(BlockType.PROVIDER, ProviderMetadata(data))
+        self.stop()
+        return index
 
     def stop(self) -> None:
         """Close the open block; its stop is held until the next block or `finish`."""

@@ -19,6 +19,8 @@
   signature goes back as it came (`thought: true`, text, signature); every other thinking part
   (Gemini thought summaries without a signature, other providers' reasoning) is dropped: it is
   the model's private reasoning, and as plain text it would read as something said aloud.
+- A `ProviderPart` (another provider's native block, such as an Anthropic server-tool call) is
+  dropped: it is only ever sent back to its producer, and this client produces none.
 - `generationConfig`: `maxOutputTokens`, `temperature`, `stopSequences`, `thinkingConfig`
   (`includeThoughts`, and `thinkingBudget` from `budget_tokens`, or else from `effort`: a
   `thinkingLevel` on Gemini 3 and later, a budget on earlier models, which know no level;
@@ -35,6 +37,7 @@ from llm_worker.messages import (
     Message,
     Origin,
     Part,
+    ProviderPart,
     Request,
     SpecificTool,
     TextPart,
@@ -108,6 +111,8 @@ def _check_roles(message: Message) -> None:
 def _part(part: Part, own: Origin, names: dict[str, str]) -> dict[str, Any] | None:
     if isinstance(part, ToolResultPart):
         return {"functionResponse": _response(part, names)}
+    if isinstance(part, ProviderPart):
+        return None  # another provider's native content: see the module docstring
     if not isinstance(part, TextPart | ThinkingPart | ToolUsePart):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise unsupported_part(part)
     signature = part.signature if part.origin == own else None

@@ -12,6 +12,8 @@ The mapping, part by part:
   `tool_calls` (arguments as JSON text). Thinking parts are not sent back: Chat Completions has
   no request field for reasoning (DeepSeek even rejects `reasoning_content` in a request), so a
   `ThinkingPart` — and any signature on it — is dropped, whichever provider produced it.
+  A `ProviderPart` (another provider's native block, such as an Anthropic server-tool call)
+  is dropped too: Chat has no kind for it, and it is only ever sent back to its producer.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import orjson
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
     Message,
+    ProviderPart,
     Request,
     SpecificTool,
     TextPart,
@@ -95,8 +98,8 @@ def _user(message: Message, out: list[dict[str, Any]]) -> None:
                 )
             case TextPart():
                 texts.append(part.text)
-            case ThinkingPart():
-                pass  # a user message has no reasoning to send
+            case ThinkingPart() | ProviderPart():
+                pass  # no reasoning to send; provider-native content: see the module docstring
             case ToolUsePart():
                 raise InvalidMessagesError(
                     f"a user message holds a tool call ({part.name!r}); tool calls belong to "
@@ -123,8 +126,8 @@ def _assistant(message: Message) -> dict[str, Any]:
                 texts.append(part.text)
             case ToolUsePart():
                 calls.append(_tool_call(part))
-            case ThinkingPart():
-                pass  # Chat has no request field for reasoning: see the module docstring
+            case ThinkingPart() | ProviderPart():
+                pass  # Chat has no request field for either: see the module docstring
             case ToolResultPart():
                 raise InvalidMessagesError(
                     f"an assistant message holds a tool result (for {part.tool_use_id!r}); "

@@ -38,6 +38,8 @@ Replaying reasoning (what the recordings and the API's pairing rules decide):
 - Thinking from another provider or model is dropped, not turned into text: it is the model's
   private reasoning (or a summary of it), and replaying it as assistant text would make the
   model read it as something it said. Tool calls and text of any origin are sent, without ids.
+- A `ProviderPart` (another provider's native block, such as an Anthropic server-tool call) is
+  dropped: it is only ever sent back to its producer, and this client produces none.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from llm_worker.messages import (
     Message,
     Origin,
     Part,
+    ProviderPart,
     Request,
     SpecificTool,
     TextPart,
@@ -137,6 +140,8 @@ def _user_items(parts: Sequence[Part]) -> list[dict[str, Any]]:
         if isinstance(part, TextPart):
             texts.append({"type": "input_text", "text": part.text})
             continue
+        if isinstance(part, ProviderPart):
+            continue  # another provider's native content: see the module docstring
         # Parts are typed, but a history built at run time may hold anything (an image).
         if not isinstance(part, ThinkingPart | ToolUsePart | ToolResultPart):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise unsupported_part(part)
@@ -186,6 +191,8 @@ class _AssistantItems:
                 self._text(part)
             elif isinstance(part, ToolUsePart):
                 self._call(part)
+            elif isinstance(part, ProviderPart):
+                pass  # another provider's native content: see the module docstring
             elif not isinstance(part, ToolResultPart):  # pyright: ignore[reportUnnecessaryIsInstance]
                 raise unsupported_part(part)
             else:

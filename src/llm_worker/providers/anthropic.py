@@ -15,9 +15,13 @@ and results; prompt-cache markers; beta headers). This module maps the stream:
 | `error` (in a 200 stream) | abort, `ErrorEvent`, FAILED, then the typed error |
 
 Blocks this library has no kind for (server tools and their results, MCP calls, compaction,
-…) and deltas it has no kind for (`citations_delta`, `compaction_delta`) are passed over;
-their deltas never reach another block, since deltas are matched to the open block by the
-provider's index. A tool call whose arguments never arrive (a tool without parameters gives
+…) are rebuilt whole — the `content_block_start` block with its deltas merged in
+(`input_json_delta` into `input`, `compaction_delta` into `content`, `citations_delta` into
+`citations`) — and emitted at their `content_block_stop` as one `BlockType.PROVIDER` block
+(`ProviderMetadata`), which the Worker keeps as a `ProviderPart` and `_anthropic_request` sends
+back in place: a `pause_turn` answer must go back as it came. Deltas are matched to their
+block by the provider's index, so none reaches another block; `citations_delta` on a text
+block is passed over. A tool call whose arguments never arrive (a tool without parameters gives
 only an empty `input_json_delta`) gets the fragment `{}`, so that its input parses to `{}`.
 """
 
@@ -30,7 +34,7 @@ from typing import Any, ClassVar, Final, Literal
 import httpx
 import orjson
 
-from llm_worker._json import as_dict, as_int, as_str
+from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker.errors import APIStatusError
 from llm_worker.events import (
     BlockType,
@@ -170,13 +174,27 @@ class AnthropicClient(HttpClient):
 class _MessagesStream:
     """Maps one Messages stream onto the emitter."""
 
-    __slots__ = ("_complete", "_input", "_json_seen", "_open", "_stop_reason")
+    __slots__ = (
+        "_complete",
+        "_input",
+        "_json_seen",
+        "_open",
+        "_raw",
+        "_raw_index",
+        "_raw_json",
+        "_stop_reason",
+    )
 
     def __init__(self) -> None:
         self._complete = False
         # The provider's index of the block we opened; None while none is (or a skipped one).
         self._open: int | None = None
         self._json_seen = False
+        # A block of no kind of ours, rebuilt until its stop: the block, its index, and the
+        # fragments of its `input` JSON.
+        self._raw: dict[str, Any] | None = None
+        self._raw_index: int | None = None
+        self._raw_json: list[str] = []
         self._stop_reason: str | None = None
         # Raw usage: uncached input, cache read, cache creation (summed into input_tokens).
         self._input: list[int | None] = [None, None, None]
@@ -221,7 +239,8 @@ class _MessagesStream:
 
     def _delta(self, data: Any, emitter: BlockEmitter) -> None:
         if data["index"] != self._open:
-            return  # a delta of a block that was passed over
+            self._raw_delta(data)
+            return
         delta = data["delta"]
         kind = delta["type"]
         # The hot path: `__class__ is str` inline (no helper call per delta) rejects a
@@ -272,12 +291,43 @@ class _MessagesStream:
             if arguments:
                 emitter.input_json(orjson.dumps(arguments).decode())
         else:
-            self._open = None  # server tools, MCP, compaction, …: no kind of ours
+            # Server tools, MCP, compaction, …: no kind of ours, kept whole for the history.
+            self._open = None
+            self._raw = as_dict(block)
+            self._raw_index = data["index"]
+            self._raw_json = []
             return
         self._open = data["index"]
 
+    def _raw_delta(self, data: Any) -> None:
+        # A delta of the block being kept whole, or of no open block (passed over).
+        raw = self._raw
+        if raw is None or data["index"] != self._raw_index:
+            return
+        delta = data["delta"]
+        kind = delta["type"]
+        if kind == "input_json_delta":
+            self._raw_json.append(_checked(delta["partial_json"]))
+        elif kind == "compaction_delta":
+            raw["content"] = (as_str(raw.get("content")) or "") + _checked(delta["content"])
+        elif kind == "citations_delta":
+            raw["citations"] = [*as_list(raw.get("citations")), delta["citation"]]
+        # Newer delta kinds: passed over.
+
+    def _raw_stop(self, emitter: BlockEmitter) -> None:
+        raw = self._raw
+        self._raw = self._raw_index = None
+        if raw is None:
+            return
+        arguments = "".join(self._raw_json)
+        if arguments:
+            raw["input"] = orjson.loads(arguments)
+        emitter.provider_block(raw)
+
     def _stop(self, data: Any, emitter: BlockEmitter) -> None:
         if data["index"] != self._open:
+            if data["index"] == self._raw_index:
+                self._raw_stop(emitter)
             return
         self._open = None
         if emitter.open_type is BlockType.TOOL_USE and not self._json_seen:

@@ -24,7 +24,7 @@ from llm_worker.events import (
     ThinkingMetadata,
     UsageEvent,
 )
-from llm_worker.messages import Part, Request, TextPart, ThinkingPart, ToolUsePart
+from llm_worker.messages import Part, ProviderPart, Request, TextPart, ThinkingPart, ToolUsePart
 from llm_worker.providers._blocks import BlockEmitter
 
 __all__ = ("ScriptExhaustedError", "ScriptedClient", "ScriptedResponse")
@@ -99,6 +99,8 @@ def _part_text(part: Part) -> str:
         return part.text
     if isinstance(part, ToolUsePart):
         return str(part.input)
+    if isinstance(part, ProviderPart):
+        return str(part.data)
     return part.content
 
 
@@ -222,6 +224,8 @@ def _part_events(
             for piece in _pieces(orjson.dumps(part.input).decode(), chunk_size):
                 emitter.input_json(piece)
                 yield out
+        elif isinstance(part, ProviderPart):
+            emitter.provider_block(part.data)
         if close_last or n < len(parts) - 1:
             emitter.stop()
         yield out
