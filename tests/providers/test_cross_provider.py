@@ -28,6 +28,7 @@ from llm_worker.messages import (
     Message,
     Origin,
     Part,
+    ProviderPart,
     Request,
     TextPart,
     ThinkingPart,
@@ -113,8 +114,8 @@ def opaque(history: list[Message]) -> dict[str, Origin]:
     found: dict[str, Origin] = {}
     for message in history:
         for part in message.content:
-            if isinstance(part, ToolResultPart) or part.origin is None:
-                continue
+            if isinstance(part, ToolResultPart | ProviderPart) or part.origin is None:
+                continue  # a ProviderPart is dropped whole elsewhere: tested on its own
             values = [part.signature, part.item_id]
             if isinstance(part, ThinkingPart):
                 values.append(part.redacted)
