@@ -1,0 +1,297 @@
+"""README.md tells the truth: each Python snippet runs, as written, against a scripted model.
+
+The snippets are read out of README.md itself and run with top-level `await`; only the real
+provider client is swapped for `ScriptedModelServer(...).client()` (a real client on a local
+wire), so a README edit that breaks a snippet breaks this test. The commands and files the
+README names are checked too.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from llm_worker import Decision, PauseState, RunStatus, ToolUsePart, tool
+from llm_worker.testing import RecordedRequest, ScriptedModelServer, ScriptedResponse
+from support.wire_bodies import WireResult, exchanges
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+SNIPPETS: list[str] = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+TIMEOUT = 10.0
+PROVIDER = "anthropic"
+BLOB = re.compile(r"\[blob:([0-9a-f-]{36})\]")
+
+
+def snippet(number: int, swaps: dict[str, str] | None = None) -> str:
+    """README's Python snippet `number` (0-based), with `swaps` applied (each must apply)."""
+    code = SNIPPETS[number]
+    for old, new in (swaps or {}).items():
+        assert old in code, f"README snippet {number} no longer contains {old!r}"
+        code = code.replace(old, new)
+    return code
+
+
+async def run(code: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    """Run a snippet as a module with top-level `await` (as `python -m asyncio` would)."""
+    compiled = compile(code, "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    outcome = eval(compiled, namespace)  # the README's own code, nothing else
+    if outcome is not None:
+        with anyio.fail_after(TIMEOUT):
+            await outcome
+    return namespace
+
+
+def last_results(request: RecordedRequest) -> list[WireResult]:
+    """The tool results the last step of a request's conversation carries."""
+    return exchanges(PROVIDER, request.json())[-1].results
+
+
+def test_the_readme_has_the_snippets_these_tests_run() -> None:
+    # A new snippet needs a test here; a removed one needs its test removed.
+    assert len(SNIPPETS) == 5
+
+
+@pytest.mark.anyio
+async def test_stream_events_with_a_timeline_handler(capsys: pytest.CaptureFixture[str]) -> None:
+    answer = ScriptedResponse.text("Hello! How can I help?", chunk_size=5)
+    async with ScriptedModelServer(PROVIDER, [answer]) as server:
+        code = snippet(0, {'AnthropicClient(model="claude-sonnet-4-5")': "__server__.client()"})
+        namespace = await run(code, {"__server__": server})
+        await namespace["client"].aclose()
+    assert capsys.readouterr().out == "Hello! How can I help?\n[22 characters, stop: end_turn]\n"
+    assert server.requests[0].json()["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Hello!"}]}
+    ]
+
+
+def weather_answer(request: RecordedRequest) -> ScriptedResponse:
+    [result] = last_results(request)
+    return ScriptedResponse.text(f"The tool says: {result.output}")
+
+
+@pytest.mark.anyio
+async def test_a_tool_and_a_worker(capsys: pytest.CaptureFixture[str]) -> None:
+    script = [
+        ScriptedResponse([ToolUsePart("", "get_weather", {"city": "Kyoto"})]),
+        weather_answer,
+    ]
+    async with ScriptedModelServer(PROVIDER, script) as server:
+        client = server.client()
+        code = snippet(1, {'Worker("anthropic:claude-sonnet-4-5", ': "Worker(__client__, "})
+        namespace = await run(code, {"__client__": client})
+        await client.aclose()
+    result = namespace["result"]
+    assert result.status is RunStatus.FINISHED
+    assert result.text == "The tool says: Sunny in Kyoto"
+    assert result.usage.output_tokens > 0
+    assert capsys.readouterr().out.startswith("The tool says: Sunny in Kyoto UsageEvent(")
+    meta = namespace["get_weather"].meta
+    assert (meta.effect, meta.description) == ("read_only", "Get the current weather of a city.")
+    [spec] = server.requests[0].json()["tools"]
+    assert spec["input_schema"]["properties"]["city"]["description"] == "The city's name."
+
+
+def test_a_model_string_names_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llm_worker import Worker
+    from llm_worker.providers import AnthropicClient
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-readme")
+    worker = Worker("anthropic:claude-sonnet-4-5")
+    assert isinstance(worker.client, AnthropicClient)
+    assert worker.client.model == "claude-sonnet-4-5"
+    assert "sk-ant-readme" not in repr(worker.client)
+
+
+@pytest.mark.anyio
+async def test_hooks_block_a_tool_and_mask_secrets() -> None:
+    from llm_worker import Worker
+
+    ran: list[str] = []
+
+    @tool
+    async def delete_file(path: str) -> str:
+        """Delete a file."""
+        ran.append(path)
+        return "deleted"
+
+    @tool
+    async def read_config() -> str:
+        """Read the configuration."""
+        return "user=admin\npassword=hunter2"
+
+    first = ScriptedResponse(
+        [ToolUsePart("", "delete_file", {"path": "db.sqlite"}), ToolUsePart("", "read_config", {})]
+    )
+    async with ScriptedModelServer(PROVIDER, [first, ScriptedResponse.text("OK.")]) as server:
+        client = server.client()
+        worker = Worker(client, tools=[delete_file, read_config])
+        await run(snippet(2), {"worker": worker})
+        with anyio.fail_after(TIMEOUT):
+            result = await worker.run("Clean up and show the config.")
+        await client.aclose()
+    assert result.text == "OK."
+    assert ran == []
+    deleted, config = last_results(server.requests[1])
+    assert deleted.is_error
+    assert "deleting is not allowed" in deleted.output
+    assert config.output == "user=admin\npassword=***"
+    assert b"hunter2" not in server.requests[1].body
+
+
+@pytest.mark.anyio
+async def test_pause_for_a_person_and_resume(tmp_path: Path) -> None:
+    paid: list[str] = []
+
+    @tool
+    async def pay(invoice: str) -> str:
+        """Pay an invoice."""
+        paid.append(invoice)
+        return f"{invoice} paid"
+
+    script = [
+        ScriptedResponse([ToolUsePart("", "pay", {"invoice": "INV-7"})]),
+        ScriptedResponse.text("Paid."),
+    ]
+    async with ScriptedModelServer(PROVIDER, script) as server:
+        client = server.client()
+        namespace = await run(snippet(3), {"client": client, "pay": pay})
+        await client.aclose()
+    assert namespace["result"].status is RunStatus.FINISHED
+    assert namespace["result"].text == "Paid."
+    assert paid == ["INV-7"]
+    [result] = last_results(server.requests[1])
+    assert result.output == "INV-7 paid"
+
+    # The prose after the snippet: decisions instead of the hook.
+    [inline] = re.findall(r"`(worker\.resume\(state, decisions=.*?)`", README, re.DOTALL)
+    state = PauseState.from_json(namespace["saved"])
+    async with ScriptedModelServer(PROVIDER, [ScriptedResponse.text("Done.")]) as server:
+        client = server.client()
+        worker = namespace["Worker"](client, tools=[pay])
+        scope = {"worker": worker, "state": state, "Decision": Decision}
+        with anyio.fail_after(TIMEOUT):
+            decided = await eval(" ".join(inline.split()), scope)  # README's inline code
+        await client.aclose()
+    assert decided.text == "Done."
+    assert paid == ["INV-7", "INV-7"]
+
+
+def stored_answer(request: RecordedRequest) -> ScriptedResponse:
+    [summary] = last_results(request)
+    match = BLOB.search(summary.output)
+    assert match is not None, summary.output
+    return ScriptedResponse(
+        [ToolUsePart("", "inspect", {"blob_id": match.group(1), "selector": "lines:20-50"})]
+    )
+
+
+@pytest.mark.anyio
+async def test_large_outputs_are_stored_summarised_inspected_and_masked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the snippet's FsBlobStore("blobs") is relative
+
+    @tool(effect="read_only")
+    async def search(query: str) -> str:
+        """Search the logs."""
+        return "".join(f"hit {n:03d} for {query}: token hunter2\n" for n in range(1, 121))
+
+    async def mask(ctx: Any) -> None:
+        ctx.result.content = ctx.result.content.replace("hunter2", "***")
+
+    script = [
+        ScriptedResponse([ToolUsePart("", "search", {"query": "errors"})]),
+        stored_answer,
+        ScriptedResponse.text("Found them."),
+    ]
+    async with ScriptedModelServer(PROVIDER, script) as server:
+        client = server.client()
+        namespace = await run(snippet(4), {"client": client, "search": search})
+        worker = namespace["worker"]
+        worker.add_after_tool_call_hook(mask)
+        with anyio.fail_after(TIMEOUT):
+            result = await worker.run("Find the errors.")
+        await client.aclose()
+    assert result.text == "Found them."
+    [summary] = last_results(server.requests[1])
+    assert len(summary.output.encode()) <= 400
+    assert "hit 001 for errors: token ***" in summary.output
+    [inspected] = last_results(server.requests[2])
+    assert "hit 020 for errors: token ***" in inspected.output
+    assert "hit 050" in inspected.output
+    assert "hit 051" not in inspected.output
+    assert all(b"hunter2" not in r.body for r in server.requests)
+    [blob] = [p for p in (tmp_path / "blobs").rglob("*") if p.is_file()]
+    assert "hit 120 for errors: token hunter2" in blob.read_text()  # the raw output is kept
+
+
+def test_every_file_the_readme_names_exists() -> None:
+    named = re.findall(r"`((?:docs|examples|tests|\.ci)/[\w./-]+)`", README)
+    named += [f"examples/{name}" for name in re.findall(r"^\| `(\w+\.py)` \|", README, re.M)]
+    assert len(named) >= 10
+    for path in named:
+        assert (ROOT / path).exists(), path
+
+
+def resolve(name: str) -> object:
+    """`Worker.resume`, `providers.RetryPolicy`, `llm_worker.hooks`… as found in the package."""
+    import importlib
+
+    import llm_worker
+
+    target: object = llm_worker
+    path = "llm_worker"
+    for part in name.removeprefix("llm_worker.").split("."):
+        path += f".{part}"
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            target = importlib.import_module(path)
+    return target
+
+
+def test_every_name_in_the_feature_table_exists() -> None:
+    table = README.split("## What it does", 1)[1].split("## A short tour", 1)[0]
+    names = set(re.findall(r"`([\w.]+)`", table)) - {"inspect"}  # the model's tool, not Python
+    assert len(names) >= 12
+    for name in sorted(names):
+        assert resolve(name) is not None, name
+
+
+def test_every_client_in_the_providers_table_exists() -> None:
+    from llm_worker import providers
+
+    table = README.split("## Providers", 1)[1].split("## Command line", 1)[0]
+    rows = re.findall(r"^\| `([\w-]+):([\w.-]+)` \| `(\w+)`", table, re.M)
+    assert len(rows) == 4
+    for prefix, model, client_name in rows:
+        client = providers.from_string(f"{prefix}:{model}", api_key="test-key")
+        assert type(client) is getattr(providers, client_name)
+
+
+@pytest.mark.parametrize("command", ["demo", "chat", "run"])
+def test_every_cli_command_the_readme_shows_answers_help(command: str) -> None:
+    assert f"uv run llm-worker {command}" in README
+    exe = shutil.which("llm-worker", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    done = subprocess.run(
+        [exe, command, "--help"], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    options: list[str] = []
+    for line in re.findall(rf"uv run llm-worker {command}\b(.*)", README):
+        options += re.findall(r"(--[\w-]+)", line)
+    if command == "demo":  # the Quick start's prose names the demo's options
+        quick_start = README.split("## Quick start", 1)[1].split("## What it does", 1)[0]
+        options += re.findall(r"(--[\w-]+)", quick_start)
+    for option in options:
+        assert option in done.stdout, f"{command} --help does not show {option}"
