@@ -11,7 +11,8 @@
 4. The second process loads the file, decides the pending call (`Decision.approve()`, or
    `--deny`), and `Worker.resume` runs it and finishes the turn.
 
-Run: `python examples/approval_pause_resume.py [--deny]` (offline by default; see _common.py).
+Run: `python examples/approval_pause_resume.py [--deny]` (offline unless an API key is set;
+see _common.py).
 """
 
 from __future__ import annotations

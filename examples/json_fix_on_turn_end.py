@@ -1,4 +1,4 @@
-"""Validate a JSON answer in on_turn_end and ask the model to fix it (seed 001).
+"""Validate a JSON answer in on_turn_end and ask the model to fix it.
 
 An on_turn_end hook sees each answer that has no tool call. Here it parses the answer against
 a pydantic model; when that fails it returns `ContinueWithMessages` with the validation errors,
@@ -6,7 +6,7 @@ and the Worker sends them to the model for another try. `max_continuations` boun
 retries, so a model that never gets it right cannot loop forever (the run then fails with
 `LimitExceededError`).
 
-Run: `python examples/json_fix_on_turn_end.py` (offline by default; see _common.py).
+Run: `python examples/json_fix_on_turn_end.py` (offline unless an API key is set; see _common.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Large tool outputs: stored as blobs, summarized, read with `inspect` (seed 004).
+"""Large tool outputs: stored as blobs, summarized, read with `inspect`.
 
 With a blob store, a tool result above 800 bytes does not go into the history: the Worker keeps
 it in the store and the model reads a short summary (`[blob:<id>] json_array | 250 entries`,
@@ -6,7 +6,7 @@ its schema and first entries). The Worker also gives the model an `inspect(blob_
 selector)` tool to read just the part it needs: `lines:20-50` of a text, `slice:3..8` of an
 array, `key:results` of an object.
 
-Run: `python examples/large_outputs.py` (offline by default; see _common.py).
+Run: `python examples/large_outputs.py` (offline unless an API key is set; see _common.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Mask secrets in tool results with an after_tool_call hook (seed 001).
+"""Mask secrets in tool results with an after_tool_call hook.
 
 An after_tool_call hook sees each result before the model does, and may rewrite
 `ctx.result.content` — what the model reads and what the history keeps. Here it replaces
@@ -9,7 +9,7 @@ runs. The hook masks its summary, and also what the model later reads of it with
 (inspect's results pass through after_tool_call too), but the stored original keeps the
 secrets: mask inside the tool when they must not reach the disk either.
 
-Run: `python examples/mask_secrets.py` (offline by default; see _common.py).
+Run: `python examples/mask_secrets.py` (offline unless an API key is set; see _common.py).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""A streaming UI built from Timeline handlers with per-block scopes (seed 000).
+"""A streaming UI built from Timeline handlers with per-block scopes.
 
 A handler is an object with `new_scope()` and `on_event(scope, event)`. The Timeline asks
 each handler for a fresh scope when a block starts, passes it with every event of that block,
 and drops it when the block stops — so per-block state (a buffer, a counter, a timer) never
 leaks from one block into the next. A plain function works too, when no state is needed.
 
-Run: `python examples/streaming_ui.py` (offline by default; see _common.py).
+Run: `python examples/streaming_ui.py` (offline unless an API key is set; see _common.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One object receives every event of a Worker: `worker.subscribe` (seed 002).
+"""One object receives every event of a Worker: `worker.subscribe`.
 
 `subscribe` registers each method the object has: block handlers with their scopes
 (`on_text_block(scope, event)` with `new_text_block_scope()`, and the same for thinking and
@@ -7,7 +7,7 @@ completed pieces (`on_text_complete(text)`, `on_tool_call_complete(call)`) and t
 boundaries (`on_turn_start(turn)`, `on_turn_end(turn)`). Methods it lacks are simply not
 registered — a logger, a metrics collector or a UI is one class.
 
-Run: `python examples/subscriber.py` (offline by default; see _common.py).
+Run: `python examples/subscriber.py` (offline unless an API key is set; see _common.py).
 """
 
 from __future__ import annotations
