@@ -1,12 +1,11 @@
 """Plumbing shared by the examples: which model they talk to.
 
 Without an API key each example runs **offline**: a `ScriptedModelServer` (from
-`llm_worker.testing`) on 127.0.0.1 speaks a real provider wire format and plays the answers
-the example scripts, and
-the Worker reaches it through the real provider client — so everything but the model is the
-real code path. With an API key in the environment (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`,
-`GEMINI_API_KEY`) or `LLM_WORKER_MODEL=provider:model`, the example talks to the real model
-instead, and the script is ignored. `--offline` forces the scripted model.
+`llm_worker.testing`) on 127.0.0.1 speaks a real provider wire format and plays the answers the
+example scripts, and the Worker reaches it through the real provider client — so everything but
+the model is the real code path. With an API key in the environment (`ANTHROPIC_API_KEY`,
+`OPENAI_API_KEY`, `GEMINI_API_KEY`) or `LLM_WORKER_MODEL=provider:model`, the example talks to
+the real model instead, and the script is ignored. `--offline` forces the scripted model.
 """
 
 from __future__ import annotations
