@@ -445,10 +445,12 @@ def test_options_are_deep_merged_last() -> None:
         Request(
             [Message.user("q")],
             thinking=ThinkingConfig(budget_tokens=2048),
-            options={"thinking": {"display": "omitted"}, "top_k": 5, "max_tokens": 99},
+            options={"thinking": {"display": "omitted"}, "metadata": {"user_id": "u"}},
         )
     )
     assert sent["thinking"] == {"type": "enabled", "budget_tokens": 2048, "display": "omitted"}
+    assert sent["metadata"] == {"user_id": "u"}
+    sent = body(Request([Message.user("q")], options={"top_k": 5, "max_tokens": 99}))
     assert (sent["top_k"], sent["max_tokens"]) == (5, 99)
 
 
@@ -549,3 +551,130 @@ def test_call_ids_of_other_providers_are_made_valid_for_anthropic() -> None:
     # Two ids that differ only in a replaced character stay distinct.
     other = body(Request([Message("assistant", [ToolUsePart("functions.get/0", "get", {})])]))
     assert other["messages"][0]["content"][0]["id"] != uses[0]
+
+
+# --- requests Anthropic rejects with thinking on fail before they are sent -------------------
+
+_SPEC = ToolSpec("get", "Get it.", {"type": "object", "properties": {}})
+_THINKING = [ThinkingConfig(budget_tokens=2048), ThinkingConfig(effort="high")]
+
+
+@pytest.mark.parametrize("config", _THINKING)
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"temperature": 0.2}, "temperature"),
+        ({"options": {"temperature": 0.0}}, "temperature"),
+        ({"options": {"top_k": 5}}, "top_k"),
+        ({"options": {"top_p": 0.5}}, "top_p"),
+        ({"tools": [_SPEC], "tool_choice": "required"}, "tool_choice"),
+        ({"tools": [_SPEC], "tool_choice": SpecificTool("get")}, "tool_choice"),
+        (
+            {
+                "options": {
+                    "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+                    "tool_choice": {"type": "any"},
+                }
+            },
+            "tool_choice",
+        ),
+    ],
+)
+def test_sampling_and_forced_tools_are_refused_with_thinking(
+    config: ThinkingConfig, fields: dict[str, Any], named: str
+) -> None:
+    # The API answers HTTP 400 to these with thinking on (extended thinking docs, "Feature
+    # compatibility"): the error comes before a round trip and names the field and the fix.
+    request = Request([Message.user("q")], thinking=config, **fields)
+    with pytest.raises(ConfigurationError, match=named) as caught:
+        body(request)
+    assert "thinking" in str(caught.value)
+    # Without thinking the same request is valid and goes as it is.
+    assert named in body(Request([Message.user("q")], **fields))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"temperature": 1.0},
+        {"options": {"top_p": 0.95}},
+        {"tools": [_SPEC], "tool_choice": "auto"},
+        {"tools": [_SPEC], "tool_choice": "none"},
+        # No tools: no tool_choice is sent, nothing is forced.
+        {"tool_choice": "required"},
+    ],
+)
+def test_what_the_api_accepts_with_thinking_still_goes(fields: dict[str, Any]) -> None:
+    sent = body(Request([Message.user("q")], thinking=ThinkingConfig(budget_tokens=2048), **fields))
+    assert sent["thinking"]["type"] == "enabled"
+
+
+def test_thinking_off_for_a_pending_loop_lets_sampling_and_forced_tools_through() -> None:
+    # Thinking left off (nothing to send back for the pending loop) is off: no check applies.
+    foreign = ThinkingPart("t", signature="s", origin=Origin("gemini", "g"))
+    request = Request(
+        _tool_loop([foreign]),
+        tools=[ToolSpec("f", "F.", {"type": "object"})],
+        tool_choice="required",
+        temperature=0.3,
+        thinking=ThinkingConfig(budget_tokens=2048),
+    )
+    sent = body(request)
+    assert "thinking" not in sent
+    assert (sent["temperature"], sent["tool_choice"]) == (0.3, {"type": "any"})
+
+
+@pytest.mark.parametrize(
+    ("budget", "max_tokens", "message"),
+    [
+        (1023, None, "budget_tokens=1023 is below the minimum of 1024"),
+        (0, None, "budget_tokens=0 is below the minimum of 1024"),
+        (4096, 4096, "budget_tokens=4096 must be below max_tokens=4096"),
+        (4096, 2000, "budget_tokens=4096 must be below max_tokens=2000"),
+    ],
+)
+def test_thinking_budget_bounds(budget: int, max_tokens: int | None, message: str) -> None:
+    request = Request(
+        [Message.user("q")], thinking=ThinkingConfig(budget_tokens=budget), max_tokens=max_tokens
+    )
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        body(request)
+
+
+def test_thinking_budget_bounds_apply_to_options_too() -> None:
+    over = {"thinking": {"type": "enabled", "budget_tokens": 500}}
+    with pytest.raises(ConfigurationError, match="budget_tokens=500"):
+        body(Request([Message.user("q")], options=over))
+    small_max = {"max_tokens": 1500}
+    with pytest.raises(ConfigurationError, match="max_tokens=1500"):
+        body(Request([Message.user("q")], thinking=ThinkingConfig(), options=small_max))
+
+
+def test_valid_budgets_go_as_they_are() -> None:
+    assert body(Request([Message.user("q")], thinking=ThinkingConfig(budget_tokens=1024)))
+    sent = body(
+        Request([Message.user("q")], thinking=ThinkingConfig(budget_tokens=4095), max_tokens=4096)
+    )
+    assert (sent["thinking"]["budget_tokens"], sent["max_tokens"]) == (4095, 4096)
+
+
+@pytest.mark.parametrize(
+    "client_options",
+    [
+        {"betas": ["interleaved-thinking-2025-05-14"]},
+        {"headers": {"anthropic-beta": "context-1m-2025-08-07,interleaved-thinking-2025-05-14"}},
+    ],
+)
+def test_interleaved_thinking_lets_the_budget_exceed_max_tokens(
+    client_options: dict[str, Any],
+) -> None:
+    # With interleaved thinking the budget covers the whole turn and may exceed max_tokens;
+    # the 1024 minimum still holds.
+    request = Request(
+        [Message.user("q")], thinking=ThinkingConfig(budget_tokens=16000), max_tokens=4096
+    )
+    sent = body(request, **client_options)
+    assert (sent["thinking"]["budget_tokens"], sent["max_tokens"]) == (16000, 4096)
+    low = Request([Message.user("q")], thinking=ThinkingConfig(budget_tokens=512))
+    with pytest.raises(ConfigurationError, match="1024"):
+        body(low, **client_options)

@@ -20,6 +20,17 @@ What the API demands, and how each demand is met here:
   thinking block; when the history has none there (it was dropped, or the turn ran without
   thinking), thinking is left off for this request, as the API's own error message advises;
 - `max_tokens` is required: `DEFAULT_MAX_TOKENS`, raised above the thinking budget.
+
+Requests the API is known to reject with thinking on (`enabled` or `adaptive`, as finally sent,
+`options` included) raise `ConfigurationError` before any round trip, naming the field and the
+fix (extended thinking docs, "Feature compatibility" and budget rules):
+
+- `temperature` other than 1, any `top_k`, `top_p` below 0.95;
+- a `tool_choice` that forces tool use (`any`, or a named `tool`): only `auto` and `none` go;
+- `budget_tokens` below 1024, or not below `max_tokens` — unless interleaved thinking is on
+  (`interleaved-thinking-*` beta), where the budget covers the whole turn and may exceed it.
+
+When thinking is left off (see above), none of these apply.
 """
 
 from __future__ import annotations
@@ -30,6 +41,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
+from llm_worker._json import as_dict, as_int, as_str
+from llm_worker.errors import ConfigurationError
 from llm_worker.messages import (
     Message,
     Part,
@@ -55,6 +68,7 @@ __all__ = (
     "build_body",
     "build_messages",
     "cache_settings",
+    "interleaved_thinking",
 )
 
 PROVIDER: Final = "anthropic"
@@ -79,6 +93,13 @@ _EFFORT: Final[dict[str, str]] = {
 
 _UNCACHEABLE: Final = frozenset({"thinking", "redacted_thinking"})
 
+MIN_THINKING_BUDGET: Final = 1024
+"""The smallest `budget_tokens` the API accepts."""
+
+_MIN_TOP_P_THINKING: Final = 0.95
+_FORCED_TOOL_CHOICE: Final = frozenset({"any", "tool"})
+_INTERLEAVED_BETA: Final = "interleaved-thinking-"
+
 _VALID_ID: Final = re.compile(r"[a-zA-Z0-9_-]+")
 _INVALID_ID_CHARS: Final = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -102,12 +123,28 @@ class PromptCache:
         return {"type": "ephemeral", "ttl": self.ttl} if self.ttl else {"type": "ephemeral"}
 
 
-def build_body(request: Request, *, model: str, cache: PromptCache | None = None) -> Block:
+def build_body(
+    request: Request,
+    *,
+    model: str,
+    cache: PromptCache | None = None,
+    interleaved: bool = False,
+) -> Block:
     """The `/v1/messages` body for a neutral request.
 
     `request.options` is deep-merged last, so any field of the API can be set or overridden
     there (`{"top_k": 5}`, `{"metadata": {"user_id": ...}}`, `{"cache_control": {...}}` for
     automatic prompt caching, `{"thinking": {"type": "adaptive"}}`).
+
+    Args:
+        request: The neutral request.
+        model: The model name.
+        cache: Prompt-cache breakpoints to mark.
+        interleaved: Interleaved thinking is on (the thinking budget may exceed `max_tokens`).
+
+    Raises:
+        ConfigurationError: The body breaks a rule the API enforces with thinking on
+            (see the module docstring).
     """
     messages = build_messages(request.messages, model=model)
     body: Block = {
@@ -131,7 +168,81 @@ def build_body(request: Request, *, model: str, cache: PromptCache | None = None
         _add_thinking(body, request.thinking, pending_loop_ok=_turn_starts_thinking(messages))
     if cache is not None and cache.breakpoints:
         _mark_cache(body, cache)
-    return deep_merge(body, request.options)
+    body = deep_merge(body, request.options)
+    _check_thinking(body, interleaved=interleaved)
+    return body
+
+
+def _check_thinking(body: Block, *, interleaved: bool = False) -> None:
+    """Refuse a body the API rejects because thinking is on (see the module docstring).
+
+    Raises:
+        ConfigurationError: Naming the field and what to do instead.
+    """
+    thinking = as_dict(body.get("thinking"))
+    kind = as_str(thinking.get("type"))
+    if kind not in ("enabled", "adaptive"):
+        return
+    _check_sampling(body)
+    _check_forced_tool(as_dict(body.get("tool_choice")))
+    if kind == "enabled":
+        _check_budget(thinking, as_int(body.get("max_tokens")), interleaved=interleaved)
+
+
+_THINKING_OFF: Final = "or turn thinking off (thinking=None)"
+
+
+def _check_sampling(body: Block) -> None:
+    temperature = body.get("temperature")
+    if temperature is not None and temperature != 1:
+        raise ConfigurationError(
+            f"temperature={temperature} is not allowed by Anthropic with thinking on: "
+            f"leave temperature unset (or 1), {_THINKING_OFF}"
+        )
+    if body.get("top_k") is not None:
+        raise ConfigurationError(
+            f"top_k is not allowed by Anthropic with thinking on: remove it from options, "
+            f"{_THINKING_OFF}"
+        )
+    top_p = body.get("top_p")
+    if top_p is not None and top_p < _MIN_TOP_P_THINKING:
+        raise ConfigurationError(
+            f"top_p={top_p} is not allowed by Anthropic with thinking on (only 0.95 to 1): "
+            f"raise or remove it, {_THINKING_OFF}"
+        )
+
+
+def _check_forced_tool(tool_choice: Block) -> None:
+    kind = as_str(tool_choice.get("type"))
+    if kind not in _FORCED_TOOL_CHOICE:
+        return
+    forced = f"tool {tool_choice.get('name')!r}" if kind == "tool" else "'required' (any)"
+    raise ConfigurationError(
+        f"tool_choice {forced} forces tool use, which Anthropic does not allow with thinking "
+        f"on: use tool_choice 'auto' or 'none', {_THINKING_OFF}"
+    )
+
+
+def _check_budget(thinking: Block, max_tokens: int | None, *, interleaved: bool) -> None:
+    budget = as_int(thinking.get("budget_tokens"))
+    if budget is None:
+        return  # the API's own message about a missing budget is clear enough
+    if budget < MIN_THINKING_BUDGET:
+        raise ConfigurationError(
+            f"thinking budget_tokens={budget} is below the minimum of {MIN_THINKING_BUDGET}: "
+            f"set ThinkingConfig.budget_tokens to {MIN_THINKING_BUDGET} or more"
+        )
+    if not interleaved and max_tokens is not None and budget >= max_tokens:
+        raise ConfigurationError(
+            f"thinking budget_tokens={budget} must be below max_tokens={max_tokens}: raise "
+            "max_tokens (or leave it unset: it is then set above the budget) or lower the budget"
+        )
+
+
+def interleaved_thinking(headers: Mapping[str, str]) -> bool:
+    """Whether the `anthropic-beta` header in `headers` switches interleaved thinking on."""
+    betas = next((v for k, v in headers.items() if k.lower() == "anthropic-beta"), "")
+    return any(beta.strip().startswith(_INTERLEAVED_BETA) for beta in betas.split(","))
 
 
 def build_messages(messages: list[Message], *, model: str) -> list[Block]:
@@ -310,8 +421,6 @@ def cache_settings(
         return None
     unknown = set(breakpoints) - {"system", "tools", "messages"}
     if unknown:
-        from llm_worker.errors import ConfigurationError
-
         raise ConfigurationError(
             f"unknown prompt-cache breakpoint(s) {sorted(unknown)}: "
             "use 'system', 'tools' or 'messages'"

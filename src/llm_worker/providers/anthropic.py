@@ -51,6 +51,7 @@ from llm_worker.providers._anthropic_request import (
     beta_headers,
     build_body,
     cache_settings,
+    interleaved_thinking,
 )
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper
@@ -143,6 +144,8 @@ class AnthropicClient(HttpClient):
             ConfigurationError: No API key, or an unknown prompt-cache breakpoint.
         """
         self._cache = cache_settings(prompt_cache, prompt_cache_ttl)
+        all_headers = beta_headers(betas, headers)
+        self._interleaved = interleaved_thinking(all_headers)
         super().__init__(
             model=model,
             api_key=api_key,
@@ -150,7 +153,7 @@ class AnthropicClient(HttpClient):
             http_client=http_client,
             timeout=timeout,
             retry=retry,
-            headers=beta_headers(betas, headers),
+            headers=all_headers,
             max_concurrency=max_concurrency,
         )
 
@@ -160,7 +163,9 @@ class AnthropicClient(HttpClient):
 
     def build_body(self, request: Request) -> dict[str, Any]:
         """The `/v1/messages` body (`request.options` deep-merged last)."""
-        return build_body(request, model=self.model, cache=self._cache)
+        return build_body(
+            request, model=self.model, cache=self._cache, interleaved=self._interleaved
+        )
 
     def path(self, request: Request) -> str:
         """`/v1/messages`."""
