@@ -319,11 +319,15 @@ async def test_usage_fields(name: str, usage: UsageEvent) -> None:
 
 
 @requires_fixtures
-async def test_parts_outside_the_event_model_are_passed_over() -> None:
+async def test_parts_outside_the_event_model_become_provider_blocks() -> None:
     events, error, _ = await replay(recording_response("code_execution_parts"))
     assert error is None
     got = answer(events)
-    assert got.blocks == ["text"]
+    assert got.blocks == ["provider", "provider", "text"]
+    code, result = got.provider
+    assert code["executableCode"]["code"].endswith("print(result)")
+    assert code["thoughtSignature"].startswith("EqADCp0D")  # kept on the part, not a delta
+    assert result["codeExecutionResult"]["output"] == "-428330955.97745\n"
     assert "print(result)" not in got.text
     assert got.text.startswith("The result of $65465")
 

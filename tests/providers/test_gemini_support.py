@@ -23,6 +23,7 @@ from llm_worker.events import (
     BlockStop,
     BlockType,
     Event,
+    ProviderMetadata,
     SignatureDelta,
     TextDelta,
     ThinkingDelta,
@@ -107,6 +108,7 @@ class Answer:
     thinking: str = ""
     signatures: list[str] = field(default_factory=lambda: [])
     calls: list[tuple[str, Any]] = field(default_factory=lambda: [])
+    provider: list[dict[str, Any]] = field(default_factory=lambda: [])
     finish: str | None = None
     usage: UsageEvent = field(default_factory=UsageEvent)
 
@@ -115,7 +117,8 @@ def _kind(part: dict[str, Any]) -> str | None:
     if "functionCall" in part:
         return "tool_use"
     if "text" not in part:
-        return None  # executableCode, codeExecutionResult, …: not in the event model
+        # executableCode, codeExecutionResult, …: kept whole (a bare signature holds nothing).
+        return "provider" if set(part) - {"thought", "thoughtSignature"} else None
     if not part["text"] and "thoughtSignature" not in part:
         return None  # an empty text part carries nothing
     return "thinking" if part.get("thought") else "text"
@@ -132,6 +135,11 @@ def expected(name: str) -> Answer:
             for part in candidate.get("content", {}).get("parts", []):
                 kind = _kind(part)
                 if kind is None:
+                    continue
+                if kind == "provider":
+                    out.blocks.append(kind)  # the whole part, its signature inside
+                    out.provider.append(part)
+                    signed_last = False
                     continue
                 signature = part.get("thoughtSignature")
                 # Calls are whole blocks; a second signature also opens a new block.
@@ -181,10 +189,8 @@ def answer(events: list[Event]) -> Answer:
     name = ""
     for event in events:
         if isinstance(event, BlockStart):
-            out.blocks.append(event.block_type.value)
+            name = _started(event, out) or name
             pieces = []
-            if isinstance(event.metadata, ToolUseMetadata):
-                name = event.metadata.name
         elif isinstance(event, BlockDelta):
             delta = event.delta
             if isinstance(delta, TextDelta):
@@ -203,6 +209,14 @@ def answer(events: list[Event]) -> Answer:
         elif isinstance(event, UsageEvent):
             out.usage = out.usage.updated(event)
     return out
+
+
+def _started(event: BlockStart, out: Answer) -> str | None:
+    """Record a block's start; the called function's name for a tool-use block."""
+    out.blocks.append(event.block_type.value)
+    if isinstance(event.metadata, ProviderMetadata):
+        out.provider.append(event.metadata.data)
+    return event.metadata.name if isinstance(event.metadata, ToolUseMetadata) else None
 
 
 _DELTAS = streams.deltas(signed=BlockType)  # a thoughtSignature may ride on any part

@@ -277,7 +277,7 @@ async def test_items_that_arrive_whole_still_give_their_content() -> None:
 
 
 @pytest.mark.anyio
-async def test_unknown_events_and_items_pass() -> None:
+async def test_unknown_events_pass_and_unknown_items_are_kept_whole() -> None:
     body = (
         created()
         + sse({"type": "response.queued", "response": {"status": "queued"}})
@@ -290,7 +290,9 @@ async def test_unknown_events_and_items_pass() -> None:
         + text_stream("After.")[len(created()) :]
     )
     blocks, stop = await _blocks(body)
-    assert blocks == [Block("text", "After.", item_id="msg_1")]
+    # The item as it is done (not as added); its progress events leave no trace.
+    image = {"id": "ig_1", "type": "image_generation_call", "result": "x"}
+    assert blocks == [Block("provider", data=image), Block("text", "After.", item_id="msg_1")]
     assert stop.stop_reason is StopReason.END_TURN
 
 

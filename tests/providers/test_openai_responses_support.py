@@ -27,6 +27,7 @@ from llm_worker.events import (
     BlockType,
     Event,
     InputJsonDelta,
+    ProviderMetadata,
     ResponseStatus,
     SignatureDelta,
     StatusEvent,
@@ -110,6 +111,7 @@ class Block:
     item_id: str | None = None
     call_id: str | None = None
     name: str | None = None
+    data: dict[str, Any] | None = None  # a provider block: the whole item
 
 
 @dataclass
@@ -142,7 +144,7 @@ def _item_blocks(item: dict[str, Any]) -> list[Block]:
     if item["type"] == "function_call":
         args = item["arguments"]
         return [Block("tool_use", args, "", item["id"], item["call_id"], item["name"])]
-    return []  # hosted tools: web search, code interpreter, MCP, tool search
+    return [Block("provider", data=item)]  # hosted tools: web search, MCP, tool search, …
 
 
 def expected(name: str) -> Expected:
@@ -194,6 +196,8 @@ def blocks_of(events: list[Event]) -> list[Block]:
                 block.item_id = meta.item_id
             elif isinstance(meta, ToolUseMetadata):
                 block.item_id, block.call_id, block.name = meta.item_id, meta.id, meta.name
+            elif isinstance(meta, ProviderMetadata):
+                block.data = meta.data
             blocks.append(block)
         elif isinstance(event, BlockDelta):
             delta = event.delta

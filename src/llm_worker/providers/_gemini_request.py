@@ -19,8 +19,11 @@
   signature goes back as it came (`thought: true`, text, signature); every other thinking part
   (Gemini thought summaries without a signature, other providers' reasoning) is dropped: it is
   the model's private reasoning, and as plain text it would read as something said aloud.
-- A `ProviderPart` (another provider's native block, such as an Anthropic server-tool call) is
-  dropped: it is only ever sent back to its producer, and this client produces none.
+- A `ProviderPart` (a part of a kind the neutral model has none for, such as `executableCode`
+  or `codeExecutionResult`, kept whole by `gemini.py`) goes back verbatim, in place and with
+  its `thoughtSignature`, only when its origin is Gemini with the same model: a code-execution
+  step must be replayed as it came, and its signature is bound to the model. One of another
+  origin (an Anthropic server-tool block, a part of another Gemini model) is dropped.
 - `generationConfig`: `maxOutputTokens`, `temperature`, `stopSequences`, `thinkingConfig`
   (`includeThoughts`, and `thinkingBudget` from `budget_tokens`, or else from `effort`: a
   `thinkingLevel` on Gemini 3 and later, a budget on earlier models, which know no level;
@@ -112,7 +115,8 @@ def _part(part: Part, own: Origin, names: dict[str, str]) -> dict[str, Any] | No
     if isinstance(part, ToolResultPart):
         return {"functionResponse": _response(part, names)}
     if isinstance(part, ProviderPart):
-        return None  # another provider's native content: see the module docstring
+        # A copy: the body must not share dicts with the history. See the module docstring.
+        return dict(part.data) if part.origin == own else None
     if not isinstance(part, TextPart | ThinkingPart | ToolUsePart):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise unsupported_part(part)
     signature = part.signature if part.origin == own else None

@@ -38,8 +38,23 @@ Replaying reasoning (what the recordings and the API's pairing rules decide):
 - Thinking from another provider or model is dropped, not turned into text: it is the model's
   private reasoning (or a summary of it), and replaying it as assistant text would make the
   model read it as something it said. Tool calls and text of any origin are sent, without ids.
-- A `ProviderPart` (another provider's native block, such as an Anthropic server-tool call) is
-  dropped: it is only ever sent back to its producer, and this client produces none.
+
+Replaying hosted-tool items (`ProviderPart`s, kept whole from `response.output_item.done`):
+
+- An item goes back verbatim, in place in its assistant message, only when its origin is this
+  provider and model and its kind is one the API takes back as an input item and that needs
+  nothing more: `web_search_call`, `file_search_call`, `code_interpreter_call`,
+  `image_generation_call`, `mcp_list_tools`, `mcp_call`, and `tool_search_call` /
+  `tool_search_output` run by the server (`execution: "server"`).
+- Kept out of the request: items a client must answer (`tool_search_call` with
+  `execution: "client"`, `computer_call`, `local_shell_call`, `shell_call`, `apply_patch_call`,
+  `custom_tool_call`, `mcp_approval_request`): the neutral model has no part for their output
+  or approval, and a call sent back unanswered is rejected; and kinds unknown here, which may be
+  of that sort. A reasoning item followed by an item kept out is dropped too (see the pairing
+  rule above), and an item after a dropped reasoning item is kept out, since its id, which the
+  API requires, names the missing reasoning item.
+- A `ProviderPart` of another origin (an Anthropic server-tool block, a Gemini code-execution
+  part, another model's item) or in a user message is dropped.
 """
 
 from __future__ import annotations
@@ -73,6 +88,18 @@ PROVIDER: Final = "openai_responses"
 """The wire protocol's name, also the `Origin.provider` of the opaque data it produces."""
 
 _ENCRYPTED: Final = "reasoning.encrypted_content"
+# Hosted-tool items sent back as they came (see the module docstring).
+_HOSTED: Final = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_list_tools",
+        "mcp_call",
+    }
+)
+_SERVER_RUN: Final = frozenset({"tool_search_call", "tool_search_output"})
 
 
 def build_body(request: Request, *, model: str) -> dict[str, Any]:
@@ -141,7 +168,7 @@ def _user_items(parts: Sequence[Part]) -> list[dict[str, Any]]:
             texts.append({"type": "input_text", "text": part.text})
             continue
         if isinstance(part, ProviderPart):
-            continue  # another provider's native content: see the module docstring
+            continue  # output items belong to assistant messages: see the module docstring
         # Parts are typed, but a history built at run time may hold anything (an image).
         if not isinstance(part, ThinkingPart | ToolUsePart | ToolResultPart):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise unsupported_part(part)
@@ -192,7 +219,7 @@ class _AssistantItems:
             elif isinstance(part, ToolUsePart):
                 self._call(part)
             elif isinstance(part, ProviderPart):
-                pass  # another provider's native content: see the module docstring
+                self._provider(part)
             elif not isinstance(part, ToolResultPart):  # pyright: ignore[reportUnnecessaryIsInstance]
                 raise unsupported_part(part)
             else:
@@ -231,11 +258,27 @@ class _AssistantItems:
         if self._store_false and not any(p.signature for p in group):
             return False
         # The item that followed it must go out with its id, or OpenAI rejects the pair.
+        if isinstance(follower, ProviderPart):
+            return self._sendable(follower) and "id" in follower.data
         return (
             isinstance(follower, TextPart | ToolUsePart)
             and follower.origin == self._origin
             and follower.item_id is not None
         )
+
+    def _sendable(self, part: ProviderPart) -> bool:
+        if part.origin != self._origin:
+            return False
+        kind = part.data.get("type")
+        if kind in _SERVER_RUN:
+            return part.data.get("execution") == "server"
+        return kind in _HOSTED
+
+    def _provider(self, part: ProviderPart) -> None:
+        self._message = None
+        # After a dropped reasoning item, the item's id would name it: kept out too.
+        if self._keep_ids and self._sendable(part):
+            self._items.append(dict(part.data))  # a copy: the body shares nothing with history
 
     def _text(self, part: TextPart) -> None:
         item_id = self._own_id(part)

@@ -19,7 +19,12 @@ Request building lives in `_gemini_request.py` (and the schema conversion in
   again. The id is this library's only (Gemini matches results by name and order); an id
   the provider does send is used as it is.
 - Parts of kinds the event model has no block for (`executableCode`, `codeExecutionResult`,
-  `inlineData`, …) are passed over, with any signature they carry.
+  `inlineData`, …) are kept whole, `thoughtSignature` included, each as one
+  `BlockType.PROVIDER` block (`ProviderMetadata`) in its place: the Worker keeps it as a
+  `ProviderPart` and `_gemini_request` sends it back verbatim to the same model (a Gemini 3
+  model checks the signature on a replayed `executableCode`). A part holding nothing but
+  `thought` / `thoughtSignature` keys carries no content and is passed over. Grounding and
+  URL-context metadata are candidate-level fields, not parts: they are not kept.
 - `finishReason`: `STOP` is END_TURN, or TOOL_USE when the answer called a function;
   `MAX_TOKENS`; `SAFETY`, `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`,
   `IMAGE_SAFETY` are CONTENT_FILTER; anything else OTHER; the raw value is kept. The answer
@@ -71,6 +76,8 @@ __all__ = ("GeminiClient",)
 
 _PROVIDER: Final = "gemini"
 _TEXT_META: Final = TextMetadata()
+# Keys of a part that say something about its content but are not content themselves.
+_NO_CONTENT: Final = frozenset({"thought", "thoughtSignature"})
 _FILTERED: Final = frozenset(
     {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
 )
@@ -252,6 +259,9 @@ class _GeminiMapper:
         call = part.get("functionCall")
         if call is not None:
             self._call(as_dict(call), signature, emitter)
+        elif not part.keys() <= _NO_CONTENT:
+            # executableCode, codeExecutionResult, inlineData, …: kept whole for the history.
+            emitter.provider_block(part)
 
     def _content(
         self, kind: BlockType, text: str, signature: str | None, emitter: BlockEmitter

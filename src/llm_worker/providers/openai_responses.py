@@ -18,8 +18,14 @@ and what is dropped). This module maps the stream:
   abort of the open block);
 - items that arrive whole (no deltas) still give their text, summaries and arguments.
 
-Other events and items (hosted tools: web and file search, code interpreter, MCP, tool search;
-`response.queued`; a trailing `data: [DONE]` from OpenRouter) pass without a trace.
+- an item of any other kind (hosted tools: `web_search_call`, `file_search_call`,
+  `code_interpreter_call`, `mcp_list_tools`, `mcp_call`, `tool_search_call`, …) → one
+  `BlockType.PROVIDER` block (`ProviderMetadata`) holding the whole item of its
+  `response.output_item.done`, in output order; the Worker keeps it as a `ProviderPart`, and
+  `_openai_responses_request` sends it back in place to the same model (it says which kinds).
+
+Other events (the hosted tools' progress events, `response.queued`, a trailing `data: [DONE]`
+from OpenRouter) pass without a trace.
 
 Items may interleave (OpenRouter streams a whole message while its reasoning item is still
 open): one item streams at a time, the events of the others are held in arrival order and
@@ -239,10 +245,13 @@ class _ResponsesMapper:
             if encrypted:
                 self._open_thinking(emitter)
                 emitter.signature(encrypted)
-        elif kind == "function_call" and not self._streamed:
+        elif kind == "function_call":
             arguments = as_str(item.get("arguments"))
-            if arguments:
+            if arguments and not self._streamed:
                 emitter.input_json(arguments)
+        elif item:
+            # A hosted tool's item (no kind of ours): kept whole, as it is done.
+            emitter.provider_block(item)
         emitter.stop()
         self._active = None
 
