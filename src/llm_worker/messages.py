@@ -157,9 +157,11 @@ class ProviderPart:
     """Provider-native content the neutral model has no kind for, kept to be sent back.
 
     Anthropic server-tool blocks (`server_tool_use`, `web_search_tool_result`, …), MCP blocks
-    and compaction blocks are kept here: a `pause_turn` answer must go back as it came for the
-    server tool to go on. The producing client sends `data` back verbatim, in place, only when
-    `origin` names its provider and model; every other client drops the part.
+    and compaction blocks (a `pause_turn` answer must go back as it came for the server tool to
+    go on); Gemini parts such as `executableCode` / `codeExecutionResult`; OpenAI Responses
+    hosted-tool items (`web_search_call`, `code_interpreter_call`, …). The producing client
+    sends `data` back verbatim, in place, only when `origin` names its provider and model (and,
+    for Responses, only item kinds the API accepts as input); every other client drops it.
 
     Attributes:
         data: The provider's block, as JSON (deltas already merged in).
