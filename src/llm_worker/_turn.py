@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -187,8 +187,7 @@ class Run:
         cfg = self.cfg
         dispatch = cfg.timeline.dispatch
         sinks = cfg.sinks
-        async with AsyncExitStack() as stack:
-            events = await stack.enter_async_context(_closing(cfg.client.stream(request)))
+        async with _closing(cfg.client.stream(request)) as events:
             async for event in events:
                 dispatch(event)
                 if sinks:
