@@ -17,6 +17,7 @@ from llm_worker.events import (
     BlockStart,
     BlockStop,
     BlockType,
+    CitationDelta,
     Delta,
     ErrorEvent,
     Event,
@@ -46,7 +47,7 @@ EVENT_CLASSES: set[type] = {
     BlockStop,
     BlockAbort,
 }
-DELTA_CLASSES: set[type] = {TextDelta, ThinkingDelta, InputJsonDelta, SignatureDelta}
+DELTA_CLASSES: set[type] = {TextDelta, ThinkingDelta, InputJsonDelta, SignatureDelta, CitationDelta}
 METADATA_CLASSES: set[type] = {
     TextMetadata,
     ThinkingMetadata,
@@ -74,7 +75,7 @@ def test_hot_path_types_are_slotted_dataclasses(cls: type) -> None:
 
 def test_every_public_name_is_exported() -> None:
     public = {n for n, v in vars(events).items() if not n.startswith("_") and n[0].isupper()}
-    public -= {"Any", "TypeAlias", "StrEnum"}
+    public -= {"Any", "TypeAlias", "StrEnum", "Citation"}  # Citation is messages.py's
     assert public <= set(events.__all__)
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
+    Citation,
     Message,
     Origin,
     Part,
@@ -44,6 +45,18 @@ json_values = st.recursive(
 json_objects = st.dictionaries(st.text(), json_values, max_size=5)
 origins = st.builds(Origin, provider=st.text(max_size=12), model=st.text(max_size=12))
 
+optional_ints = st.none() | st.integers(0, 2**31)
+citations = st.builds(
+    Citation,
+    data=json_objects,
+    url=st.none() | st.text(),
+    title=st.none() | st.text(),
+    cited_text=st.none() | st.text(),
+    start_index=optional_ints,
+    end_index=optional_ints,
+    origin=st.none() | origins,
+)
+
 # Strategies by field annotation: a field of a new type fails here until the test knows it.
 FIELD_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
     "str": st.text(),
@@ -51,6 +64,7 @@ FIELD_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
     "bool": st.booleans(),
     "Origin | None": st.none() | origins,
     "dict[str, Any]": json_objects,
+    "list[Citation]": st.lists(citations, max_size=3),
 }
 
 

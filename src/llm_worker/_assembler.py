@@ -17,6 +17,7 @@ from llm_worker.events import (
     BlockStart,
     BlockStop,
     BlockType,
+    CitationDelta,
     Delta,
     Event,
     InputJsonDelta,
@@ -30,6 +31,7 @@ from llm_worker.events import (
     UsageEvent,
 )
 from llm_worker.messages import (
+    Citation,
     Message,
     Origin,
     Part,
@@ -52,6 +54,8 @@ class _Open:
     call_id: str = ""
     name: str = ""
     data: dict[str, Any] | None = None
+    phase: str | None = None
+    citations: list[Citation] = field(default_factory=lambda: [])
 
 
 @dataclass(slots=True)
@@ -85,6 +89,8 @@ class Assembler:
                 block.pieces.append(delta.text)
             elif isinstance(delta, InputJsonDelta):
                 block.pieces.append(delta.partial_json)
+            elif isinstance(delta, CitationDelta):
+                block.citations.append(delta.citation)
             else:
                 block.signature.append(delta.signature)
             return None
@@ -114,7 +120,7 @@ class Assembler:
             block.redacted, block.item_id = meta.redacted, meta.item_id
         elif isinstance(meta, TextMetadata):
             # The Responses message id: a replayed reasoning item must be followed by it.
-            block.item_id = meta.item_id
+            block.item_id, block.phase = meta.item_id, meta.phase
         elif isinstance(meta, ProviderMetadata):
             block.data = meta.data
         self._open = block
@@ -167,8 +173,15 @@ class Assembler:
                 )
             )
             return None
-        if text or signature:
+        if text or signature or block.citations:
             self.parts.append(
-                TextPart(text, signature=signature, item_id=block.item_id, origin=origin)
+                TextPart(
+                    text,
+                    signature=signature,
+                    item_id=block.item_id,
+                    origin=origin,
+                    citations=block.citations,
+                    phase=block.phase,
+                )
             )
         return Completed(text=text)

@@ -18,17 +18,21 @@ These types are created once per streamed chunk: they are slotted dataclasses, c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypeAlias
 
+from llm_worker.messages import Citation
+
 __all__ = (
+    "USAGE_FIELDS",
     "BlockAbort",
     "BlockDelta",
     "BlockMetadata",
     "BlockStart",
     "BlockStop",
     "BlockType",
+    "CitationDelta",
     "Delta",
     "ErrorEvent",
     "Event",
@@ -43,6 +47,7 @@ __all__ = (
     "TextMetadata",
     "ThinkingDelta",
     "ThinkingMetadata",
+    "TokenLogprob",
     "ToolResultMetadata",
     "ToolUseMetadata",
     "UsageEvent",
@@ -88,6 +93,11 @@ class StopReason(StrEnum):
     """The model refused (Anthropic `refusal`)."""
     CONTENT_FILTER = "content_filter"
     """A provider filter cut the answer (OpenAI `content_filter`, Gemini `SAFETY` …)."""
+    COMPACTION = "compaction"
+    """Anthropic: the context was compacted mid-answer; send the answer back to go on."""
+    MALFORMED_TOOL_CALL = "malformed_tool_call"
+    """The model produced a tool call the provider could not accept (Gemini
+    `MALFORMED_FUNCTION_CALL`, `UNEXPECTED_TOOL_CALL`, `TOO_MANY_TOOL_CALLS`): not an answer."""
     OTHER = "other"
     """A reason this library does not know; see `raw_stop_reason`."""
 
@@ -120,6 +130,15 @@ class UsageEvent:
         cache_read_input_tokens: The part of `input_tokens` read from the prompt cache.
         cache_creation_input_tokens: The part of `input_tokens` written to the prompt cache.
         reasoning_tokens: The part of `output_tokens` spent on reasoning, where reported.
+        cache_creation_5m_input_tokens: The part of `cache_creation_input_tokens` written with
+            a 5-minute lifetime (Anthropic).
+        cache_creation_1h_input_tokens: The part written with a 1-hour lifetime (Anthropic).
+        web_search_requests: Server-side web searches the provider ran (Anthropic).
+        web_fetch_requests: Server-side web fetches the provider ran (Anthropic).
+        audio_input_tokens: The part of `input_tokens` that was audio (OpenAI).
+        audio_output_tokens: The part of `output_tokens` that was audio (OpenAI).
+        accepted_prediction_tokens: Predicted-output tokens that appeared in the answer (OpenAI).
+        rejected_prediction_tokens: Predicted-output tokens that did not, still billed (OpenAI).
     """
 
     input_tokens: int | None = None
@@ -128,36 +147,30 @@ class UsageEvent:
     cache_read_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cache_creation_5m_input_tokens: int | None = None
+    cache_creation_1h_input_tokens: int | None = None
+    web_search_requests: int | None = None
+    web_fetch_requests: int | None = None
+    audio_input_tokens: int | None = None
+    audio_output_tokens: int | None = None
+    accepted_prediction_tokens: int | None = None
+    rejected_prediction_tokens: int | None = None
 
     def updated(self, newer: UsageEvent) -> UsageEvent:
         """Return this snapshot overlaid with the non-`None` fields of a newer one."""
         return UsageEvent(
-            input_tokens=_pick(newer.input_tokens, self.input_tokens),
-            output_tokens=_pick(newer.output_tokens, self.output_tokens),
-            total_tokens=_pick(newer.total_tokens, self.total_tokens),
-            cache_read_input_tokens=_pick(
-                newer.cache_read_input_tokens, self.cache_read_input_tokens
-            ),
-            cache_creation_input_tokens=_pick(
-                newer.cache_creation_input_tokens, self.cache_creation_input_tokens
-            ),
-            reasoning_tokens=_pick(newer.reasoning_tokens, self.reasoning_tokens),
+            *(_pick(getattr(newer, name), getattr(self, name)) for name in USAGE_FIELDS)
         )
 
     def __add__(self, other: UsageEvent) -> UsageEvent:
         """Sum two responses' usage (a field stays `None` only when both are `None`)."""
         return UsageEvent(
-            input_tokens=_add(self.input_tokens, other.input_tokens),
-            output_tokens=_add(self.output_tokens, other.output_tokens),
-            total_tokens=_add(self.total_tokens, other.total_tokens),
-            cache_read_input_tokens=_add(
-                self.cache_read_input_tokens, other.cache_read_input_tokens
-            ),
-            cache_creation_input_tokens=_add(
-                self.cache_creation_input_tokens, other.cache_creation_input_tokens
-            ),
-            reasoning_tokens=_add(self.reasoning_tokens, other.reasoning_tokens),
+            *(_add(getattr(self, name), getattr(other, name)) for name in USAGE_FIELDS)
         )
+
+
+USAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(UsageEvent))
+"""The names of `UsageEvent`'s counters, in declaration order."""
 
 
 def _pick(newer: int | None, older: int | None) -> int | None:
@@ -176,11 +189,22 @@ def _add(a: int | None, b: int | None) -> int | None:
 class StatusEvent:
     """A change in the response's lifecycle.
 
+    The closing event (COMPLETED, or FAILED) carries what the provider said about the response
+    itself, where it said it: its id (what `previous_response_id` and support requests name),
+    the exact model version that answered, and the service tier that served it.
+
     Attributes:
         status: The new status.
+        response_id: The provider's id of this response (`msg_…`, `chatcmpl-…`, `resp_…`,
+            Gemini's `responseId`).
+        model: The model version that answered, as the provider names it.
+        service_tier: The service tier that served the request, where reported.
     """
 
     status: ResponseStatus
+    response_id: str | None = None
+    model: str | None = None
+    service_tier: str | None = None
 
 
 @dataclass(slots=True)
@@ -204,9 +228,11 @@ class TextMetadata:
     Attributes:
         item_id: OpenAI Responses message item id (`msg_…`): a replayed reasoning item must be
             followed by the message it produced, named by this id.
+        phase: OpenAI Responses message phase (`commentary` / `final_answer`).
     """
 
     item_id: str | None = None
+    phase: str | None = None
 
 
 @dataclass(slots=True)
@@ -268,10 +294,32 @@ BlockMetadata: TypeAlias = (
 
 
 @dataclass(slots=True)
+class TokenLogprob:
+    """The log probability of one generated token, with the most likely alternatives.
+
+    Attributes:
+        token: The token as text.
+        logprob: Its natural-log probability.
+        top: The most likely tokens at this position as `(token, logprob)` pairs, when asked for.
+    """
+
+    token: str
+    logprob: float
+    top: list[tuple[str, float]] = field(default_factory=lambda: [])
+
+
+@dataclass(slots=True)
 class TextDelta:
-    """A fragment of answer text."""
+    """A fragment of answer text.
+
+    Attributes:
+        text: The fragment.
+        logprobs: The log probabilities of the fragment's tokens, when the request asked for
+            them and the provider sent them with this fragment.
+    """
 
     text: str
+    logprobs: list[TokenLogprob] | None = None
 
 
 @dataclass(slots=True)
@@ -299,7 +347,18 @@ class SignatureDelta:
     signature: str
 
 
-Delta: TypeAlias = TextDelta | ThinkingDelta | InputJsonDelta | SignatureDelta
+@dataclass(slots=True)
+class CitationDelta:
+    """A citation for the open text block, as soon as the provider sends it.
+
+    Timeline handlers do not receive it (it is not text); it reaches the raw event stream
+    (`Worker.stream`, a client's `stream`) and ends up in `TextPart.citations`.
+    """
+
+    citation: Citation
+
+
+Delta: TypeAlias = TextDelta | ThinkingDelta | InputJsonDelta | SignatureDelta | CitationDelta
 """A block fragment."""
 
 
@@ -341,12 +400,17 @@ class BlockStop:
         stop_reason: Why the response stopped; set on the last block of a response only.
         raw_stop_reason: The provider's own spelling of the stop reason (`end_turn`, `stop`,
             `SAFETY`, …) next to the normalized one.
+        stop_sequence: The stop sequence that ended the answer, where the provider says which.
+        stop_message: The provider's words about the stop (Gemini `finishMessage`, a refusal's
+            explanation), where it gives any.
     """
 
     index: int
     block_type: BlockType
     stop_reason: StopReason | None = None
     raw_stop_reason: str | None = None
+    stop_sequence: str | None = None
+    stop_message: str | None = None
 
 
 @dataclass(slots=True)

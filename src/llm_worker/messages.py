@@ -70,6 +70,34 @@ class Origin:
 
 
 @dataclass(slots=True)
+class Citation:
+    """A source that the answer text cites (a web page, a document passage, a file).
+
+    The neutral fields are filled where the provider gives them; `data` keeps the provider's
+    own object whole, so a request builder can send it back to the provider that made it.
+
+    Attributes:
+        data: The provider's citation as JSON, verbatim (an Anthropic `citations[]` entry, a
+            Responses annotation, a Gemini `citationSources[]` entry).
+        url: The cited web address, if any.
+        title: The cited source's title, if any.
+        cited_text: The passage of the source that is cited, if the provider quotes it.
+        start_index: Where the citing span starts in the part's text (characters), if known.
+        end_index: Where the citing span ends in the part's text (characters), if known.
+        origin: The provider and model that produced `data`.
+    """
+
+    data: dict[str, Any]
+    _: KW_ONLY
+    url: str | None = None
+    title: str | None = None
+    cited_text: str | None = None
+    start_index: int | None = None
+    end_index: int | None = None
+    origin: Origin | None = None
+
+
+@dataclass(slots=True)
 class TextPart:
     """Plain text.
 
@@ -78,6 +106,9 @@ class TextPart:
         signature: Gemini `thoughtSignature` attached to this text part, if any.
         item_id: OpenAI Responses message item id (`msg_…`), sent back with its reasoning item.
         origin: Who produced `signature` / `item_id`.
+        citations: The sources this text cites, in the order the provider gave them.
+        phase: OpenAI Responses message phase (`commentary` / `final_answer`), sent back to the
+            same provider.
     """
 
     text: str
@@ -85,6 +116,8 @@ class TextPart:
     signature: str | None = None
     item_id: str | None = None
     origin: Origin | None = None
+    citations: list[Citation] = field(default_factory=lambda: [])
+    phase: str | None = None
     type: Literal["text"] = "text"
 
 

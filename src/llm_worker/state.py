@@ -14,7 +14,7 @@ import orjson
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker.errors import PauseStateError
-from llm_worker.events import Event, StopReason, UsageEvent
+from llm_worker.events import USAGE_FIELDS, Event, StopReason, UsageEvent
 from llm_worker.messages import Message
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ class PauseState:
             "reason": self.reason,
             "requests": self.requests,
             "continuations": self.continuations,
-            "usage": {k: getattr(self.usage, k) for k in _USAGE_FIELDS},
+            "usage": {k: getattr(self.usage, k) for k in USAGE_FIELDS},
             "tools": self.tools,
         }
 
@@ -183,19 +183,9 @@ class PauseState:
             reason=as_str(body.get("reason")),
             requests=as_int(body.get("requests")) or 0,
             continuations=as_int(body.get("continuations")) or 0,
-            usage=UsageEvent(**{k: as_int(usage.get(k)) for k in _USAGE_FIELDS}),
+            usage=UsageEvent(**{k: as_int(usage.get(k)) for k in USAGE_FIELDS}),
             tools=None if tools is None else [str(t) for t in as_list(tools)],
         )
-
-
-_USAGE_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
-    "reasoning_tokens",
-)
 
 
 def _pending_to_dict(p: PendingCall) -> dict[str, Any]:

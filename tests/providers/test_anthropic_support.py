@@ -25,6 +25,7 @@ from llm_worker.events import (
     BlockStop,
     BlockType,
     Event,
+    InputJsonDelta,
     ProviderMetadata,
     SignatureDelta,
     TextDelta,
@@ -201,7 +202,7 @@ def answer(events: list[Event]) -> Summary:
                 block.text += delta.text
             elif isinstance(delta, SignatureDelta):
                 block.signature += delta.signature
-            else:
+            elif isinstance(delta, InputJsonDelta):
                 partial.append(delta.partial_json)
         elif isinstance(event, BlockStop):
             if event.block_type is BlockType.TOOL_USE:

@@ -224,6 +224,8 @@ class Mapper:
             raise OverloadedError(data["error"], error_type="overloaded_error")
         elif "missing" in data:
             data["no such key"]
+        elif "info" in data:
+            emitter.response_info(**data["info"])
 
     def on_end(self, emitter: BlockEmitter) -> None:
         self.ended = True
@@ -418,3 +420,63 @@ async def test_closing_the_stream_closes_the_chunks_at_once() -> None:
         await stream.aclose()  # type: ignore[attr-defined]
     # No event-loop turn in between: the body iterator was closed by aclose itself.
     assert closed == [True]
+
+
+@pytest.mark.anyio
+async def test_the_closing_status_carries_what_the_provider_said_about_the_response() -> None:
+    body = sse(
+        '{"info": {"response_id": "resp_1", "model": "m-2026"}}',
+        '{"text": "Hi"}',
+        '{"info": {"service_tier": "flex"}}',
+        '{"stop": "end_turn"}',
+    )
+    events, error = await run(chunks_of(body))
+    assert error is None
+    assert events[-1] == StatusEvent(ResponseStatus.COMPLETED, "resp_1", "m-2026", "flex")
+
+
+@pytest.mark.anyio
+async def test_a_failed_status_carries_the_response_id_known_so_far() -> None:
+    body = sse('{"info": {"response_id": "resp_2"}}', '{"text": "x"}', '{"error": "Overloaded"}')
+    events, error = await run(chunks_of(body))
+    assert isinstance(error, OverloadedError)
+    assert events[-1] == StatusEvent(ResponseStatus.FAILED, "resp_2")
+
+
+def test_a_citation_joins_the_open_text_block_and_the_assembled_part() -> None:
+    from llm_worker._assembler import Assembler
+    from llm_worker.events import CitationDelta
+    from llm_worker.messages import Citation, Origin, TextPart
+
+    emitter = BlockEmitter()
+    cite = Citation({"type": "url_citation", "url": "https://e.x"}, url="https://e.x")
+    emitter.start(TEXT, TextMetadata(item_id="msg_1", phase="final_answer"))
+    emitter.text("Hi")
+    emitter.citation(cite)
+    emitter.finish(StopReason.END_TURN, "end_turn", stop_sequence="##", stop_message="done")
+    assert emitter.out[2] == BlockDelta(0, CitationDelta(cite))
+    assert emitter.out[-1] == BlockStop(0, TEXT, StopReason.END_TURN, "end_turn", "##", "done")
+    origin = Origin("openai_responses", "m")
+    assembler = Assembler(origin)
+    for event in emitter.out:
+        assembler.feed(event)
+    assert assembler.message.content == [
+        TextPart("Hi", item_id="msg_1", origin=origin, citations=[cite], phase="final_answer")
+    ]
+
+
+def test_usage_sums_and_overlays_every_counter() -> None:
+    a = UsageEvent(input_tokens=1, web_search_requests=2, cache_creation_1h_input_tokens=5)
+    b = UsageEvent(web_search_requests=3, audio_output_tokens=7)
+    assert a + b == UsageEvent(
+        input_tokens=1,
+        web_search_requests=5,
+        cache_creation_1h_input_tokens=5,
+        audio_output_tokens=7,
+    )
+    assert a.updated(b) == UsageEvent(
+        input_tokens=1,
+        web_search_requests=3,
+        cache_creation_1h_input_tokens=5,
+        audio_output_tokens=7,
+    )

@@ -23,6 +23,7 @@ from llm_worker.events import (
     BlockStop,
     BlockType,
     Event,
+    InputJsonDelta,
     ProviderMetadata,
     SignatureDelta,
     TextDelta,
@@ -199,7 +200,7 @@ def answer(events: list[Event]) -> Answer:
                 out.thinking += delta.text
             elif isinstance(delta, SignatureDelta):
                 out.signatures.append(delta.signature)
-            else:
+            elif isinstance(delta, InputJsonDelta):
                 pieces.append(delta.partial_json)
         elif isinstance(event, BlockStop):
             if event.block_type is BlockType.TOOL_USE:

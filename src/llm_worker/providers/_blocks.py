@@ -1,7 +1,8 @@
 """The one emitter of block events, and the loop that drives every provider stream.
 
 Provider modules only map their chunks to calls on [`BlockEmitter`][] (`text`, `thinking`,
-`tool_use`, `input_json`, `signature`, `provider_block`, `stop`, `finish`); the emitter keeps
+`tool_use`, `input_json`, `signature`, `citation`, `provider_block`, `stop`, `finish`, and
+`response_info` for the closing status); the emitter keeps
 the rules of the event model for all of them:
 
 - at most one block is open: starting a block closes the open one;
@@ -34,6 +35,7 @@ from llm_worker.events import (
     BlockStart,
     BlockStop,
     BlockType,
+    CitationDelta,
     ErrorEvent,
     Event,
     InputJsonDelta,
@@ -46,8 +48,10 @@ from llm_worker.events import (
     TextMetadata,
     ThinkingDelta,
     ThinkingMetadata,
+    TokenLogprob,
     ToolUseMetadata,
 )
+from llm_worker.messages import Citation
 from llm_worker.providers._sse import ServerSentEvent, SSEDecoder
 
 __all__ = ("BlockEmitter", "StreamMapper", "drive")
@@ -61,7 +65,7 @@ class BlockEmitter:
     The driver drains `out` after each provider chunk; provider mappers only call methods.
     """
 
-    __slots__ = ("_held", "_index", "_open", "_opened_any", "out")
+    __slots__ = ("_held", "_index", "_open", "_opened_any", "info", "out")
 
     def __init__(self) -> None:
         self.out: list[Event] = []
@@ -69,6 +73,9 @@ class BlockEmitter:
         self._open: BlockType | None = None
         self._held: BlockStop | None = None
         self._opened_any = False
+        # What the provider said about the response itself; drive() puts it on the closing
+        # StatusEvent.
+        self.info = StatusEvent(ResponseStatus.COMPLETED)
 
     @property
     def open_type(self) -> BlockType | None:
@@ -93,11 +100,30 @@ class BlockEmitter:
         self.out.append(BlockStart(self._index, block_type, metadata))
         return self._index
 
-    def text(self, text: str) -> None:
+    def text(self, text: str, logprobs: list[TokenLogprob] | None = None) -> None:
         """Append answer text, starting a text block if none is open."""
         if self._open is not BlockType.TEXT:
             self.start(BlockType.TEXT, _TEXT_META)
-        self.out.append(BlockDelta(self._index, TextDelta(text)))
+        self.out.append(BlockDelta(self._index, TextDelta(text, logprobs)))
+
+    def citation(self, citation: Citation) -> None:
+        """Attach a citation to the open text block (starting one if none is open)."""
+        if self._open is not BlockType.TEXT:
+            self.start(BlockType.TEXT, _TEXT_META)
+        self.out.append(BlockDelta(self._index, CitationDelta(citation)))
+
+    def response_info(
+        self,
+        *,
+        response_id: str | None = None,
+        model: str | None = None,
+        service_tier: str | None = None,
+    ) -> None:
+        """Record what the provider said about the response (later values win)."""
+        info = self.info
+        info.response_id = response_id or info.response_id
+        info.model = model or info.model
+        info.service_tier = service_tier or info.service_tier
 
     def thinking(self, text: str) -> None:
         """Append thinking text, starting a thinking block if none is open."""
@@ -136,7 +162,14 @@ class BlockEmitter:
         self._held = BlockStop(self._index, self._open)
         self._open = None
 
-    def finish(self, stop_reason: StopReason | None, raw_stop_reason: str | None) -> None:
+    def finish(
+        self,
+        stop_reason: StopReason | None,
+        raw_stop_reason: str | None,
+        *,
+        stop_sequence: str | None = None,
+        stop_message: str | None = None,
+    ) -> None:
         """The provider said why it stopped: close everything, the reason on the last stop."""
         if not self._opened_any:
             self.start(BlockType.TEXT, _TEXT_META)
@@ -145,6 +178,8 @@ class BlockEmitter:
         if held is not None:
             held.stop_reason = stop_reason
             held.raw_stop_reason = raw_stop_reason
+            held.stop_sequence = stop_sequence
+            held.stop_message = stop_message
             self.out.append(held)
             self._held = None
 
@@ -229,7 +264,7 @@ async def drive(
         aclose = getattr(chunks, "aclose", None)
         if aclose is not None:
             await aclose()
-    yield StatusEvent(ResponseStatus.COMPLETED)
+    yield emitter.info
 
 
 def _adopt(exc: ProviderError, provider: str, scrub: Callable[[str], str]) -> None:
@@ -296,7 +331,10 @@ def _failure(emitter: BlockEmitter, exc: ProviderError, scrub: Callable[[str], s
     events.extend(emitter.out)
     emitter.out.clear()
     events.append(ErrorEvent(exc.error_type or _code(exc), scrub(exc.message)))
-    events.append(StatusEvent(ResponseStatus.FAILED))
+    info = emitter.info
+    events.append(
+        StatusEvent(ResponseStatus.FAILED, info.response_id, info.model, info.service_tier)
+    )
     return events
 
 
