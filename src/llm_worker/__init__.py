@@ -15,7 +15,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from llm_worker._turn import StreamRetry
     from llm_worker.blobs import (
         BlobId,
         BlobStore,
@@ -114,7 +113,7 @@ if TYPE_CHECKING:
         ToolUseBlockStop,
     )
     from llm_worker.tools import FunctionTool, Tool, ToolMeta, ToolRegistry, ToolResult, tool
-    from llm_worker.worker import Worker
+    from llm_worker.worker import StreamRetry, Worker
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
@@ -241,7 +240,7 @@ _LAZY: dict[str, str] = {
         "llm_worker.tools",
     ),
     **dict.fromkeys(("Decision", "PauseState", "RunResult", "RunStatus"), "llm_worker.state"),
-    "StreamRetry": "llm_worker._turn",
+    "StreamRetry": "llm_worker.worker",
     "Worker": "llm_worker.worker",
 }
 

@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 import pytest
 
-from llm_worker._assembler import Assembler
 from llm_worker.messages import (
     Message,
     Origin,
@@ -44,6 +43,7 @@ from llm_worker.providers import (
     RetryPolicy,
 )
 from llm_worker.testing import WireResponse, WireServer
+from llm_worker.worker._assembler import Assembler
 from support.recorded import load, requires_fixtures
 
 pytestmark = requires_fixtures

@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 import anyio
 import httpx
 
-from llm_worker._assembler import Assembler
 from llm_worker.events import (
     BlockAbort,
     BlockDelta,
@@ -41,6 +40,7 @@ from llm_worker.events import (
 from llm_worker.messages import Message, Origin, Request
 from llm_worker.providers import HttpClient
 from llm_worker.testing import Chunking, WireResponse, WireServer
+from llm_worker.worker._assembler import Assembler
 from support.recorded import load
 
 TIMEOUT = 30.0

@@ -10,7 +10,7 @@ import re
 from itertools import islice
 from typing import Any
 
-from llm_worker._json_scan import (
+from llm_worker.blobs._json_scan import (
     array_items,
     describe,
     dict_or_none,
@@ -22,7 +22,7 @@ from llm_worker._json_scan import (
     object_members,
     type_name,
 )
-from llm_worker._selectors import (
+from llm_worker.blobs._selectors import (
     RESERVE,
     Body,
     KeySelector,
@@ -33,7 +33,7 @@ from llm_worker._selectors import (
     quoted,
     render,
 )
-from llm_worker._summaries import ELLIPSIS, entry_schema, scalar_header
+from llm_worker.blobs._summaries import ELLIPSIS, entry_schema, scalar_header
 from llm_worker.errors import ToolError
 
 __all__ = ("inspect_json",)

@@ -192,7 +192,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     import anyio
-    from llm_worker import blobs
+    from llm_worker.blobs import _store as blobs
     from llm_worker.blobs import Content, FsBlobStore
 
     root, mode, count = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from llm_worker.worker import Worker
+    from llm_worker.worker._worker import Worker
 
 __all__ = ("register",)
 

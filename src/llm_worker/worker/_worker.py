@@ -35,9 +35,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from llm_worker._hookset import HookSet
-from llm_worker._turn import Run, StreamRetry
-from llm_worker._worker_config import WorkerConfig
 from llm_worker.errors import Aborted, ConfigurationError, PauseStateError
 from llm_worker.events import ErrorEvent, StatusEvent, UsageEvent
 from llm_worker.hooks import (
@@ -70,6 +67,9 @@ from llm_worker.timeline import (
     ToolUseBlockEvent,
 )
 from llm_worker.tools import Tool, ToolRegistry
+from llm_worker.worker._config import WorkerConfig
+from llm_worker.worker._hookset import HookSet
+from llm_worker.worker._turn import Run, StreamRetry
 
 if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
@@ -315,7 +315,7 @@ class Worker:
         else `None`), `on_usage`, `on_status`, `on_error`, `on_text_complete`,
         `on_tool_call_complete`, `on_turn_start(turn)` and `on_turn_end(turn)`.
         """
-        from llm_worker._subscriber import register
+        from llm_worker.worker._subscriber import register
 
         register(self, subscriber)
         self._subscribers.append(subscriber)

@@ -449,7 +449,7 @@ async def test_overloaded_mid_stream_is_retried_and_handlers_see_the_abort() -> 
             ScriptedResponse.text("complete", usage=UsageEvent(input_tokens=3, output_tokens=2)),
         ]
     )
-    from llm_worker._turn import StreamRetry
+    from llm_worker.worker._turn import StreamRetry
 
     worker = Worker(client, stream_retry=StreamRetry(delay=0))
     worker.timeline.on_text_block(

@@ -20,9 +20,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskGroup
 
-from llm_worker._assembler import Assembler, Completed
-from llm_worker._execution import Batch
-from llm_worker._history import repair
 from llm_worker.errors import (
     LimitExceededError,
     OverloadedError,
@@ -46,9 +43,12 @@ from llm_worker.state import (
     TextComplete,
     ToolCallComplete,
 )
+from llm_worker.worker._assembler import Assembler, Completed
+from llm_worker.worker._execution import Batch
+from llm_worker.worker._history import repair
 
 if TYPE_CHECKING:
-    from llm_worker._worker_config import WorkerConfig
+    from llm_worker.worker._config import WorkerConfig
 
 __all__ = ("Run", "StreamRetry")
 

@@ -90,7 +90,7 @@ def test_public_names_are_exported_lazily() -> None:
     assert llm_worker.OutputPolicy is OutputPolicy
     from llm_worker.blobs import InspectTool, summarize
 
-    assert InspectTool.__module__ == "llm_worker._inspect" and callable(summarize)
+    assert InspectTool.__module__ == "llm_worker.blobs._inspect" and callable(summarize)
 
 
 # -- promotion ---------------------------------------------------------------------------------

@@ -32,9 +32,8 @@ import inspect
 import math
 import re
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -55,22 +54,20 @@ import anyio
 import anyio.to_thread
 import orjson
 
-from llm_worker import _tool_messages as say
-from llm_worker.errors import ConfigurationError, ToolError
+from llm_worker.errors import ConfigurationError
 from llm_worker.messages import ToolSpec
 
 if TYPE_CHECKING:
     from llm_worker.blobs import ToolOutput
-    from llm_worker.collectors import ToolCall
 
 __all__ = (
     "Effect",
     "FunctionTool",
     "Tool",
     "ToolMeta",
-    "ToolRegistry",
     "ToolResult",
-    "execute_call",
+    "as_output",
+    "json_text",
     "tool",
     "tool_meta",
 )
@@ -347,7 +344,7 @@ class FunctionTool(Generic[P, R]):
             ConfigurationError: The signature cannot be made a schema (`*args`, an unresolved
                 or unsupported annotation) or the metadata is invalid.
         """
-        from llm_worker._tool_schema import describe_function
+        from llm_worker.tools._schema import describe_function
 
         target: Callable[..., Any] = fn
         takes_self: bool | None = None
@@ -458,7 +455,7 @@ class FunctionTool(Generic[P, R]):
             value = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
             if inspect.isawaitable(value):  # a sync callable that hands back a coroutine
                 value = await value
-        return _as_output(value)
+        return as_output(value)
 
 
 @overload
@@ -534,169 +531,26 @@ def _decorating_scope() -> dict[str, Any] | None:
         del frame
 
 
-class ToolRegistry:
-    """The tools of a Worker, by name.
-
-    Args:
-        tools: Tools to add, in order.
-
-    Raises:
-        ConfigurationError: As `add`.
-    """
-
-    __slots__ = ("_metas", "_names", "_specs", "_tools")
-
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
-        self._metas: dict[str, ToolMeta] = {}
-        self._names: tuple[str, ...] = ()
-        self._specs: tuple[ToolSpec, ...] = ()
-        for each in tools:
-            self.add(each)
-
-    def add(self, tool: Tool) -> None:
-        """Register a tool.
-
-        Raises:
-            ConfigurationError: Another tool has its name (the message names it), the object
-                is not a tool (a plain function not decorated with `@tool`), or it is a
-                method's tool reached through the class instead of an instance.
-        """
-        if _unbound_method(tool):
-            raise ConfigurationError(
-                f"tool {tool.name!r} is a method reached through its class: register it "
-                "through an instance (app.method), so it runs with that instance"
-            )
-        if not callable(getattr(tool, "execute", None)):
-            raise ConfigurationError(
-                f"{tool!r} is not a tool: decorate the function with @tool, or implement "
-                "`name`, `description`, `input_schema` and an async `execute`"
-            )
-        meta = tool_meta(tool)
-        if meta.name in self._tools:
-            raise ConfigurationError(
-                f"two tools are named {meta.name!r}: tool names must be unique "
-                "(rename one, e.g. @tool(name=...))"
-            )
-        self._tools[meta.name] = tool
-        self._metas[meta.name] = meta
-        self._names = (*self._names, meta.name)
-        self._specs = (*self._specs, meta.spec())
-
-    def get(self, name: str) -> Tool | None:
-        """The tool named `name`, or `None`."""
-        return self._tools.get(name)
-
-    def meta(self, name: str) -> ToolMeta | None:
-        """The metadata of the tool named `name`, or `None`."""
-        return self._metas.get(name)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The tools' names, in registration order."""
-        return self._names
-
-    @property
-    def metas(self) -> Mapping[str, ToolMeta]:
-        """Each tool's metadata by name, in registration order (read-only)."""
-        return MappingProxyType(self._metas)
-
-    def specs(self) -> list[ToolSpec]:
-        """The tools as offered to the model, in registration order."""
-        return list(self._specs)
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-    def __iter__(self) -> Iterator[Tool]:
-        return iter(self._tools.values())
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in self._tools
-
-    def __repr__(self) -> str:
-        return f"ToolRegistry({list(self._names)!r})"
-
-
-def _unbound_method(tool: object) -> bool:
-    return isinstance(tool, FunctionTool) and cast("FunctionTool[..., Any]", tool).needs_instance
-
-
-async def execute_call(
-    tool: Tool | None, call: ToolCall, *, available: Sequence[str] = ()
-) -> ToolResult:
-    """Run one call and turn whatever happens into its result.
-
-    The call's arguments are `call.input` (which before_tool_call hooks may have rewritten),
-    sent to the tool as JSON text. Every failure becomes an `is_error` result that tells the
-    model what to do: an unknown tool (the available names are listed), arguments that were
-    not valid JSON (a bounded excerpt is quoted), arguments that do not validate (each bad
-    field, what was expected), a `ToolError` (its message), any other exception
-    (`<Type>: <message>`, bounded), a call past the tool's timeout.
-
-    Args:
-        tool: The tool the call names, or `None` when no tool has that name.
-        call: The call.
-        available: The names of the tools that exist, for the unknown-tool message.
-
-    Raises:
-        Cancellation (`CancelledError`) propagates; it is never made a result.
-    """
-    if tool is None:
-        return _failed(call, say.unknown_tool(call.name, available))
-    if call.error is not None:
-        return _failed(call, say.unparsed_call(call.name, call.error, call.raw_input))
-    try:
-        return await _run(tool, call)
-    except ToolError as exc:
-        return _failed(call, say.tool_error(exc, call.name))
-    except Exception as exc:  # any failure of the tool is a result for the model
-        return _failed(call, say.raised(exc))
-
-
-async def _run(tool: Tool, call: ToolCall) -> ToolResult:
-    timeout = tool_meta(tool).timeout
-    input_json = _json_text(call.input)
-    if timeout is None:
-        return _succeeded(call, await tool.execute(input_json))
-    with anyio.move_on_after(timeout):
-        return _succeeded(call, await tool.execute(input_json))
-    # Reached only when the timeout's own scope caught the cancellation it caused; a
-    # cancellation from outside propagates through the scope.
-    return _failed(call, say.timed_out(call.name, timeout))
-
-
-def _failed(call: ToolCall, message: str) -> ToolResult:
-    return ToolResult(call.id, call.name, message, is_error=True)
-
-
-def _succeeded(call: ToolCall, value: object) -> ToolResult:
-    if type(value) is str:
-        return ToolResult(call.id, call.name, value)
-    output = _as_output(value)  # a hand-written tool may return any value
-    if isinstance(output, str):
-        return ToolResult(call.id, call.name, output)
-    return ToolResult(call.id, call.name, output.text, output=output)
-
-
 _PLAIN_JSON = (dict, list, tuple, int, float)  # bool is an int
 
 
-def _as_output(value: object) -> str | ToolOutput:
+def as_output(value: object) -> str | ToolOutput:
+    """A tool's return value as what the model reads: a `str`, a `ToolOutput`, or JSON text."""
     if isinstance(value, str):
         return value
     if value is None:
         return "null"
     if isinstance(value, _PLAIN_JSON):
-        return _json_text(cast("object", value))
+        return json_text(cast("object", value))
     from llm_worker.blobs import ToolOutput
 
     if isinstance(value, ToolOutput):
         return value
-    return _json_text(value)
+    return json_text(value)
 
 
-def _json_text(value: object) -> str:
+def json_text(value: object) -> str:
+    """`value` as JSON text; what JSON cannot hold is written with `str`."""
     try:
         return orjson.dumps(value, default=_jsonable, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:  # orjson.JSONEncodeError: integers past 64 bits, deep nesting, …

@@ -13,7 +13,7 @@ from typing import Literal
 
 import anyio.lowlevel
 
-from llm_worker._selectors import (
+from llm_worker.blobs._selectors import (
     RESERVE,
     Body,
     KeySelector,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from llm_worker._summaries import ELLIPSIS
+from llm_worker.blobs._summaries import ELLIPSIS
 from llm_worker.errors import ToolError
 
 __all__ = (

@@ -13,19 +13,13 @@ from typing import Any, Literal
 import anyio.to_thread
 import orjson
 
-from llm_worker._inspect_json import inspect_json
-from llm_worker._inspect_text import inspect_text, str_chunks
-from llm_worker._json_scan import dict_or_none
-from llm_worker._selectors import Selector, parse_selector
-from llm_worker._summaries import clean
-from llm_worker.blobs import (
-    BlobStore,
-    OutputPolicy,
-    StructuredContent,
-    TextContent,
-    TextStreamStore,
-    parse_blob_id,
-)
+from llm_worker.blobs._inspect_json import inspect_json
+from llm_worker.blobs._inspect_text import inspect_text, str_chunks
+from llm_worker.blobs._json_scan import dict_or_none
+from llm_worker.blobs._output import OutputPolicy, StructuredContent, TextContent, parse_blob_id
+from llm_worker.blobs._selectors import Selector, parse_selector
+from llm_worker.blobs._store import BlobStore, TextStreamStore
+from llm_worker.blobs._summaries import clean
 from llm_worker.errors import BlobError, BlobNotFoundError, InvalidBlobIdError, ToolError
 
 __all__ = ("InspectTool",)

@@ -30,9 +30,9 @@ from pydantic_core import PydanticSerializationError, from_json, to_json, to_jso
 # pydantic reads `TypedDict` from typing_extensions on Python < 3.12 (pydantic depends on it).
 from typing_extensions import TypedDict
 
-from llm_worker._strict_schema import drop_optional_nulls, strict_schema
-from llm_worker._tool_messages import invalid_arguments
 from llm_worker.errors import ConfigurationError, ToolError
+from llm_worker.tools._messages import invalid_arguments
+from llm_worker.tools._strict import drop_optional_nulls, strict_schema
 
 __all__ = ("Arguments", "FunctionShape", "describe_function")
 
@@ -139,7 +139,7 @@ def describe_function(
         takes_self: Whether the first parameter is the bound object; `None` guesses from its
             name (`self` / `cls`) and from `fn` being defined in a class.
         localns: Names to resolve string annotations with, after the function's globals.
-        strict: Give the schema the form OpenAI's strict mode requires (`_strict_schema`).
+        strict: Give the schema the form OpenAI's strict mode requires (`_strict`).
 
     Raises:
         ConfigurationError: An annotation does not resolve, a parameter is `*args` /

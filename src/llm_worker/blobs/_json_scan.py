@@ -21,7 +21,7 @@ import orjson
 from llm_worker.errors import BlobError
 
 if TYPE_CHECKING:
-    from llm_worker.blobs import StructuredContent
+    from llm_worker.blobs._output import StructuredContent
 
 __all__ = (
     "JsonShape",

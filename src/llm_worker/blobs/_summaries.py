@@ -11,7 +11,7 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any
 
-from llm_worker._json_scan import (
+from llm_worker.blobs._json_scan import (
     JsonShape,
     content_shape,
     dict_or_none,
@@ -19,7 +19,7 @@ from llm_worker._json_scan import (
     key_text,
     type_name,
 )
-from llm_worker.blobs import Content, OutputPolicy, StructuredContent, TextContent
+from llm_worker.blobs._output import Content, OutputPolicy, StructuredContent, TextContent
 
 __all__ = (
     "ELLIPSIS",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskGroup
 
-from llm_worker import _tool_messages as say
+import llm_worker.tools._messages as say
 from llm_worker.errors import Aborted
 from llm_worker.hooks import (
     Abort,
@@ -31,8 +31,8 @@ from llm_worker.state import PendingCall, ToolResultReady
 from llm_worker.tools import ToolResult, execute_call, tool_meta
 
 if TYPE_CHECKING:
-    from llm_worker._turn import Run
     from llm_worker.collectors import ToolCall
+    from llm_worker.worker._turn import Run
 
 __all__ = ("Batch",)
 

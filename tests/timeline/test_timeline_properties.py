@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_timeline import Log, Recorder, plain
 
 from llm_worker import (
     BlockAbort,
@@ -54,7 +55,6 @@ from llm_worker import (
     UsageEvent,
 )
 from llm_worker.collectors import parse_tool_call
-from test_timeline import Log, Recorder, plain
 
 Ending = Literal["stop", "abort_event", "abort_call"]
 

@@ -6,16 +6,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from llm_worker._hookset import HookSet
 from llm_worker.messages import Message, Request, ThinkingConfig, ToolChoice
+from llm_worker.worker._hookset import HookSet
 
 if TYPE_CHECKING:
-    from llm_worker._turn import StreamRetry
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.collectors import ToolCall
     from llm_worker.providers._base import LLMClient
     from llm_worker.timeline import Timeline
     from llm_worker.tools import ToolRegistry, ToolResult
+    from llm_worker.worker._turn import StreamRetry
 
 __all__ = ("WorkerConfig",)
 

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_worker import Content, MemoryBlobStore, OutputPolicy, ToolError
-from llm_worker._selectors import (
+from llm_worker.blobs import InspectTool
+from llm_worker.blobs._selectors import (
     KeySelector,
     LinesSelector,
     Selector,
@@ -19,7 +20,6 @@ from llm_worker._selectors import (
     WholeSelector,
     parse_selector,
 )
-from llm_worker.blobs import InspectTool
 
 numbers = st.integers(0, 10**12)
 signed = st.integers(-(10**12), 10**12)

@@ -1,0 +1,56 @@
+"""The blob layer: large tool outputs, where they are kept, and how a model reads them back.
+
+Owns `ToolOutput` and `Content` (`_output`), the `BlobStore` protocol, the memory and folder
+stores and `externalize` (`_store`), the summaries a model reads in place of a stored output
+(`_summaries`), JSON scanned entry by entry (`_json_scan`), and the `inspect` tool
+(`_inspect`) with its selectors (`_selectors`) and its readers of text and JSON
+(`_inspect_text`, `_inspect_json`).
+
+May import: the model layer (`llm_worker.errors`, `llm_worker._json`, `events`, `messages`).
+Never the timeline, tools, the Worker, providers or the CLI. Modules inside import each other
+directly, never through this package.
+"""
+
+from llm_worker.blobs._inspect import InspectTool
+from llm_worker.blobs._output import (
+    BlobId,
+    Content,
+    InlineOutput,
+    JsonValue,
+    OutputPolicy,
+    StoredOutput,
+    StructuredContent,
+    TextContent,
+    ToolOutput,
+    new_blob_id,
+    parse_blob_id,
+)
+from llm_worker.blobs._store import (
+    BlobStore,
+    FsBlobStore,
+    MemoryBlobStore,
+    TextStreamStore,
+    externalize,
+)
+from llm_worker.blobs._summaries import summarize
+
+__all__ = (
+    "BlobId",
+    "BlobStore",
+    "Content",
+    "FsBlobStore",
+    "InlineOutput",
+    "InspectTool",
+    "JsonValue",
+    "MemoryBlobStore",
+    "OutputPolicy",
+    "StoredOutput",
+    "StructuredContent",
+    "TextContent",
+    "TextStreamStore",
+    "ToolOutput",
+    "externalize",
+    "new_blob_id",
+    "parse_blob_id",
+    "summarize",
+)

@@ -1,0 +1,35 @@
+"""The tool layer: what a model may call, and how one call becomes one result.
+
+Owns the `Tool` protocol, `@tool` / `FunctionTool` and `ToolMeta` (`_tool`), the function's
+schema and argument validator (`_schema`), OpenAI strict-mode schemas (`_strict`),
+`ToolRegistry` (`_registry`), `execute_call` (`_execute`), and every text a model reads about
+a failed call (`_messages`).
+
+May import: the model layer, the timeline layer (`llm_worker.collectors`: a call as received)
+and the blob layer (`ToolOutput`). Never the Worker, providers or the CLI. Modules inside
+import each other directly, never through this package.
+"""
+
+from llm_worker.tools._execute import execute_call
+from llm_worker.tools._registry import ToolRegistry
+from llm_worker.tools._tool import (
+    Effect,
+    FunctionTool,
+    Tool,
+    ToolMeta,
+    ToolResult,
+    tool,
+    tool_meta,
+)
+
+__all__ = (
+    "Effect",
+    "FunctionTool",
+    "Tool",
+    "ToolMeta",
+    "ToolRegistry",
+    "ToolResult",
+    "execute_call",
+    "tool",
+    "tool_meta",
+)
