@@ -444,9 +444,9 @@ async def test_a_failed_status_carries_the_response_id_known_so_far() -> None:
 
 
 def test_a_citation_joins_the_open_text_block_and_the_assembled_part() -> None:
-    from llm_worker._assembler import Assembler
     from llm_worker.events import CitationDelta
     from llm_worker.messages import Citation, Origin, TextPart
+    from llm_worker.worker._assembler import Assembler
 
     emitter = BlockEmitter()
     cite = Citation({"type": "url_citation", "url": "https://e.x"}, url="https://e.x")
