@@ -1,13 +1,15 @@
 """Provider clients, one per wire protocol, all yielding the events of `llm_worker.events`.
 
-| class | protocol | key from |
-|---|---|---|
-| `OpenAIChatClient` | OpenAI Chat Completions (and compatible servers) | `OPENAI_API_KEY` |
-| `OpenAIResponsesClient` | OpenAI Responses | `OPENAI_API_KEY` |
-| `AnthropicClient` | Anthropic Messages | `ANTHROPIC_API_KEY` |
-| `GeminiClient` | Google Gemini | `GEMINI_API_KEY`, `GOOGLE_API_KEY` |
+| class | protocol | key from | base URL from |
+|---|---|---|---|
+| `OpenAIChatClient` | OpenAI Chat Completions, compatibles | `OPENAI_API_KEY` | `OPENAI_BASE_URL` |
+| `OpenAIResponsesClient` | OpenAI Responses | `OPENAI_API_KEY` | `OPENAI_BASE_URL` |
+| `AnthropicClient` | Anthropic Messages | `ANTHROPIC_API_KEY` | `ANTHROPIC_BASE_URL` |
+| `GeminiClient` | Google Gemini | `GEMINI_API_KEY`, `GOOGLE_API_KEY` | `GOOGLE_GEMINI_BASE_URL` |
 
-Each is imported on first use. `from_string("anthropic:claude-sonnet-4-5")` picks one.
+The base-URL variables are read as the official SDKs read them (`GOOGLE_GEMINI_BASE_URL` is
+the root without the API version); a `base_url` passed to the constructor wins over them.
+Each class is imported on first use. `from_string("anthropic:claude-sonnet-4-5")` picks one.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ def from_string(model: str, **options: Any) -> HttpClient:
 
     Prefixes: `openai` (Chat Completions), `openai-responses`, `anthropic`, `gemini` (or
     `google`). Other keyword arguments go to the client's constructor (`api_key`, `base_url`,
-    `http_client`, `timeout`, `retry`, `headers`).
+    `http_client`, `timeout`, `retry`, `headers`); without `base_url`, the provider's base-URL
+    variable (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`, `GOOGLE_GEMINI_BASE_URL`) is honoured.
 
     Raises:
         ConfigurationError: The string has no known `provider:` prefix or no model name.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, Self, runtime_checkable
 
 import httpx
 
@@ -67,8 +67,13 @@ class HttpClient:
         Args:
             model: The model name, as the provider spells it.
             api_key: The API key; by default read from the provider's usual environment
-                variable. Optional when `base_url` points at a server that needs none.
-            base_url: The API root (for OpenAI-compatible servers and local test servers).
+                variable. Optional when a base URL (given or from the environment) points at
+                a server that needs none.
+            base_url: The API root (for OpenAI-compatible servers, proxies and local test
+                servers). By default read, as each official SDK reads it, from
+                `OPENAI_BASE_URL` (OpenAI, ending in `/v1`), `ANTHROPIC_BASE_URL` (Anthropic,
+                without `/v1`) or `GOOGLE_GEMINI_BASE_URL` (Gemini, without the API version:
+                `/v1beta` is appended); else the provider's own API.
             http_client: A shared `httpx.AsyncClient` (proxies, custom auth, mocking). It is
                 not closed by this client.
             timeout: Seconds, or an `httpx.Timeout`; the read timeout bounds the silence
@@ -81,10 +86,13 @@ class HttpClient:
                 set it to your pool size when you pass an `http_client` with more connections.
 
         Raises:
-            ConfigurationError: No API key was given or found for the provider's own API.
+            ConfigurationError: No API key was given or found for the provider's own API, or
+                the base URL (given or from the environment) is not an http(s) URL.
         """
         self._model = model
         key = api_key if api_key is not None else _env_key(self.api_key_env)
+        variable, env_url = (None, None) if base_url is not None else _env_base_url(self.provider)
+        base_url = base_url if base_url is not None else env_url
         if key is None and base_url is None:
             names = " or ".join(self.api_key_env)
             raise ConfigurationError(
@@ -93,16 +101,21 @@ class HttpClient:
         all_headers = {"content-type": "application/json", "accept": "text/event-stream"}
         all_headers.update(self.auth_headers(key))
         all_headers.update(headers or {})
-        self.transport = Transport(
-            provider=self.provider,
-            base_url=base_url or self.default_base_url,
-            headers=all_headers,
-            secret=key,
-            http_client=http_client,
-            timeout=timeout,
-            retry=retry,
-            max_concurrency=max_concurrency,
-        )
+        try:
+            self.transport = Transport(
+                provider=self.provider,
+                base_url=base_url or self.default_base_url,
+                headers=all_headers,
+                secret=key,
+                http_client=http_client,
+                timeout=timeout,
+                retry=retry,
+                max_concurrency=max_concurrency,
+            )
+        except ConfigurationError as exc:
+            if variable is None:
+                raise
+            raise ConfigurationError(f"{variable} is not a usable base URL: {exc}") from exc
 
     @property
     def model(self) -> str:
@@ -149,11 +162,31 @@ class HttpClient:
         """Close the HTTP connection pool if this client created it."""
         await self.transport.aclose()
 
-    async def __aenter__(self) -> HttpClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+# The variable each provider's official SDK reads its base URL from, and the path this
+# client's base URL has beyond it: google-genai appends the API version to
+# GOOGLE_GEMINI_BASE_URL; OPENAI_BASE_URL ends in `/v1`, as this client's base URL does.
+_BASE_URL_ENV: Final[dict[str, tuple[str, str]]] = {
+    "openai_chat": ("OPENAI_BASE_URL", ""),
+    "openai_responses": ("OPENAI_BASE_URL", ""),
+    "anthropic": ("ANTHROPIC_BASE_URL", ""),
+    "gemini": ("GOOGLE_GEMINI_BASE_URL", "/v1beta"),
+}
+
+
+def _env_base_url(provider: str) -> tuple[str | None, str | None]:
+    """`(variable, base URL)` from the provider's base-URL variable, if set (else Nones)."""
+    variable, suffix = _BASE_URL_ENV.get(provider, ("", ""))
+    value = os.environ.get(variable) if variable else None
+    if not value:
+        return None, None
+    return variable, value.rstrip("/") + suffix
 
 
 def _env_key(names: tuple[str, ...]) -> str | None:
