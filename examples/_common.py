@@ -17,8 +17,7 @@ from contextlib import asynccontextmanager
 
 from llm_worker.cli._demo import online_model  # the demo's rule: the first provider with a key
 from llm_worker.providers import LLMClient, from_string
-from llm_worker.testing import ScriptedModelServer
-from llm_worker.testing._model_server import ScriptStep
+from llm_worker.testing import ScriptedModelServer, ScriptStep
 
 OFFLINE = "--offline" in sys.argv
 

@@ -29,7 +29,7 @@ from _common import model
 from llm_worker import Decision, PauseState, TextPart, ToolUsePart, Worker, tool
 from llm_worker.hooks import Pause, ToolCallContext
 from llm_worker.state import RunStatus
-from llm_worker.testing import RecordedRequest, ScriptedResponse
+from llm_worker.testing import ScriptedRequest, ScriptedResponse
 
 
 @tool(effect="read_only")
@@ -69,8 +69,8 @@ FIRST_PROCESS = [
 ]
 
 
-def answer_after_resume(request: RecordedRequest) -> ScriptedResponse:
-    if "Denied: the user said no" in request.body.decode():
+def answer_after_resume(call: ScriptedRequest) -> ScriptedResponse:
+    if any("Denied: the user said no" in r.content for r in call.tool_results):
         return ScriptedResponse.text("Friday 14:00 is free, but I did not invite Ana: you said no.")
     return ScriptedResponse.text("Done: Friday 14:00 was free and Ana is invited.")
 

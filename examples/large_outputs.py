@@ -21,7 +21,7 @@ from _common import model
 from llm_worker import FsBlobStore, TextPart, ToolUsePart, Worker, tool
 from llm_worker.blobs import StoredOutput, StructuredContent, TextContent
 from llm_worker.hooks import ToolResultContext
-from llm_worker.testing import RecordedRequest, ScriptedResponse
+from llm_worker.testing import ScriptedRequest, ScriptedResponse
 
 BLOB = re.compile(r"\[blob:([0-9a-f-]{36})\]")
 
@@ -52,8 +52,9 @@ async def show_result(ctx: ToolResultContext) -> None:
 
 
 # The scripted model: search, then inspect three entries of the stored result, then answer.
-def inspect_step(request: RecordedRequest) -> ScriptedResponse:
-    found = BLOB.search(request.body.decode())  # the id is in the summary it read
+def inspect_step(call: ScriptedRequest) -> ScriptedResponse:
+    [summary] = call.tool_results  # the id is in the summary it read
+    found = BLOB.search(summary.content)
     assert found is not None
     return ScriptedResponse(
         [

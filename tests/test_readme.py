@@ -20,7 +20,12 @@ import anyio
 import pytest
 
 from llm_worker import Decision, PauseState, RunStatus, ToolUsePart, tool
-from llm_worker.testing import RecordedRequest, ScriptedModelServer, ScriptedResponse
+from llm_worker.testing import (
+    RecordedRequest,
+    ScriptedModelServer,
+    ScriptedRequest,
+    ScriptedResponse,
+)
 from support.wire_bodies import WireResult, exchanges
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,9 +78,9 @@ async def test_stream_events_with_a_timeline_handler(capsys: pytest.CaptureFixtu
     ]
 
 
-def weather_answer(request: RecordedRequest) -> ScriptedResponse:
-    [result] = last_results(request)
-    return ScriptedResponse.text(f"The tool says: {result.output}")
+def weather_answer(call: ScriptedRequest) -> ScriptedResponse:
+    [result] = call.tool_results
+    return ScriptedResponse.text(f"The tool says: {result.content}")
 
 
 @pytest.mark.anyio
@@ -185,10 +190,10 @@ async def test_pause_for_a_person_and_resume(tmp_path: Path) -> None:
     assert paid == ["INV-7", "INV-7"]
 
 
-def stored_answer(request: RecordedRequest) -> ScriptedResponse:
-    [summary] = last_results(request)
-    match = BLOB.search(summary.output)
-    assert match is not None, summary.output
+def stored_answer(call: ScriptedRequest) -> ScriptedResponse:
+    [summary] = call.tool_results
+    match = BLOB.search(summary.content)
+    assert match is not None, summary.content
     return ScriptedResponse(
         [ToolUsePart("", "inspect", {"blob_id": match.group(1), "selector": "lines:20-50"})]
     )

@@ -29,8 +29,7 @@ from llm_worker import (
 )
 from llm_worker.hooks import Pause, Skip, ToolCallContext
 from llm_worker.messages import Part
-from llm_worker.testing import Chunking, ScriptedModelServer, ScriptedResponse
-from llm_worker.testing._model_server import ScriptStep
+from llm_worker.testing import Chunking, ScriptedModelServer, ScriptedResponse, ScriptStep
 from support.wire_bodies import Exchange, assert_valid
 
 __all__ = (

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from llm_worker.errors import ConfigurationError
 from llm_worker.testing import Chunking, RecordedRequest, WireResponse, WireServer
 
 BODY = "data: é漢😀 — 0123456789\n\n".encode() * 20
@@ -370,3 +371,14 @@ async def test_close_does_not_wait_for_a_stalled_answer() -> None:
                 with pytest.raises(httpx.TransportError):
                     await stream.__anext__()
     await server.close()  # closing twice is harmless
+
+
+@pytest.mark.anyio
+async def test_the_address_of_a_server_not_running_is_an_error_not_port_0() -> None:
+    server = WireServer()
+    with pytest.raises(ConfigurationError, match="not running, so it has no address yet"):
+        _ = server.base_url
+    async with server:
+        assert server.base_url == f"http://127.0.0.1:{server.port}"
+    with pytest.raises(ConfigurationError, match="not running"):
+        _ = server.base_url

@@ -34,8 +34,13 @@ from llm_worker.hooks import Skip, ToolCallContext
 from llm_worker.messages import TextPart, ThinkingPart, ToolUsePart
 from llm_worker.providers import from_string
 from llm_worker.state import RunCompleted, RunStatus
-from llm_worker.testing import Chunking, RecordedRequest, ScriptedModelServer, ScriptedResponse
-from llm_worker.testing._model_server import ScriptStep
+from llm_worker.testing import (
+    Chunking,
+    ScriptedModelServer,
+    ScriptedRequest,
+    ScriptedResponse,
+    ScriptStep,
+)
 from llm_worker.worker import Worker
 
 __all__ = ("DEMO_PROMPT", "online_model", "run_demo")
@@ -218,11 +223,17 @@ def _script(root: Path) -> list[ScriptStep]:
     return [first, _inspect_step, _answer_step]
 
 
-def _inspect_step(request: RecordedRequest) -> ScriptedResponse:
+def _stored(call: ScriptedRequest) -> re.Match[str] | None:
+    """The summary of a stored output among the tool results of the conversation."""
+    results = (r for m in call.request.messages for r in m.tool_results)
+    return next(filter(None, (_BLOB.search(r.content) for r in results)), None)
+
+
+def _inspect_step(call: ScriptedRequest) -> ScriptedResponse:
     # A real model reads the summary in the tool result; this one finds the blob id there.
-    found = _BLOB.search(request.body.decode("utf-8", "replace"))
+    found = _stored(call)
     if found is None:  # a small folder: nothing was stored, nothing to inspect
-        return _answer_step(request)
+        return _answer_step(call)
     return ScriptedResponse(
         [
             TextPart("The listing was large, so it was stored; let me inspect its first lines."),
@@ -233,8 +244,8 @@ def _inspect_step(request: RecordedRequest) -> ScriptedResponse:
     )
 
 
-def _answer_step(request: RecordedRequest) -> ScriptedResponse:
-    found = _BLOB.search(request.body.decode("utf-8", "replace"))
+def _answer_step(call: ScriptedRequest) -> ScriptedResponse:
+    found = _stored(call)
     listing = (
         f"The listing had {found.group(2)} entries, too many for the context, so it was kept "
         "as a blob and I read only the lines I needed with inspect. "

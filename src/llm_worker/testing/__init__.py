@@ -6,10 +6,22 @@
   injected faults (cut, reset, delay, status codes), so the real provider clients can be tested.
 - `ScriptedModelServer`: a `WireServer` playing a scripted model in a real provider's wire
   format (OpenAI Chat, OpenAI Responses, Anthropic, Gemini), for end-to-end tests and demos.
+
+Both scripted doubles play the same steps: a fixed `ScriptedResponse`, or a callable that is
+given the `ScriptedRequest` (the neutral `Request`, decoded from the wire by the server) and
+returns one. `decode_request` reads any recorded request body back into a neutral `Request`.
 """
 
-from llm_worker.testing._model_server import WIRE_PROVIDERS, ScriptedModelServer, ScriptStep
-from llm_worker.testing._script import ScriptedClient, ScriptedResponse, ScriptExhaustedError
+from llm_worker.testing._decode import decode_request
+from llm_worker.testing._model_server import WIRE_PROVIDERS, ScriptedModelServer
+from llm_worker.testing._script import (
+    ScriptedClient,
+    ScriptedRequest,
+    ScriptedResponse,
+    ScriptExhaustedError,
+    ScriptStep,
+    ScriptStepError,
+)
 from llm_worker.testing._server import Chunking, RecordedRequest, WireResponse, WireServer
 
 __all__ = (
@@ -18,9 +30,12 @@ __all__ = (
     "RecordedRequest",
     "ScriptExhaustedError",
     "ScriptStep",
+    "ScriptStepError",
     "ScriptedClient",
     "ScriptedModelServer",
+    "ScriptedRequest",
     "ScriptedResponse",
     "WireResponse",
     "WireServer",
+    "decode_request",
 )

@@ -1,14 +1,16 @@
 """Scripted model answers.
 
-A `ScriptedClient` that needs no network, and the answer type that the wire encoders turn into
-each provider's real stream format.
+A `ScriptedClient` that needs no network, the answer type that the wire encoders turn into
+each provider's real stream format, and the script steps both play: fixed answers, or
+callables that compute an answer from the neutral request.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass
+from typing import TypeAlias
 
 import anyio
 import orjson
@@ -24,14 +26,37 @@ from llm_worker.events import (
     ThinkingMetadata,
     UsageEvent,
 )
-from llm_worker.messages import Part, ProviderPart, Request, TextPart, ThinkingPart, ToolUsePart
+from llm_worker.messages import (
+    Part,
+    ProviderPart,
+    Request,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    ToolUsePart,
+)
 from llm_worker.providers._blocks import BlockEmitter
+from llm_worker.testing._server import RecordedRequest
 
-__all__ = ("ScriptExhaustedError", "ScriptedClient", "ScriptedResponse")
+__all__ = (
+    "ScriptExhaustedError",
+    "ScriptStep",
+    "ScriptStepError",
+    "ScriptedClient",
+    "ScriptedRequest",
+    "ScriptedResponse",
+)
 
 
 class ScriptExhaustedError(LLMWorkerError, AssertionError):
     """More requests were made than the script has answers (or fewer, on `assert_all_used`)."""
+
+
+class ScriptStepError(LLMWorkerError, AssertionError):
+    """A script step failed: its callable raised, or its answer could not be played.
+
+    The step's own exception is the `__cause__`. The script does not go past a failed step.
+    """
 
 
 @dataclass(slots=True)
@@ -94,6 +119,54 @@ class ScriptedResponse:
         return parts
 
 
+@dataclass(slots=True, frozen=True)
+class ScriptedRequest:
+    """What a callable script step is given: the request it answers.
+
+    Attributes:
+        request: The request as a provider-neutral `Request`. A `ScriptedModelServer`
+            decodes it from the body the real client sent, so one step reads the same
+            conversation behind every wire format.
+        index: Which request of the script this is (0 for the first).
+        http: The HTTP request as received (`ScriptedModelServer` only; `None` from a
+            `ScriptedClient`).
+    """
+
+    request: Request
+    index: int
+    http: RecordedRequest | None = None
+
+    @property
+    def tool_results(self) -> list[ToolResultPart]:
+        """The tool results of the request's last message: what the model answers now."""
+        messages = self.request.messages
+        return messages[-1].tool_results if messages else []
+
+
+ScriptStep: TypeAlias = ScriptedResponse | Callable[[ScriptedRequest], ScriptedResponse]
+"""One answer of a script: fixed, or computed from the request (to echo a tool result or a
+blob id back, as a real model would)."""
+
+
+def play(step: ScriptStep, call: ScriptedRequest, count: int) -> ScriptedResponse:
+    """The answer of a step to a request (`count`: steps in the script, for the error).
+
+    Raises:
+        ScriptStepError: The step's callable raised, or returned something other than a
+            `ScriptedResponse`; chained to what it raised.
+    """
+    if isinstance(step, ScriptedResponse):
+        return step
+    where = f"script step {call.index + 1} (of {count})"
+    try:
+        response = step(call)
+    except Exception as exc:
+        raise ScriptStepError(f"{where} raised {exc!r}") from exc
+    if not isinstance(response, ScriptedResponse):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ScriptStepError(f"{where} returned {type(response).__name__}, not a ScriptedResponse")
+    return response
+
+
 def _part_text(part: Part) -> str:
     if isinstance(part, TextPart | ThinkingPart):
         return part.text
@@ -112,8 +185,10 @@ def _pieces(text: str, size: int) -> list[str]:
 class ScriptedClient:
     """A client that answers from a script instead of a network: for testing hooks and tools.
 
-    Each `stream()` call takes the next `ScriptedResponse`, records the request in `requests`,
-    and yields the same normalized events a real client would.
+    Each `stream()` call plays the next step — a `ScriptedResponse`, or a callable given the
+    `ScriptedRequest` that returns one — records the request in `requests`, and yields the
+    same normalized events a real client would. A step that raises makes `stream()` raise
+    `ScriptStepError` (chained to it), and the script stays at that step.
 
     Example:
         ```python
@@ -127,12 +202,12 @@ class ScriptedClient:
 
     def __init__(
         self,
-        responses: Iterable[ScriptedResponse],
+        responses: Iterable[ScriptStep],
         *,
         model: str = "scripted",
         provider: str = "scripted",
     ) -> None:
-        self._responses = list(responses)
+        self._responses: list[ScriptStep] = list(responses)
         self._next = 0
         self._calls = 0
         self.requests: list[Request] = []
@@ -154,7 +229,7 @@ class ScriptedClient:
         """Answers not used yet."""
         return len(self._responses) - self._next
 
-    def add(self, *responses: ScriptedResponse) -> None:
+    def add(self, *responses: ScriptStep) -> None:
         """Append answers to the script."""
         self._responses.extend(responses)
 
@@ -164,13 +239,19 @@ class ScriptedClient:
             raise ScriptExhaustedError(f"{self.remaining} scripted answer(s) were never requested")
 
     def stream(self, request: Request) -> AsyncIterator[Event]:
-        """Yield the next scripted answer as events."""
+        """Yield the next scripted answer as events.
+
+        Raises:
+            ScriptExhaustedError: The script has no answer left.
+            ScriptStepError: The step's callable raised (chained to its exception).
+        """
         if self._next >= len(self._responses):
             raise ScriptExhaustedError(
                 f"request {self._next + 1} made, but the script has only "
                 f"{len(self._responses)} answer(s)"
             )
-        response = self._responses[self._next]
+        call = ScriptedRequest(request, self._next)
+        response = play(self._responses[self._next], call, len(self._responses))
         self._next += 1
         self.requests.append(request)
         return self._events(response, request)

@@ -20,6 +20,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
+from llm_worker.errors import ConfigurationError
+
 __all__ = ("Chunking", "RecordedRequest", "WireResponse", "WireServer")
 
 _MAX_HEADER = 64 * 1024
@@ -176,7 +178,17 @@ class WireServer:
 
     @property
     def base_url(self) -> str:
-        """`http://127.0.0.1:<port>`."""
+        """`http://127.0.0.1:<port>`.
+
+        Raises:
+            ConfigurationError: The server is not running (not started yet, or closed): it
+                has no port to name.
+        """
+        if self._server is None:
+            raise ConfigurationError(
+                f"the {type(self).__name__} is not running, so it has no address yet: start "
+                f"it first (`async with server:` or `await server.start()`)"
+            )
         return f"http://127.0.0.1:{self.port}"
 
     def enqueue(self, *responses: WireResponse) -> None:

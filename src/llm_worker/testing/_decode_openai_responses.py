@@ -1,0 +1,165 @@
+"""An OpenAI Responses body read back into the neutral `Request`.
+
+The inverse of `providers._openai_responses_request.build_body`: `instructions` is the system
+prompt; `input` (a string, or items) becomes the conversation — user and system `message`
+items (text parts), `function_call_output` items as tool results (Responses has no error
+flag, so `is_error` is false), assistant `message` items as text (with their item id),
+`function_call` items as tool calls (`call_id`, item id, arguments parsed), `reasoning` items
+as one `ThinkingPart` per summary part (item id; `encrypted_content` as the signature of the
+first), and any other item (a hosted-tool call) as a `ProviderPart`. Function `tools` (with
+`strict`), `tool_choice`, `max_output_tokens`, `temperature` and `reasoning` (`effort`,
+`summary`) map to their neutral fields; hosted tools, `store`, `include` and the rest go to
+`options`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from llm_worker._json import as_dict, as_int, as_list, as_str
+from llm_worker.errors import InvalidMessagesError
+from llm_worker.messages import (
+    Message,
+    Origin,
+    Part,
+    ProviderPart,
+    Request,
+    TextPart,
+    ThinkingConfig,
+    ThinkingPart,
+    ToolChoice,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
+from llm_worker.testing._decode import (
+    arguments,
+    choice,
+    finished,
+    leftover,
+    named_choice,
+    number,
+    thinking_config,
+)
+
+__all__ = ("decode",)
+
+_MAPPED: Final = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "max_output_tokens",
+        "temperature",
+        "tool_choice",
+        "reasoning",
+        "stream",
+    }
+)
+
+
+def decode(body: dict[str, Any], *, model: str) -> Request:
+    """The neutral request a Responses body carries (see the module docstring)."""
+    origin = Origin("openai_responses", as_str(body.get("model")) or model)
+    system: list[str] = []
+    items = body.get("input")
+    messages: list[Message | None] = [Message.user(items)] if isinstance(items, str) else []
+    messages.extend(_item(as_dict(i), origin, system) for i in as_list(items))
+    tools = [as_dict(t) for t in as_list(body.get("tools"))]
+    options = leftover(body, _MAPPED | {"tools"})
+    hosted = [t for t in tools if t.get("type") != "function"]
+    if hosted:
+        options["tools"] = hosted
+    instructions = as_str(body.get("instructions"))
+    return Request(
+        finished(m for m in messages if m is not None),
+        system="\n\n".join([instructions or "", *system]).strip() or None,
+        tools=[_tool(t) for t in tools if t.get("type") == "function"],
+        tool_choice=_tool_choice(body.get("tool_choice")),
+        max_tokens=as_int(body.get("max_output_tokens")),
+        temperature=number(body.get("temperature")),
+        thinking=_thinking(body.get("reasoning")),
+        options=options,
+    )
+
+
+def _item(item: dict[str, Any], origin: Origin, system: list[str]) -> Message | None:
+    kind = item.get("type", "message")  # an easy input message may leave its type out
+    if kind == "message":
+        return _message(item, origin, system)
+    if kind == "function_call_output":
+        call_id = as_str(item.get("call_id")) or ""
+        return Message("user", [ToolResultPart(call_id, _output(item.get("output")))])
+    if kind == "function_call":
+        name = as_str(item.get("name")) or ""
+        call = ToolUsePart(
+            as_str(item.get("call_id")) or "",
+            name,
+            arguments(item.get("arguments"), name=name),
+            item_id=as_str(item.get("id")),
+        )
+        if call.item_id is not None:
+            call.origin = origin
+        return Message("assistant", [call])
+    if kind == "reasoning":
+        return Message("assistant", _reasoning(item, origin))
+    return Message("assistant", [ProviderPart(dict(item), origin=origin)])
+
+
+def _message(item: dict[str, Any], origin: Origin, system: list[str]) -> Message | None:
+    role = item.get("role")
+    texts = _texts(item.get("content"))
+    if role in ("system", "developer"):
+        system.append("".join(texts))
+        return None
+    if role == "user":
+        return Message("user", [TextPart(t) for t in texts])
+    if role != "assistant":
+        raise InvalidMessagesError(f"a Responses message item has no known role: {role!r}")
+    item_id = as_str(item.get("id"))
+    own = origin if item_id is not None else None
+    return Message("assistant", [TextPart(t, item_id=item_id, origin=own) for t in texts])
+
+
+def _texts(content: object) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    return [as_str(as_dict(p).get("text")) or "" for p in as_list(content)]
+
+
+def _output(output: object) -> str:
+    return output if isinstance(output, str) else "".join(_texts(output))
+
+
+def _reasoning(item: dict[str, Any], origin: Origin) -> list[Part]:
+    item_id = as_str(item.get("id"))
+    texts = [as_str(as_dict(s).get("text")) or "" for s in as_list(item.get("summary"))]
+    signature = as_str(item.get("encrypted_content"))
+    parts: list[Part] = []
+    for n, text in enumerate(texts or [""]):
+        sign = signature if n == 0 else None
+        parts.append(ThinkingPart(text, signature=sign, item_id=item_id, origin=origin))
+    return parts
+
+
+def _tool(tool: dict[str, Any]) -> ToolSpec:
+    return ToolSpec(
+        as_str(tool.get("name")) or "",
+        as_str(tool.get("description")) or "",
+        as_dict(tool.get("parameters")),
+        strict=tool.get("strict") is True,
+    )
+
+
+def _tool_choice(wire: object) -> ToolChoice | None:
+    if isinstance(wire, str):
+        return choice(wire)
+    return named_choice(as_dict(wire).get("name"))
+
+
+def _thinking(wire: object) -> ThinkingConfig | None:
+    reasoning = as_dict(wire)
+    if not reasoning:
+        return None
+    shown = reasoning.get("summary") is not None
+    return thinking_config(level=reasoning.get("effort"), include_thoughts=shown)
