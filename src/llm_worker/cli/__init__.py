@@ -1,7 +1,8 @@
 """The `llm-worker` command: `demo`, `chat` and `run`.
 
 Imported only by the console script (and `python -m llm_worker.cli`), so `import llm_worker`
-never pays for argparse or rich.
+never pays for argparse or rich. rich comes with the `cli` extra (`pip install
+'llm-worker[cli]'`); without it the command says so and exits with 1.
 
 Exit codes: 0 success; 1 an error (one line on stderr: a missing key, an unknown model string,
 an unreachable server, …) or a run that did not finish; 2 a usage error; 130 interrupted.
@@ -10,6 +11,8 @@ an unreachable server, …) or a run that did not finish; 2 a usage error; 130 i
 from __future__ import annotations
 
 import argparse
+import importlib
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -70,8 +73,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_NO_RICH = (
+    "llm-worker: the command line needs the 'cli' extra, which is not installed ({error}).\n"
+    "Install it with: pip install 'llm-worker[cli]'   (or: uv add 'llm-worker[cli]')"
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `llm-worker` console script; returns the exit code."""
+    try:
+        importlib.import_module("rich.console")
+    except ImportError as exc:
+        # The library runs without rich; only this command needs it (the `cli` extra).
+        print(_NO_RICH.format(error=exc), file=sys.stderr)
+        return 1
     args = _parser().parse_args(argv)
     from rich.console import Console
 
