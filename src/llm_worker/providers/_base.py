@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Generator, Mapping
+from contextlib import contextmanager
 from typing import Any, ClassVar, Final, Protocol, Self, runtime_checkable
 
 import httpx
@@ -69,11 +70,10 @@ class HttpClient:
             api_key: The API key; by default read from the provider's usual environment
                 variable. Optional when a base URL (given or from the environment) points at
                 a server that needs none.
-            base_url: The API root (for OpenAI-compatible servers, proxies and local test
-                servers). By default read, as each official SDK reads it, from
-                `OPENAI_BASE_URL` (OpenAI, ending in `/v1`), `ANTHROPIC_BASE_URL` (Anthropic,
-                without `/v1`) or `GOOGLE_GEMINI_BASE_URL` (Gemini, without the API version:
-                `/v1beta` is appended); else the provider's own API.
+            base_url: The API root (OpenAI-compatible servers, proxies, local test servers).
+                By default read as each official SDK reads it: `OPENAI_BASE_URL` (with `/v1`),
+                `ANTHROPIC_BASE_URL`, `GOOGLE_GEMINI_BASE_URL` (without the API version);
+                else the provider's own API.
             http_client: A shared `httpx.AsyncClient` (proxies, custom auth, mocking). It is
                 not closed by this client.
             timeout: Seconds, or an `httpx.Timeout`; the read timeout bounds the silence
@@ -91,8 +91,7 @@ class HttpClient:
         """
         self._model = model
         key = api_key if api_key is not None else _env_key(self.api_key_env)
-        variable, env_url = (None, None) if base_url is not None else _env_base_url(self.provider)
-        base_url = base_url if base_url is not None else env_url
+        variable, base_url = _base_url(self.provider, base_url)
         if key is None and base_url is None:
             names = " or ".join(self.api_key_env)
             raise ConfigurationError(
@@ -101,7 +100,7 @@ class HttpClient:
         all_headers = {"content-type": "application/json", "accept": "text/event-stream"}
         all_headers.update(self.auth_headers(key))
         all_headers.update(headers or {})
-        try:
+        with _naming(variable):
             self.transport = Transport(
                 provider=self.provider,
                 base_url=base_url or self.default_base_url,
@@ -112,10 +111,6 @@ class HttpClient:
                 retry=retry,
                 max_concurrency=max_concurrency,
             )
-        except ConfigurationError as exc:
-            if variable is None:
-                raise
-            raise ConfigurationError(f"{variable} is not a usable base URL: {exc}") from exc
 
     @property
     def model(self) -> str:
@@ -180,13 +175,24 @@ _BASE_URL_ENV: Final[dict[str, tuple[str, str]]] = {
 }
 
 
-def _env_base_url(provider: str) -> tuple[str | None, str | None]:
-    """`(variable, base URL)` from the provider's base-URL variable, if set (else Nones)."""
+def _base_url(provider: str, given: str | None) -> tuple[str | None, str | None]:
+    """`(variable, base URL)`: the given one, else the provider's variable's, else `None`s."""
     variable, suffix = _BASE_URL_ENV.get(provider, ("", ""))
-    value = os.environ.get(variable) if variable else None
+    value = os.environ.get(variable) if variable and given is None else None
     if not value:
-        return None, None
+        return None, given
     return variable, value.rstrip("/") + suffix
+
+
+@contextmanager
+def _naming(variable: str | None) -> Generator[None]:
+    """Name the environment variable a base URL came from in the error it causes."""
+    try:
+        yield
+    except ConfigurationError as exc:
+        if variable is None:
+            raise
+        raise ConfigurationError(f"{variable} is not a usable base URL: {exc}") from exc
 
 
 def _env_key(names: tuple[str, ...]) -> str | None:
