@@ -56,6 +56,7 @@ __all__ = (
     "Pause",
     "Skip",
     "ToolCallContext",
+    "ToolOutcome",
     "ToolResultContext",
     "TurnEndContext",
     "WorkerHooks",
@@ -136,6 +137,12 @@ AfterToolCallResult: TypeAlias = Continue | Abort
 OnTurnEndResult: TypeAlias = Finish | ContinueWithMessages | Pause
 """What an on_turn_end hook may return."""
 
+ToolOutcome: TypeAlias = Literal["done", "error", "skipped", "denied", "not_run"]
+"""What became of a call, as an after_tool_call hook sees it: it ran (`"done"`), ran and failed
+or could not run (`"error"`: an exception, bad arguments, an unknown tool, a timeout), a
+before_tool_call hook skipped it (`"skipped"`), the application denied it on resume
+(`"denied"`), or it never started because its paused run was discarded (`"not_run"`)."""
+
 
 @dataclass(slots=True)
 class MessageSendContext:
@@ -160,11 +167,15 @@ class ToolCallContext:
     """Input of before_tool_call hooks.
 
     Attributes:
-        call: The call; edit `call.input` to rewrite the arguments the tool receives.
+        call: The call; edit `call.input` (in place, or assign a new dict) to rewrite the
+            arguments the tool receives. It is the hook chain's own copy: the history keeps
+            the arguments exactly as the model sent them.
         meta: The tool's metadata (`None` when the model named an unknown tool).
-        tool: The tool object itself, for access to its state (`None` if unknown).
+        tool: The tool object itself, for access to its state (`None` if unknown); see
+            `instance`.
         resumed: True when the call is seen again by `Worker.resume` after a pause, so an
-            approval hook can now allow it.
+            approval hook can now allow it. The chain then starts again from the model's
+            arguments, so each rewrite applies exactly once.
         index: Position of the call in its batch (0-based).
     """
 
@@ -175,24 +186,42 @@ class ToolCallContext:
     resumed: bool = False
     index: int = 0
 
+    @property
+    def instance(self) -> object | None:
+        """The object holding the tool's state (see `tool_instance`)."""
+        return tool_instance(self.tool)
+
 
 @dataclass(slots=True)
 class ToolResultContext:
     """Input of after_tool_call hooks.
 
+    Every result passes through the after hooks — failed, skipped and denied ones too — and
+    enters the history only once every hook has seen it.
+
     Attributes:
-        result: The result; edit `result.content` (e.g. to mask secrets) to change what the
-            model reads. `result.output` is the full `ToolOutput`; a stored output's content is
-            also in the blob store.
-        call: The call the result answers.
+        result: The result; edit `result.content` (e.g. to mask secrets), or assign a new
+            `ToolResult`, to change what the model reads. `result.output` is the full
+            `ToolOutput`; a stored output's content is also in the blob store.
+        call: The call the result answers, with the arguments the tool received (after the
+            before_tool_call hooks' rewrites).
         meta: The tool's metadata (`None` for an unknown tool).
-        tool: The tool object (`None` for an unknown tool).
+        tool: The tool object (`None` for an unknown tool); see `instance`.
+        outcome: What became of the call: `"done"`, `"error"`, `"skipped"`, `"denied"` or
+            `"not_run"` (see `ToolOutcome`).
     """
 
     result: ToolResult
     call: ToolCall
     meta: ToolMeta | None
     tool: Tool | None
+    _: KW_ONLY
+    outcome: ToolOutcome = "done"
+
+    @property
+    def instance(self) -> object | None:
+        """The object holding the tool's state (see `tool_instance`)."""
+        return tool_instance(self.tool)
 
     @property
     def stored(self) -> bool:
@@ -288,6 +317,22 @@ HOOK_POINTS: tuple[str, ...] = (
     "on_abort",
 )
 """The hook points, in loop order."""
+
+
+def tool_instance(tool: object) -> object | None:
+    """The object holding a tool's state, for a hook that needs it.
+
+    For an `@tool` method, the instance it is bound to (`FunctionTool.instance`; the class,
+    for a classmethod); for a plain `@tool` function, `None`; for a hand-written tool object,
+    the object itself.
+    """
+    if tool is None:
+        return None
+    from llm_worker.tools import FunctionTool
+
+    if isinstance(tool, FunctionTool):
+        return tool.instance
+    return tool
 
 
 def hook_name(hook: object) -> str:

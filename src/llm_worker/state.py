@@ -51,8 +51,13 @@ class RunStatus(StrEnum):
     """`worker.cancel()` or a `Cancel` hook result stopped the run."""
 
 
-CallStatus: TypeAlias = Literal["pending", "allowed", "skipped", "done"]
-"""Where a paused call stands: not decided yet, allowed (not run yet), skipped, or run."""
+CallStatus: TypeAlias = Literal["pending", "allowed", "skipped", "denied", "done", "not_run"]
+"""Where a paused call stands: not decided yet, allowed (not run yet), skipped by a hook,
+denied by a `Decision`, run, or recorded as never run (`Worker.discard_pause`)."""
+
+_STATUSES: frozenset[str] = frozenset(
+    ("pending", "allowed", "skipped", "denied", "done", "not_run")
+)
 
 
 @dataclass(slots=True)
@@ -60,9 +65,12 @@ class PendingCall:
     """One tool call of a paused batch.
 
     Attributes:
-        call: The call (with any arguments a hook rewrote).
+        call: The call. Its arguments are the model's while the call is `"pending"` (so that
+            the before_tool_call chain, run again on resume, applies each rewrite once), and
+            the rewritten ones once the hooks allowed it.
         status: Where it stands.
-        result: Its result, when it has one (`"done"` and `"skipped"` calls) — never recomputed.
+        result: Its result, when it has one (`"done"`, `"skipped"`, `"denied"` and
+            `"not_run"` calls) — never recomputed.
     """
 
     call: ToolCall
@@ -77,17 +85,28 @@ class Decision:
     Use `Decision.approve()`, `Decision.approve(input={...})` (edited arguments) or
     `Decision.deny("reason the model reads")`. An approved call still passes through the
     before_tool_call hooks unless `skip_hooks` is true.
+
+    Edited arguments replace the model's whole argument object; with `merge=True` they are
+    laid over it instead (top-level keys replaced or added, the others kept). Either way the
+    result must fit the tool's schema: `Worker.resume` checks it and raises `PauseStateError`
+    to the caller, before anything runs, when it does not.
     """
 
     allow: bool
     input: dict[str, Any] | None = None
     reason: str | None = None
     skip_hooks: bool = True
+    merge: bool = False
 
     @classmethod
-    def approve(cls, *, input: dict[str, Any] | None = None) -> Decision:
-        """Run the call (with `input` instead of the model's arguments, if given)."""
-        return cls(True, input)
+    def approve(cls, *, input: dict[str, Any] | None = None, merge: bool = False) -> Decision:
+        """Run the call, with `input` instead of the model's arguments if given.
+
+        Args:
+            input: Arguments that replace the model's (all of them).
+            merge: Lay `input` over the model's arguments instead of replacing them.
+        """
+        return cls(True, input, merge=merge)
 
     @classmethod
     def deny(cls, reason: str = "denied by the user") -> Decision:
@@ -202,12 +221,15 @@ def _pending_to_dict(p: PendingCall) -> dict[str, Any]:
     }
     if p.result is not None:
         r = p.result
-        out["result"] = {
+        result: dict[str, Any] = {
             "tool_use_id": r.tool_use_id,
             "name": r.name,
             "content": r.content,
             "is_error": r.is_error,
         }
+        if r.input is not None:
+            result["input"] = r.input
+        out["result"] = result
     return out
 
 
@@ -225,7 +247,7 @@ def _pending_from_dict(data: object) -> PendingCall:
         error=as_str(c.get("error")),
     )
     status = body.get("status")
-    if status not in ("pending", "allowed", "skipped", "done"):
+    if status not in _STATUSES:
         raise ValueError(f"unknown call status {status!r}")
     result = None
     r = as_dict(body.get("result"))
@@ -235,6 +257,7 @@ def _pending_from_dict(data: object) -> PendingCall:
             str(r["name"]),
             str(r["content"]),
             is_error=bool(r.get("is_error")),
+            input=as_dict(r["input"]) if "input" in r else None,
         )
     return PendingCall(call, status, result)
 

@@ -2,7 +2,8 @@
 
 Owns the `Tool` protocol, `@tool` / `FunctionTool` and `ToolMeta` (`_tool`), the function's
 schema and argument validator (`_schema`), OpenAI strict-mode schemas (`_strict`),
-`ToolRegistry` (`_registry`), `execute_call` (`_execute`), and every text a model reads about
+`ToolRegistry` (`_registry`), `execute_call` (`_execute`), `check_arguments` (`_validate`: do
+arguments fit a tool, before it runs), and every text a model reads about
 a failed call (`_messages`).
 
 May import: the model layer, the timeline layer (`llm_worker.collectors`: a call as received)
@@ -21,6 +22,7 @@ from llm_worker.tools._tool import (
     tool,
     tool_meta,
 )
+from llm_worker.tools._validate import check_arguments
 
 __all__ = (
     "Effect",
@@ -29,6 +31,7 @@ __all__ = (
     "ToolMeta",
     "ToolRegistry",
     "ToolResult",
+    "check_arguments",
     "execute_call",
     "tool",
     "tool_meta",

@@ -67,13 +67,13 @@ async def _run(tool: Tool, call: ToolCall) -> ToolResult:
 
 
 def _failed(call: ToolCall, message: str) -> ToolResult:
-    return ToolResult(call.id, call.name, message, is_error=True)
+    return ToolResult(call.id, call.name, message, is_error=True, input=call.input)
 
 
 def _succeeded(call: ToolCall, value: object) -> ToolResult:
     if type(value) is str:
-        return ToolResult(call.id, call.name, value)
+        return ToolResult(call.id, call.name, value, input=call.input)
     output = as_output(value)  # a hand-written tool may return any value
     if isinstance(output, str):
-        return ToolResult(call.id, call.name, output)
-    return ToolResult(call.id, call.name, output.text, output=output)
+        return ToolResult(call.id, call.name, output, input=call.input)
+    return ToolResult(call.id, call.name, output.text, output=output, input=call.input)

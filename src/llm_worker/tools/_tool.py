@@ -33,7 +33,7 @@ import math
 import re
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -264,6 +264,8 @@ class ToolResult:
         is_error: True when the call failed, timed out, was refused or skipped.
         output: The `ToolOutput` when the tool returned one (or the Worker stored the output
             as a blob); `None` for plain text.
+        input: The arguments the call ran with (after any before_tool_call hook rewrote
+            them); `None` when unknown. Not part of equality.
     """
 
     tool_use_id: str
@@ -271,6 +273,17 @@ class ToolResult:
     content: str
     is_error: bool = False
     output: ToolOutput | None = None
+    input: dict[str, Any] | None = field(default=None, compare=False)
+
+    @classmethod
+    def success(cls, tool_use_id: str, content: str, *, name: str = "") -> ToolResult:
+        """A result answering call `tool_use_id` (`name` left empty: the Worker fills it in)."""
+        return cls(tool_use_id, name, content)
+
+    @classmethod
+    def error(cls, tool_use_id: str, content: str, *, name: str = "") -> ToolResult:
+        """An `is_error` result answering call `tool_use_id`; `content` says what went wrong."""
+        return cls(tool_use_id, name, content, is_error=True)
 
 
 _UNBOUND: Any = object()
@@ -390,6 +403,15 @@ class FunctionTool(Generic[P, R]):
         return self.meta.input_schema
 
     @property
+    def instance(self) -> object | None:
+        """The instance a method's tool is bound to (the class, for a classmethod).
+
+        `None` for a plain function, and for a method reached through its class. A hook reads
+        the tool's state through it (`ctx.tool.instance`, or `ctx.instance`).
+        """
+        return None if self._bound is _UNBOUND else self._bound
+
+    @property
     def needs_instance(self) -> bool:
         """True for a method reached through its class: it has no instance to run with."""
         return self._takes_self and self._bound is _UNBOUND
@@ -431,6 +453,10 @@ class FunctionTool(Generic[P, R]):
     def __repr__(self) -> str:
         where = "" if self._bound is _UNBOUND else f" bound to {self._bound!r}"
         return f"<FunctionTool {self.name!r}{where}>"
+
+    def validate_input(self, input: Mapping[str, Any]) -> None:
+        """Check arguments without running the function; raise `ToolError` listing problems."""
+        self._arguments.parse(json_text(dict(input)))
 
     async def execute(self, input_json: str) -> str | ToolOutput:
         """Validate the arguments from `input_json` (`""` means none) and run the function.

@@ -2,8 +2,18 @@
 
 Order guarantees: before_tool_call hooks run call by call in call order; allowed calls run
 concurrently (a tool marked `exclusive` runs alone, after the others); after_tool_call hooks run
-in call order; results join the history in call order, and `ToolResultReady` events follow the
-call order, not the completion order.
+in call order, for every result (failed, skipped and denied ones too); results join the history
+in call order, and `ToolResultReady` events follow the call order, not the completion order.
+
+What the history receives:
+
+- the model's own calls: the before_tool_call chain works on a copy of each call, so the
+  arguments a hook rewrites reach the tool, the after hooks and the result, never the
+  assistant message (replays and signatures depend on it);
+- a result only once every after_tool_call hook has seen it. When the batch ends early (an
+  `Abort`, a hook that raises, a cancellation), a result the chain did not finish is replaced
+  by an error result saying so, never its content: a masking hook that did not get to run must
+  not leak what it would have masked.
 
 With early start (a Worker option) a call is decided as soon as its block stops, while the
 answer still streams, and — if its tool may start early (read-only or idempotent, not exclusive)
@@ -12,6 +22,8 @@ answer still streams, and — if its tool may start early (read-only or idempote
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import TYPE_CHECKING
 
 import anyio
@@ -24,6 +36,7 @@ from llm_worker.hooks import (
     Pause,
     Skip,
     ToolCallContext,
+    ToolOutcome,
     ToolResultContext,
 )
 from llm_worker.messages import Message, Part, ToolResultPart
@@ -40,7 +53,7 @@ __all__ = ("Batch",)
 class Batch:
     """The tool calls of one answer and what became of them."""
 
-    __slots__ = ("_pause", "_running", "group", "owner", "pending")
+    __slots__ = ("_checked", "_pause", "_running", "_started", "group", "owner", "pending")
 
     def __init__(self, run: Run, pending: list[PendingCall], group: TaskGroup | None) -> None:
         self.owner = run
@@ -48,6 +61,9 @@ class Batch:
         self.group = group
         self._running: dict[int, anyio.Event] = {}
         self._pause: Pause | None = None
+        # Calls whose tool was started, and results every after hook has seen (by index).
+        self._started: set[int] = set()
+        self._checked: set[int] = set()
 
     # -- early start, while the answer streams -----------------------------------------------
 
@@ -104,26 +120,29 @@ class Batch:
         pending = self.pending[index]
         tool = cfg.registry.get(pending.call.name)
         meta = tool_meta(tool) if tool is not None else None
-        ctx = ToolCallContext(pending.call, meta, tool, resumed=resumed, index=index)
-        original = dict(pending.call.input)
+        # The hooks' own copy: the model's call (in the history, in a pause state) stays as
+        # it was sent, nested values included.
+        call = dataclasses.replace(pending.call, input=copy.deepcopy(pending.call.input))
+        ctx = ToolCallContext(call, meta, tool, resumed=resumed, index=index)
         decided = await cfg.hooks.chain("before_tool_call", cfg.hooks.before_tool_call, ctx)
-        if ctx.call.error is not None and ctx.call.input != original:
+        if isinstance(decided, Pause):
+            # The call keeps the model's arguments: on resume the chain starts over from them,
+            # so a rewrite made before the pause is not applied twice.
+            self._pause = decided
+            return
+        if ctx.call.error is not None and ctx.call.input != pending.call.input:
             # A hook supplied arguments for a call whose own did not parse: they now stand.
             ctx.call.error = None
         pending.call = ctx.call
         if isinstance(decided, Skip):
             pending.status = "skipped"
             why = f": {decided.reason}" if decided.reason else ""
+            message = f"Skipped: a before_tool_call hook did not let this call run{why}."
             pending.result = ToolResult(
-                pending.call.id,
-                pending.call.name,
-                f"Skipped: a before_tool_call hook did not let this call run{why}.",
-                is_error=True,
+                call.id, call.name, message, is_error=True, input=ctx.call.input
             )
         elif isinstance(decided, Abort):
             await self._abort(decided.reason)
-        elif isinstance(decided, Pause):
-            self._pause = decided
         else:
             pending.status = "allowed"
 
@@ -152,6 +171,7 @@ class Batch:
     async def _execute_one(self, index: int, done: anyio.Event | None) -> None:
         cfg = self.owner.cfg
         pending = self.pending[index]
+        self._started.add(index)
         try:
             tool = cfg.registry.get(pending.call.name)
             result = await execute_call(tool, pending.call, available=cfg.registry.names)
@@ -159,7 +179,9 @@ class Batch:
                 pending.result = await cfg.store_output(result)
             except Exception as exc:  # the tool ran: say so, rather than fail the whole batch
                 message = say.not_stored(result.name, len(result.content), exc)
-                pending.result = ToolResult(result.tool_use_id, result.name, message, is_error=True)
+                pending.result = ToolResult(
+                    result.tool_use_id, result.name, message, is_error=True, input=result.input
+                )
             pending.status = "done"
         finally:
             if done is not None:
@@ -167,35 +189,65 @@ class Batch:
 
     async def _after_hooks(self) -> None:
         cfg = self.owner.cfg
-        for pending in self.pending:
-            if pending.status != "done" or pending.result is None:
+        for index, pending in enumerate(self.pending):
+            if pending.result is None or index in self._checked:
                 continue
             tool = cfg.registry.get(pending.call.name)
             meta = tool_meta(tool) if tool is not None else None
-            ctx = ToolResultContext(pending.result, pending.call, meta, tool)
+            outcome = _outcome(pending)
+            ctx = ToolResultContext(pending.result, pending.call, meta, tool, outcome=outcome)
             decided = await cfg.hooks.chain("after_tool_call", cfg.hooks.after_tool_call, ctx)
-            pending.result = ctx.result
             if isinstance(decided, Abort):
                 await self._abort(decided.reason)
+            pending.result = _settled(ctx.result, pending.call)
+            self._checked.add(index)
 
     def partial_results(self, why: str) -> Message | None:
-        """The results so far, with the missing ones marked `why` — for a cancelled batch."""
+        """The results so far, with the missing ones marked `why` — for a cancelled batch.
+
+        Only results every after hook has seen are kept; the others say what happened.
+        """
         if not self.pending:
             return None
+        # With no after hook registered, every result has been seen by all of them.
+        unchecked_ok = not self.owner.cfg.hooks.after_tool_call
         parts: list[Part] = []
-        for pending in self.pending:
-            if pending.result is not None:
+        for index, pending in enumerate(self.pending):
+            if pending.result is not None and (unchecked_ok or index in self._checked):
                 parts.append(_part(pending.result))
             else:
+                text = self._missing(index, why)
                 parts.append(
-                    ToolResultPart(
-                        pending.call.id,
-                        f"No result: the call was {why} before it returned.",
-                        is_error=True,
-                        name=pending.call.name,
-                    )
+                    ToolResultPart(pending.call.id, text, is_error=True, name=pending.call.name)
                 )
         return Message("user", parts)
+
+    def _missing(self, index: int, why: str) -> str:
+        pending = self.pending[index]
+        ran = pending.status == "done" or index in self._started
+        if pending.result is not None:
+            did = "ran" if ran else "did not run"
+            return (
+                f"Result withheld: the call {did}, but the run was {why} before every "
+                "after_tool_call hook had checked its result."
+            )
+        if ran:
+            return f"No result: the call was {why} before it returned."
+        return f"Not run: this call never started, because the run was {why} first."
+
+
+def _outcome(pending: PendingCall) -> ToolOutcome:
+    status = pending.status
+    if status in ("skipped", "denied", "not_run"):
+        return status
+    return "error" if pending.result is not None and pending.result.is_error else "done"
+
+
+def _settled(result: ToolResult, call: ToolCall) -> ToolResult:
+    # A hook may build a new result (`ToolResult.error(ctx.call.id, ...)`) without a name.
+    if not result.name:
+        result.name = call.name
+    return result
 
 
 def _part(result: ToolResult) -> ToolResultPart:

@@ -11,28 +11,37 @@ import anyio
 
 from llm_worker.errors import HookError
 from llm_worker.hooks import (
+    Abort,
     AbortContext,
+    Cancel,
     Continue,
+    ContinueWithMessages,
     Finish,
     MessageSendContext,
+    Pause,
+    Skip,
     ToolCallContext,
     ToolResultContext,
     TurnEndContext,
     hook_name,
 )
 
-__all__ = ("HookSet", "Registered")
+__all__ = ("HookSet", "Registered", "check")
 
 C = TypeVar("C")
 R = TypeVar("R")
 
-# The results each point accepts; anything else is a HookError naming the hook.
-_ALLOWED: dict[str, tuple[str, ...]] = {
-    "on_message_send": ("Continue", "Cancel"),
-    "before_tool_call": ("Continue", "Skip", "Abort", "Pause"),
-    "after_tool_call": ("Continue", "Abort"),
-    "on_turn_end": ("Finish", "ContinueWithMessages", "Pause"),
+# The results each point accepts (its result union in hooks.py, checked at run time too:
+# a hook written without type checking can return anything); anything else is a HookError.
+_ALLOWED: dict[str, tuple[type, ...]] = {
+    "on_message_send": (Continue, Cancel),
+    "before_tool_call": (Continue, Skip, Abort, Pause),
+    "after_tool_call": (Continue, Abort),
+    "on_turn_end": (Finish, ContinueWithMessages, Pause),
+    "on_abort": (),
 }
+# The results that pass to the next hook rather than end the chain.
+_PASSING = (Continue, Finish)
 
 
 @dataclass(slots=True)
@@ -70,16 +79,9 @@ class HookSet:
         on_turn_end hook gets to check the answer.
         """
         for hook in hooks:
-            result = await _call(point, hook, ctx)
-            if result is None or isinstance(result, Continue | Finish):
+            result = check(point, hook.name, await _call(point, hook, ctx))
+            if result is None or isinstance(result, _PASSING):
                 continue
-            if type(result).__name__ not in _ALLOWED[point]:
-                raise HookError(
-                    f"hook {hook.name} returned {result!r}, which {point} does not allow "
-                    f"(allowed: {', '.join(_ALLOWED[point])}, or None)",
-                    hook=hook.name,
-                    kind=point,
-                )
             return result
         return None
 
@@ -88,10 +90,24 @@ class HookSet:
         errors: list[BaseException] = []
         for hook in self.on_abort:
             try:
-                await _call("on_abort", hook, ctx)
+                check("on_abort", hook.name, await _call("on_abort", hook, ctx))
             except HookError as exc:
                 errors.append(exc)
         return errors
+
+
+def check(point: str, name: str, result: object) -> Any:
+    """`result` if hook `name` may return it at `point`; else a HookError saying what may be."""
+    allowed = _ALLOWED[point]
+    if result is None or isinstance(result, allowed):
+        return result
+    names = ", ".join(kind.__name__ for kind in allowed)
+    raise HookError(
+        f"hook {name} returned {result!r}, which {point} does not allow (it allows "
+        f"{names + ' or None' if names else 'only None'})",
+        hook=name,
+        kind=point,
+    )
 
 
 async def _call(point: str, hook: Registered[C, Any], ctx: C) -> Any:

@@ -1,14 +1,19 @@
-"""`Worker.subscribe`: one object's event methods registered as the matching handlers."""
+"""`Worker.subscribe`: one object's event methods registered as the matching handlers.
+
+Also `completion_handler`: what `on_text_complete` / `on_tool_call_complete` accept — a plain
+callable or a `Handler` object, as the Timeline's registrations do — made one callable.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from llm_worker.worker._worker import Worker
 
-__all__ = ("register",)
+__all__ = ("completion_handler", "register")
 
 _BLOCKS = ("text_block", "thinking_block", "tool_use_block")
 _META = ("usage", "status", "error")
@@ -32,6 +37,28 @@ class _ScopedMethod:
 
 def _none() -> None:
     return None
+
+
+def completion_handler(handler: object, point: str) -> Callable[[Any], object]:
+    """`handler` as a one-argument callable: a `Handler` gets its one scope now.
+
+    Raises:
+        ConfigurationError: `handler` is neither a `Handler` nor a callable — refused at
+            registration, not in the middle of a run.
+    """
+    on_event = getattr(handler, "on_event", None)
+    if callable(on_event):
+        new_scope = getattr(handler, "new_scope", None)
+        scope = new_scope() if callable(new_scope) else None
+        return functools.partial(on_event, scope)
+    if callable(handler):
+        return handler
+    from llm_worker.errors import ConfigurationError
+
+    raise ConfigurationError(
+        f"{point} takes a callable (text or call) -> None, or a Handler object with "
+        f"new_scope() and on_event(scope, event); got {handler!r}"
+    )
 
 
 def register(worker: Worker, subscriber: object) -> None:

@@ -96,6 +96,8 @@ class Run:
     start: int = 0
     batch: Batch | None = None
     stop_reason: StopReason | None = None
+    settle_only: bool = False
+    """Stop once the resumed batch's results are in the history (`Worker.discard_pause`)."""
 
     async def loop(self, *, resume: PauseState | None = None) -> RunResult:
         """Run until the turn finishes or pauses."""
@@ -103,6 +105,8 @@ class Run:
             outcome = await self._resume(resume)
             if outcome is not None:
                 return outcome
+            if self.settle_only:
+                return self.result(RunStatus.CANCELLED, reason="the paused run was discarded")
         while True:
             outcome = await self._step()
             if outcome is not None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -55,6 +54,7 @@ from llm_worker.state import (
     RunCompleted,
     RunEvent,
     RunResult,
+    RunStatus,
     TurnEnded,
     TurnStarted,
 )
@@ -68,7 +68,9 @@ from llm_worker.timeline import (
 )
 from llm_worker.tools import Tool, ToolRegistry
 from llm_worker.worker._config import WorkerConfig
+from llm_worker.worker._decisions import apply_decisions, not_run
 from llm_worker.worker._hookset import HookSet
+from llm_worker.worker._subscriber import completion_handler
 from llm_worker.worker._turn import Run, StreamRetry
 
 if TYPE_CHECKING:
@@ -164,6 +166,7 @@ class Worker:
         self._turns = 0
         self._scope: anyio.CancelScope | None = None
         self._busy = False
+        self._paused: PauseState | None = None
         self._subscribers: list[Any] = []
 
     def __repr__(self) -> str:
@@ -298,13 +301,29 @@ class Worker:
         """Register an error handler on the Timeline."""
         return self.timeline.on_error(handler)
 
-    def on_text_complete(self, handler: Callable[[str], object]) -> None:
-        """Call `handler(text)` with each finished text block."""
-        self._cfg.text_complete.append(handler)
+    def on_text_complete(self, handler: Handler[str, S] | Callable[[str], object]) -> None:
+        """Call the handler with each finished text block.
 
-    def on_tool_call_complete(self, handler: Callable[[ToolCall], object]) -> None:
-        """Call `handler(call)` with each finished tool call (parsed arguments)."""
-        self._cfg.call_complete.append(handler)
+        `handler` is a plain callable `(text)`, or a `Handler` object (`new_scope()` and
+        `on_event(scope, text)`), whose scope is made once, now.
+
+        Raises:
+            ConfigurationError: `handler` is neither.
+        """
+        self._cfg.text_complete.append(completion_handler(handler, "on_text_complete"))
+
+    def on_tool_call_complete(
+        self, handler: Handler[ToolCall, S] | Callable[[ToolCall], object]
+    ) -> None:
+        """Call the handler with each finished tool call (parsed arguments, as the model sent them).
+
+        `handler` is a plain callable `(call)`, or a `Handler` object (`new_scope()` and
+        `on_event(scope, call)`), whose scope is made once, now.
+
+        Raises:
+            ConfigurationError: `handler` is neither.
+        """
+        self._cfg.call_complete.append(completion_handler(handler, "on_tool_call_complete"))
 
     def subscribe(self, subscriber: object) -> None:
         """Register every event method of one object.
@@ -328,12 +347,14 @@ class Worker:
         Raises:
             ConfigurationError: This Worker is running another run already (runs share one
                 history; start the next when the last one has returned).
+            PauseStateError: The last run paused: `resume` it, or `discard_pause` it first.
             Aborted: A hook returned `Abort`.
             HookError: A hook raised or timed out.
             LimitExceededError: `max_requests` or `max_continuations` was reached.
             ProviderError: The provider failed (after retries).
         """
         self._check_idle()
+        self._check_not_paused()
         start = len(self.history)
         self.history.extend(_as_messages(input))
         return await self._go(Run(self._cfg, self.history, start=start), None)
@@ -344,17 +365,19 @@ class Worker:
         """Go on with a paused run, in this Worker (which may be a new one, in a new process).
 
         Pending calls pass through the before_tool_call hooks again (with `resumed=True`),
+        starting from the arguments the model sent — so a hook's rewrite applies exactly once —
         unless `decisions` decides them: by call id, `Decision.approve()` (optionally with edited
         arguments) or `Decision.deny(reason)`. Calls that already ran keep their results.
 
         Raises:
-            PauseStateError: The state names tools this Worker does not have, or decisions for
-                calls it does not hold.
+            PauseStateError: The state names tools this Worker does not have, decisions for
+                calls it does not hold, or edited arguments that do not fit the tool.
         """
         # Check before touching the history: a refused resume leaves the Worker as it was.
         self._check_idle()
-        pending = _apply_decisions(state, decisions or {})
+        pending = apply_decisions(state, decisions or {}, self._cfg.registry)
         self._check_tools(pending, state.tools)
+        self._paused = None
         self.history[:] = list(state.history)
         run = Run(self._cfg, self.history, start=len(self.history))
         run.requests, run.continuations, run.usage = (
@@ -365,6 +388,39 @@ class Worker:
         return await self._go(
             run, PauseState(state.history, pending, at=state.at, reason=state.reason)
         )
+
+    async def discard_pause(
+        self, reason: str = "the application moved on", *, state: PauseState | None = None
+    ) -> None:
+        """Drop a paused run instead of resuming it, so that `run()` may start a new one.
+
+        Each call that never started gets an error result saying exactly that (with
+        `reason`); calls that ran or were skipped or denied keep their results. The
+        after_tool_call hooks see every result (outcome `"not_run"` for the calls that never
+        started), as in any batch; no request is sent. Without `state`, the pause of this
+        Worker's last run is dropped (nothing happens when it has none); with a `state` (from
+        another process), the Worker's history becomes the state's first, as with `resume`.
+
+        Raises:
+            ConfigurationError: This Worker is running a run.
+            Aborted: An after_tool_call hook returned `Abort`.
+            HookError: An after_tool_call hook raised or timed out.
+        """
+        self._check_idle()
+        state = state or self._paused
+        self._paused = None
+        if state is None:
+            return
+        self.history[:] = list(state.history)
+        if state.at != "before_tool_call" or not state.pending:
+            return  # an answer waiting at on_turn_end: the history is already whole
+        pending = [not_run(p, reason) for p in state.pending]
+        run = Run(self._cfg, self.history, start=len(self.history), settle_only=True)
+        self._busy = True
+        try:
+            await self._guarded(run, PauseState(state.history, pending, at=state.at))
+        finally:
+            self._busy = False
 
     def stream(self, input: str | Message | Iterable[Message]) -> RunStream:
         """Run like `run()`, yielding every event as it happens, the `RunCompleted` last.
@@ -378,6 +434,19 @@ class Worker:
         """Cancel the running run: it returns `RunStatus.CANCELLED` after its clean-up."""
         if self._scope is not None:
             self._scope.cancel()
+
+    def _check_not_paused(self) -> None:
+        # A new run would answer the paused calls "interrupted", when they never started.
+        state = self._paused
+        if state is None:
+            return
+        waiting = [f"{p.call.id} ({p.call.name})" for p in state.pending]
+        what = f"calls {', '.join(waiting)} never ran" if waiting else "its answer awaits"
+        raise PauseStateError(
+            f"this Worker's last run paused at {state.at} and {what}: resume it with "
+            "worker.resume(result.state), or drop it with await worker.discard_pause() "
+            "before starting a new run"
+        )
 
     def _check_idle(self) -> None:
         if self._busy:
@@ -398,6 +467,7 @@ class Worker:
                 self._announce(TurnEnded(turn))
         finally:
             self._busy = False
+        self._paused = result.state if result.status is RunStatus.PAUSED else None
         return result
 
     async def _guarded(self, run: Run, resume: PauseState | None) -> RunResult:
@@ -461,35 +531,6 @@ def _as_messages(input: str | Message | Iterable[Message]) -> list[Message]:
         if not isinstance(m, Message):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigurationError(f"run() takes a str, a Message or Messages, not {m!r}")
     return messages
-
-
-def _apply_decisions(state: PauseState, decisions: Mapping[str, Decision]) -> list[Any]:
-    from llm_worker.state import PendingCall
-    from llm_worker.tools import ToolResult
-
-    ids = {p.call.id for p in state.pending}
-    unknown = sorted(set(decisions) - ids)
-    if unknown:
-        raise PauseStateError(f"decisions name calls that are not pending: {', '.join(unknown)}")
-    out: list[PendingCall] = []
-    for p in state.pending:
-        # Copies, call included: hooks and decisions edit the call, never the caller's state.
-        call = dataclasses.replace(p.call, input=dict(p.call.input))
-        p = PendingCall(call, p.status, p.result)  # noqa: PLW2901
-        decision = decisions.get(p.call.id)
-        if decision is not None and p.status in ("pending", "allowed"):
-            if not decision.allow:
-                p.status = "skipped"
-                p.result = ToolResult(
-                    p.call.id, p.call.name, f"Denied: {decision.reason}", is_error=True
-                )
-            else:
-                if decision.input is not None:
-                    # The application's arguments replace the model's, unparsable ones too.
-                    p.call = dataclasses.replace(call, input=dict(decision.input), error=None)
-                p.status = "allowed" if decision.skip_hooks else "pending"
-        out.append(p)
-    return out
 
 
 class RunStream:

@@ -1,0 +1,83 @@
+"""What `Worker.resume` and `Worker.discard_pause` do to a paused batch before it goes on.
+
+`apply_decisions` turns the application's `Decision`s into call statuses (checking edited
+arguments against each tool's schema first, so a person's mistake reaches the application,
+not the model); `not_run` records the calls of a discarded pause as never started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from llm_worker.errors import PauseStateError
+from llm_worker.state import PendingCall
+from llm_worker.tools import ToolResult, check_arguments
+
+if TYPE_CHECKING:
+    from llm_worker.state import Decision, PauseState
+    from llm_worker.tools import ToolRegistry
+
+__all__ = ("apply_decisions", "not_run")
+
+
+def apply_decisions(
+    state: PauseState, decisions: Mapping[str, Decision], registry: ToolRegistry
+) -> list[PendingCall]:
+    """Copies of the state's pending calls with the decisions applied; the state is untouched.
+
+    Raises:
+        PauseStateError: A decision names a call that is not pending, or its edited
+            arguments do not fit the tool.
+    """
+    ids = {p.call.id for p in state.pending}
+    unknown = sorted(set(decisions) - ids)
+    if unknown:
+        raise PauseStateError(f"decisions name calls that are not pending: {', '.join(unknown)}")
+    out: list[PendingCall] = []
+    for p in state.pending:
+        # Copies, call included: hooks and decisions edit the call, never the caller's state.
+        call = dataclasses.replace(p.call, input=dict(p.call.input))
+        copied = PendingCall(call, p.status, p.result)
+        decision = decisions.get(call.id)
+        if decision is not None and p.status in ("pending", "allowed"):
+            _decide(copied, decision, registry)
+        out.append(copied)
+    return out
+
+
+def _decide(pending: PendingCall, decision: Decision, registry: ToolRegistry) -> None:
+    call = pending.call
+    if not decision.allow:
+        pending.status = "denied"
+        text = f"Denied: {decision.reason}"
+        pending.result = ToolResult(call.id, call.name, text, is_error=True, input=call.input)
+        return
+    if decision.input is not None:
+        base: dict[str, Any] = dict(call.input) if decision.merge else {}
+        arguments = {**base, **decision.input}
+        _check_edit(call.id, call.name, arguments, registry)
+        # The application's arguments stand, where the model's did not parse too.
+        pending.call = dataclasses.replace(call, input=arguments, error=None)
+    pending.status = "allowed" if decision.skip_hooks else "pending"
+
+
+def _check_edit(call_id: str, name: str, arguments: dict[str, Any], registry: ToolRegistry) -> None:
+    tool = registry.get(name)
+    problem = None if tool is None else check_arguments(tool, arguments)
+    if problem is not None:
+        raise PauseStateError(
+            f"cannot resume: the arguments Decision.approve(input=...) gives call {call_id} "
+            f"do not fit tool {name!r}: {problem}"
+        )
+
+
+def not_run(pending: PendingCall, reason: str) -> PendingCall:
+    """`pending` as a discarded pause leaves it: a call that never started says so."""
+    if pending.status not in ("pending", "allowed"):
+        return pending  # it ran, or was skipped or denied: its own result says so
+    call = pending.call
+    text = f"Not run: this call never started; its paused run was discarded ({reason})."
+    result = ToolResult(call.id, call.name, text, is_error=True, input=call.input)
+    return PendingCall(call, "not_run", result)
