@@ -6,19 +6,27 @@ Before each request, around each tool call, at turn end and on abort:
 |---|---|---|---|
 | on_message_send | before each request | `MessageSendContext` | `Continue`, `Cancel` |
 | before_tool_call | before each call | `ToolCallContext` | `Continue`, `Skip`, `Abort`, `Pause` |
-| after_tool_call | after each call, in call order | `ToolResultContext` | `Continue`, `Abort` |
+| after_tool_call | after every result | `ToolResultContext` | `Continue`, `Abort` |
 | on_turn_end | no tool call | `TurnEndContext` | `Finish`, `ContinueWithMessages`, `Pause` |
 | on_abort | the run is cancelled, aborted or fails | `AbortContext` | none |
 
 A hook is any async callable taking the context and returning one of its allowed results;
 returning `None` means `Continue` (or `Finish` for on_turn_end). Each result union is a type, so
-pyright rejects a hook that could return a result its hook point does not allow.
+pyright rejects a hook that could return a result its hook point does not allow; at run time
+such a result ends the run with a `HookError` naming the hook, the point and what it allows.
 
 How hooks of one point combine: they run in registration order. Rewrites accumulate — each hook
 sees the context as the previous one left it (edited arguments, a masked result). The first
 decisive result (`Skip`, `Abort`, `Pause`, `Cancel`, `ContinueWithMessages`) ends the chain and
 the later hooks are not called. A hook that raises, or runs past its timeout, ends the run with
 a `HookError` naming it, after the on_abort hooks.
+
+What the history receives: the model's calls exactly as it sent them (before_tool_call hooks
+rewrite a copy, which the tool, the after hooks and the result see), and a result only once
+every after_tool_call hook has seen it — a result whose chain did not finish (an `Abort`, a
+hook that raised, a cancellation) is replaced by an error result saying so. A paused call
+keeps the model's arguments, so on resume the before_tool_call chain runs on them again and
+each rewrite applies once.
 
 Contexts are classes, not positional arguments, so that they can grow new fields without
 breaking existing hooks.

@@ -366,6 +366,21 @@ async def test_discard_pause_records_the_calls_as_not_run() -> None:
     assert outcomes == ["not_run"]
 
 
+async def test_discard_pause_of_a_saved_state_in_a_fresh_worker() -> None:
+    worker, _ = paying_worker()
+    with anyio.fail_after(TIMEOUT):
+        paused = await worker.run("pay")
+    assert paused.state is not None
+    saved = PauseState.from_json(paused.state.to_json())
+    client = ScriptedClient([ScriptedResponse.text("ok")])
+    fresh = Worker(client, tools=[act])
+    with anyio.fail_after(TIMEOUT):
+        await fresh.discard_pause(state=saved)
+        await fresh.run("next")
+    (answer,) = client.requests[0].messages[2].tool_results
+    assert answer.is_error and "never started" in answer.content
+
+
 # -- 7. Decision.approve(input=) is validated when resume() is called --------------------------
 
 
