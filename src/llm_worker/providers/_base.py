@@ -15,6 +15,7 @@ from llm_worker.events import Event
 from llm_worker.messages import Request, SpecificTool, ToolChoice
 from llm_worker.providers._blocks import StreamMapper, drive
 from llm_worker.providers._http import RetryPolicy, Transport
+from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES
 
 __all__ = ("HttpClient", "LLMClient", "checked_tool_choice", "deep_merge", "unsupported_part")
 
@@ -62,6 +63,7 @@ class HttpClient:
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         max_concurrency: int | None = 100,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         """Create a client.
 
@@ -84,10 +86,15 @@ class HttpClient:
             max_concurrency: Requests in flight at once through this client; more wait their
                 turn (an own HTTP client gets a pool of this size). `None` removes the cap —
                 set it to your pool size when you pass an `http_client` with more connections.
+            max_event_bytes: The most bytes one unfinished event may hold (an SSE line or
+                event, a whole JSON answer, one object of a JSON-array stream); past it the
+                stream fails with `MalformedStreamError`, so memory stays bounded whatever
+                the server sends. 16 MiB by default.
 
         Raises:
             ConfigurationError: No API key was given or found for the provider's own API, or
-                the base URL (given or from the environment) is not an http(s) URL.
+                the base URL (given or from the environment) is not an http(s) URL, or
+                `max_event_bytes` is not a positive integer.
         """
         self._model = model
         key = api_key if api_key is not None else _env_key(self.api_key_env)
@@ -110,6 +117,7 @@ class HttpClient:
                 timeout=timeout,
                 retry=retry,
                 max_concurrency=max_concurrency,
+                max_event_bytes=max_event_bytes,
             )
 
     @property
@@ -118,7 +126,8 @@ class HttpClient:
         return self._model
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self._model!r}, base_url={self.transport.base_url!r})"
+        base_url = self.transport.scrub(self.transport.base_url)
+        return f"{type(self).__name__}(model={self._model!r}, base_url={base_url!r})"
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         """The headers that carry the key (`Authorization: Bearer` unless overridden)."""
@@ -150,7 +159,11 @@ class HttpClient:
         body = self.build_body(request)
         chunks = self.transport.stream(self.path(request), body, params=self.params(request))
         return drive(
-            chunks, self.mapper(request), provider=self.provider, scrub=self.transport.scrub
+            chunks,
+            self.mapper(request),
+            provider=self.provider,
+            scrub=self.transport.scrub,
+            max_event_bytes=self.transport.max_event_bytes,
         )
 
     async def aclose(self) -> None:

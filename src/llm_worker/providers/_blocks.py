@@ -11,7 +11,11 @@ the rules of the event model for all of them:
   no block start);
 - the stop of the last closed block is held back until the provider says why it stopped, so the
   stop reason rides on the last block's `BlockStop`; an answer with no block at all gets an
-  empty text block to carry it.
+  empty text block to carry it;
+- a tool-call id is used once per answer: a second tool-use block with an id already used
+  fails the stream with `MalformedStreamError`, even when its content is the same (the tool
+  would run twice, and Anthropic rejects a history with duplicate ids), rather than
+  guessing which of the two calls the model meant.
 
 [`drive`][] runs bytes → SSE → mapper → events, and on any failure emits the abort of the
 open block, an `ErrorEvent`, a FAILED status, then raises the typed error.
@@ -52,7 +56,8 @@ from llm_worker.events import (
     ToolUseMetadata,
 )
 from llm_worker.messages import Citation
-from llm_worker.providers._sse import ServerSentEvent, SSEDecoder
+from llm_worker.providers._secrets import scrub_error
+from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent, SSEDecoder
 
 __all__ = ("BlockEmitter", "StreamMapper", "drive")
 
@@ -65,7 +70,7 @@ class BlockEmitter:
     The driver drains `out` after each provider chunk; provider mappers only call methods.
     """
 
-    __slots__ = ("_held", "_index", "_open", "_opened_any", "info", "out")
+    __slots__ = ("_call_ids", "_held", "_index", "_open", "_opened_any", "info", "out")
 
     def __init__(self) -> None:
         self.out: list[Event] = []
@@ -76,6 +81,7 @@ class BlockEmitter:
         # What the provider said about the response itself; drive() puts it on the closing
         # StatusEvent.
         self.info = StatusEvent(ResponseStatus.COMPLETED)
+        self._call_ids: set[str] = set()
 
     @property
     def open_type(self) -> BlockType | None:
@@ -132,7 +138,18 @@ class BlockEmitter:
         self.out.append(BlockDelta(self._index, ThinkingDelta(text)))
 
     def tool_use(self, call_id: str, name: str, *, item_id: str | None = None) -> int:
-        """Start a tool-use block (always a new block)."""
+        """Start a tool-use block (always a new block).
+
+        Raises:
+            MalformedStreamError: The answer already has a tool call with this id.
+        """
+        if call_id in self._call_ids:
+            raise MalformedStreamError(
+                f"the answer has two tool calls with the id {call_id!r}: each call needs an id "
+                "of its own (the tool would run twice and the provider rejects duplicate ids)",
+                streamed=True,
+            )
+        self._call_ids.add(call_id)
         return self.start(BlockType.TOOL_USE, ToolUseMetadata(call_id, name, item_id))
 
     def input_json(self, fragment: str) -> None:
@@ -221,6 +238,7 @@ async def drive(
     *,
     provider: str,
     scrub: Callable[[str], str] = lambda s: s,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
 ) -> AsyncIterator[Event]:
     """Run one response: bytes → SSE events → mapper → normalized events.
 
@@ -230,10 +248,11 @@ async def drive(
     scrubbed, its provider set); nothing received before the failure is withheld.
 
     `chunks` belongs to the driver: closing this generator (`aclose()`) closes it at once, so
-    the HTTP response is released without waiting for garbage collection.
+    the HTTP response is released without waiting for garbage collection. An unfinished SSE
+    line or event longer than `max_event_bytes` fails the stream (`MalformedStreamError`).
     """
     emitter = BlockEmitter()
-    batches = _pump(chunks, mapper, emitter, provider)
+    batches = _pump(chunks, mapper, emitter, provider, max_event_bytes)
     try:
         async for batch in batches:
             for event in batch:
@@ -272,19 +291,20 @@ def _adopt(exc: ProviderError, provider: str, scrub: Callable[[str], str]) -> No
     # event may echo the API key: the raised error must read as well as the ErrorEvent.
     if exc.provider is None:
         exc.provider = provider
-    message = scrub(exc.message)
-    if message != exc.message:
-        exc.message = message
-        exc.args = (message,)
+    scrub_error(exc, scrub)
 
 
 async def _pump(
-    chunks: AsyncIterator[bytes], mapper: StreamMapper, emitter: BlockEmitter, provider: str
+    chunks: AsyncIterator[bytes],
+    mapper: StreamMapper,
+    emitter: BlockEmitter,
+    provider: str,
+    max_event_bytes: int,
 ) -> AsyncGenerator[list[Event], None]:
     # Yields the emitter's buffer once per network chunk: one generator hop per chunk, not
     # per event, keeps the per-event overhead near a bare loop.
     out = emitter.out
-    decoder = SSEDecoder()
+    decoder = SSEDecoder(max_event_bytes)
     started = False
     # Optional (see StreamMapper): called once per network read, after its events.
     end_of_read = getattr(mapper, "end_of_read", None)

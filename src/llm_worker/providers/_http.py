@@ -11,7 +11,7 @@ from __future__ import annotations
 import email.utils
 import random
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from dataclasses import dataclass
 from typing import Any, Final
@@ -37,6 +37,14 @@ from llm_worker.errors import (
     ServerError,
     StreamInterruptedError,
 )
+from llm_worker.providers._secrets import (
+    Scrubber,
+    header_secrets,
+    install_log_filter,
+    scrub_error,
+    url_secrets,
+)
+from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, event_too_large
 
 __all__ = ("DEFAULT_TIMEOUT", "RetryPolicy", "Transport", "error_from_status")
 
@@ -44,7 +52,8 @@ DEFAULT_TIMEOUT: Final = httpx.Timeout(connect=15.0, read=300.0, write=60.0, poo
 """Connect in 15 s; the read timeout bounds the silence between two chunks of a stream."""
 
 _MAX_ERROR_BODY = 64 * 1024
-_MIN_SECRET = 8
+# Whitespace and a BOM may precede the first byte that says what the body is.
+_BLANK = b" \t\r\n\xef\xbb\xbf"
 # 429s that no wait cures: the account's quota or billing, not the request rate.
 _FINAL_TYPES: Final = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 
@@ -98,21 +107,25 @@ class RetryPolicy:
 class Transport:
     """POSTs JSON to one provider and streams the answer's bytes.
 
-    Holds the API key inside its headers; neither `repr` nor any error shows it.
+    Holds the API key inside its headers; neither `repr` nor any error shows it, nor a
+    credential carried by `base_url` or a credential header (see `_secrets`).
 
     Raises:
         ConfigurationError: `base_url` is not an `http://` or `https://` URL (checked here, so
-            that a typo fails at once instead of being retried as a connection error).
+            that a typo fails at once instead of being retried as a connection error), or
+            `max_event_bytes` is not a positive integer.
     """
 
     __slots__ = (
+        "_base",
         "_client",
         "_gate",
         "_headers",
         "_owns_client",
-        "_secret",
+        "_scrubber",
         "base_url",
         "max_concurrency",
+        "max_event_bytes",
         "provider",
         "retry",
         "timeout",
@@ -129,20 +142,27 @@ class Transport:
         timeout: float | httpx.Timeout | None = None,
         retry: RetryPolicy | None = None,
         max_concurrency: int | None = 100,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         self.provider = provider
-        self.base_url = _checked_base_url(base_url)
+        self._scrubber = Scrubber([secret, *url_secrets(base_url), *header_secrets(headers)])
+        if self._scrubber:
+            install_log_filter()
+        self._base = _checked_base_url(base_url, self._scrubber.scrub)
+        self.base_url = base_url.split("?", 1)[0].rstrip("/") + (
+            "?" + self._base.query.decode("ascii") if self._base.query else ""
+        )
         self._headers = dict(headers)
-        self._secret = secret
         self._client = http_client
         self._owns_client = http_client is None
         self.timeout = _timeout(timeout)
         self.retry = retry if retry is not None else RetryPolicy()
         self.max_concurrency = max_concurrency
+        self.max_event_bytes = _checked_limit(max_event_bytes)
         self._gate: anyio.Semaphore | None = None
 
     def __repr__(self) -> str:
-        return f"Transport(provider={self.provider!r}, base_url={self.base_url!r})"
+        return f"Transport(provider={self.provider!r}, base_url={self.scrub(self.base_url)!r})"
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -158,12 +178,17 @@ class Transport:
             self._client = None
 
     def scrub(self, text: str) -> str:
-        """Remove the API key from a text that may echo it."""
-        # A very short "key" (Ollama's "ollama") is no secret, and replacing it would cut that
-        # word out of every message.
-        if self._secret and len(self._secret) >= _MIN_SECRET and self._secret in text:
-            return text.replace(self._secret, "***")
-        return text
+        """Mask the client's credentials in a text that may echo them (see `_secrets`)."""
+        return self._scrubber.scrub(text)
+
+    def url(self, path: str, params: Mapping[str, str] | None = None) -> httpx.URL:
+        """The URL of `path` below `base_url`: the path joined, the base's query kept."""
+        base = self._base
+        raw = base.raw_path.split(b"?", 1)[0].rstrip(b"/") + path.encode("ascii")
+        if base.query:
+            raw += b"?" + base.query
+        url = base.copy_with(raw_path=raw)
+        return url.copy_merge_params(params) if params else url
 
     async def stream(
         self,
@@ -178,7 +203,7 @@ class Transport:
             ProviderError: A typed subclass for every failure; see `llm_worker.errors`.
         """
         content = orjson.dumps(body)
-        url = self.base_url + path
+        url = self.url(path, params)
         started = time.monotonic()
         attempt = 0
         while True:
@@ -188,7 +213,7 @@ class Transport:
                 # aclosing: a consumer that stops early releases the response now, not at GC.
                 async with (
                     self._admission(),
-                    aclosing(self._attempt(url, content, params)) as chunks,
+                    aclosing(self._attempt(url, content)) as chunks,
                 ):
                     async for chunk in chunks:
                         handed_on = True
@@ -212,22 +237,15 @@ class Transport:
             self._gate = anyio.Semaphore(self.max_concurrency)
         return self._gate
 
-    async def _attempt(
-        self, url: str, content: bytes, params: Mapping[str, str] | None
-    ) -> AsyncGenerator[bytes, None]:
+    async def _attempt(self, url: httpx.URL, content: bytes) -> AsyncGenerator[bytes, None]:
         request = self._http().build_request(
-            "POST",
-            url,
-            content=content,
-            headers=self._headers,
-            params=params,
-            timeout=self.timeout,
+            "POST", url, content=content, headers=self._headers, timeout=self.timeout
         )
         try:
             response = await self._http().send(request, stream=True)
         except httpx.TimeoutException as exc:
             raise APITimeoutError(
-                f"no answer from {self.base_url} in time ({type(exc).__name__})",
+                self.scrub(f"no answer from {self.base_url} in time ({type(exc).__name__})"),
                 provider=self.provider,
             ) from exc
         except httpx.HTTPError as exc:
@@ -237,10 +255,10 @@ class Transport:
             ) from exc
         try:
             if not response.is_success:
-                raise await self._status_error(response)
+                raise await self._status_error(response, response.aiter_bytes())
             content_type = response.headers.get("content-type", "")
             if content_type.startswith("text/html"):
-                raise await self._status_error(response)
+                raise await self._status_error(response, response.aiter_bytes())
             body = self._body(response)
             if content_type.startswith("application/json"):
                 body = self._json_body(response, body, content_type)
@@ -256,6 +274,7 @@ class Transport:
         # `stream: true`) or an error object sent with status 200, which must surface with
         # its own message. A JSON array (Gemini's array stream) is passed on as it arrives.
         pieces: list[bytes] = []
+        size = 0
         async for chunk in body:
             if not pieces and chunk.lstrip()[:1] not in (b"{", b""):
                 yield chunk
@@ -263,6 +282,9 @@ class Transport:
                     yield rest
                 return
             pieces.append(chunk)
+            size += len(chunk)
+            if size > self.max_event_bytes:
+                raise event_too_large(self.max_event_bytes, "a JSON answer", self.provider)
         raw = b"".join(pieces)
         if _is_error_body(raw):
             raise error_from_status(
@@ -278,10 +300,26 @@ class Transport:
 
     async def _body(self, response: httpx.Response) -> AsyncIterator[bytes]:
         received = 0
+        # The leading blank bytes, held until the first byte that says what the body is: an
+        # HTML page (a proxy's login or error page, whatever its content type and status) is
+        # raised as the error it is, for every client alike.
+        head: bytes | None = b""
+        chunks = response.aiter_bytes()
         try:
-            async for chunk in response.aiter_bytes():
+            async for chunk in chunks:
                 received += len(chunk)
-                yield chunk
+                if head is None:
+                    yield chunk
+                    continue
+                head += chunk
+                first = head.lstrip(_BLANK)[:1]
+                if first == b"<":
+                    raise await self._status_error(response, chunks, head, "text/html")
+                if first or len(head) >= _MAX_ERROR_BODY:
+                    yield head
+                    head = None
+            if head:
+                yield head
         except httpx.TimeoutException as exc:
             raise APITimeoutError(
                 f"the stream went silent for longer than the read timeout after {received} bytes",
@@ -289,25 +327,33 @@ class Transport:
                 streamed=received > 0,
             ) from exc
         except (httpx.TransportError, httpx.DecodingError) as exc:
-            if not received:
-                # Headers but no byte of the answer: nothing was handed on, so this is a
-                # connection failure that a retry may cure, not a broken stream.
-                raise APIConnectionError(
-                    f"the connection to {self.base_url} broke before the answer began: "
-                    f"{type(exc).__name__}: {self.scrub(str(exc)) or 'no detail'}",
-                    provider=self.provider,
-                ) from exc
-            raise StreamInterruptedError(
-                f"the connection broke after {received} bytes of the answer: "
-                f"{type(exc).__name__}: {self.scrub(str(exc)) or 'no detail'}",
-                provider=self.provider,
-                streamed=received > 0,
-            ) from exc
+            raise self._broken(exc, received) from exc
 
-    async def _status_error(self, response: httpx.Response) -> APIStatusError:
-        raw = b""
+    def _broken(self, exc: httpx.HTTPError, received: int) -> ProviderError:
+        detail = f"{type(exc).__name__}: {str(exc) or 'no detail'}"
+        if not received:
+            # Headers but no byte of the answer: nothing was handed on, so this is a
+            # connection failure that a retry may cure, not a broken stream.
+            return APIConnectionError(
+                self.scrub(f"the connection to {self.base_url} broke before the answer began: ")
+                + self.scrub(detail),
+                provider=self.provider,
+            )
+        return StreamInterruptedError(
+            f"the connection broke after {received} bytes of the answer: {self.scrub(detail)}",
+            provider=self.provider,
+            streamed=True,
+        )
+
+    async def _status_error(
+        self,
+        response: httpx.Response,
+        chunks: AsyncIterator[bytes],
+        raw: bytes = b"",
+        content_type: str | None = None,
+    ) -> APIStatusError:
         try:
-            async for chunk in response.aiter_bytes():
+            async for chunk in chunks:
                 raw += chunk
                 if len(raw) >= _MAX_ERROR_BODY:
                     break
@@ -316,24 +362,36 @@ class Transport:
         return error_from_status(
             response.status_code,
             raw,
-            content_type=response.headers.get("content-type", ""),
+            content_type=content_type or response.headers.get("content-type", ""),
             headers=response.headers,
             provider=self.provider,
             scrub=self.scrub,
         )
 
 
-def _checked_base_url(base_url: str) -> str:
+def _checked_base_url(base_url: str, scrub: Callable[[str], str]) -> httpx.URL:
     try:
-        scheme = httpx.URL(base_url).scheme
+        url = httpx.URL(base_url)
     except httpx.InvalidURL as exc:
-        raise ConfigurationError(f"base_url {base_url!r} is not a valid URL: {exc}") from exc
-    if scheme not in ("http", "https"):
         raise ConfigurationError(
-            f"base_url {base_url!r} must start with http:// or https:// "
-            "(e.g. 'http://localhost:8000/v1')"
+            scrub(f"base_url {base_url!r} is not a valid URL: {exc}")
+        ) from None  # the cause's text may hold the URL, key included
+    if url.scheme not in ("http", "https"):
+        raise ConfigurationError(
+            scrub(
+                f"base_url {base_url!r} must start with http:// or https:// "
+                "(e.g. 'http://localhost:8000/v1')"
+            )
         )
-    return base_url.rstrip("/")
+    return url
+
+
+def _checked_limit(limit: int) -> int:
+    if type(limit) is not int or limit < 1:
+        raise ConfigurationError(
+            f"max_event_bytes must be a positive number of bytes, not {limit!r}"
+        )
+    return limit
 
 
 def _timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:
@@ -406,17 +464,18 @@ def error_from_status(
     content_type: str,
     headers: Mapping[str, str] | None = None,
     provider: str | None = None,
-    scrub: Any = None,
+    scrub: Callable[[str], str] | None = None,
 ) -> APIStatusError:
-    """Build the typed error for an HTTP error answer (status, body, headers)."""
+    """Build the typed error for an HTTP error answer (status, body, headers).
+
+    `scrub` is applied to every text copied from the answer (message, error type, request id).
+    """
     error_type, message, request_id = parse_error_body(raw, content_type)
-    if scrub is not None:
-        message = scrub(message)
     if not message:
         message = f"HTTP {status_code} with no error message"
     hdrs = headers or {}
     cls = error_class(status_code, error_type)
-    return cls(
+    error = cls(
         message,
         provider=provider,
         status_code=status_code,
@@ -424,6 +483,9 @@ def error_from_status(
         request_id=request_id or hdrs.get("request-id") or hdrs.get("x-request-id"),
         retry_after=_pick_wait(retry_after_seconds(hdrs), _retry_info(raw)),
     )
+    if scrub is not None:
+        scrub_error(error, scrub)
+    return error
 
 
 def _pick_wait(header: float | None, body: float | None) -> float | None:

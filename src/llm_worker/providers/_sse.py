@@ -8,14 +8,24 @@ splits raw bytes, and CR / LF bytes never occur inside a multi-byte UTF-8 sequen
 One deliberate difference from the standard: at end of stream, `flush()` dispatches a final
 event that lacks its terminating blank line instead of discarding it, because the provider did
 send that data and losing it would silently truncate an answer.
+
+Memory is bounded: an unfinished line, or the data of an unfinished event, longer than
+`max_event_bytes` fails the stream with `MalformedStreamError` as soon as the limit is passed
+(not when the stream ends), so a server that never sends a line break cannot exhaust memory.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Final, NoReturn
 
-__all__ = ("SSEDecoder", "ServerSentEvent")
+from llm_worker.errors import MalformedStreamError
+
+__all__ = ("DEFAULT_MAX_EVENT_BYTES", "SSEDecoder", "ServerSentEvent", "event_too_large")
+
+DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
+"""16 MiB: far above any real event (a large base64 image), far below a memory problem."""
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
@@ -38,15 +48,44 @@ class ServerSentEvent:
     retry: int | None = None
 
 
+def event_too_large(limit: int, what: str, provider: str | None = None) -> MalformedStreamError:
+    """The error for an event that grew past `limit` bytes before it ended."""
+    return MalformedStreamError(
+        f"{what} grew past max_event_bytes={limit:,} bytes before it ended; the stream was "
+        "stopped there to keep memory bounded (raise max_event_bytes on the client if the "
+        "provider really sends events this large)",
+        provider=provider,
+        streamed=True,
+    )
+
+
 class SSEDecoder:
-    """Incremental SSE decoder: `feed(bytes)` → events; `flush()` at end of stream."""
+    """Incremental SSE decoder: `feed(bytes)` → events; `flush()` at end of stream.
 
-    __slots__ = ("_data", "_event", "_last_id", "_pending_cr", "_retry", "_started", "_tail")
+    Raises:
+        MalformedStreamError: An unfinished line or event passed `max_event_bytes`.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = (
+        "_data",
+        "_event",
+        "_last_id",
+        "_limit",
+        "_pending_cr",
+        "_retry",
+        "_size",
+        "_started",
+        "_tail",
+        "_tail_size",
+    )
+
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self._limit = max_event_bytes
         # The unfinished last line, as the pieces it arrived in: joined once when its line
         # ends, so a long line (a base64 image) split over many chunks costs linear time.
         self._tail: list[bytes] = []
+        self._tail_size = 0
+        self._size = 0  # bytes of data held for the event being read
         self._pending_cr = False
         self._started = False
         self._data: list[str] = []
@@ -61,12 +100,13 @@ class SSEDecoder:
         has_cr = b"\r" in chunk
         if not has_cr and b"\n" not in chunk:
             if chunk:
-                self._tail.append(chunk)
+                self._hold(chunk, self._tail_size + len(chunk))
             return []
         if self._tail:
             self._tail.append(chunk)
             chunk = b"".join(self._tail)
             self._tail.clear()
+            self._tail_size = 0
         if has_cr:
             # CRLF streams (Gemini) take the fast split when no lone CR remains: bytes.replace
             # and bytes.split are several times cheaper than the regex split.
@@ -81,7 +121,7 @@ class SSEDecoder:
             lines = chunk.split(b"\n")
         rest = lines.pop()
         if rest:
-            self._tail.append(rest)
+            self._hold(rest, len(rest))
         events: list[ServerSentEvent] = []
         for line in lines:
             if line:
@@ -98,6 +138,7 @@ class SSEDecoder:
         if self._tail:
             line = b"".join(self._tail)
             self._tail.clear()
+            self._tail_size = 0
             self._field(line)
         self._pending_cr = False
         if self._data:
@@ -128,11 +169,28 @@ class SSEDecoder:
         self._started = True
         return held[len(_BOM) :] if held.startswith(_BOM) else held
 
+    def _hold(self, piece: bytes, size: int) -> None:
+        # Keep a piece of the unfinished line; `size` is the line's length with it.
+        self._tail.append(piece)
+        self._tail_size = size
+        if size > self._limit:
+            self._too_large("one line of the event stream")
+
+    def _too_large(self, what: str) -> NoReturn:
+        # Drop what is held first: the error must not keep the oversized buffer alive.
+        self._tail.clear()
+        self._data = []
+        self._tail_size = self._size = 0
+        raise event_too_large(self._limit, what)
+
     def _field(self, line: bytes) -> None:
         if line.startswith(b"data:"):
             value = line[5:]
             if value.startswith(b" "):
                 value = value[1:]
+            self._size += len(value)
+            if self._size > self._limit:
+                self._too_large("one event of the stream")
             self._data.append(value.decode("utf-8", "replace"))
             return
         if line.startswith(b":"):
@@ -141,6 +199,9 @@ class SSEDecoder:
         if colon and value.startswith(b" "):
             value = value[1:]
         if name == b"data":
+            self._size += len(value)
+            if self._size > self._limit:
+                self._too_large("one event of the stream")
             self._data.append(value.decode("utf-8", "replace"))
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")
@@ -154,6 +215,7 @@ class SSEDecoder:
         data = self._data[0] if len(self._data) == 1 else "\n".join(self._data)
         event = ServerSentEvent(self._event or "message", data, self._last_id, self._retry)
         self._data = []
+        self._size = 0
         self._event = ""
         self._retry = None
         return event

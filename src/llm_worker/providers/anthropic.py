@@ -56,7 +56,7 @@ from llm_worker.providers._anthropic_request import (
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper
 from llm_worker.providers._http import RetryPolicy, error_class
-from llm_worker.providers._sse import ServerSentEvent
+from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent
 
 __all__ = ("AnthropicClient",)
 
@@ -120,6 +120,7 @@ class AnthropicClient(HttpClient):
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         max_concurrency: int | None = 100,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         betas: Collection[str] = (),
         prompt_cache: Collection[CacheBreakpoint] = (),
         prompt_cache_ttl: Literal["5m", "1h"] | None = None,
@@ -136,6 +137,8 @@ class AnthropicClient(HttpClient):
             headers: Extra headers for every request (they win over the ones set here).
             max_concurrency: Requests in flight at once through this client (see
                 `HttpClient`); `None` removes the cap.
+            max_event_bytes: The most bytes one unfinished event may hold (see
+                `HttpClient`).
             betas: Beta feature names, sent as the `anthropic-beta` header.
             prompt_cache: Where to put prompt-cache breakpoints in every request.
             prompt_cache_ttl: Their cache lifetime (`"5m"` or `"1h"`).
@@ -155,6 +158,7 @@ class AnthropicClient(HttpClient):
             retry=retry,
             headers=all_headers,
             max_concurrency=max_concurrency,
+            max_event_bytes=max_event_bytes,
         )
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:

@@ -70,7 +70,7 @@ from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive
 from llm_worker.providers._gemini_request import build_body
 from llm_worker.providers._http import error_class
-from llm_worker.providers._sse import ServerSentEvent
+from llm_worker.providers._sse import ServerSentEvent, event_too_large
 
 __all__ = ("GeminiClient",)
 
@@ -132,11 +132,13 @@ class GeminiClient(HttpClient):
         """
         body = self.build_body(request)
         chunks = self.transport.stream(self.path(request), body, params=self.params(request))
+        limit = self.transport.max_event_bytes
         return drive(
-            _SseOrJsonArray(chunks),
+            _SseOrJsonArray(chunks, limit),
             self.mapper(request),
             provider=self.provider,
             scrub=self.transport.scrub,
+            max_event_bytes=limit,
         )
 
 
@@ -385,10 +387,10 @@ class _SseOrJsonArray:
 
     __slots__ = ("_chunks", "_json", "_mode")
 
-    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+    def __init__(self, chunks: AsyncIterator[bytes], limit: int) -> None:
         self._chunks = chunks
         self._mode: str | None = None  # None until the first meaningful byte: "sse" / "json"
-        self._json = _JsonArraySplitter()
+        self._json = _JsonArraySplitter(limit)
 
     def __aiter__(self) -> _SseOrJsonArray:
         return self
@@ -422,12 +424,14 @@ class _JsonArraySplitter:
 
     Each complete object comes out as one SSE `data:` event (raw line breaks, which JSON
     allows only as whitespace between tokens, become spaces). Only string delimiters,
-    escapes and brackets are looked at; orjson judges the objects themselves.
+    escapes and brackets are looked at; orjson judges the objects themselves. An object
+    still unfinished after `limit` bytes fails the stream (`MalformedStreamError`).
     """
 
-    __slots__ = ("_buffer", "_depth", "_in_string", "_level", "_scanned", "_start")
+    __slots__ = ("_buffer", "_depth", "_in_string", "_level", "_limit", "_scanned", "_start")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
         self._buffer = b""
         self._scanned = 0
         self._depth = 0
@@ -487,3 +491,6 @@ class _JsonArraySplitter:
         self._buffer = self._buffer[cut:]
         self._scanned = pos - cut
         self._start = min(0, self._start)
+        if len(self._buffer) > self._limit:
+            self._buffer = b""
+            raise event_too_large(self._limit, "one object of the JSON-array stream", _PROVIDER)

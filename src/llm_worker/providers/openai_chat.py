@@ -49,9 +49,9 @@ from llm_worker.events import Event, StopReason, UsageEvent
 from llm_worker.messages import Request
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, drive
-from llm_worker.providers._http import error_class, error_from_status
+from llm_worker.providers._http import error_class
 from llm_worker.providers._openai_chat_request import build_chat_body
-from llm_worker.providers._sse import ServerSentEvent
+from llm_worker.providers._sse import ServerSentEvent, event_too_large
 
 __all__ = ("OpenAIChatClient",)
 
@@ -107,22 +107,23 @@ class OpenAIChatClient(HttpClient):
         chunks = self.transport.stream(
             self.path(request), self.build_body(request), params=self.params(request)
         )
+        limit = self.transport.max_event_bytes
         return drive(
-            _json_as_sse(chunks, self.transport.scrub),
+            _json_as_sse(chunks, limit),
             self.mapper(request),
             provider=self.provider,
             scrub=self.transport.scrub,
+            max_event_bytes=limit,
         )
 
 
-async def _json_as_sse(
-    chunks: AsyncIterator[bytes], scrub: Callable[[str], str]
-) -> AsyncIterator[bytes]:
-    """Pass an SSE body through; turn a whole-JSON or HTML body into something readable.
+async def _json_as_sse(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
+    """Pass an SSE body through; turn a whole-JSON body into one SSE event.
 
-    An SSE stream never begins with `{` or `<`. A body that does is a server that ignored
+    An SSE stream never begins with `{`. A body that does is a server that ignored
     `stream: true` (one `chat.completion` object, or an error object), sent on as one SSE
-    event, or an HTML error page served with a 200 status, raised as the error it is.
+    event of at most `limit` bytes. (An HTML page is refused by the transport, for every
+    client.)
     """
     try:
         head = b""
@@ -130,9 +131,11 @@ async def _json_as_sse(
             head += chunk
             first = head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
             if not first:
+                if len(head) > limit:
+                    raise event_too_large(limit, "the blank start of the answer", _PROVIDER)
                 continue
-            if first in (b"{", b"<"):
-                yield _whole_body(head + b"".join([rest async for rest in chunks]), scrub)
+            if first == b"{":
+                yield _whole_body(await _read_all(head, chunks, limit))
                 return
             yield head
             break
@@ -149,11 +152,18 @@ async def _json_as_sse(
             await aclose()
 
 
-def _whole_body(body: bytes, scrub: Callable[[str], str]) -> bytes:
-    if body.lstrip(b" \t\r\n\xef\xbb\xbf").startswith(b"<"):
-        raise error_from_status(
-            200, body, content_type="text/html", provider=_PROVIDER, scrub=scrub
-        )
+async def _read_all(head: bytes, chunks: AsyncIterator[bytes], limit: int) -> bytes:
+    pieces = [head]
+    size = len(head)
+    async for chunk in chunks:
+        pieces.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise event_too_large(limit, "a JSON answer", _PROVIDER)
+    return b"".join(pieces)
+
+
+def _whole_body(body: bytes) -> bytes:
     # One SSE event whose data lines are the JSON's lines (rejoined with LF by the decoder).
     return b"".join(b"data: " + line + b"\n" for line in body.splitlines()) + b"\n"
 

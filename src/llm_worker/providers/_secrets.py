@@ -1,0 +1,158 @@
+"""Keeping credentials out of every message, `repr` and log line this library writes.
+
+A [`Scrubber`][] knows a client's secrets: its API key, a password or credential-named query
+parameter in its `base_url` (Gemini's `?key=`), and the values of credential headers passed
+through `headers` (`api-key`, `Authorization: Bearer …`). It replaces, case-insensitively, the
+whole secret and any run of 12 or more of its consecutive characters (an error body that echoes
+a long prefix of the key, or the key upper-cased) with `***`.
+
+Scrubbing is for error paths, reprs and log lines only: it costs a pass over the text per
+distinct run length, never anything on the stream's hot path.
+
+httpx logs every request line (method and full URL) at INFO on the `httpx` logger. A filter
+installed there on first use scrubs those records with the secrets of every live client, so a
+key in `base_url` never reaches a log handler.
+"""
+
+from __future__ import annotations
+
+import logging
+import string
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final
+from urllib.parse import parse_qsl, urlsplit
+
+from llm_worker.errors import ProviderError
+
+__all__ = ("MIN_SECRET", "Scrubber", "header_secrets", "scrub_error", "url_secrets")
+
+MIN_SECRET: Final = 8
+"""A shorter "key" (Ollama's `ollama`) is no secret: cutting it out would maim messages."""
+
+_MIN_RUN: Final = 12
+_MASK: Final = "***"
+# ASCII-only lowering keeps every index of the text valid (str.lower() may change lengths).
+_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+_CREDENTIAL_WORDS: Final = ("key", "token", "secret", "password", "auth", "sig", "credential")
+
+
+class Scrubber:
+    """Replaces a set of secrets, and long runs of their characters, with `***`."""
+
+    __slots__ = ("__weakref__", "_grams")
+
+    def __init__(self, secrets: Iterable[str | None]) -> None:
+        # Runs of each length, lowered: a key of 8 to 11 characters is matched whole.
+        grams: dict[int, set[str]] = {}
+        for secret in secrets:
+            if secret is None or len(secret) < MIN_SECRET:
+                continue
+            size = min(_MIN_RUN, len(secret))
+            lowered = secret.translate(_LOWER)
+            runs = grams.setdefault(size, set())
+            runs.update(lowered[i : i + size] for i in range(len(secret) - size + 1))
+        self._grams = tuple((size, frozenset(runs)) for size, runs in sorted(grams.items()))
+        if self._grams:
+            _LIVE.add(self)
+
+    def __bool__(self) -> bool:
+        return bool(self._grams)
+
+    def scrub(self, text: str) -> str:
+        """`text` with every secret and every long run of a secret's characters masked."""
+        if not self._grams or not text:
+            return text
+        lowered = text.translate(_LOWER)
+        covered = bytearray(len(text) + 1)
+        found = False
+        for size, runs in self._grams:
+            for start in range(len(text) - size + 1):
+                if lowered[start : start + size] in runs:
+                    covered[start : start + size] = b"\x01" * size
+                    found = True
+        return _masked(text, covered) if found else text
+
+
+def _masked(text: str, covered: bytearray) -> str:
+    out: list[str] = []
+    start = 0
+    while start < len(text):
+        end = covered.find(b"\x01", start)
+        if end < 0:
+            out.append(text[start:])
+            break
+        out.append(text[start:end])
+        out.append(_MASK)
+        start = covered.find(b"\x00", end)
+    return "".join(out)
+
+
+def scrub_error(error: ProviderError, scrub: Callable[[str], str]) -> None:
+    """Mask credentials in every text attribute of `error` that a provider may have echoed."""
+    message = scrub(error.message)
+    if message != error.message:
+        error.message = message
+        error.args = (message,)
+    if error.error_type is not None:
+        error.error_type = scrub(error.error_type)
+    if error.request_id is not None:
+        error.request_id = scrub(error.request_id)
+
+
+def url_secrets(url: str) -> list[str]:
+    """The credentials a URL carries: its password, and credential-named query values."""
+    try:
+        parts = urlsplit(url)
+        found = [parts.password] if parts.password else []
+    except ValueError:
+        return []
+    found.extend(value for name, value in parse_qsl(parts.query) if _is_credential(name))
+    return found
+
+
+def header_secrets(headers: Mapping[str, str]) -> list[str]:
+    """The values of credential headers (`x-api-key`, `Authorization: Bearer …`)."""
+    found: list[str] = []
+    for name, value in headers.items():
+        if _is_credential(name):
+            found.append(value)
+            scheme, _, token = value.partition(" ")
+            if token and scheme.isalpha():
+                found.append(token.strip())
+    return found
+
+
+def _is_credential(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in _CREDENTIAL_WORDS)
+
+
+_LIVE: weakref.WeakSet[Scrubber] = weakref.WeakSet()
+
+
+class _LogScrubber(logging.Filter):
+    """Scrubs the records of the `httpx` logger (its INFO line names the full URL)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        scrubbers = list(_LIVE)
+        if not scrubbers:
+            return True
+        message = record.getMessage()
+        clean = message
+        for scrubber in scrubbers:
+            clean = scrubber.scrub(clean)
+        if clean != message:
+            record.msg = clean
+            record.args = None
+        return True
+
+
+_FILTER: Final = _LogScrubber()
+
+
+def install_log_filter() -> None:
+    """Put the scrubbing filter on the `httpx` logger (once; idempotent)."""
+    logger = logging.getLogger("httpx")
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)
