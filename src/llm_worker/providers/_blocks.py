@@ -30,6 +30,7 @@ from llm_worker.errors import (
     LLMWorkerError,
     MalformedStreamError,
     ProviderError,
+    StreamError,
     StreamInterruptedError,
 )
 from llm_worker.events import (
@@ -59,7 +60,7 @@ from llm_worker.messages import Citation
 from llm_worker.providers._secrets import scrub_error
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent, SSEDecoder
 
-__all__ = ("BlockEmitter", "StreamMapper", "drive")
+__all__ = ("BlockEmitter", "StreamMapper", "drive", "wrong_type")
 
 _TEXT_META = TextMetadata()
 
@@ -208,6 +209,29 @@ class BlockEmitter:
         if self._open is not None:
             self.out.append(BlockAbort(self._index, self._open, reason))
             self._open = None
+
+
+def wrong_type(where: str, field: str, value: object, expected: str = "a string") -> StreamError:
+    """The error for a field of the wrong JSON type: names the event, the field and the type.
+
+    Mappers raise it before a wrongly typed value could reach an event (a number as text
+    would otherwise fail far downstream, in whatever joins the text).
+    """
+    return MalformedStreamError(
+        f"{where}: `{field}` is {_json_type(value)}, expected {expected}", streamed=True
+    )
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 class StreamMapper(Protocol):

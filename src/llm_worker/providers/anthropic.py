@@ -5,7 +5,7 @@ and results; prompt-cache markers; beta headers). This module maps the stream:
 
 | Anthropic event | normalized events |
 |---|---|
-| `message_start` | `UsageEvent` (input tokens with cached ones added back) |
+| `message_start` | `UsageEvent` (input tokens with cached ones added back); blocks (below) |
 | `content_block_start` text / thinking / redacted_thinking / tool_use | `BlockStart` |
 | `content_block_delta` text / thinking / signature / input_json | `BlockDelta` |
 | `content_block_stop` | `BlockStop` (the last one held for the stop reason) |
@@ -21,7 +21,10 @@ Blocks this library has no kind for (server tools and their results, MCP calls, 
 (`ProviderMetadata`), which the Worker keeps as a `ProviderPart` and `_anthropic_request` sends
 back in place: a `pause_turn` answer must go back as it came. Deltas are matched to their
 block by the provider's index, so none reaches another block; `citations_delta` on a text
-block is passed over. A tool call whose arguments never arrive (a tool without parameters gives
+block is passed over. A `message_start` whose `content` already holds blocks (a turn resumed by
+programmatic tool calling arrives whole: a `tool_use`, `stop_reason: tool_use`, then only
+`message_stop`) gives those blocks exactly as if they had streamed, and keeps its stop reason.
+A tool call whose arguments never arrive (a tool without parameters gives
 only an empty `input_json_delta`) gets the fragment `{}`, so that its input parses to `{}`.
 """
 
@@ -54,7 +57,7 @@ from llm_worker.providers._anthropic_request import (
     interleaved_thinking,
 )
 from llm_worker.providers._base import HttpClient
-from llm_worker.providers._blocks import BlockEmitter, StreamMapper
+from llm_worker.providers._blocks import BlockEmitter, StreamMapper, wrong_type
 from llm_worker.providers._http import RetryPolicy, error_class
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent
 
@@ -72,6 +75,8 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
 }
 
 _TEXT_META: Final = TextMetadata()
+_START: Final = "content_block_start"
+_DELTA: Final = "content_block_delta"
 
 
 class AnthropicClient(HttpClient):
@@ -232,7 +237,7 @@ class _MessagesStream:
         elif kind == "content_block_stop":
             self._stop(data, emitter)
         elif kind == "message_start":
-            self._usage(data["message"].get("usage"), emitter)
+            self._message_start(data["message"], emitter)
         elif kind == "message_delta":
             self._stop_reason = as_str(data["delta"].get("stop_reason")) or self._stop_reason
             self._usage(data.get("usage"), emitter)
@@ -258,24 +263,24 @@ class _MessagesStream:
         if kind == "text_delta":
             text = delta["text"]
             if text.__class__ is not str:
-                raise _not_a_string(text)
+                raise wrong_type(_DELTA, "delta.text", text)
             if text:
                 emitter.text(text)
         elif kind == "input_json_delta":
             fragment = delta["partial_json"]
             if fragment:
                 self._json_seen = True
-                emitter.input_json(_checked(fragment))
+                emitter.input_json(_checked(fragment, _DELTA, "delta.partial_json"))
         elif kind == "thinking_delta":
             text = delta["thinking"]
             if text.__class__ is not str:
-                raise _not_a_string(text)
+                raise wrong_type(_DELTA, "delta.thinking", text)
             if text:
                 emitter.thinking(text)
         elif kind == "signature_delta":
             signature = delta["signature"]
             if signature:
-                emitter.signature(_checked(signature))
+                emitter.signature(_checked(signature, _DELTA, "delta.signature"))
         # citations_delta, compaction_delta and newer kinds: passed over.
 
     def _start(self, data: Any, emitter: BlockEmitter) -> None:
@@ -284,18 +289,24 @@ class _MessagesStream:
         if kind == "text":
             emitter.start(BlockType.TEXT, _TEXT_META)
             if block.get("text"):
-                emitter.text(_checked(block["text"]))
+                emitter.text(_checked(block["text"], _START, "content_block.text"))
         elif kind == "thinking":
             emitter.start(BlockType.THINKING, ThinkingMetadata())
             if block.get("thinking"):
-                emitter.thinking(_checked(block["thinking"]))
+                emitter.thinking(_checked(block["thinking"], _START, "content_block.thinking"))
             if block.get("signature"):
-                emitter.signature(_checked(block["signature"]))
+                emitter.signature(_checked(block["signature"], _START, "content_block.signature"))
         elif kind == "redacted_thinking":
-            emitter.start(BlockType.THINKING, ThinkingMetadata(redacted=_checked(block["data"])))
+            redacted = _checked(block["data"], _START, "content_block.data")
+            emitter.start(BlockType.THINKING, ThinkingMetadata(redacted=redacted))
         elif kind == "tool_use":
-            emitter.tool_use(_checked(block["id"]), _checked(block["name"]))
+            emitter.tool_use(
+                _checked(block["id"], _START, "content_block.id"),
+                _checked(block["name"], _START, "content_block.name"),
+            )
             arguments = block.get("input")
+            if arguments is not None and arguments.__class__ is not dict:
+                raise wrong_type(_START, "content_block.input", arguments, "an object")
             self._json_seen = bool(arguments)
             if arguments:
                 emitter.input_json(orjson.dumps(arguments).decode())
@@ -308,6 +319,22 @@ class _MessagesStream:
             return
         self._open = data["index"]
 
+    def _message_start(self, message: Any, emitter: BlockEmitter) -> None:
+        self._usage(message.get("usage"), emitter)
+        # A turn resumed by programmatic tool calling may arrive whole here: the blocks in
+        # `content` (a tool_use, …), the stop reason, then only `message_stop`. They are
+        # emitted as if they had streamed, under indexes no streamed block uses.
+        content = message.get("content")
+        if content is not None and content.__class__ is not list:
+            raise wrong_type("message_start", "message.content", content, "an array")
+        for n, block in enumerate(content or ()):
+            index = -1 - n
+            self._start({"index": index, "content_block": block}, emitter)
+            self._stop({"index": index}, emitter)
+        reason = message.get("stop_reason")
+        if reason is not None:
+            self._stop_reason = _checked(reason, "message_start", "message.stop_reason")
+
     def _raw_delta(self, data: Any) -> None:
         # A delta of the block being kept whole, or of no open block (passed over).
         raw = self._raw
@@ -316,9 +343,10 @@ class _MessagesStream:
         delta = data["delta"]
         kind = delta["type"]
         if kind == "input_json_delta":
-            self._raw_json.append(_checked(delta["partial_json"]))
+            self._raw_json.append(_checked(delta["partial_json"], _DELTA, "delta.partial_json"))
         elif kind == "compaction_delta":
-            raw["content"] = (as_str(raw.get("content")) or "") + _checked(delta["content"])
+            content = _checked(delta["content"], _DELTA, "delta.content")
+            raw["content"] = (as_str(raw.get("content")) or "") + content
         elif kind == "citations_delta":
             raw["citations"] = [*as_list(raw.get("citations")), delta["citation"]]
         # Newer delta kinds: passed over.
@@ -375,16 +403,12 @@ class _MessagesStream:
         )
 
 
-def _checked(value: Any) -> str:
-    # A non-string where the protocol has a string is malformed data (the driver turns the
-    # TypeError into MalformedStreamError); a bare str() would hide it in the answer.
+def _checked(value: Any, event: str, field: str) -> str:
+    # A non-string where the protocol has a string is malformed data; a bare str() would
+    # hide it in the answer.
     if value.__class__ is not str:
-        raise _not_a_string(value)
+        raise wrong_type(event, field, value)
     return value
-
-
-def _not_a_string(value: object) -> TypeError:
-    return TypeError(f"expected a string in the stream, got {type(value).__name__}")
 
 
 def _stop_reason(raw: str | None) -> StopReason | None:

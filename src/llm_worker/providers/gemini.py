@@ -13,11 +13,15 @@ Request building lives in `_gemini_request.py` (and the schema conversion in
   block of that kind, or on a new one. A block carries at most one signature: a second one
   starts a new block, so each goes back on its own part.
 - `functionCall` parts arrive whole and without ids: each becomes a tool-use block with one
-  input delta. Its id is `gemini_call_<n>`, `n` being the call's position among all tool calls
-  of the conversation (those in the request's history first), skipping ids the history
+  input delta. Its id is `gemini_call_<n>`, `n` being the call's position among all tool
+  calls of the conversation (those in the request's history first), skipping ids the history
   already uses: unique in the conversation, and the same when the same history is sent
   again. The id is this library's only (Gemini matches results by name and order); an id
   the provider does send is used as it is.
+- A call whose arguments stream in pieces (`partialArgs` / `willContinue`, sent when a
+  request opts in with `streamFunctionCallArguments` through `Request.options`) is rebuilt
+  by `_gemini_partial` into the same block: its one input delta, the whole arguments
+  object, comes when the call's last piece arrives.
 - Parts of kinds the event model has no block for (`executableCode`, `codeExecutionResult`,
   `inlineData`, …) are kept whole, `thoughtSignature` included, each as one
   `BlockType.PROVIDER` block (`ProviderMetadata`) in its place: the Worker keeps it as a
@@ -67,7 +71,8 @@ from llm_worker.events import (
 )
 from llm_worker.messages import Message, Request, ToolUsePart
 from llm_worker.providers._base import HttpClient
-from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive
+from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive, wrong_type
+from llm_worker.providers._gemini_partial import PartialCall, starts_partial_call
 from llm_worker.providers._gemini_request import build_body
 from llm_worker.providers._http import error_class
 from llm_worker.providers._sse import ServerSentEvent, event_too_large
@@ -76,6 +81,7 @@ __all__ = ("GeminiClient",)
 
 _PROVIDER: Final = "gemini"
 _TEXT_META: Final = TextMetadata()
+_PART: Final = "a candidate's content part"
 # Keys of a part that say something about its content but are not content themselves.
 _NO_CONTENT: Final = frozenset({"thought", "thoughtSignature"})
 _FILTERED: Final = frozenset(
@@ -165,10 +171,11 @@ class _CallIds:
 class _GeminiMapper:
     """Maps Gemini `GenerateContentResponse` chunks to emitter calls (see the module doc)."""
 
-    __slots__ = ("_calls", "_emitted", "_finish", "_ids", "_seen", "_signed", "_usage")
+    __slots__ = ("_calls", "_emitted", "_finish", "_ids", "_partial", "_seen", "_signed", "_usage")
 
     def __init__(self, ids: _CallIds) -> None:
         self._ids = ids
+        self._partial: PartialCall | None = None  # a call whose arguments stream in pieces
         self._finish: str | None = None
         self._calls = 0
         self._signed = -1  # index of the last block that got a signature
@@ -234,6 +241,8 @@ class _GeminiMapper:
     def on_end(self, emitter: BlockEmitter) -> None:
         """Emit the last usage, close the last block with the mapped finish reason."""
         self.end_of_read(emitter)
+        if self._partial is not None:
+            self._end_call(emitter)  # its last piece came with the finish: keep what arrived
         raw = self._finish
         if raw == "STOP":
             reason = StopReason.TOOL_USE if self._calls else StopReason.END_TURN
@@ -252,15 +261,21 @@ class _GeminiMapper:
             raise _filtered(self._finish, as_dict(candidate))
 
     def _part(self, part: dict[str, Any], emitter: BlockEmitter) -> None:
-        text = as_str(part.get("text"))
-        signature = as_str(part.get("thoughtSignature"))
+        text = part.get("text")
+        signature = part.get("thoughtSignature")
+        if signature is not None and signature.__class__ is not str:
+            raise wrong_type(_PART, "thoughtSignature", signature)
         if text is not None:
+            if text.__class__ is not str:
+                raise wrong_type(_PART, "text", text)
             kind = BlockType.THINKING if part.get("thought") else BlockType.TEXT
             self._content(kind, text, signature, emitter)
             return
         call = part.get("functionCall")
         if call is not None:
-            self._call(as_dict(call), signature, emitter)
+            if call.__class__ is not dict:
+                raise wrong_type(_PART, "functionCall", call, "an object")
+            self._call(call, signature, emitter)
         elif not part.keys() <= _NO_CONTENT:
             # executableCode, codeExecutionResult, inlineData, …: kept whole for the history.
             emitter.provider_block(part)
@@ -286,17 +301,56 @@ class _GeminiMapper:
         self._signed = emitter.index
 
     def _call(self, call: dict[str, Any], signature: str | None, emitter: BlockEmitter) -> None:
+        if self._partial is not None:
+            self._more_of_call(call, signature, emitter)
+            return
         name = as_str(call.get("name"))
         if not name:
             raise MalformedStreamError(
                 "a functionCall part without a name", provider=_PROVIDER, streamed=True
             )
         args = call.get("args")
+        if args is not None and args.__class__ is not dict:
+            raise wrong_type(_PART, "functionCall.args", args, "an object")
         emitter.tool_use(as_str(call.get("id")) or self._ids.next(), name)
         if signature is not None:
             emitter.signature(signature)
             self._signed = emitter.index
+        if starts_partial_call(call):
+            self._partial = PartialCall(call)
+            self._more_of_call(call, None, emitter)
+            return
         emitter.input_json(orjson.dumps({} if args is None else args).decode())
+        emitter.stop()
+        self._calls += 1
+
+    def _more_of_call(
+        self, call: dict[str, Any], signature: str | None, emitter: BlockEmitter
+    ) -> None:
+        # The next piece of a call whose arguments stream (see `_gemini_partial`).
+        partial = self._partial
+        if partial is None or emitter.open_type is not BlockType.TOOL_USE:
+            raise MalformedStreamError(
+                "another part arrived inside a functionCall whose arguments were streaming",
+                provider=_PROVIDER,
+                streamed=True,
+            )
+        if signature is not None and self._signed != emitter.index:
+            emitter.signature(signature)
+            self._signed = emitter.index
+        if partial.feed(call):
+            self._end_call(emitter)
+
+    def _end_call(self, emitter: BlockEmitter) -> None:
+        partial = self._partial
+        self._partial = None
+        if partial is None or emitter.open_type is not BlockType.TOOL_USE:
+            raise MalformedStreamError(
+                "a functionCall whose arguments were streaming was cut by another part",
+                provider=_PROVIDER,
+                streamed=True,
+            )
+        emitter.input_json(partial.arguments())
         emitter.stop()
         self._calls += 1
 

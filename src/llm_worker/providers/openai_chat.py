@@ -48,7 +48,7 @@ from llm_worker.errors import APIStatusError, MalformedStreamError
 from llm_worker.events import Event, StopReason, UsageEvent
 from llm_worker.messages import Request
 from llm_worker.providers._base import HttpClient
-from llm_worker.providers._blocks import BlockEmitter, drive
+from llm_worker.providers._blocks import BlockEmitter, drive, wrong_type
 from llm_worker.providers._http import error_class
 from llm_worker.providers._openai_chat_request import build_chat_body
 from llm_worker.providers._sse import ServerSentEvent, event_too_large
@@ -392,6 +392,9 @@ class _ToolCalls:
         return index
 
     def _buffer(self, index: int, call: Any, function: Any, args: str) -> None:
+        for name, value in (("id", call.get("id")), ("function.name", function.get("name"))):
+            if value is not None and value.__class__ is not str:
+                raise wrong_type("a tool_calls fragment", name, value)
         pending = self._pending.get(index)
         if pending is None:
             pending = self._pending[index] = _Call(None, None)

@@ -56,7 +56,7 @@ from llm_worker.events import (
 )
 from llm_worker.messages import Request
 from llm_worker.providers._base import HttpClient
-from llm_worker.providers._blocks import BlockEmitter, StreamMapper
+from llm_worker.providers._blocks import BlockEmitter, StreamMapper, wrong_type
 from llm_worker.providers._http import error_class
 from llm_worker.providers._openai_responses_request import PROVIDER, build_body
 from llm_worker.providers._sse import ServerSentEvent
@@ -228,7 +228,10 @@ class _ResponsesMapper:
                 raise MalformedStreamError(
                     "a function_call item without a name", provider=PROVIDER, streamed=True
                 )
-            call_id = as_str(item.get("call_id")) or item_id or ""
+            call_id = item.get("call_id")
+            if call_id is not None and call_id.__class__ is not str:
+                raise wrong_type(event["type"], "item.call_id", call_id)
+            call_id = call_id or item_id or ""
             emitter.tool_use(call_id, name, item_id=item_id)
             self._calls += 1
 
@@ -246,8 +249,10 @@ class _ResponsesMapper:
                 self._open_thinking(emitter)
                 emitter.signature(encrypted)
         elif kind == "function_call":
-            arguments = as_str(item.get("arguments"))
+            arguments = item.get("arguments")
             if arguments and not self._streamed:
+                if arguments.__class__ is not str:
+                    raise wrong_type(event["type"], "item.arguments", arguments)
                 emitter.input_json(arguments)
         elif item:
             # A hosted tool's item (no kind of ours): kept whole, as it is done.
@@ -291,7 +296,10 @@ class _ResponsesMapper:
     # -- deltas ------------------------------------------------------------------------------
 
     def text_delta(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
-        emitter.text(event["delta"])  # continues the block `item_added` opened
+        delta = event["delta"]
+        if delta.__class__ is not str:  # inline: the hot path
+            raise wrong_type(event["type"], "delta", delta)
+        emitter.text(delta)  # continues the block `item_added` opened
         self._streamed = True
 
     def refusal_delta(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
@@ -307,21 +315,23 @@ class _ResponsesMapper:
             emitter.start(BlockType.THINKING, ThinkingMetadata(item_id=self._item_id))
         else:
             self._open_thinking(emitter)
-        emitter.thinking(event["delta"])
+        emitter.thinking(_delta(event))
         self._streamed = True
 
     def reasoning_text_delta(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
         self._open_thinking(emitter)
-        emitter.thinking(event["delta"])
+        emitter.thinking(_delta(event))
         self._streamed = True
 
     def arguments_delta(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
-        emitter.input_json(event["delta"])
+        emitter.input_json(_delta(event))
         self._streamed = True
 
     def arguments_done(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
         if not self._streamed:
-            arguments = as_str(event.get("arguments"))
+            arguments = event.get("arguments")
+            if arguments is not None and arguments.__class__ is not str:
+                raise wrong_type(event["type"], "arguments", arguments)
             if arguments:
                 emitter.input_json(arguments)
             self._streamed = True
@@ -363,6 +373,13 @@ class _ResponsesMapper:
         if code == "error":
             code = None
         raise _stream_error(code, as_str(error.get("message")) or "the provider reported an error")
+
+
+def _delta(event: dict[str, Any]) -> str:
+    delta = event["delta"]
+    if delta.__class__ is not str:
+        raise wrong_type(event["type"], "delta", delta)
+    return delta
 
 
 def _append_usage(response: dict[str, Any], emitter: BlockEmitter) -> None:
