@@ -9,9 +9,10 @@ a long prefix of the key, or the key upper-cased) with `***`.
 Scrubbing is for error paths, reprs and log lines only: it costs a pass over the text per
 distinct run length, never anything on the stream's hot path.
 
-httpx logs every request line (method and full URL) at INFO on the `httpx` logger. A filter
-installed there on first use scrubs those records with the secrets of every live client, so a
-key in `base_url` never reaches a log handler.
+httpx logs every request line (method and full URL) at INFO on the `httpx` logger, and
+httpcore the response headers at DEBUG. A filter installed on their loggers on first use
+scrubs those records with the secrets of every live client, so a key in `base_url` (or echoed
+in a header) never reaches a log handler.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ _LIVE: weakref.WeakSet[Scrubber] = weakref.WeakSet()
 
 
 class _LogScrubber(logging.Filter):
-    """Scrubs the records of the `httpx` logger (its INFO line names the full URL)."""
+    """Scrubs the records of the httpx and httpcore loggers (httpx's INFO line: the URL)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         scrubbers = list(_LIVE)
@@ -151,8 +152,21 @@ class _LogScrubber(logging.Filter):
 _FILTER: Final = _LogScrubber()
 
 
+# Filters of a logger see only the records logged on it, not its children's: each logger of
+# httpx and httpcore gets one (httpcore's DEBUG lines repeat the response headers).
+_HTTP_LOGGERS: Final = (
+    "httpx",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+)
+
+
 def install_log_filter() -> None:
-    """Put the scrubbing filter on the `httpx` logger (once; idempotent)."""
-    logger = logging.getLogger("httpx")
-    if _FILTER not in logger.filters:
-        logger.addFilter(_FILTER)
+    """Put the scrubbing filter on the httpx and httpcore loggers (once; idempotent)."""
+    for name in _HTTP_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
