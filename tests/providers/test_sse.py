@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llm_worker.errors import MalformedStreamError
 from llm_worker.providers._sse import ServerSentEvent, SSEDecoder
 from support import recorded
 
@@ -373,3 +374,47 @@ def test_every_recorded_stream_decodes_alike_whole_bytewise_and_in_pieces() -> N
         # Every recorded data field is JSON or the [DONE] sentinel: no event was mangled.
         for event in whole:
             assert event.data == "[DONE]" or event.data.lstrip()[:1] in ("{", "["), (name, event)
+
+
+# --- bounded memory --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("piece", [1, 7, 100], ids=["1", "7", "100"])
+def test_an_unfinished_line_fails_on_the_chunk_that_passes_the_limit(piece: int) -> None:
+    decoder = SSEDecoder(max_event_bytes=1000)
+    fed = 0
+    error: MalformedStreamError | None = None
+    while error is None and fed < 100_000:
+        fed += piece
+        try:
+            decoder.feed(b"y" * piece)
+        except MalformedStreamError as exc:
+            error = exc
+    assert 1000 < fed <= 1000 + piece  # failed at once, not at the end of the stream
+    assert error is not None
+    assert "one line of the event stream" in error.message
+    assert "max_event_bytes=1,000" in error.message
+
+
+def test_the_rest_after_a_line_end_counts_too() -> None:
+    decoder = SSEDecoder(max_event_bytes=1000)
+    assert decoder.feed(b"data: a\n\n") == [ServerSentEvent("message", "a")]
+    with pytest.raises(MalformedStreamError):
+        decoder.feed(b"data: b\n\n" + b"z" * 1001)
+
+
+def test_an_event_of_many_lines_is_bounded_and_the_count_restarts_per_event() -> None:
+    decoder = SSEDecoder(max_event_bytes=1000)
+    line = b"data: " + b"d" * 99 + b"\n"
+    for _ in range(3):  # three events of 900 bytes each: each under the limit
+        events = decoder.feed(line * 9 + b"\n")
+        assert [len(e.data) for e in events] == [9 * 99 + 8]
+    with pytest.raises(MalformedStreamError, match="one event of the stream"):
+        decoder.feed(line * 11)
+
+
+def test_lines_at_the_limit_still_decode() -> None:
+    body = b"data: " + b"x" * 994 + b"\n\n"  # a line of exactly 1,000 bytes
+    decoder = SSEDecoder(max_event_bytes=1000)
+    events = [e for i in range(0, len(body), 10) for e in decoder.feed(body[i : i + 10])]
+    assert events == [ServerSentEvent("message", "x" * 994)]
