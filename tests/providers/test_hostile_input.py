@@ -15,7 +15,7 @@ import pytest
 from llm_worker import Worker, tool
 from llm_worker.errors import APIStatusError, MalformedStreamError, ProviderError
 from llm_worker.events import BlockDelta, ErrorEvent, Event, InputJsonDelta, TextDelta
-from llm_worker.messages import Message, Request, ToolUsePart
+from llm_worker.messages import Message, Part, Request, ToolUsePart
 from llm_worker.providers import (
     AnthropicClient,
     GeminiClient,
@@ -179,7 +179,7 @@ def duplicate_ids(provider: str) -> WireResponse:
         return WireResponse(sse({"candidates": [{"content": {"parts": [call, call]}}]}))
     from llm_worker.testing._model_server import _encoder
 
-    parts = [ToolUsePart("dup", "lookup", {"city": "Oslo"}) for _ in range(2)]
+    parts: list[Part] = [ToolUsePart("dup", "lookup", {"city": "Oslo"}) for _ in range(2)]
     return WireResponse(_encoder(provider)(ScriptedResponse(parts), model="m"))
 
 
@@ -204,7 +204,7 @@ async def test_the_worker_never_runs_a_call_twice() -> None:
         ran.append(city)
         return city
 
-    parts = [ToolUsePart("dup", "count", {"city": "Oslo"}) for _ in range(2)]
+    parts: list[Part] = [ToolUsePart("dup", "count", {"city": "Oslo"}) for _ in range(2)]
     async with ScriptedModelServer("anthropic", [ScriptedResponse(parts)]) as server:
         worker = Worker(server.client(retry=RetryPolicy.disabled()), tools=[count])
         with anyio.fail_after(10), pytest.raises(MalformedStreamError, match="'dup'"):
