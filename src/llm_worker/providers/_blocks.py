@@ -30,7 +30,6 @@ from llm_worker.errors import (
     LLMWorkerError,
     MalformedStreamError,
     ProviderError,
-    StreamError,
     StreamInterruptedError,
 )
 from llm_worker.events import (
@@ -211,7 +210,9 @@ class BlockEmitter:
             self._open = None
 
 
-def wrong_type(where: str, field: str, value: object, expected: str = "a string") -> StreamError:
+def wrong_type(
+    where: str, field: str, value: object, expected: str = "a string"
+) -> MalformedStreamError:
     """The error for a field of the wrong JSON type: names the event, the field and the type.
 
     Mappers raise it before a wrongly typed value could reach an event (a number as text
