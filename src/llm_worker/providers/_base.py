@@ -86,10 +86,8 @@ class HttpClient:
             max_concurrency: Requests in flight at once through this client; more wait their
                 turn (an own HTTP client gets a pool of this size). `None` removes the cap —
                 set it to your pool size when you pass an `http_client` with more connections.
-            max_event_bytes: The most bytes one unfinished event may hold (an SSE line or
-                event, a whole JSON answer, one object of a JSON-array stream); past it the
-                stream fails with `MalformedStreamError`, so memory stays bounded whatever
-                the server sends. 16 MiB by default.
+            max_event_bytes: The most bytes one unfinished event (an SSE line or event, a JSON
+                answer) may hold; past it the stream fails (16 MiB; `docs/guarantees.md`).
 
         Raises:
             ConfigurationError: No API key was given or found for the provider's own API, or
@@ -100,13 +98,8 @@ class HttpClient:
         key = api_key if api_key is not None else _env_key(self.api_key_env)
         variable, base_url = _base_url(self.provider, base_url)
         if key is None and base_url is None:
-            names = " or ".join(self.api_key_env)
-            raise ConfigurationError(
-                f"no API key for {self.provider}: set {names} or pass api_key=..."
-            )
-        all_headers = {"content-type": "application/json", "accept": "text/event-stream"}
-        all_headers.update(self.auth_headers(key))
-        all_headers.update(headers or {})
+            raise _no_key(self.provider, self.api_key_env)
+        all_headers = {**_STREAM_HEADERS, **self.auth_headers(key), **(headers or {})}
         with _naming(variable):
             self.transport = Transport(
                 provider=self.provider,
@@ -206,6 +199,14 @@ def _naming(variable: str | None) -> Generator[None]:
         if variable is None:
             raise
         raise ConfigurationError(f"{variable} is not a usable base URL: {exc}") from exc
+
+
+_STREAM_HEADERS: Final = {"content-type": "application/json", "accept": "text/event-stream"}
+
+
+def _no_key(provider: str, variables: tuple[str, ...]) -> ConfigurationError:
+    names = " or ".join(variables)
+    return ConfigurationError(f"no API key for {provider}: set {names} or pass api_key=...")
 
 
 def _env_key(names: tuple[str, ...]) -> str | None:
