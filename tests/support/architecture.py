@@ -9,13 +9,16 @@ An import resolves to the modules that run because of it: `import a.b.c` and `fr
 run `a.b.c` and every package above it that is not already a parent of the importer (a module's
 own parent packages are loaded before it, so reaching them is no edge). `from pkg import Name`
 through a package that loads names lazily (a module-level `__getattr__`) resolves to the module
-its `if TYPE_CHECKING:` block imports `Name` from.
+its `if TYPE_CHECKING:` block imports `Name` from; so does `pkg.Name` read after `import pkg`.
+`importlib.import_module("a.b")` and `__import__("a.b")` with a literal name count as
+`import a.b`; with an f-string (`f"a._wire_{x}"`), as imports of every module its literal
+head starts.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,9 +55,13 @@ def scan(root: Path) -> Tree:
             parts.pop()
             tree.packages.add(".".join(parts))
         tree.files[".".join(parts)] = path
-    lazy = {name: _lazy_names(tree.files[name]) for name in tree.packages}
+    lazy = {name: _lazy_names(tree, name) for name in tree.packages}
     for name, path in tree.files.items():
-        statements = _imports(ast.parse(path.read_text()), type_checking=False)
+        module = ast.parse(path.read_text())
+        statements = [
+            *_imports(module, type_checking=False),
+            *((node, False) for node in _lazy_attributes(tree, lazy, name, module)),
+        ]
         for node, type_checking in statements:
             for target in _resolve(tree, lazy, name, node):
                 tree.imports.append(Import(name, target, node.lineno, type_checking))
@@ -71,6 +78,9 @@ def _imports(
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.Import | ast.ImportFrom):
             yield child, type_checking
+        elif isinstance(child, ast.Call) and (dynamic := _dynamic_import(child)):
+            yield dynamic, type_checking
+            yield from _imports(child, type_checking=type_checking)
         elif isinstance(child, ast.If) and _is_type_checking(child):
             for stmt in child.body:
                 yield from _imports(ast.Module([stmt], []), type_checking=True)
@@ -80,18 +90,70 @@ def _imports(
             yield from _imports(child, type_checking=type_checking)
 
 
-def _lazy_names(init: Path) -> dict[str, str]:
+_DYNAMIC = ("importlib.import_module", "import_module", "__import__")
+
+
+def _dynamic_import(call: ast.Call) -> ast.Import | ast.ImportFrom | None:
+    """`import_module("a.b")` or `__import__("a.b")` as the statement it amounts to.
+
+    A relative name (`".b"`, given the importer's package) becomes `from . import b`; an
+    f-string with a literal head (`f"a._wire_{x}"`) imports every module the head starts
+    (`import a._wire_*`): one of them runs, the checker cannot know which.
+    """
+    if ast.unparse(call.func) not in _DYNAMIC or not call.args:
+        return None
+    arg = call.args[0]
+    if isinstance(arg, ast.JoinedStr) and arg.values:
+        arg, wildcard = arg.values[0], "*"
+    else:
+        wildcard = ""
+    if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+        return None
+    module = arg.value.lstrip(".")
+    level = len(arg.value) - len(module)
+    if level:
+        parent, _, name = module.rpartition(".")
+        found = ast.ImportFrom(parent or None, [ast.alias(name + wildcard)], level)
+    else:
+        found = ast.Import([ast.alias(module + wildcard)])
+    return ast.copy_location(found, call)
+
+
+def _lazy_names(tree: Tree, package: str) -> dict[str, str]:
     """`Name -> module` of a package with a module-level `__getattr__`, else empty."""
-    body = ast.parse(init.read_text()).body
+    body = ast.parse(tree.files[package].read_text()).body
     if not any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in body):
         return {}
     found: dict[str, str] = {}
     for node in body:
         if isinstance(node, ast.If) and _is_type_checking(node):
             for stmt in node.body:
-                if isinstance(stmt, ast.ImportFrom) and stmt.module:
-                    found.update({a.asname or a.name: stmt.module for a in stmt.names})
+                if isinstance(stmt, ast.ImportFrom):
+                    module = _absolute(tree, package, stmt)
+                    found.update({a.asname or a.name: module for a in stmt.names})
     return found
+
+
+def _lazy_attributes(
+    tree: Tree, lazy: dict[str, dict[str, str]], source: str, module: ast.Module
+) -> Iterator[ast.ImportFrom]:
+    """`pkg.Name` read through a lazily loading package the module imported, as the
+    `from pkg import Name` it amounts to (`import llm_worker` then `llm_worker.Worker`)."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(module):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                names = [".".join(parts[:n]) for n in range(1, len(parts) + 1)]
+                bound.update({alias.asname: alias.name} if alias.asname else {n: n for n in names})
+        elif isinstance(node, ast.ImportFrom):
+            package = _absolute(tree, source, node)
+            bound.update({a.asname or a.name: f"{package}.{a.name}" for a in node.names})
+    for node in ast.walk(module):
+        if isinstance(node, ast.Attribute):
+            package = bound.get(ast.unparse(node.value), "")
+            if node.attr in lazy.get(package, {}):
+                yield ast.copy_location(ast.ImportFrom(package, [ast.alias(node.attr)], 0), node)
 
 
 def _absolute(tree: Tree, source: str, node: ast.ImportFrom) -> str:
@@ -110,13 +172,16 @@ def _resolve(
     targets: set[str] = set()
     if isinstance(node, ast.Import):
         for alias in node.names:
-            targets |= _run_by(tree, source, alias.name)
+            for name in _matching(tree, alias.name):
+                targets |= _run_by(tree, source, name)
         return targets
     module = _absolute(tree, source, node)
     for alias in node.names:
-        submodule = f"{module}.{alias.name}"
-        if submodule in tree.files:
-            targets |= _run_by(tree, source, submodule)
+        star = alias.name == "*"  # `from a import *`: the names of `a`, not its modules
+        submodules = [] if star else _matching(tree, f"{module}.{alias.name}")
+        if any(name in tree.files for name in submodules):
+            for name in submodules:
+                targets |= _run_by(tree, source, name)
         elif alias.name in lazy.get(module, {}):
             targets |= _run_by(tree, source, module) | _run_by(
                 tree, source, lazy[module][alias.name]
@@ -125,6 +190,13 @@ def _resolve(
             targets |= _run_by(tree, source, module)
             targets |= {module} if module in tree.files and module != source else set()
     return targets
+
+
+def _matching(tree: Tree, name: str) -> list[str]:
+    """`[name]`, or for a head with a wildcard (`a._wire_*`) every module it starts."""
+    if not name.endswith("*"):
+        return [name]
+    return sorted(m for m in tree.files if m.startswith(name[:-1]))
 
 
 def _run_by(tree: Tree, source: str, module: str) -> set[str]:
@@ -228,8 +300,17 @@ def layer_of(layers: Layers, module: str) -> int | None:
     return None if best is None else best[1]
 
 
-def layer_violations(tree: Tree, layers: Layers, exempt: Sequence[str] = ()) -> list[str]:
-    """Modules in no layer, and imports (TYPE_CHECKING ones too) of a higher layer."""
+def layer_violations(
+    tree: Tree,
+    layers: Layers,
+    exempt: Sequence[str] = (),
+    may_import: Mapping[str, Sequence[str]] | None = None,
+) -> list[str]:
+    """Modules in no layer, and imports (TYPE_CHECKING ones too) of a higher layer.
+
+    With `may_import` (layer -> the lower layers it may import), layers side by side in the
+    order stay apart too: an import of a lower layer not listed is reported as well.
+    """
     found = [
         f"{name} is in no layer"
         for name in sorted(tree.files)
@@ -239,7 +320,10 @@ def layer_violations(tree: Tree, layers: Layers, exempt: Sequence[str] = ()) -> 
         if imp.source in exempt or imp.target in exempt:
             continue
         low, high = layer_of(layers, imp.source), layer_of(layers, imp.target)
-        if low is not None and high is not None and high > low:
+        if low is None or high is None or high == low:
+            continue
+        allowed = may_import is None or layers[high][0] in may_import[layers[low][0]]
+        if high > low or not allowed:
             found.append(
                 f"{imp.source} (layer {layers[low][0]}) imports {imp.target} "
                 f"(layer {layers[high][0]}) at line {imp.line}"

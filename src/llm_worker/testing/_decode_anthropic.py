@@ -29,7 +29,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
-from llm_worker.testing._decode import (
+from llm_worker.testing._decoding import (
     choice,
     finished,
     leftover,

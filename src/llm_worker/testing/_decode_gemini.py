@@ -37,8 +37,8 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.providers._gemini_request import SKIP_SIGNATURE
-from llm_worker.testing._decode import choice, finished, leftover, named_choice, number
-from llm_worker.testing._decode import thinking_config as _config
+from llm_worker.testing._decoding import choice, finished, leftover, named_choice, number
+from llm_worker.testing._decoding import thinking_config as _config
 
 __all__ = ("decode",)
 

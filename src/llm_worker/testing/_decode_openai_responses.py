@@ -32,7 +32,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
-from llm_worker.testing._decode import (
+from llm_worker.testing._decoding import (
     arguments,
     choice,
     finished,
