@@ -270,6 +270,21 @@ def test_provider_spellings_a_builder_never_emits_are_read_too() -> None:
             InvalidMessagesError,
             "not a JSON object",
         ),
+        (  # a body built in Python, not parsed: an integer JSON cannot carry
+            "gemini",
+            {
+                "contents": [
+                    {
+                        "role": "user",
+                        "parts": [
+                            {"functionResponse": {"name": "f", "response": {"output": 2**70}}}
+                        ],
+                    }
+                ]
+            },
+            InvalidMessagesError,
+            "the result of 'f' cannot be written as JSON",
+        ),
     ],
 )
 def test_a_body_that_cannot_be_read_gets_a_typed_error(

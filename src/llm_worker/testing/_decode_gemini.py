@@ -22,6 +22,7 @@ from typing import Any, Final
 import orjson
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
+from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
     Message,
     Origin,
@@ -125,7 +126,12 @@ class _Contents:
         body = as_dict(response.get("response"))
         is_error = "error" in body and "output" not in body
         value = body.get("error") if is_error else body.get("output", body or None)
-        text = value if isinstance(value, str) else orjson.dumps(value).decode()
+        try:
+            text = value if isinstance(value, str) else orjson.dumps(value).decode()
+        except TypeError as exc:  # a dict built in Python: e.g. an integer wider than 64 bits
+            raise InvalidMessagesError(
+                f"the result of {name!r} cannot be written as JSON: {exc}"
+            ) from exc
         return ToolResultPart(call_id, text, is_error=is_error, name=name or None)
 
     def _answered(self, name: str) -> str:

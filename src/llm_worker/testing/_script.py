@@ -8,6 +8,7 @@ callables that compute an answer from the neutral request.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import TypeAlias
@@ -152,16 +153,27 @@ def play(step: ScriptStep, call: ScriptedRequest, count: int) -> ScriptedRespons
     """The answer of a step to a request (`count`: steps in the script, for the error).
 
     Raises:
-        ScriptStepError: The step's callable raised, or returned something other than a
-            `ScriptedResponse`; chained to what it raised.
+        ScriptStepError: The step's callable raised (anything but `KeyboardInterrupt` and
+            `SystemExit`, a `CancelledError` included), or returned something other than a
+            `ScriptedResponse` (a coroutine: the step was `async def`); chained to what it
+            raised.
     """
     if isinstance(step, ScriptedResponse):
         return step
     where = f"script step {call.index + 1} (of {count})"
     try:
         response = step(call)
-    except Exception as exc:
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        # A step runs synchronously, so nothing can cancel it: a CancelledError it raises is
+        # its own bug, and passed on it would pass for the cancellation of whoever called.
         raise ScriptStepError(f"{where} raised {exc!r}") from exc
+    if inspect.iscoroutine(response):
+        response.close()  # never awaited: closed, it warns of nothing
+        raise ScriptStepError(
+            f"{where} returned a coroutine: a callable step must be synchronous (not async def)"
+        )
     if not isinstance(response, ScriptedResponse):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ScriptStepError(f"{where} returned {type(response).__name__}, not a ScriptedResponse")
     return response
