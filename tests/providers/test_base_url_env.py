@@ -13,9 +13,9 @@ import anyio
 import pytest
 
 from llm_worker import Message, Request
-from llm_worker.errors import ConfigurationError
+from llm_worker.errors import ConfigurationError, ProviderError
 from llm_worker.events import BlockDelta, TextDelta
-from llm_worker.providers import HttpClient, from_string
+from llm_worker.providers import HttpClient, RetryPolicy, from_string
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 
 pytestmark = pytest.mark.anyio
@@ -116,3 +116,63 @@ def test_a_variable_that_is_no_url_names_itself(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("OPENAI_BASE_URL", "localhost:8000/v1")
     with pytest.raises(ConfigurationError, match=r"^OPENAI_BASE_URL is not a usable base URL"):
         from_string("openai:m", api_key="k")
+
+
+SECRET = "sk-live-0123456789abcdef"  # what must never show
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.wire)
+@pytest.mark.parametrize(
+    "padding", ["  {}  ", "{}\n", "{}//"], ids=["spaces", "newline", "slashes"]
+)
+async def test_a_variable_with_padding_still_reaches_the_server(
+    monkeypatch: pytest.MonkeyPatch, case: Case, padding: str
+) -> None:
+    script = [ScriptedResponse.text("padded")]
+    async with ScriptedModelServer(case.wire, script, model="m") as server:
+        monkeypatch.setenv(case.variable, padding.format(server.base_url + case.tail))
+        assert await answer(from_string(case.model)) == "padded"
+    assert [r.path for r in server.requests] == [case.path]
+
+
+def test_a_blank_variable_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", " \n")
+    client = from_string("anthropic:m", api_key="k")
+    assert client.transport.base_url == "https://api.anthropic.com"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        f"http://127.0.0.1:1/v1?api-version=1&key={SECRET}",
+        f"http://127.0.0.1:1/v1#{SECRET}",
+        f"http://127.0.0.1:1/v1 {SECRET}",
+        SECRET,  # the key pasted into the wrong variable
+        f"http://[::1/{SECRET}",
+    ],
+    ids=["query", "fragment", "whitespace", "a key", "unparsable"],
+)
+def test_a_rejected_variable_is_named_and_its_secret_never_shown(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # The request path is appended to the base URL: with a query string it would land in the
+    # query. The error names the variable, and never repeats what may be a key.
+    monkeypatch.setenv("OPENAI_BASE_URL", value)
+    with pytest.raises(ConfigurationError, match=r"^OPENAI_BASE_URL is not a usable") as raised:
+        from_string("openai:m", api_key="k")
+    assert SECRET not in str(raised.value)
+    assert SECRET not in str(raised.value.__cause__)
+
+
+async def test_credentials_in_a_base_url_never_show_in_a_repr_or_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://proxy-user:{SECRET}@127.0.0.1:1")
+    client = from_string("anthropic:m", api_key="k", retry=RetryPolicy.disabled())
+    assert client.transport.base_url == f"http://proxy-user:{SECRET}@127.0.0.1:1"  # still sent
+    assert repr(client) == "AnthropicClient(model='m', base_url='http://***@127.0.0.1:1')"
+    assert SECRET not in repr(client.transport)
+    with pytest.raises(ProviderError) as raised:  # nothing listens on port 1
+        await answer(client)
+    assert "http://***@127.0.0.1:1" in str(raised.value)
+    assert SECRET not in str(raised.value)
