@@ -144,19 +144,17 @@ def test_a_blank_variable_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        f"http://127.0.0.1:1/v1?api-version=1&key={SECRET}",
-        f"http://127.0.0.1:1/v1#{SECRET}",
         f"http://127.0.0.1:1/v1 {SECRET}",
         SECRET,  # the key pasted into the wrong variable
         f"http://[::1/{SECRET}",
     ],
-    ids=["query", "fragment", "whitespace", "a key", "unparsable"],
+    ids=["whitespace", "a key", "unparsable"],
 )
 def test_a_rejected_variable_is_named_and_its_secret_never_shown(
     monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
-    # The request path is appended to the base URL: with a query string it would land in the
-    # query. The error names the variable, and never repeats what may be a key.
+    # The error names the variable, and never repeats what may be a key. (A query string is
+    # kept, with the request path joined before it: tests/providers/test_hostile_input.py.)
     monkeypatch.setenv("OPENAI_BASE_URL", value)
     with pytest.raises(ConfigurationError, match=r"^OPENAI_BASE_URL is not a usable") as raised:
         from_string("openai:m", api_key="k")
@@ -170,9 +168,10 @@ async def test_credentials_in_a_base_url_never_show_in_a_repr_or_an_error(
     monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://proxy-user:{SECRET}@127.0.0.1:1")
     client = from_string("anthropic:m", api_key="k", retry=RetryPolicy.disabled())
     assert client.transport.base_url == f"http://proxy-user:{SECRET}@127.0.0.1:1"  # still sent
-    assert repr(client) == "AnthropicClient(model='m', base_url='http://***@127.0.0.1:1')"
+    assert SECRET not in repr(client)
+    assert "127.0.0.1:1" in repr(client)
     assert SECRET not in repr(client.transport)
     with pytest.raises(ProviderError) as raised:  # nothing listens on port 1
         await answer(client)
-    assert "http://***@127.0.0.1:1" in str(raised.value)
+    assert "127.0.0.1:1" in str(raised.value)
     assert SECRET not in str(raised.value)

@@ -184,8 +184,8 @@ _BASE_URL_ENV: Final[dict[str, tuple[str, str]]] = {
 def _base_url(provider: str, given: str | None) -> tuple[str | None, str | None]:
     """`(variable, base URL)`: the given one, else the provider's variable's, else `None`s."""
     variable, suffix = _BASE_URL_ENV.get(provider, ("", ""))
-    value = os.environ.get(variable) if variable and given is None else None
-    if not value:
+    value = os.environ.get(variable, "").strip() if variable and given is None else None
+    if not value:  # unset or blank; surrounding whitespace is a pasted newline, not a URL
         return None, given
     return variable, value.rstrip("/") + suffix
 

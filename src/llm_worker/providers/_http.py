@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -374,16 +375,33 @@ def _checked_base_url(base_url: str, scrub: Callable[[str], str]) -> httpx.URL:
         url = httpx.URL(base_url)
     except httpx.InvalidURL as exc:
         raise ConfigurationError(
-            scrub(f"base_url {base_url!r} is not a valid URL: {exc}")
+            scrub(f"base_url {_described(base_url)} is not a valid URL: {exc}")
         ) from None  # the cause's text may hold the URL, key included
-    if url.scheme not in ("http", "https"):
+    if url.scheme not in ("http", "https") or not url.host or _has_space(base_url):
         raise ConfigurationError(
             scrub(
-                f"base_url {base_url!r} must start with http:// or https:// "
-                "(e.g. 'http://localhost:8000/v1')"
+                f"base_url {_described(base_url)} must be an http:// or https:// URL with a "
+                "host and no whitespace (e.g. 'http://localhost:8000/v1')"
             )
         )
     return url
+
+
+def _has_space(text: str) -> bool:
+    return any(c.isspace() for c in text)
+
+
+def _described(url: str) -> str:
+    # A rejected value is named by its scheme and host only: the rest may hold a key (one
+    # pasted into the wrong variable, or in a path) that no scrubber knows of.
+    try:
+        parts = urlsplit(url)
+        scheme, host = parts.scheme, parts.hostname
+    except ValueError:
+        scheme, host = "", None
+    if scheme in ("http", "https") and host:
+        return repr(f"{scheme}://{host}/…")
+    return f"of {len(url)} characters (not shown: it may hold a key)"
 
 
 def _checked_limit(limit: int) -> int:
