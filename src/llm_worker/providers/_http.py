@@ -15,7 +15,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -27,7 +26,6 @@ from llm_worker.errors import (
     APIStatusError,
     APITimeoutError,
     AuthenticationError,
-    ConfigurationError,
     ContentFilterError,
     InvalidRequestError,
     NotFoundError,
@@ -45,6 +43,7 @@ from llm_worker.providers._secrets import (
     scrub_error,
     url_secrets,
 )
+from llm_worker.providers._settings import checked_base_url, checked_limit
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, event_too_large
 
 __all__ = ("DEFAULT_TIMEOUT", "RetryPolicy", "Transport", "error_from_status")
@@ -149,7 +148,7 @@ class Transport:
         self._scrubber = Scrubber([secret, *url_secrets(base_url), *header_secrets(headers)])
         if self._scrubber:
             install_log_filter()
-        self._base = _checked_base_url(base_url, self._scrubber.scrub)
+        self._base = checked_base_url(base_url, self._scrubber.scrub)
         self.base_url = base_url.split("?", 1)[0].rstrip("/") + (
             "?" + self._base.query.decode("ascii") if self._base.query else ""
         )
@@ -159,7 +158,7 @@ class Transport:
         self.timeout = _timeout(timeout)
         self.retry = retry if retry is not None else RetryPolicy()
         self.max_concurrency = max_concurrency
-        self.max_event_bytes = _checked_limit(max_event_bytes)
+        self.max_event_bytes = checked_limit(max_event_bytes)
         self._gate: anyio.Semaphore | None = None
 
     def __repr__(self) -> str:
@@ -368,48 +367,6 @@ class Transport:
             provider=self.provider,
             scrub=self.scrub,
         )
-
-
-def _checked_base_url(base_url: str, scrub: Callable[[str], str]) -> httpx.URL:
-    try:
-        url = httpx.URL(base_url)
-    except httpx.InvalidURL as exc:
-        raise ConfigurationError(
-            scrub(f"base_url {_described(base_url)} is not a valid URL: {exc}")
-        ) from None  # the cause's text may hold the URL, key included
-    if url.scheme not in ("http", "https") or not url.host or _has_space(base_url):
-        raise ConfigurationError(
-            scrub(
-                f"base_url {_described(base_url)} must be an http:// or https:// URL with a "
-                "host and no whitespace (e.g. 'http://localhost:8000/v1')"
-            )
-        )
-    return url
-
-
-def _has_space(text: str) -> bool:
-    return any(c.isspace() for c in text)
-
-
-def _described(url: str) -> str:
-    # A rejected value is named by its scheme and host only: the rest may hold a key (one
-    # pasted into the wrong variable, or in a path) that no scrubber knows of.
-    try:
-        parts = urlsplit(url)
-        scheme, host = parts.scheme, parts.hostname
-    except ValueError:
-        scheme, host = "", None
-    if scheme in ("http", "https") and host:
-        return repr(f"{scheme}://{host}/…")
-    return f"of {len(url)} characters (not shown: it may hold a key)"
-
-
-def _checked_limit(limit: int) -> int:
-    if type(limit) is not int or limit < 1:
-        raise ConfigurationError(
-            f"max_event_bytes must be a positive number of bytes, not {limit!r}"
-        )
-    return limit
 
 
 def _timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:

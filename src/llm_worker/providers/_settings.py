@@ -1,0 +1,59 @@
+"""The Transport's settings, checked when a client is built (so a typo fails at once).
+
+A rejected value may hold a key, so its error shows no more of it than its scheme and host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import httpx
+
+from llm_worker.errors import ConfigurationError
+
+__all__ = ("checked_base_url", "checked_limit")
+
+
+def checked_base_url(base_url: str, scrub: Callable[[str], str]) -> httpx.URL:
+    """`base_url` parsed, or a `ConfigurationError` that shows no more of it than is safe."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL as exc:
+        raise ConfigurationError(
+            scrub(f"base_url {_described(base_url)} is not a valid URL: {exc}")
+        ) from None  # the cause's text may hold the URL, key included
+    if url.scheme not in ("http", "https") or not url.host or _has_space(base_url):
+        raise ConfigurationError(
+            scrub(
+                f"base_url {_described(base_url)} must be an http:// or https:// URL with a "
+                "host and no whitespace (e.g. 'http://localhost:8000/v1')"
+            )
+        )
+    return url
+
+
+def _has_space(text: str) -> bool:
+    return any(c.isspace() for c in text)
+
+
+def _described(url: str) -> str:
+    # A rejected value is named by its scheme and host only: the rest may hold a key (one
+    # pasted into the wrong variable, or in a path) that no scrubber knows of.
+    try:
+        parts = urlsplit(url)
+        scheme, host = parts.scheme, parts.hostname
+    except ValueError:
+        scheme, host = "", None
+    if scheme in ("http", "https") and host:
+        return repr(f"{scheme}://{host}/…")
+    return f"of {len(url)} characters (not shown: it may hold a key)"
+
+
+def checked_limit(limit: int) -> int:
+    """`max_event_bytes` checked: a positive whole number of bytes."""
+    if type(limit) is not int or limit < 1:
+        raise ConfigurationError(
+            f"max_event_bytes must be a positive number of bytes, not {limit!r}"
+        )
+    return limit
