@@ -7,6 +7,7 @@ not the model); `not_run` records the calls of a discarded pause as never starte
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -16,10 +17,11 @@ from llm_worker.state import PendingCall
 from llm_worker.tools import ToolResult, check_arguments
 
 if TYPE_CHECKING:
+    from llm_worker.messages import Message
     from llm_worker.state import Decision, PauseState
     from llm_worker.tools import ToolRegistry
 
-__all__ = ("apply_decisions", "not_run")
+__all__ = ("apply_decisions", "check_not_resumed", "not_run")
 
 
 def apply_decisions(
@@ -37,9 +39,11 @@ def apply_decisions(
         raise PauseStateError(f"decisions name calls that are not pending: {', '.join(unknown)}")
     out: list[PendingCall] = []
     for p in state.pending:
-        # Copies, call included: hooks and decisions edit the call, never the caller's state.
-        call = dataclasses.replace(p.call, input=dict(p.call.input))
-        copied = PendingCall(call, p.status, p.result)
+        # Copies, call and result included: hooks and decisions edit them (an after hook
+        # masks a result in place), never the caller's state, which may be resumed again.
+        call = dataclasses.replace(p.call, input=copy.deepcopy(p.call.input))
+        result = None if p.result is None else dataclasses.replace(p.result)
+        copied = PendingCall(call, p.status, result)
         decision = decisions.get(call.id)
         if decision is not None and p.status in ("pending", "allowed"):
             _decide(copied, decision, registry)
@@ -81,3 +85,26 @@ def not_run(pending: PendingCall, reason: str) -> PendingCall:
     text = f"Not run: this call never started; its paused run was discarded ({reason})."
     result = ToolResult(call.id, call.name, text, is_error=True, input=call.input)
     return PendingCall(call, "not_run", result)
+
+
+def check_not_resumed(history: list[Message], state: PauseState) -> None:
+    """Refuse a state this history has already gone on from (resumed, or discarded).
+
+    Its calls would run a second time (side effects included), and the history since the
+    pause would be dropped.
+
+    Raises:
+        PauseStateError: `history` starts with the state's history and then answers one of
+            its paused calls.
+    """
+    start = len(state.history)
+    if state.at != "before_tool_call" or len(history) <= start:
+        return
+    ids = {p.call.id for p in state.pending}
+    answered = any(r.tool_use_id in ids for m in history[start:] for r in m.tool_results)
+    if answered and history[:start] == state.history:
+        raise PauseStateError(
+            "this pause state was already resumed or discarded in this Worker: its calls "
+            "have results in the history; resuming it again would run them twice (resume "
+            "the state the last run returned, or use a new Worker to retry from this one)"
+        )

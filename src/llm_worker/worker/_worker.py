@@ -68,7 +68,7 @@ from llm_worker.timeline import (
 )
 from llm_worker.tools import Tool, ToolRegistry
 from llm_worker.worker._config import WorkerConfig
-from llm_worker.worker._decisions import apply_decisions, not_run
+from llm_worker.worker._decisions import apply_decisions, check_not_resumed, not_run
 from llm_worker.worker._hookset import HookSet
 from llm_worker.worker._subscriber import completion_handler
 from llm_worker.worker._turn import Run, StreamRetry
@@ -371,10 +371,12 @@ class Worker:
 
         Raises:
             PauseStateError: The state names tools this Worker does not have, decisions for
-                calls it does not hold, or edited arguments that do not fit the tool.
+                calls it does not hold, or edited arguments that do not fit the tool; or this
+                Worker already resumed or discarded it (its calls would run twice).
         """
         # Check before touching the history: a refused resume leaves the Worker as it was.
         self._check_idle()
+        check_not_resumed(self.history, state)
         pending = apply_decisions(state, decisions or {}, self._cfg.registry)
         self._check_tools(pending, state.tools)
         self._paused = None

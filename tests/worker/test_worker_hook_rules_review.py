@@ -1,0 +1,284 @@
+"""Adversarial probes of the hook rules (issue #18): each rule crossed with cancellation,
+pause / resume, a failing neighbour hook, hostile input and completion orders."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from llm_worker import (
+    Aborted,
+    ConfigurationError,
+    HookError,
+    PauseState,
+    PauseStateError,
+    ToolUsePart,
+    Worker,
+    tool,
+)
+from llm_worker.hooks import (
+    Abort,
+    Continue,
+    Pause,
+    Skip,
+    ToolCallContext,
+    ToolResultContext,
+    TurnEndContext,
+)
+from llm_worker.state import Decision, RunStatus
+from llm_worker.testing import ScriptedClient, ScriptedResponse
+from llm_worker.tools import ToolResult
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT = 5.0
+SECRET = "hunter2"
+
+
+def dump(worker: Worker) -> str:
+    return repr([m.to_dict() for m in worker.history])
+
+
+def sent(client: ScriptedClient, n: int) -> str:
+    return repr([m.to_dict() for m in client.requests[n].messages])
+
+
+def assert_answered(worker: Worker) -> None:
+    """Every tool call in the history has exactly one result right after it."""
+    for i, message in enumerate(worker.history):
+        ids = [u.id for u in message.tool_uses]
+        if ids:
+            answer = worker.history[i + 1]
+            assert [r.tool_use_id for r in answer.tool_results] == ids
+
+
+class Gate:
+    """Tools whose completion order the test decides: `first` finishes after `second`."""
+
+    def __init__(self) -> None:
+        self.second_done = anyio.Event()
+
+    @tool(effect="read_only")
+    async def first(self) -> str:
+        """Finishes last."""
+        await self.second_done.wait()
+        return f"first SECRET={SECRET}"
+
+    @tool(effect="read_only")
+    async def second(self) -> str:
+        """Finishes first."""
+        self.second_done.set()
+        return f"second SECRET={SECRET}"
+
+    @tool(effect="read_only")
+    async def third(self) -> str:
+        """Finishes whenever."""
+        return f"third SECRET={SECRET}"
+
+
+def gated_script() -> list[ScriptedResponse]:
+    return [
+        ScriptedResponse(
+            [
+                ToolUsePart("c1", "first", {}),
+                ToolUsePart("c2", "second", {}),
+                ToolUsePart("c3", "third", {}),
+            ]
+        ),
+        ScriptedResponse.text("noted"),
+        ScriptedResponse.text("ok"),
+    ]
+
+
+async def mask(ctx: ToolResultContext) -> None:
+    ctx.result.content = ctx.result.content.replace(SECRET, "***")
+
+
+# -- rule 1: a chain of three after hooks, the stopper at each position --------------------------
+
+
+@pytest.mark.parametrize("early", [False, True])
+@pytest.mark.parametrize("position", [0, 1, 2])
+@pytest.mark.parametrize("how", ["abort", "raise", "worker_cancel", "task_cancel", "wrong"])
+async def test_a_stopped_after_chain_never_lets_the_secret_through(
+    how: str, position: int, early: bool
+) -> None:
+    worker: Worker
+
+    async def stopper(ctx: ToolResultContext) -> Any:
+        if ctx.call.id != "c2":
+            return None
+        if how == "abort":
+            return Abort("audit down")
+        if how == "raise":
+            raise RuntimeError("audit down")
+        if how == "wrong":
+            return Skip("not allowed here")
+        if how == "worker_cancel":
+            worker.cancel()
+        else:
+            scope.cancel()
+        await anyio.sleep_forever()
+
+    async def tag(ctx: ToolResultContext) -> None:
+        ctx.result.content += " [seen]"
+
+    chain = [tag, mask]
+    chain.insert(position, stopper)
+    gate = Gate()
+    client = ScriptedClient(gated_script())
+    worker = Worker(client, tools=[gate.first, gate.second, gate.third], early_tool_start=early)
+    for hook in chain:
+        worker.add_after_tool_call_hook(hook)
+    with anyio.fail_after(TIMEOUT):
+        with anyio.CancelScope() as scope:
+            try:
+                await worker.run("read")
+            except (Aborted, HookError):
+                pass
+        assert_answered(worker)
+        assert SECRET not in dump(worker)
+        await worker.run("go on")
+    body = sent(client, 1)
+    assert SECRET not in body
+    results = client.requests[1].messages[2].tool_results
+    assert results[1].is_error and "after_tool_call" in results[1].content
+    # c1's chain finished (mask included) only when the stopper comes after the mask.
+    assert not results[2].content.startswith("third")
+
+
+# -- rule 3: resume applies each rewrite once ----------------------------------------------------
+
+RAN: list[str] = []
+
+
+@tool(effect="side_effect")
+def act(x: str) -> str:
+    """Do something."""
+    RAN.append(x)
+    return f"did {x}"
+
+
+async def bang(ctx: ToolCallContext) -> None:
+    ctx.call.input["x"] += "!"
+
+
+async def approve_on_resume(ctx: ToolCallContext) -> Pause | None:
+    return None if ctx.resumed or ctx.call.input["x"] != "b!" else Pause("approve?")
+
+
+def three_acts() -> ScriptedClient:
+    return ScriptedClient(
+        [
+            ScriptedResponse(
+                [
+                    ToolUsePart("c1", "act", {"x": "a"}),
+                    ToolUsePart("c2", "act", {"x": "b"}),
+                    ToolUsePart("c3", "act", {"x": "c"}),
+                ]
+            ),
+            ScriptedResponse.text("ok"),
+            ScriptedResponse.text("ok again"),
+        ]
+    )
+
+
+async def test_a_pause_mid_batch_applies_each_rewrite_once_in_a_fresh_worker() -> None:
+    RAN.clear()
+    worker = Worker(three_acts(), tools=[act])
+    worker.add_before_tool_call_hook(bang)
+    worker.add_before_tool_call_hook(approve_on_resume)
+    with anyio.fail_after(TIMEOUT):
+        paused = await worker.run("act")
+    assert paused.state is not None
+    assert [p.status for p in paused.state.pending] == ["allowed", "pending", "pending"]
+    saved = paused.state.to_json()
+    client = ScriptedClient([ScriptedResponse.text("ok")])
+    fresh = Worker(client, tools=[act])
+    fresh.add_before_tool_call_hook(bang)
+    fresh.add_before_tool_call_hook(approve_on_resume)
+    with anyio.fail_after(TIMEOUT):
+        result = await fresh.resume(PauseState.from_json(saved))
+    assert result.status is RunStatus.FINISHED
+    assert sorted(RAN) == ["a!", "b!", "c!"]
+    assert [u.input for u in fresh.history[1].tool_uses] == [{"x": "a"}, {"x": "b"}, {"x": "c"}]
+
+
+async def test_resuming_a_state_again_after_a_failed_resume_applies_after_rewrites_once() -> None:
+    # The first resume fails in an after hook (a transient outage); the application retries
+    # with the same state. The skipped call's result must not carry the first attempt's tag.
+    fail = [True]
+
+    async def skip_a(ctx: ToolCallContext) -> Skip | Pause | None:
+        if ctx.call.input["x"] == "a":
+            return Skip("no")
+        return None if ctx.resumed else Pause("approve?")
+
+    async def tag(ctx: ToolResultContext) -> None:
+        ctx.result.content += " [audited]"
+
+    async def flaky(ctx: ToolResultContext) -> None:
+        if fail[0]:
+            fail[0] = False
+            raise RuntimeError("audit backend down")
+
+    client = ScriptedClient(
+        [
+            ScriptedResponse(
+                [ToolUsePart("c1", "act", {"x": "a"}), ToolUsePart("c2", "act", {"x": "b"})]
+            ),
+            ScriptedResponse.text("ok"),
+        ]
+    )
+    worker = Worker(client, tools=[act])
+    worker.add_before_tool_call_hook(skip_a)
+    worker.add_after_tool_call_hook(tag)
+    worker.add_after_tool_call_hook(flaky)
+    with anyio.fail_after(TIMEOUT):
+        paused = await worker.run("act")
+    assert paused.state is not None
+    state = paused.state
+    with anyio.fail_after(TIMEOUT), pytest.raises(HookError):
+        await worker.resume(state)
+    # The retry, in a fresh Worker (this one's history has moved past the pause).
+    retry_client = ScriptedClient([ScriptedResponse.text("ok")])
+    retry = Worker(retry_client, tools=[act])
+    retry.add_after_tool_call_hook(tag)
+    with anyio.fail_after(TIMEOUT):
+        await retry.resume(state)
+    first = retry_client.requests[0].messages[2].tool_results[0]
+    assert first.content.count("[audited]") == 1, first.content
+
+
+async def test_resuming_the_same_state_twice_in_one_worker_is_refused() -> None:
+    RAN.clear()
+    worker = Worker(three_acts(), tools=[act])
+    worker.add_before_tool_call_hook(bang)
+    worker.add_before_tool_call_hook(approve_on_resume)
+    with anyio.fail_after(TIMEOUT):
+        paused = await worker.run("act")
+        assert paused.state is not None
+        await worker.resume(paused.state)
+    assert sorted(RAN) == ["a!", "b!", "c!"]
+    history = list(worker.history)
+    with anyio.fail_after(TIMEOUT), pytest.raises(PauseStateError, match="already"):
+        await worker.resume(paused.state)
+    assert sorted(RAN) == ["a!", "b!", "c!"]
+    assert worker.history == history
+
+
+async def test_resume_after_discard_pause_is_refused() -> None:
+    RAN.clear()
+    worker = Worker(three_acts(), tools=[act])
+    worker.add_before_tool_call_hook(bang)
+    worker.add_before_tool_call_hook(approve_on_resume)
+    with anyio.fail_after(TIMEOUT):
+        paused = await worker.run("act")
+        assert paused.state is not None
+        await worker.discard_pause("moved on")
+        await worker.discard_pause("again")  # nothing left to discard: a no-op
+    with anyio.fail_after(TIMEOUT), pytest.raises(PauseStateError, match="already"):
+        await worker.resume(paused.state)
+    assert RAN == []
