@@ -282,3 +282,159 @@ async def test_resume_after_discard_pause_is_refused() -> None:
     with anyio.fail_after(TIMEOUT), pytest.raises(PauseStateError, match="already"):
         await worker.resume(paused.state)
     assert RAN == []
+
+
+# -- rule 4: handler objects for the completion events -------------------------------------------
+
+
+async def test_an_async_completion_handler_is_refused_at_registration() -> None:
+    async def log(text: str) -> None:
+        raise AssertionError("never awaited")
+
+    class AsyncHandler:
+        def new_scope(self) -> None:
+            return None
+
+        async def on_event(self, scope: None, text: str, /) -> None:
+            raise AssertionError("never awaited")
+
+    worker = Worker(ScriptedClient([ScriptedResponse.text("hi")]))
+    with pytest.raises(ConfigurationError, match="async"):
+        worker.on_text_complete(log)
+    with pytest.raises(ConfigurationError, match="async"):
+        worker.on_tool_call_complete(AsyncHandler())  # pyright: ignore[reportArgumentType]
+
+
+async def test_a_handler_class_instead_of_an_instance_is_refused_at_registration() -> None:
+    class Logger:
+        def new_scope(self) -> list[str]:
+            return []
+
+        def on_event(self, scope: list[str], text: str, /) -> None:
+            scope.append(text)
+
+    worker = Worker(ScriptedClient([]))
+    with pytest.raises(ConfigurationError, match="instance"):
+        worker.on_text_complete(Logger)  # pyright: ignore[reportArgumentType]
+
+
+async def test_a_raising_completion_handler_fails_the_run_with_a_history_that_can_be_sent() -> None:
+    def broken(call: Any) -> None:
+        raise ValueError("ui gone")
+
+    client = ScriptedClient(
+        [
+            ScriptedResponse([ToolUsePart("c1", "act", {"x": "a"})]),
+            ScriptedResponse.text("ok"),
+        ]
+    )
+    worker = Worker(client, tools=[act])
+    worker.on_tool_call_complete(broken)
+    with anyio.fail_after(TIMEOUT), pytest.raises(ValueError, match="ui gone"):
+        await worker.run("act")
+    assert_answered(worker)
+
+
+# -- rule 5: hook results checked at run time ----------------------------------------------------
+
+
+async def test_a_hook_returning_an_unawaited_coroutine_is_a_hook_error() -> None:
+    async def inner(ctx: ToolCallContext) -> None:
+        return None
+
+    async def forgot_await(ctx: ToolCallContext) -> Any:
+        return inner(ctx)
+
+    client = ScriptedClient([ScriptedResponse([ToolUsePart("c1", "act", {"x": "a"})])])
+    worker = Worker(client, tools=[act])
+    worker.add_before_tool_call_hook(forgot_await)
+    with anyio.fail_after(TIMEOUT), pytest.raises(HookError, match="await"):
+        await worker.run("act")
+
+
+async def test_a_result_class_instead_of_an_instance_is_a_hook_error() -> None:
+    async def wrong(ctx: TurnEndContext) -> Any:
+        return Continue
+
+    worker = Worker(ScriptedClient([ScriptedResponse.text("hi")]))
+    worker.add_on_turn_end_hook(wrong)
+    with anyio.fail_after(TIMEOUT), pytest.raises(HookError, match="on_turn_end"):
+        await worker.run("go")
+
+
+@pytest.mark.parametrize("value", [None, "masked", {"content": "x"}])
+async def test_an_after_hook_that_puts_a_non_result_in_ctx_result_is_a_hook_error(
+    value: object,
+) -> None:
+    async def replace(ctx: ToolResultContext) -> None:
+        ctx.result = value  # type: ignore[assignment]  # pyright: ignore[reportAttributeAccessIssue]
+
+    client = ScriptedClient([ScriptedResponse([ToolUsePart("c1", "act", {"x": "a"})])])
+    worker = Worker(client, tools=[act])
+    worker.add_after_tool_call_hook(replace)
+    with anyio.fail_after(TIMEOUT), pytest.raises(HookError, match="replace"):
+        await worker.run("act")
+    assert_answered(worker)
+
+
+async def test_an_after_hook_that_sets_non_text_content_is_a_hook_error() -> None:
+    async def replace(ctx: ToolResultContext) -> None:
+        ctx.result.content = {"masked": True}  # type: ignore[assignment]  # pyright: ignore[reportAttributeAccessIssue]
+
+    client = ScriptedClient([ScriptedResponse([ToolUsePart("c1", "act", {"x": "a"})])])
+    worker = Worker(client, tools=[act])
+    worker.add_after_tool_call_hook(replace)
+    with anyio.fail_after(TIMEOUT), pytest.raises(HookError, match="replace"):
+        await worker.run("act")
+    assert_answered(worker)
+
+
+async def test_an_after_hook_result_for_another_call_keeps_the_pairing() -> None:
+    async def replace(ctx: ToolResultContext) -> None:
+        ctx.result = ToolResult.error("someone-else", "withheld")
+
+    client = ScriptedClient(
+        [ScriptedResponse([ToolUsePart("c1", "act", {"x": "a"})]), ScriptedResponse.text("ok")]
+    )
+    worker = Worker(client, tools=[act])
+    worker.add_after_tool_call_hook(replace)
+    with anyio.fail_after(TIMEOUT):
+        with pytest.raises(HookError, match="c1"):
+            await worker.run("act")
+    assert_answered(worker)
+
+
+@pytest.mark.parametrize("value", [None, ["a"], "x=a"])
+async def test_a_before_hook_that_puts_non_object_arguments_gets_a_clear_result(
+    value: object,
+) -> None:
+    async def rewrite(ctx: ToolCallContext) -> None:
+        ctx.call.input = value  # type: ignore[assignment]  # pyright: ignore[reportAttributeAccessIssue]
+
+    client = ScriptedClient(
+        [ScriptedResponse([ToolUsePart("c1", "act", {"x": "a"})]), ScriptedResponse.text("ok")]
+    )
+    worker = Worker(client, tools=[act])
+    worker.add_before_tool_call_hook(rewrite)
+    with anyio.fail_after(TIMEOUT), pytest.raises(HookError, match="rewrite"):
+        await worker.run("act")
+    assert_answered(worker)
+    assert worker.history[1].tool_uses[0].input == {"x": "a"}
+
+
+async def test_a_before_hook_that_changes_the_call_id_keeps_the_pairing() -> None:
+    async def rewrite(ctx: ToolCallContext) -> None:
+        ctx.call.id = "forged"
+
+    client = ScriptedClient(
+        [ScriptedResponse([ToolUsePart("c1", "act", {"x": "a"})]), ScriptedResponse.text("ok")]
+    )
+    worker = Worker(client, tools=[act])
+    worker.add_before_tool_call_hook(rewrite)
+    RAN.clear()
+    # Before, the tool ran and its result, filed under the forged id, was dropped: the model
+    # read that the call "was interrupted before it returned".
+    with anyio.fail_after(TIMEOUT), pytest.raises(HookError, match="call.input only"):
+        await worker.run("act")
+    assert RAN == []
+    assert_answered(worker)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -124,7 +125,9 @@ class Batch:
         # it was sent, nested values included.
         call = dataclasses.replace(pending.call, input=copy.deepcopy(pending.call.input))
         ctx = ToolCallContext(call, meta, tool, resumed=resumed, index=index)
-        decided = await cfg.hooks.chain("before_tool_call", cfg.hooks.before_tool_call, ctx)
+        decided = await cfg.hooks.chain(
+            "before_tool_call", cfg.hooks.before_tool_call, ctx, _call_edits(pending.call)
+        )
         if isinstance(decided, Pause):
             # The call keeps the model's arguments: on resume the chain starts over from them,
             # so a rewrite made before the pause is not applied twice.
@@ -196,7 +199,9 @@ class Batch:
             meta = tool_meta(tool) if tool is not None else None
             outcome = _outcome(pending)
             ctx = ToolResultContext(pending.result, pending.call, meta, tool, outcome=outcome)
-            decided = await cfg.hooks.chain("after_tool_call", cfg.hooks.after_tool_call, ctx)
+            decided = await cfg.hooks.chain(
+                "after_tool_call", cfg.hooks.after_tool_call, ctx, _result_edits(pending.call)
+            )
             if isinstance(decided, Abort):
                 await self._abort(decided.reason)
             pending.result = _settled(ctx.result, pending.call)
@@ -241,6 +246,44 @@ def _outcome(pending: PendingCall) -> ToolOutcome:
     if status in ("skipped", "denied", "not_run"):
         return status
     return "error" if pending.result is not None and pending.result.is_error else "done"
+
+
+def _call_edits(model: ToolCall) -> Callable[[ToolCallContext], str | None]:
+    """What a before hook may not do to its call: another id or tool, non-object arguments."""
+
+    def problem(ctx: ToolCallContext) -> str | None:
+        call: object = ctx.call
+        if getattr(call, "id", None) != model.id or getattr(call, "name", None) != model.name:
+            return (
+                f"changed which call ctx.call is (model's call: {model.id} {model.name}); "
+                "a hook may rewrite call.input only"
+            )
+        arguments: object = getattr(call, "input", None)
+        if not isinstance(arguments, dict):
+            return f"set call.input to {type(arguments).__name__}, not a JSON object (a dict)"
+        return None
+
+    return problem
+
+
+def _result_edits(call: ToolCall) -> Callable[[ToolResultContext], str | None]:
+    """What an after hook may not leave: no ToolResult, non-text content, another call's."""
+
+    def problem(ctx: ToolResultContext) -> str | None:
+        result: object = ctx.result
+        if not isinstance(result, ToolResult):
+            return f"set ctx.result to {type(result).__name__}, not a ToolResult"
+        content: object = result.content
+        if not isinstance(content, str):
+            return f"set result.content to {type(content).__name__}, not text (a str)"
+        if result.tool_use_id != call.id:
+            return (
+                f"set a result for call {result.tool_use_id!r} in ctx.result, which answers "
+                f"call {call.id!r}"
+            )
+        return None
+
+    return problem
 
 
 def _settled(result: ToolResult, call: ToolCall) -> ToolResult:

@@ -72,14 +72,24 @@ class HookSet:
             raise ConfigurationError(f"a hook must be an async callable, got {fn!r}")
         return Registered(fn, hook_name(fn), timeout)
 
-    async def chain(self, point: str, hooks: list[Registered[C, Any]], ctx: C) -> Any:
+    async def chain(
+        self,
+        point: str,
+        hooks: list[Registered[C, Any]],
+        ctx: C,
+        edits: Callable[[C], str | None] | None = None,
+    ) -> Any:
         """Run one point's hooks in order; return the first decisive result, or None.
 
         `Continue` (or `None`) passes to the next hook; `Finish` also passes on, so that every
-        on_turn_end hook gets to check the answer.
+        on_turn_end hook gets to check the answer. `edits` says what is wrong with the context
+        a hook left (`None`: nothing), checked after each hook so the error names it.
         """
         for hook in hooks:
             result = check(point, hook.name, await _call(point, hook, ctx))
+            problem = edits(ctx) if edits is not None else None
+            if problem is not None:
+                raise HookError(f"hook {hook.name} ({point}) {problem}", hook=hook.name, kind=point)
             if result is None or isinstance(result, _PASSING):
                 continue
             return result
@@ -101,9 +111,13 @@ def check(point: str, name: str, result: object) -> Any:
     allowed = _ALLOWED[point]
     if result is None or isinstance(result, allowed):
         return result
+    shown = repr(result)
+    if inspect.iscoroutine(result):
+        result.close()  # never awaited: closed here rather than warned about at collection
+        shown += " (a coroutine: is an `await` missing in the hook?)"
     names = ", ".join(kind.__name__ for kind in allowed)
     raise HookError(
-        f"hook {name} returned {result!r}, which {point} does not allow (it allows "
+        f"hook {name} returned {shown}, which {point} does not allow (it allows "
         f"{names + ' or None' if names else 'only None'})",
         hook=name,
         kind=point,

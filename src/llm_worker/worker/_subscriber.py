@@ -7,6 +7,7 @@ callable or a `Handler` object, as the Timeline's registrations do — made one 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -46,15 +47,24 @@ def completion_handler(handler: object, point: str) -> Callable[[Any], object]:
         ConfigurationError: `handler` is neither a `Handler` nor a callable — refused at
             registration, not in the middle of a run.
     """
+    from llm_worker.errors import ConfigurationError
+
     on_event = getattr(handler, "on_event", None)
+    if isinstance(handler, type) and callable(on_event):
+        raise ConfigurationError(f"{point} takes a Handler instance, not the class {handler!r}")
+    fn = on_event if callable(on_event) else handler
+    if inspect.iscoroutinefunction(fn):
+        # Called synchronously, mid-stream: an async one would never run.
+        raise ConfigurationError(
+            f"{point} calls its handler synchronously; {handler!r} is async (use a plain "
+            "function, or a hook, or Worker.stream() for async work)"
+        )
     if callable(on_event):
         new_scope = getattr(handler, "new_scope", None)
         scope = new_scope() if callable(new_scope) else None
         return functools.partial(on_event, scope)
     if callable(handler):
         return handler
-    from llm_worker.errors import ConfigurationError
-
     raise ConfigurationError(
         f"{point} takes a callable (text or call) -> None, or a Handler object with "
         f"new_scope() and on_event(scope, event); got {handler!r}"
