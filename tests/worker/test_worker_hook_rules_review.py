@@ -3,7 +3,8 @@ pause / resume, a failing neighbour hook, hostile input and completion orders.""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, ClassVar
 
 import anyio
 import pytest
@@ -134,10 +135,8 @@ async def test_a_stopped_after_chain_never_lets_the_secret_through(
         worker.add_after_tool_call_hook(hook)
     with anyio.fail_after(TIMEOUT):
         with anyio.CancelScope() as scope:
-            try:
+            with contextlib.suppress(Aborted, HookError):
                 await worker.run("read")
-            except (Aborted, HookError):
-                pass
         assert_answered(worker)
         assert SECRET not in dump(worker)
         await worker.run("go on")
@@ -434,7 +433,240 @@ async def test_a_before_hook_that_changes_the_call_id_keeps_the_pairing() -> Non
     RAN.clear()
     # Before, the tool ran and its result, filed under the forged id, was dropped: the model
     # read that the call "was interrupted before it returned".
-    with anyio.fail_after(TIMEOUT), pytest.raises(HookError, match="call.input only"):
+    with anyio.fail_after(TIMEOUT), pytest.raises(HookError, match=r"call\.input only"):
         await worker.run("act")
     assert RAN == []
+    assert_answered(worker)
+
+
+# -- rule 6: run() after a pause, discard_pause --------------------------------------------------
+
+
+async def test_an_on_turn_end_pause_blocks_run_and_stream_until_discarded() -> None:
+    async def hold(ctx: TurnEndContext) -> Pause | None:
+        return None if ctx.resumed else Pause("review the answer")
+
+    client = ScriptedClient([ScriptedResponse.text("draft"), ScriptedResponse.text("next")])
+    worker = Worker(client)
+    worker.add_on_turn_end_hook(hold)
+    with anyio.fail_after(TIMEOUT):
+        paused = await worker.run("write")
+    assert paused.status is RunStatus.PAUSED
+    with pytest.raises(PauseStateError, match="answer awaits"):
+        await worker.run("more")
+    with anyio.fail_after(TIMEOUT), pytest.raises(PauseStateError):
+        async for _ in worker.stream("more"):
+            pass
+    with anyio.fail_after(TIMEOUT):
+        await worker.discard_pause()
+        await worker.discard_pause()
+        worker.add_on_turn_end_hook(hold)
+        result = await worker.run("more")
+    assert result.status is RunStatus.PAUSED  # a new pause of a new answer
+    assert [m.role for m in worker.history] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_an_after_hook_abort_in_discard_pause_leaves_a_history_that_can_be_sent() -> None:
+    async def abort(ctx: ToolResultContext) -> Abort:
+        assert ctx.outcome == "not_run"
+        return Abort("no")
+
+    worker = Worker(three_acts(), tools=[act])
+    worker.add_before_tool_call_hook(bang)
+    worker.add_before_tool_call_hook(approve_on_resume)
+    with anyio.fail_after(TIMEOUT):
+        paused = await worker.run("act")
+    assert paused.state is not None
+    worker.add_after_tool_call_hook(abort)
+    with anyio.fail_after(TIMEOUT), pytest.raises(Aborted):
+        await worker.discard_pause()
+    assert_answered(worker)
+    assert all(r.is_error for r in worker.history[-1].tool_results)
+
+
+# -- rule 7: Decision.approve(input=...) validation -----------------------------------------------
+
+
+@tool(effect="side_effect")
+def configure(name: str, limits: dict[str, int], tags: list[str]) -> str:
+    """Configure something."""
+    RAN.append(f"{name} {limits} {tags}")
+    return "configured"
+
+
+async def paused_configure(hand_written: object | None = None) -> tuple[Worker, PauseState]:
+    model = {"name": "svc", "limits": {"cpu": 2}, "tags": ["a"]}
+    name = "configure" if hand_written is None else "raw"
+    client = ScriptedClient(
+        [ScriptedResponse([ToolUsePart("c1", name, model)]), ScriptedResponse.text("ok")]
+    )
+    tools: list[Any] = [configure] if hand_written is None else [hand_written]
+    worker = Worker(client, tools=tools)
+
+    async def ask(ctx: ToolCallContext) -> Pause | None:
+        return None if ctx.resumed else Pause("approve?")
+
+    worker.add_before_tool_call_hook(ask)
+    with anyio.fail_after(TIMEOUT):
+        paused = await worker.run("configure")
+    assert paused.state is not None
+    return worker, paused.state
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"limits": {"cpu": "two"}},
+        {"tags": "a"},
+        {"tags": [1, {"x": 1}]},
+        {"unknown": 1},
+    ],
+)
+async def test_a_nested_merge_edit_that_breaks_the_schema_is_refused(edit: dict[str, Any]) -> None:
+    RAN.clear()
+    worker, state = await paused_configure()
+    with pytest.raises(PauseStateError, match="c1"):
+        await worker.resume(state, decisions={"c1": Decision.approve(input=edit, merge=True)})
+    assert RAN == []
+
+
+@pytest.mark.parametrize(
+    "edit",
+    ["name=svc", ["svc"], {"name": "svc", "limits": {"cpu": 2}, "tags": [b"a"]}, {1: "x"}],
+)
+async def test_an_edit_that_is_not_a_json_object_is_refused(edit: Any) -> None:
+    RAN.clear()
+    worker, state = await paused_configure()
+    with pytest.raises(PauseStateError, match="c1"):
+        await worker.resume(state, decisions={"c1": Decision.approve(input=edit)})
+    assert RAN == []
+
+
+class RawTool:
+    """A hand-written tool with no schema at all."""
+
+    name = "raw"
+    description = "Does raw things."
+    input_schema: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def execute(self, input_json: str) -> str:
+        self.seen.append(input_json)
+        return "raw done"
+
+
+@pytest.mark.parametrize("edit", [{"x": {1, 2}}, {"x": object()}, {"x": float("nan")}])
+async def test_non_json_values_in_an_edit_for_a_schemaless_tool_are_refused(edit: Any) -> None:
+    raw = RawTool()
+    worker, state = await paused_configure(raw)
+    with pytest.raises(PauseStateError, match="JSON"):
+        await worker.resume(state, decisions={"c1": Decision.approve(input=edit)})
+    assert raw.seen == []
+
+
+# -- rule 8: after hooks for every result, with its outcome --------------------------------------
+
+
+async def test_outcomes_of_an_unknown_tool_a_bad_call_and_an_early_skip() -> None:
+    async def skip_b(ctx: ToolCallContext) -> Skip | None:
+        return Skip("no") if ctx.call.input.get("x") == "b" else None
+
+    seen: list[tuple[str, str]] = []
+
+    async def watch(ctx: ToolResultContext) -> None:
+        seen.append((ctx.call.id, ctx.outcome))
+
+    client = ScriptedClient(
+        [
+            ScriptedResponse(
+                [
+                    ToolUsePart("c1", "nope", {}),
+                    ToolUsePart("c2", "act", {"x": 5}),
+                    ToolUsePart("c3", "third", {"x": "b"}),
+                    ToolUsePart("c4", "third", {}),
+                ]
+            ),
+            ScriptedResponse.text("ok"),
+        ]
+    )
+    gate = Gate()
+    worker = Worker(client, tools=[act, gate.third], early_tool_start=True)
+    worker.add_before_tool_call_hook(skip_b)
+    worker.add_after_tool_call_hook(watch)
+    with anyio.fail_after(TIMEOUT):
+        await worker.run("go")
+    assert seen == [("c1", "error"), ("c2", "error"), ("c3", "skipped"), ("c4", "done")]
+
+
+# -- cancellation at each hook point --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "point", ["on_message_send", "before_tool_call", "after_tool_call", "on_turn_end", "on_abort"]
+)
+@pytest.mark.parametrize("how", ["worker_cancel", "task_cancel"])
+async def test_cancel_at_each_hook_point_leaves_a_history_the_next_run_can_send(
+    point: str, how: str
+) -> None:
+    worker: Worker
+    fired: list[str] = []
+
+    async def stop(ctx: Any) -> None:
+        fired.append(point)
+        if len(fired) > 1:
+            return  # the next run goes through
+        if how == "worker_cancel":
+            worker.cancel()
+        else:
+            scope.cancel()
+        await anyio.sleep_forever()
+
+    async def fail_once(ctx: TurnEndContext) -> Any:
+        if point == "on_abort" and not fired:
+            raise RuntimeError("to trigger on_abort")
+        return None
+
+    gate = Gate()
+    client = ScriptedClient(
+        [
+            ScriptedResponse([ToolUsePart("c1", "third", {}), ToolUsePart("c2", "third", {})]),
+            ScriptedResponse.text("done"),
+            ScriptedResponse.text("again"),
+        ]
+    )
+    worker = Worker(client, tools=[gate.third])
+    worker.add_after_tool_call_hook(mask)
+    getattr(worker, f"add_{point}_hook")(stop)
+    worker.add_on_turn_end_hook(fail_once)
+    with anyio.fail_after(TIMEOUT):
+        with anyio.CancelScope() as scope:
+            with contextlib.suppress(HookError):
+                await worker.run("go")
+        assert fired[:1] == [point]
+        assert_answered(worker)
+        assert SECRET not in dump(worker)
+        await worker.run("next")
+    assert SECRET not in sent(client, len(client.requests) - 1)
+
+
+async def test_worker_cancel_stops_a_hanging_on_abort_hook_of_a_cancelled_run() -> None:
+    worker: Worker
+
+    async def cancel_first(ctx: ToolCallContext) -> None:
+        worker.cancel()
+        await anyio.sleep_forever()
+
+    async def hanging(ctx: Any) -> None:
+        worker.cancel()  # the application gives up on the slow clean-up too
+        await anyio.sleep_forever()
+
+    client = ScriptedClient([ScriptedResponse([ToolUsePart("c1", "act", {"x": "a"})])])
+    worker = Worker(client, tools=[act])
+    worker.add_before_tool_call_hook(cancel_first)
+    worker.add_on_abort_hook(hanging)
+    with anyio.fail_after(TIMEOUT):
+        result = await worker.run("act")
+    assert result.status is RunStatus.CANCELLED
     assert_answered(worker)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from llm_worker.errors import PauseStateError
 from llm_worker.state import PendingCall
@@ -59,6 +60,12 @@ def _decide(pending: PendingCall, decision: Decision, registry: ToolRegistry) ->
         pending.result = ToolResult(call.id, call.name, text, is_error=True, input=call.input)
         return
     if decision.input is not None:
+        edit = cast("object", decision.input)  # a caller without type checking
+        if not isinstance(edit, dict):
+            raise PauseStateError(
+                f"cannot resume: Decision.approve(input=...) for call {call.id} must be a dict "
+                f"(a JSON object of arguments), not {type(edit).__name__}"
+            )
         base: dict[str, Any] = dict(call.input) if decision.merge else {}
         arguments = {**base, **decision.input}
         _check_edit(call.id, call.name, arguments, registry)
@@ -69,12 +76,34 @@ def _decide(pending: PendingCall, decision: Decision, registry: ToolRegistry) ->
 
 def _check_edit(call_id: str, name: str, arguments: dict[str, Any], registry: ToolRegistry) -> None:
     tool = registry.get(name)
-    problem = None if tool is None else check_arguments(tool, arguments)
+    # JSON values only: the arguments go into ToolResult.input and any later pause state.
+    problem = _not_json(arguments, "arguments")
+    if problem is None and tool is not None:
+        problem = check_arguments(tool, arguments)
     if problem is not None:
         raise PauseStateError(
             f"cannot resume: the arguments Decision.approve(input=...) gives call {call_id} "
             f"do not fit tool {name!r}: {problem}"
         )
+
+
+def _not_json(value: object, where: str) -> str | None:
+    """Where `value` holds what JSON has no form for (a set, bytes, NaN), or `None`."""
+    if value is None or isinstance(value, str | bool | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where}: {value!r} is not a JSON number"
+    if isinstance(value, list):
+        items = cast("list[object]", value)
+        found = (_not_json(item, f"{where}[{i}]") for i, item in enumerate(items))
+    elif isinstance(value, dict):
+        fields = cast("dict[object, object]", value)
+        if any(not isinstance(key, str) for key in fields):
+            return f"{where}: JSON object keys are strings"
+        found = (_not_json(item, f"{where}.{key}") for key, item in fields.items())
+    else:
+        return f"{where}: {type(value).__name__} is not a JSON value"
+    return next((problem for problem in found if problem is not None), None)
 
 
 def not_run(pending: PendingCall, reason: str) -> PendingCall:

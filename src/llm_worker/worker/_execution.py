@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import anyio
 from anyio.abc import TaskGroup
@@ -252,7 +252,7 @@ def _call_edits(model: ToolCall) -> Callable[[ToolCallContext], str | None]:
     """What a before hook may not do to its call: another id or tool, non-object arguments."""
 
     def problem(ctx: ToolCallContext) -> str | None:
-        call: object = ctx.call
+        call = cast("object", ctx.call)
         if getattr(call, "id", None) != model.id or getattr(call, "name", None) != model.name:
             return (
                 f"changed which call ctx.call is (model's call: {model.id} {model.name}); "
@@ -270,10 +270,10 @@ def _result_edits(call: ToolCall) -> Callable[[ToolResultContext], str | None]:
     """What an after hook may not leave: no ToolResult, non-text content, another call's."""
 
     def problem(ctx: ToolResultContext) -> str | None:
-        result: object = ctx.result
+        result = cast("object", ctx.result)  # hooks run without type checking too
         if not isinstance(result, ToolResult):
             return f"set ctx.result to {type(result).__name__}, not a ToolResult"
-        content: object = result.content
+        content = cast("object", result.content)
         if not isinstance(content, str):
             return f"set result.content to {type(content).__name__}, not text (a str)"
         if result.tool_use_id != call.id:

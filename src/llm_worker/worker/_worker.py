@@ -382,11 +382,8 @@ class Worker:
         self._paused = None
         self.history[:] = list(state.history)
         run = Run(self._cfg, self.history, start=len(self.history))
-        run.requests, run.continuations, run.usage = (
-            state.requests,
-            state.continuations,
-            state.usage,
-        )
+        run.requests, run.continuations = state.requests, state.continuations
+        run.usage = state.usage
         return await self._go(
             run, PauseState(state.history, pending, at=state.at, reason=state.reason)
         )
@@ -485,15 +482,19 @@ class Worker:
                 await run.cleanup("the task running the worker was cancelled", "cancelled", None)
             raise
         except Exception as exc:
-            errors = await run.cleanup(f"{type(exc).__name__}: {exc}", "failed", exc)
+            errors: list[BaseException] = []
+            with anyio.CancelScope() as self._scope:  # worker.cancel() stops on_abort hooks too
+                errors = await run.cleanup(f"{type(exc).__name__}: {exc}", "failed", exc)
             for error in errors:
                 exc.add_note(f"an on_abort hook failed too: {error}")
             raise
         finally:
             self._scope = None
         if result is None:  # worker.cancel() cancelled the scope
-            return await run.cancelled("cancelled by worker.cancel()")
-        return result
+            with anyio.CancelScope() as self._scope:
+                result = await run.cancelled("cancelled by worker.cancel()")
+            self._scope = None
+        return result or run.result(RunStatus.CANCELLED, reason="cancelled by worker.cancel()")
 
     def _announce(self, event: TurnStarted | TurnEnded) -> None:
         for sink in self._cfg.sinks:
@@ -518,8 +519,7 @@ class Worker:
         if missing:
             raise PauseStateError(
                 f"cannot resume: this Worker has no tool named {', '.join(sorted(missing))}; "
-                "register "
-                "the same tools as the Worker that paused"
+                "register the same tools as the Worker that paused"
             )
 
 
