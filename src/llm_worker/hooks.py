@@ -177,7 +177,8 @@ class ToolCallContext:
     Attributes:
         call: The call; edit `call.input` (in place, or assign a new dict) to rewrite the
             arguments the tool receives. It is the hook chain's own copy: the history keeps
-            the arguments exactly as the model sent them.
+            the arguments exactly as the model sent them. Its id and tool name are fixed:
+            changing them, or making `input` anything but a dict, is a `HookError`.
         meta: The tool's metadata (`None` when the model named an unknown tool).
         tool: The tool object itself, for access to its state (`None` if unknown); see
             `instance`.
@@ -209,7 +210,9 @@ class ToolResultContext:
 
     Attributes:
         result: The result; edit `result.content` (e.g. to mask secrets), or assign a new
-            `ToolResult`, to change what the model reads. `result.output` is the full
+            `ToolResult` for this call (`ToolResult.error(ctx.call.id, ...)`), to change what
+            the model reads; anything else (another call's result, non-text content) is a
+            `HookError`. `result.output` is the full
             `ToolOutput`; a stored output's content is also in the blob store.
         call: The call the result answers, with the arguments the tool received (after the
             before_tool_call hooks' rewrites).
