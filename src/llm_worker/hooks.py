@@ -182,9 +182,11 @@ class ToolCallContext:
         meta: The tool's metadata (`None` when the model named an unknown tool).
         tool: The tool object itself, for access to its state (`None` if unknown); see
             `instance`.
-        resumed: True when the call is seen again by `Worker.resume` after a pause, so an
-            approval hook can now allow it. The chain then starts again from the model's
-            arguments, so each rewrite applies exactly once.
+        resumed: True when the call is seen again by `Worker.resume` after a pause — the call
+            whose hook paused, or one the application gave a `Decision` — so an approval hook
+            can now allow it. A later call of the batch that no hook saw before the pause is
+            new to the hooks: `False`. The chain starts again from the model's arguments, so
+            each rewrite applies exactly once.
         index: Position of the call in its batch (0-based).
     """
 

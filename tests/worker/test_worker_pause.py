@@ -74,7 +74,12 @@ async def test_pause_before_any_call_runs_then_resume_from_json() -> None:
     client = ScriptedClient([ScriptedResponse.text("All done.")])
     fresh = Worker(client, tools=[balance, transfer])
     fresh.add_before_tool_call_hook(approval)
-    resumed = await fresh.resume(state)
+    # Only the call whose hook paused counts as seen; the second transfer is asked about.
+    again = await fresh.resume(state)
+    assert again.status is RunStatus.PAUSED and again.state is not None
+    assert [p.status for p in again.state.pending] == ["allowed", "allowed", "pending"]
+    assert RUNS == []
+    resumed = await fresh.resume(PauseState.from_json(again.state.to_json()))
     assert resumed.status is RunStatus.FINISHED
     assert resumed.text == "All done."
     assert sorted(RUNS) == ["balance", "transfer:5", "transfer:7"]

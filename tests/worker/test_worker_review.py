@@ -163,7 +163,8 @@ async def test_resume_with_a_call_of_an_unknown_tool_gives_it_an_error_result() 
     fresh = Worker(client, tools=[transfer])
     fresh.add_before_tool_call_hook(approval)
     with anyio.fail_after(5):
-        result = await fresh.resume(state)
+        # The approval hook asks about every call it has not seen: c2 gets its decision here.
+        result = await fresh.resume(state, decisions={"c2": Decision.approve()})
     assert result.status is RunStatus.FINISHED
     assert RUNS == ["transfer:5"]
     results = client.requests[1].messages[-1].tool_results

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from llm_worker.state import Decision, PauseState
     from llm_worker.tools import ToolRegistry
 
-__all__ = ("apply_decisions", "check_not_resumed", "not_run")
+__all__ = ("apply_decisions", "check_not_resumed", "not_run", "seen_on_resume")
 
 
 def apply_decisions(
@@ -137,3 +137,13 @@ def check_not_resumed(history: list[Message], state: PauseState) -> None:
             "have results in the history; resuming it again would run them twice (resume "
             "the state the last run returned, or use a new Worker to retry from this one)"
         )
+
+
+def seen_on_resume(state: PauseState, decisions: Mapping[str, Decision]) -> frozenset[str]:
+    """Ids of the calls the hooks see as `resumed`: the one whose hook paused, and decided ones.
+
+    A later call of the batch never reached the hooks before the pause: it stays new to them,
+    so an approval hook asks about it instead of letting it through unseen.
+    """
+    paused = [p.call.id for p in state.pending if p.status == "pending"][:1]
+    return frozenset([*decisions, *paused])

@@ -54,12 +54,31 @@ __all__ = ("Batch",)
 class Batch:
     """The tool calls of one answer and what became of them."""
 
-    __slots__ = ("_checked", "_pause", "_running", "_started", "group", "owner", "pending")
+    __slots__ = (
+        "_checked",
+        "_pause",
+        "_running",
+        "_started",
+        "decided",
+        "group",
+        "owner",
+        "pending",
+    )
 
-    def __init__(self, run: Run, pending: list[PendingCall], group: TaskGroup | None) -> None:
+    def __init__(
+        self,
+        run: Run,
+        pending: list[PendingCall],
+        group: TaskGroup | None,
+        decided: frozenset[str] = frozenset(),
+    ) -> None:
         self.owner = run
         self.pending = pending
         self.group = group
+        # On resume, the calls the hooks may treat as seen before: the one whose hook paused
+        # and those the application gave a Decision. A later call never reached the hooks; it
+        # is new to them (`resumed=False`), so an approval hook asks about it too.
+        self.decided = decided
         self._running: dict[int, anyio.Event] = {}
         self._pause: Pause | None = None
         # Calls whose tool was started, and results every after hook has seen (by index).
@@ -98,7 +117,8 @@ class Batch:
         if self._pause is None:
             for index, pending in enumerate(self.pending):
                 if pending.status == "pending":
-                    await self._decide(index, resumed=resumed)
+                    seen = pending.call.id in self.decided
+                    await self._decide(index, resumed=resumed and seen)
                     if self._pause is not None:
                         break
         for done in self._running.values():

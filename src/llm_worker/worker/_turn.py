@@ -98,6 +98,8 @@ class Run:
     stop_reason: StopReason | None = None
     settle_only: bool = False
     """Stop once the resumed batch's results are in the history (`Worker.discard_pause`)."""
+    decided: frozenset[str] = frozenset()
+    """Ids of the calls the application gave a `Decision` for on resume."""
 
     async def loop(self, *, resume: PauseState | None = None) -> RunResult:
         """Run until the turn finishes or pauses."""
@@ -130,7 +132,7 @@ class Run:
     async def _resume(self, state: PauseState) -> RunResult | None:
         if state.at == "on_turn_end":
             return await self._turn_end(_last_assistant(self.history), resumed=True)
-        return await self._run_batch(Batch(self, state.pending, None), resumed=True)
+        return await self._run_batch(Batch(self, state.pending, None, self.decided), resumed=True)
 
     async def _run_batch(self, batch: Batch, *, resumed: bool) -> RunResult | None:
         self.batch = batch

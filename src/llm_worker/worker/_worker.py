@@ -68,7 +68,12 @@ from llm_worker.timeline import (
 )
 from llm_worker.tools import Tool, ToolRegistry
 from llm_worker.worker._config import WorkerConfig
-from llm_worker.worker._decisions import apply_decisions, check_not_resumed, not_run
+from llm_worker.worker._decisions import (
+    apply_decisions,
+    check_not_resumed,
+    not_run,
+    seen_on_resume,
+)
 from llm_worker.worker._hookset import HookSet
 from llm_worker.worker._subscriber import completion_handler
 from llm_worker.worker._turn import Run, StreamRetry
@@ -364,7 +369,8 @@ class Worker:
     ) -> RunResult:
         """Go on with a paused run, in this Worker (which may be a new one, in a new process).
 
-        Pending calls pass through the before_tool_call hooks again (with `resumed=True`),
+        Pending calls pass through the before_tool_call hooks again (`resumed=True` for the
+        call that paused and decided ones; `False` for later calls no hook has seen yet),
         starting from the arguments the model sent — so a hook's rewrite applies exactly once —
         unless `decisions` decides them: by call id, `Decision.approve()` (optionally with edited
         arguments) or `Decision.deny(reason)`. Calls that already ran keep their results.
@@ -384,6 +390,7 @@ class Worker:
         run = Run(self._cfg, self.history, start=len(self.history))
         run.requests, run.continuations = state.requests, state.continuations
         run.usage = state.usage
+        run.decided = seen_on_resume(state, decisions or {})
         return await self._go(
             run, PauseState(state.history, pending, at=state.at, reason=state.reason)
         )
