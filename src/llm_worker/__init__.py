@@ -94,7 +94,19 @@ if TYPE_CHECKING:
         messages_from_json,
         messages_to_json,
     )
-    from llm_worker.state import Decision, PauseState, RunResult, RunStatus
+    from llm_worker.state import (
+        Decision,
+        PauseState,
+        RunCompleted,
+        RunEvent,
+        RunResult,
+        RunStatus,
+        TextComplete,
+        ToolCallComplete,
+        ToolResultReady,
+        TurnEnded,
+        TurnStarted,
+    )
     from llm_worker.timeline import (
         Handler,
         Registration,
@@ -113,7 +125,7 @@ if TYPE_CHECKING:
         ToolUseBlockStop,
     )
     from llm_worker.tools import FunctionTool, Tool, ToolMeta, ToolRegistry, ToolResult, tool
-    from llm_worker.worker import StreamRetry, Worker
+    from llm_worker.worker import RunStream, StreamRetry, Worker
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
@@ -239,9 +251,23 @@ _LAZY: dict[str, str] = {
         ("FunctionTool", "Tool", "ToolMeta", "ToolRegistry", "ToolResult", "tool"),
         "llm_worker.tools",
     ),
-    **dict.fromkeys(("Decision", "PauseState", "RunResult", "RunStatus"), "llm_worker.state"),
-    "StreamRetry": "llm_worker.worker",
-    "Worker": "llm_worker.worker",
+    **dict.fromkeys(
+        (
+            "Decision",
+            "PauseState",
+            "RunCompleted",
+            "RunEvent",
+            "RunResult",
+            "RunStatus",
+            "TextComplete",
+            "ToolCallComplete",
+            "ToolResultReady",
+            "TurnEnded",
+            "TurnStarted",
+        ),
+        "llm_worker.state",
+    ),
+    **dict.fromkeys(("RunStream", "StreamRetry", "Worker"), "llm_worker.worker"),
 }
 
 __all__ = (
@@ -295,8 +321,11 @@ __all__ = (
     "Registration",
     "Request",
     "ResponseStatus",
+    "RunCompleted",
+    "RunEvent",
     "RunResult",
     "RunStatus",
+    "RunStream",
     "ServerError",
     "SignatureDelta",
     "SpecificTool",
@@ -310,6 +339,7 @@ __all__ = (
     "TextBlockEvent",
     "TextBlockStart",
     "TextBlockStop",
+    "TextComplete",
     "TextDelta",
     "TextMetadata",
     "TextPart",
@@ -326,6 +356,7 @@ __all__ = (
     "Tool",
     "ToolCall",
     "ToolCallCollector",
+    "ToolCallComplete",
     "ToolError",
     "ToolMeta",
     "ToolOutput",
@@ -333,6 +364,7 @@ __all__ = (
     "ToolResult",
     "ToolResultMetadata",
     "ToolResultPart",
+    "ToolResultReady",
     "ToolSpec",
     "ToolUseBlockAbort",
     "ToolUseBlockEvent",
@@ -340,6 +372,8 @@ __all__ = (
     "ToolUseBlockStop",
     "ToolUseMetadata",
     "ToolUsePart",
+    "TurnEnded",
+    "TurnStarted",
     "UsageEvent",
     "Worker",
     "messages_from_json",

@@ -1,9 +1,10 @@
 """The Worker layer: the agent loop that puts a model, its tools and hooks to work.
 
-Owns `Worker` and `RunStream` (`_worker`), what a Worker is configured with (`_config`), one
-run's loop (`_turn`: `Run`, `StreamRetry`), a batch of tool calls (`_execution`), the
-registered hooks and their chain rules (`_hookset`), history repair (`_history`), object
-subscribers (`_subscriber`) and the assistant message built from raw events (`_assembler`).
+Owns `Worker` (`_worker`), `RunStream` (`_stream`), what a Worker is configured with
+(`_config`), one run's loop (`_turn`: `Run`, `StreamRetry`), a batch of tool calls
+(`_execution`), the registered hooks and their chain rules (`_hookset`), history repair
+(`_history`), object subscribers (`_subscriber`) and the assistant message built from raw
+events (`_assembler`).
 Its public vocabulary lives in the top-level modules `llm_worker.hooks` (hook contexts and
 results) and `llm_worker.state` (run results, pause state, the Worker's events), in this layer
 too.
@@ -13,7 +14,8 @@ client), the timeline, blob and tool layers. Never `llm_worker.testing` or the C
 inside import each other directly, never through this package.
 """
 
+from llm_worker.worker._stream import RunStream
 from llm_worker.worker._turn import StreamRetry
-from llm_worker.worker._worker import RunStream, Worker
+from llm_worker.worker._worker import Worker
 
 __all__ = ("RunStream", "StreamRetry", "Worker")

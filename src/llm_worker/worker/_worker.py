@@ -19,11 +19,7 @@ hooks run, and the history can be sent again: no tool call without a result, no 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import (
-    AsyncGenerator,
-    AsyncIterator,
     Awaitable,
     Callable,
     Iterable,
@@ -51,8 +47,6 @@ from llm_worker.hooks import (
 from llm_worker.messages import Message, ThinkingConfig, ToolChoice
 from llm_worker.state import (
     PauseState,
-    RunCompleted,
-    RunEvent,
     RunResult,
     RunStatus,
     TurnEnded,
@@ -75,6 +69,7 @@ from llm_worker.worker._decisions import (
     seen_on_resume,
 )
 from llm_worker.worker._hookset import HookSet
+from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import completion_handler
 from llm_worker.worker._turn import Run, StreamRetry
 
@@ -84,7 +79,7 @@ if TYPE_CHECKING:
     from llm_worker.providers._base import LLMClient
     from llm_worker.state import Decision
 
-__all__ = ("RunStream", "Worker")
+__all__ = ("Worker",)
 
 S = TypeVar("S")
 
@@ -429,12 +424,31 @@ class Worker:
             self._busy = False
 
     def stream(self, input: str | Message | Iterable[Message]) -> RunStream:
-        """Run like `run()`, yielding every event as it happens, the `RunCompleted` last.
+        """Run like `run()`, yielding every event as it happens, a `RunCompleted` last.
 
-        Use `async for event in worker.stream(...)`; `async with worker.stream(...) as events`
-        also closes the run deterministically if you stop reading early.
+        ```python
+        async with worker.stream("What is the weather in Kyoto?") as stream:
+            async for event in stream:
+                match event:
+                    case BlockDelta(delta=TextDelta(text=text)):
+                        print(text, end="")
+        print(stream.result.usage)
+        ```
+
+        The run starts when you begin reading; `stream.result` holds its `RunResult` once the
+        stream is over, and `async with` cancels the run if you stop reading early. See
+        `RunStream` for the events. The errors are those of `run()`, raised where you read.
         """
-        return RunStream(self, self._cfg, input)
+        return RunStream(self._cfg.sinks, lambda: self.run(input))
+
+    def resume_stream(
+        self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
+    ) -> RunStream:
+        """Go on with a paused run like `resume()`, yielding its events like `stream()`.
+
+        The errors are those of `resume()`, raised where you read the stream.
+        """
+        return RunStream(self._cfg.sinks, lambda: self.resume(state, decisions=decisions))
 
     def cancel(self) -> None:
         """Cancel the running run: it returns `RunStatus.CANCELLED` after its clean-up."""
@@ -540,66 +554,3 @@ def _as_messages(input: str | Message | Iterable[Message]) -> list[Message]:
         if not isinstance(m, Message):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigurationError(f"run() takes a str, a Message or Messages, not {m!r}")
     return messages
-
-
-class RunStream:
-    """The async iterator `Worker.stream` returns; also an async context manager."""
-
-    def __init__(
-        self,
-        worker: Worker,
-        cfg: WorkerConfig,
-        input: str | Message | Iterable[Message],
-    ) -> None:
-        self._worker = worker
-        self._cfg = cfg
-        self._input = input
-        self._queue: asyncio.Queue[RunEvent | BaseException | None] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-        self._entered: AsyncGenerator[RunEvent, None] | None = None
-
-    def __aiter__(self) -> AsyncIterator[RunEvent]:
-        return self._events()
-
-    async def __aenter__(self) -> AsyncIterator[RunEvent]:
-        self._entered = self._events()
-        return self._entered
-
-    async def __aexit__(self, *exc: object) -> None:
-        # Close the iterator handed out too: a reader that stopped early leaves it suspended,
-        # its queue still registered for every later run's events.
-        if self._entered is not None:
-            await self._entered.aclose()
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Stop the run if it is still going (it ends cancelled, cleaned up)."""
-        task = self._task
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _events(self) -> AsyncGenerator[RunEvent, None]:
-        sinks = self._cfg.sinks
-        put = self._queue.put_nowait
-        sinks.append(put)
-
-        async def drive() -> None:
-            try:
-                result = await self._worker.run(self._input)
-                put(RunCompleted(result))
-            except BaseException as exc:  # handed to the reader, who re-raises it
-                put(exc)
-            finally:
-                put(None)
-
-        self._task = asyncio.ensure_future(drive())
-        try:
-            while (item := await self._queue.get()) is not None:
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            sinks.remove(put)
-            await self.aclose()
