@@ -1,8 +1,8 @@
 """The Worker: runs the agent loop over any provider client.
 
 ```python
-worker = Worker("anthropic:claude-sonnet-4-5", tools=[get_weather], system="Be brief.")
-result = await worker.run("What is the weather in Kyoto?")
+async with Worker("anthropic:claude-sonnet-4-5", tools=[get_weather], system="Be brief.") as worker:
+    result = await worker.run("What is the weather in Kyoto?")
 ```
 
 A run sends the history, streams the answer through the Timeline (your `on_*` handlers see it
@@ -26,7 +26,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import anyio
 
@@ -76,7 +76,7 @@ from llm_worker.worker._turn import Run, StreamRetry
 if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.collectors import ToolCall
-    from llm_worker.providers._base import LLMClient
+    from llm_worker.providers._base import HttpClient, LLMClient
     from llm_worker.state import Decision
 
 __all__ = ("Worker",)
@@ -88,7 +88,8 @@ class Worker:
     """Runs the agent loop: request, stream, tools, hooks, repeat.
 
     Args:
-        client: A provider client, or a model string such as `"anthropic:claude-sonnet-4-5"`.
+        client: A provider client, or a model string such as `"anthropic:claude-sonnet-4-5"`
+            (the Worker then makes the client, and `aclose()` / `async with` closes it).
         tools: Tools the model may call (`@tool` functions or methods, or `Tool` objects).
         system: The system prompt.
         blob_store: Where large tool outputs are kept (the history then carries a summary and
@@ -128,10 +129,11 @@ class Worker:
         stream_retry: StreamRetry | None = None,
         history: Iterable[Message] = (),
     ) -> None:
+        self._owned: HttpClient | None = None
         if isinstance(client, str):
             from llm_worker.providers import from_string
 
-            client = from_string(client)
+            client = self._owned = from_string(client)
         if max_requests < 1 or max_continuations < 0:
             raise ConfigurationError("max_requests must be >= 1 and max_continuations >= 0")
         registry = ToolRegistry()
@@ -171,6 +173,21 @@ class Worker:
 
     def __repr__(self) -> str:
         return f"Worker(client={self._cfg.client!r}, tools={self._cfg.registry.names!r})"
+
+    async def aclose(self) -> None:
+        """Close what this Worker opened: the client it made from a model string.
+
+        A client you passed in stays open; it is yours to close (`async with client:`). Close
+        the Worker once its runs are over: a run still going would lose its connection.
+        """
+        if self._owned is not None:
+            await self._owned.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     # -- configuration ---------------------------------------------------------------------
 
