@@ -2,9 +2,10 @@
 (seeds 001 and 002).
 
 1. The model asks for two calls at once: `check_calendar` (read-only) and `send_invitation`
-   (a side effect).
-2. A before_tool_call hook lets the read-only call through and answers `Pause` for the other:
-   the run ends PAUSED, and nothing with a side effect has run.
+   (a side effect, marked `@tool(requires_approval=True)`).
+2. The read-only call is allowed; the marked one pauses the run before it runs: the run ends
+   PAUSED, and nothing with a side effect has run. (No hook needed; a before_tool_call hook
+   returning `Pause` does the same for rules of your own.)
 3. The `PauseState` (history, pending calls, what was decided) is saved as JSON to a file, and
    this script starts itself again as a second Python process — as if a person approved the
    call hours later, after a restart.
@@ -27,7 +28,6 @@ import anyio
 from _common import model
 
 from llm_worker import Decision, PauseState, TextPart, ToolUsePart, Worker, tool
-from llm_worker.hooks import Pause, ToolCallContext
 from llm_worker.state import RunStatus
 from llm_worker.testing import ScriptedRequest, ScriptedResponse
 
@@ -38,7 +38,7 @@ def check_calendar(day: str) -> str:
     return f"{day}: free from 14:00 to 16:00"
 
 
-@tool  # effect="side_effect" is the default: it must not run without approval
+@tool(requires_approval=True)  # a side effect: a person decides each call
 def send_invitation(to: str, when: str) -> str:
     """Send a meeting invitation."""
     print(f"  [pid {os.getpid()}] >>> invitation sent to {to} for {when}")
@@ -47,13 +47,6 @@ def send_invitation(to: str, when: str) -> str:
 
 TOOLS = [check_calendar, send_invitation]
 PROMPT = "Find a free slot on Friday and invite ana@example.com."
-
-
-async def needs_approval(ctx: ToolCallContext) -> Pause | None:
-    """Let read-only calls through; pause for everything else."""
-    if ctx.meta is not None and ctx.meta.effect == "read_only":
-        return None
-    return Pause(f"{ctx.call.name} needs a person's approval")
 
 
 # The scripted model of each process: the first asks for the calls, the second answers after
@@ -83,7 +76,6 @@ async def pause() -> str:
     print(f"process 1 (pid {os.getpid()}): running")
     async with model(FIRST_PROCESS, provider="openai_responses") as (client, _):
         worker = Worker(client, tools=TOOLS)
-        worker.add_before_tool_call_hook(needs_approval)
         result = await worker.run(PROMPT)
     assert result.status is RunStatus.PAUSED
     assert result.state is not None
@@ -106,7 +98,6 @@ async def resume(saved: str, deny: bool) -> None:
             print(f"process 2: {'denied' if deny else 'approved'} {p.call.name}")
     async with model(SECOND_PROCESS, provider="openai_responses") as (client, server):
         worker = Worker(client, tools=TOOLS)  # a new Worker with the same tools
-        worker.add_before_tool_call_hook(needs_approval)
         result = await worker.resume(state, decisions=decisions)
         if server is not None:
             carried = PROMPT in server.requests[0].body.decode()

@@ -32,7 +32,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "approval_pause_resume.py": [
         "process 1 (pid {pid1}): running",
-        "process 1: paused — send_invitation needs a person's approval",
+        "process 1: paused — send_invitation requires approval (call ",
         "process 1:   check_calendar({'day': 'Friday'}) is allowed",
         "process 1:   send_invitation({'to': 'ana@example.com', 'when': 'Friday 14:00'}) "
         "is pending",

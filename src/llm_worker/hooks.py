@@ -188,6 +188,9 @@ class ToolCallContext:
             new to the hooks: `False`. The chain starts again from the model's arguments, so
             each rewrite applies exactly once.
         index: Position of the call in its batch (0-based).
+        approved: For a tool marked `requires_approval`: whether the call may run without a
+            pause — true once a `Decision.approve()` approved it; a hook may set it (an
+            allow-list of safe arguments, say). Tools without the mark ignore it.
     """
 
     call: ToolCall
@@ -196,6 +199,7 @@ class ToolCallContext:
     _: KW_ONLY
     resumed: bool = False
     index: int = 0
+    approved: bool = False
 
     @property
     def instance(self) -> object | None:

@@ -71,11 +71,14 @@ class PendingCall:
         status: Where it stands.
         result: Its result, when it has one (`"done"`, `"skipped"`, `"denied"` and
             `"not_run"` calls) — never recomputed.
+        approved: A decision or a hook approved the call (a tool that `requires_approval`
+            then runs without pausing again).
     """
 
     call: ToolCall
     status: CallStatus = "pending"
     result: ToolResult | None = None
+    approved: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -218,6 +221,7 @@ def _pending_to_dict(p: PendingCall) -> dict[str, Any]:
             "error": call.error,
         },
         "status": p.status,
+        "approved": p.approved,
     }
     if p.result is not None:
         r = p.result
@@ -259,7 +263,7 @@ def _pending_from_dict(data: object) -> PendingCall:
             is_error=bool(r.get("is_error")),
             input=as_dict(r["input"]) if "input" in r else None,
         )
-    return PendingCall(call, status, result)
+    return PendingCall(call, status, result, approved=body.get("approved") is True)
 
 
 @dataclass(slots=True)

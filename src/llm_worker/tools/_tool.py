@@ -98,6 +98,7 @@ class ToolMeta:
         exclusive: The call must run alone, never beside other calls of its batch.
         timeout: Seconds a call may run; past it the call gets an error result.
         strict: Ask the provider to enforce the schema exactly where supported (OpenAI).
+        requires_approval: A call pauses the run until a person decides it (see `tool`).
 
     Raises:
         ConfigurationError: A name providers reject, an unknown effect, a timeout that is
@@ -111,6 +112,7 @@ class ToolMeta:
     exclusive: bool = False
     timeout: float | None = None
     strict: bool = False
+    requires_approval: bool = False
 
     def __post_init__(self) -> None:
         name = cast("object", self.name)  # hand-written tools may hand over anything
@@ -168,8 +170,9 @@ def _positive_seconds(value: object) -> bool:
 class Tool(Protocol):
     """What the Worker can run: write a class with these members for a hand-written tool.
 
-    Besides these, `tool_meta` reads optional attributes: `effect`, `exclusive`, `timeout` and
-    `strict` (as in [`ToolMeta`][]), or a whole `meta: ToolMeta`, which wins.
+    Besides these, `tool_meta` reads optional attributes: `effect`, `exclusive`, `timeout`,
+    `strict` and `requires_approval` (as in [`ToolMeta`][]), or a whole `meta: ToolMeta`,
+    which wins.
     """
 
     @property
@@ -249,6 +252,7 @@ def _read_meta(tool: Tool) -> ToolMeta:
         exclusive=bool(getattr(tool, "exclusive", False)),
         timeout=getattr(tool, "timeout", None),
         strict=bool(getattr(tool, "strict", False)),
+        requires_approval=bool(getattr(tool, "requires_approval", False)),
     )
 
 
@@ -338,6 +342,7 @@ class FunctionTool(Generic[P, R]):
         exclusive: bool = False,
         timeout: float | None = None,
         strict: bool = False,
+        requires_approval: bool = False,
         localns: Mapping[str, Any] | None = None,
     ) -> None:
         """Make a tool of `fn`; the arguments are those of [`tool`][].
@@ -350,6 +355,7 @@ class FunctionTool(Generic[P, R]):
             exclusive: See [`ToolMeta`][].
             timeout: See [`ToolMeta`][].
             strict: See [`ToolMeta`][].
+            requires_approval: See [`ToolMeta`][].
             localns: Names to resolve string annotations with, beyond the function's module
                 (the decorator passes the scope it was applied in).
 
@@ -378,7 +384,14 @@ class FunctionTool(Generic[P, R]):
             strict=strict,
         )
         self.meta = ToolMeta(
-            tool_name, shape.description, shape.input_schema, effect, exclusive, timeout, strict
+            tool_name,
+            shape.description,
+            shape.input_schema,
+            effect,
+            exclusive,
+            timeout,
+            strict,
+            requires_approval,
         )
         self._fn = target
         self._arguments = shape.arguments
@@ -497,6 +510,7 @@ def tool(
     exclusive: bool = False,
     timeout: float | None = None,
     strict: bool = False,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 def tool(
     fn: Callable[P, R] | None = None,
@@ -508,6 +522,7 @@ def tool(
     exclusive: bool = False,
     timeout: float | None = None,
     strict: bool = False,
+    requires_approval: bool = False,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a tool of a function or method, sync or async: `@tool` or `@tool(...)`.
 
@@ -520,6 +535,12 @@ def tool(
         exclusive: The tool must run alone, never beside other calls.
         timeout: Seconds a call may run before it gets an error result.
         strict: Ask the provider to enforce the schema exactly (OpenAI).
+        requires_approval: Pause the run before each call, until a person decides it: the
+            before_tool_call hooks run first (a `Skip`, `Abort` or `Pause` of theirs wins), then
+            the run ends PAUSED with the call pending; `Worker.resume(state, decisions=...)`
+            runs it on `Decision.approve()` and tells the model `Decision.deny(reason)`. Resumed
+            without a decision, the call pauses again. A hook may approve the call itself by
+            setting `ctx.approved = True` (an allow-list, say).
 
     Returns:
         A [`FunctionTool`][], still callable as the function was.
@@ -538,6 +559,7 @@ def tool(
             exclusive=exclusive,
             timeout=timeout,
             strict=strict,
+            requires_approval=requires_approval,
             localns=localns,
         )
 

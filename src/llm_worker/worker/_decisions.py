@@ -44,7 +44,7 @@ def apply_decisions(
         # masks a result in place), never the caller's state, which may be resumed again.
         call = dataclasses.replace(p.call, input=copy.deepcopy(p.call.input))
         result = None if p.result is None else dataclasses.replace(p.result)
-        copied = PendingCall(call, p.status, result)
+        copied = PendingCall(call, p.status, result, p.approved)
         decision = decisions.get(call.id)
         if decision is not None and p.status in ("pending", "allowed"):
             _decide(copied, decision, registry)
@@ -59,6 +59,7 @@ def _decide(pending: PendingCall, decision: Decision, registry: ToolRegistry) ->
         text = f"Denied: {decision.reason}"
         pending.result = ToolResult(call.id, call.name, text, is_error=True, input=call.input)
         return
+    pending.approved = True  # a tool that requires approval now has it
     if decision.input is not None:
         edit = cast("object", decision.input)  # a caller without type checking
         if not isinstance(edit, dict):

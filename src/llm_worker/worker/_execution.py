@@ -144,10 +144,15 @@ class Batch:
         # The hooks' own copy: the model's call (in the history, in a pause state) stays as
         # it was sent, nested values included.
         call = dataclasses.replace(pending.call, input=copy.deepcopy(pending.call.input))
-        ctx = ToolCallContext(call, meta, tool, resumed=resumed, index=index)
+        ctx = ToolCallContext(
+            call, meta, tool, resumed=resumed, index=index, approved=pending.approved
+        )
         decided = await cfg.hooks.chain(
             "before_tool_call", cfg.hooks.before_tool_call, ctx, _call_edits(pending.call)
         )
+        pending.approved = ctx.approved
+        if decided is None and meta is not None and meta.requires_approval and not ctx.approved:
+            decided = _approval_pause(pending.call)
         if isinstance(decided, Pause):
             # The call keeps the model's arguments: on resume the chain starts over from them,
             # so a rewrite made before the pause is not applied twice.
@@ -311,6 +316,11 @@ def _settled(result: ToolResult, call: ToolCall) -> ToolResult:
     if not result.name:
         result.name = call.name
     return result
+
+
+def _approval_pause(call: ToolCall) -> Pause:
+    # The reason is for the application (RunResult.reason), which decides by call id.
+    return Pause(f"{call.name} requires approval (call {call.id})")
 
 
 def _part(result: ToolResult) -> ToolResultPart:

@@ -385,7 +385,8 @@ class Worker:
         call that paused and decided ones; `False` for later calls no hook has seen yet),
         starting from the arguments the model sent — so a hook's rewrite applies exactly once —
         unless `decisions` decides them: by call id, `Decision.approve()` (optionally with edited
-        arguments) or `Decision.deny(reason)`. Calls that already ran keep their results.
+        arguments) or `Decision.deny(reason)`. Calls that already ran keep their results. A
+        call of a tool marked `requires_approval` pauses again unless it was approved.
 
         Raises:
             PauseStateError: The state names tools this Worker does not have, decisions for
