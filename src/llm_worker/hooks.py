@@ -10,10 +10,16 @@ Before each request, around each tool call, at turn end and on abort:
 | on_turn_end | no tool call | `TurnEndContext` | `Finish`, `ContinueWithMessages`, `Pause` |
 | on_abort | the run is cancelled, aborted or fails | `AbortContext` | none |
 
-A hook is any async callable taking the context and returning one of its allowed results;
-returning `None` means `Continue` (or `Finish` for on_turn_end). Each result union is a type, so
-pyright rejects a hook that could return a result its hook point does not allow; at run time
-such a result ends the run with a `HookError` naming the hook, the point and what it allows.
+A hook is a function taking the context and returning one of its allowed results; returning
+`None` means `Continue` (or `Finish` for on_turn_end). Each result union is a type, so pyright
+rejects a hook that could return a result its hook point does not allow; at run time such a
+result ends the run with a `HookError` naming the hook, the point and what it allows.
+
+Hooks may be `async def` or plain `def`. A plain one is called directly on the event loop's
+thread — not in a worker thread, as sync tools are: hooks edit the context and the history the
+loop reads next, and most are quick checks — so it must not block (no network, no sleep; make
+it `async def` for those). A timeout cannot interrupt a plain hook: one that ran past its
+timeout ends the run with a `HookError` once it returns.
 
 How hooks of one point combine: they run in registration order. Rewrites accumulate — each hook
 sees the context as the previous one left it (edited arguments, a masked result). The first
@@ -286,16 +292,24 @@ class AbortContext:
     extra: dict[str, Any] = field(default_factory=lambda: {})
 
 
-OnMessageSendHook: TypeAlias = Callable[[MessageSendContext], Awaitable[OnMessageSendResult | None]]
-"""An on_message_send hook."""
-BeforeToolCallHook: TypeAlias = Callable[[ToolCallContext], Awaitable[BeforeToolCallResult | None]]
-"""A before_tool_call hook."""
-AfterToolCallHook: TypeAlias = Callable[[ToolResultContext], Awaitable[AfterToolCallResult | None]]
-"""An after_tool_call hook."""
-OnTurnEndHook: TypeAlias = Callable[[TurnEndContext], Awaitable[OnTurnEndResult | None]]
-"""An on_turn_end hook."""
-OnAbortHook: TypeAlias = Callable[[AbortContext], Awaitable[None]]
-"""An on_abort hook."""
+OnMessageSendHook: TypeAlias = Callable[
+    [MessageSendContext], Awaitable[OnMessageSendResult | None] | OnMessageSendResult | None
+]
+"""An on_message_send hook (async or plain)."""
+BeforeToolCallHook: TypeAlias = Callable[
+    [ToolCallContext], Awaitable[BeforeToolCallResult | None] | BeforeToolCallResult | None
+]
+"""A before_tool_call hook (async or plain)."""
+AfterToolCallHook: TypeAlias = Callable[
+    [ToolResultContext], Awaitable[AfterToolCallResult | None] | AfterToolCallResult | None
+]
+"""An after_tool_call hook (async or plain)."""
+OnTurnEndHook: TypeAlias = Callable[
+    [TurnEndContext], Awaitable[OnTurnEndResult | None] | OnTurnEndResult | None
+]
+"""An on_turn_end hook (async or plain)."""
+OnAbortHook: TypeAlias = Callable[[AbortContext], Awaitable[None] | None]
+"""An on_abort hook (async or plain)."""
 
 
 class WorkerHooks(Protocol):

@@ -70,6 +70,22 @@ def sync_hook(ctx: MessageSendContext) -> None:
     return None
 
 
+def sync_before(ctx: ToolCallContext) -> Skip | None:
+    return None
+
+
+def sync_abort(ctx: AbortContext) -> None:
+    return None
+
+
+def sync_before_cancel(ctx: ToolCallContext) -> Cancel:
+    return Cancel("no")
+
+
+def sync_end_skip(ctx: TurnEndContext) -> Skip:
+    return Skip()
+
+
 def make_worker() -> Worker:
     return Worker(ScriptedClient([ScriptedResponse.text("ok")]))
 
@@ -81,6 +97,10 @@ def test_allowed_results_register() -> None:
     worker.add_after_tool_call_hook(after_ok)
     worker.add_on_turn_end_hook(end_ok)
     worker.add_on_abort_hook(abort_ok)
+    # Plain `def` hooks are hooks too.
+    worker.add_on_message_send_hook(sync_hook)
+    worker.add_before_tool_call_hook(sync_before)
+    worker.add_on_abort_hook(sync_abort)
 
 
 def test_results_a_point_does_not_allow_are_rejected() -> None:
@@ -89,9 +109,10 @@ def test_results_a_point_does_not_allow_are_rejected() -> None:
     worker.add_before_tool_call_hook(before_finish)  # pyright: ignore[reportArgumentType]
     worker.add_after_tool_call_hook(after_pause)  # pyright: ignore[reportArgumentType]
     worker.add_on_turn_end_hook(end_skip)  # pyright: ignore[reportArgumentType]
-    # A context of the wrong point, and a hook that is not async, are rejected too.
+    # A context of the wrong point is rejected too, and so is a plain hook's wrong result.
     worker.add_on_turn_end_hook(send_ok)  # pyright: ignore[reportArgumentType]
-    worker.add_on_message_send_hook(sync_hook)  # pyright: ignore[reportArgumentType]
+    worker.add_before_tool_call_hook(sync_before_cancel)  # pyright: ignore[reportArgumentType]
+    worker.add_on_turn_end_hook(sync_end_skip)  # pyright: ignore[reportArgumentType]
 
 
 async def test_a_wrong_result_that_slips_past_the_checker_fails_at_run_time() -> None:

@@ -48,7 +48,7 @@ _PASSING = (Continue, Finish)
 class Registered(Generic[C, R]):
     """One registered hook with its name and timeout."""
 
-    fn: Callable[[C], Awaitable[R | None]]
+    fn: Callable[[C], Awaitable[R | None] | R | None]
     name: str
     timeout: float | None
 
@@ -64,12 +64,14 @@ class HookSet:
     on_abort: list[Registered[AbortContext, None]] = field(default_factory=lambda: [])
 
     @staticmethod
-    def make(fn: Callable[[C], Awaitable[R | None]], timeout: float | None) -> Registered[C, R]:
+    def make(
+        fn: Callable[[C], Awaitable[R | None] | R | None], timeout: float | None
+    ) -> Registered[C, R]:
         """Wrap a hook for registration."""
         if not callable(fn):
             from llm_worker.errors import ConfigurationError
 
-            raise ConfigurationError(f"a hook must be an async callable, got {fn!r}")
+            raise ConfigurationError(f"a hook must be a function (async or not), got {fn!r}")
         return Registered(fn, hook_name(fn), timeout)
 
     async def chain(
@@ -125,13 +127,19 @@ def check(point: str, name: str, result: object) -> Any:
 
 
 async def _call(point: str, hook: Registered[C, Any], ctx: C) -> Any:
+    started = anyio.current_time()
     try:
-        if hook.timeout is None:
-            return await _awaitable(hook, ctx)
-        # move_on_after, not fail_after: a TimeoutError the hook raises itself (an HTTP call
-        # that timed out) must be reported as that, not as the hook's own timeout.
-        with anyio.move_on_after(hook.timeout):
-            return await _awaitable(hook, ctx)
+        result = hook.fn(ctx)
+        if inspect.isawaitable(result):
+            if hook.timeout is None:
+                return await result
+            # move_on_after, not fail_after: a TimeoutError the hook raises itself (an HTTP
+            # call that timed out) must be reported as that, not as the hook's own timeout.
+            with anyio.move_on_after(hook.timeout):
+                return await result
+        # A sync hook cannot be interrupted: it is held to its timeout once it returns.
+        elif hook.timeout is None or anyio.current_time() - started <= hook.timeout:
+            return result
     except anyio.get_cancelled_exc_class():
         raise
     except Exception as exc:
@@ -140,20 +148,8 @@ async def _call(point: str, hook: Registered[C, Any], ctx: C) -> Any:
             hook=hook.name,
             kind=point,
         ) from exc
-    # Reached only when the timeout's own scope caught the cancellation it caused.
     raise HookError(
         f"hook {hook.name} ({point}) ran past its timeout of {hook.timeout} s",
         hook=hook.name,
         kind=point,
     )
-
-
-def _awaitable(hook: Registered[C, Any], ctx: C) -> Awaitable[Any]:
-    result = hook.fn(ctx)
-    if not inspect.isawaitable(result):
-        # Wrapped like any error of the hook: "hook X (point) raised TypeError: ...".
-        raise TypeError(
-            f"it returned {result!r} instead of an awaitable; hooks are async: define it "
-            "with `async def`"
-        )
-    return result

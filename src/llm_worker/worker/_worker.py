@@ -20,7 +20,6 @@ hooks run, and the history can be sent again: no tool call without a result, no 
 from __future__ import annotations
 
 from collections.abc import (
-    Awaitable,
     Callable,
     Iterable,
     Mapping,
@@ -34,15 +33,11 @@ from llm_worker.errors import Aborted, ConfigurationError, PauseStateError
 from llm_worker.events import ErrorEvent, StatusEvent, UsageEvent
 from llm_worker.hooks import (
     HOOK_POINTS,
-    AbortContext,
-    AfterToolCallResult,
-    BeforeToolCallResult,
-    MessageSendContext,
-    OnMessageSendResult,
-    OnTurnEndResult,
-    ToolCallContext,
-    ToolResultContext,
-    TurnEndContext,
+    AfterToolCallHook,
+    BeforeToolCallHook,
+    OnAbortHook,
+    OnMessageSendHook,
+    OnTurnEndHook,
 )
 from llm_worker.messages import Message, ThinkingConfig, ToolChoice
 from llm_worker.state import (
@@ -223,16 +218,20 @@ class Worker:
 
     def add_on_message_send_hook(
         self,
-        hook: Callable[[MessageSendContext], Awaitable[OnMessageSendResult | None]],
+        hook: OnMessageSendHook,
         *,
         timeout: float | None = None,
     ) -> None:
-        """Run `hook` before each request (it may edit the messages, or `Cancel`)."""
+        """Run `hook` before each request (it may edit the messages, or `Cancel`).
+
+        Any hook may be `async def` or a plain `def` (called directly on the event loop's
+        thread, so it must be quick); `llm_worker.hooks` has the rules every hook point shares.
+        """
         self._cfg.hooks.on_message_send.append(HookSet.make(hook, timeout))
 
     def add_before_tool_call_hook(
         self,
-        hook: Callable[[ToolCallContext], Awaitable[BeforeToolCallResult | None]],
+        hook: BeforeToolCallHook,
         *,
         timeout: float | None = None,
     ) -> None:
@@ -241,7 +240,7 @@ class Worker:
 
     def add_after_tool_call_hook(
         self,
-        hook: Callable[[ToolResultContext], Awaitable[AfterToolCallResult | None]],
+        hook: AfterToolCallHook,
         *,
         timeout: float | None = None,
     ) -> None:
@@ -250,16 +249,14 @@ class Worker:
 
     def add_on_turn_end_hook(
         self,
-        hook: Callable[[TurnEndContext], Awaitable[OnTurnEndResult | None]],
+        hook: OnTurnEndHook,
         *,
         timeout: float | None = None,
     ) -> None:
         """Run `hook` on an answer without tool calls (`Finish`, `ContinueWithMessages`, …)."""
         self._cfg.hooks.on_turn_end.append(HookSet.make(hook, timeout))
 
-    def add_on_abort_hook(
-        self, hook: Callable[[AbortContext], Awaitable[None]], *, timeout: float | None = None
-    ) -> None:
+    def add_on_abort_hook(self, hook: OnAbortHook, *, timeout: float | None = None) -> None:
         """Run `hook` when a run is cancelled, aborted or fails."""
         self._cfg.hooks.on_abort.append(HookSet.make(hook, timeout))
 
