@@ -160,7 +160,11 @@ class HttpClient:
         )
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pool if this client created it."""
+        """Close the HTTP connection pool if this client created it.
+
+        A pool you passed in (`http_client=`) is left open. The client stays usable: its next
+        request opens a new pool.
+        """
         await self.transport.aclose()
 
     async def __aenter__(self) -> Self:

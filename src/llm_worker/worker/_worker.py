@@ -373,6 +373,28 @@ class Worker:
         self.history.extend(_as_messages(input))
         return await self._go(Run(self._cfg, self.history, start=start), None)
 
+    def run_sync(self, input: str | Message | Iterable[Message]) -> RunResult:
+        """Run like `run()`, from synchronous code (a script, a REPL): returns when done.
+
+        ```python
+        result = Worker("anthropic:claude-sonnet-4-5", tools=[get_weather]).run_sync("Hi!")
+        ```
+
+        Each call runs in an event loop of its own (`anyio.run`), and the client's connections
+        are closed before that loop ends: they belong to it, and the next call opens new ones.
+        That holds for a pool the client made itself; an `httpx.AsyncClient` you passed to it
+        is yours, left open, and its connections would outlive the loop — use such a client
+        from async code instead.
+
+        Raises:
+            ConfigurationError: An event loop is running in this thread (inside an `async def`,
+                or in a Jupyter notebook): use `await worker.run(...)` there. Or any error of
+                `run()`.
+        """
+        from llm_worker.worker._sync import run_blocking
+
+        return run_blocking("run_sync", lambda: self.run(input), self._cfg.client)
+
     async def resume(
         self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
     ) -> RunResult:
