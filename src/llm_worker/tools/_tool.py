@@ -383,16 +383,8 @@ class FunctionTool(Generic[P, R]):
             localns=localns,
             strict=strict,
         )
-        self.meta = ToolMeta(
-            tool_name,
-            shape.description,
-            shape.input_schema,
-            effect,
-            exclusive,
-            timeout,
-            strict,
-            requires_approval,
-        )
+        flags = (effect, exclusive, timeout, strict, requires_approval)
+        self.meta = ToolMeta(tool_name, shape.description, shape.input_schema, *flags)
         self._fn = target
         self._arguments = shape.arguments
         self._takes_self = shape.takes_self
