@@ -72,6 +72,22 @@ EXPECTED: dict[str, list[str]] = {
         "model: There are 250 pending orders",
         "files in the blob store: ['.json']",
     ],
+    "streaming_worker.py": [
+        "── run starts",
+        "Let me search the catalogue.",
+        "→ search({'query': 'logical clocks'})",
+        "← search: 3 papers on logical clocks: Lamport 1978",
+        "→ save_note({'text': 'Lamport 1978; Fidge 1988; Mattern 1989'})",
+        "── paused after 2 request(s)",
+        "paused: save_note requires approval (call ",
+        "a person approved the note",
+        "── run starts",
+        "← save_note: saved",
+        "Saved: three papers on logical clocks.",
+        "── finished after 3 request(s)",
+        "final answer: Saved: three papers on logical clocks.",
+        "notes saved: ['Lamport 1978; Fidge 1988; Mattern 1989']",
+    ],
     "subscriber.py": [
         "── turn 0 starts",
         "tool call: convert({'amount': 20, 'currency': 'JPY'})",
@@ -143,3 +159,17 @@ def test_a_denied_call_never_runs_and_the_model_is_told() -> None:
         ],
     )
     assert ">>> invitation sent" not in out
+
+
+def test_a_refused_note_is_never_saved_and_the_stream_says_so() -> None:
+    out = run_example("streaming_worker.py", "--deny")
+    assert_in_order(
+        out,
+        [
+            "── paused after 2 request(s)",
+            "a person refused the note",
+            "← save_note: Denied: the user said no",
+            "final answer: Understood: nothing was saved.",
+            "notes saved: []",
+        ],
+    )

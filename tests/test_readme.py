@@ -9,10 +9,12 @@ README names are checked too.
 from __future__ import annotations
 
 import ast
+import gc
 import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +64,7 @@ def last_results(request: RecordedRequest) -> list[WireResult]:
 
 def test_the_readme_has_the_snippets_these_tests_run() -> None:
     # A new snippet needs a test here; a removed one needs its test removed.
-    assert len(SNIPPETS) == 5
+    assert len(SNIPPETS) == 6
 
 
 @pytest.mark.anyio
@@ -83,17 +85,31 @@ def weather_answer(call: ScriptedRequest) -> ScriptedResponse:
     return ScriptedResponse.text(f"The tool says: {result.content}")
 
 
+def leaked_sockets() -> list[str]:
+    """The ResourceWarnings that collecting the garbage now raises (unclosed sockets)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    return [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+
+
 @pytest.mark.anyio
-async def test_a_tool_and_a_worker(capsys: pytest.CaptureFixture[str]) -> None:
+async def test_a_tool_and_a_worker(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llm_worker.providers import AnthropicClient
+
     script = [
         ScriptedResponse([ToolUsePart("", "get_weather", {"city": "Kyoto"})]),
         weather_answer,
     ]
     async with ScriptedModelServer(PROVIDER, script) as server:
-        client = server.client()
-        code = snippet(1, {'Worker("anthropic:claude-sonnet-4-5", ': "Worker(__client__, "})
-        namespace = await run(code, {"__client__": client})
-        await client.aclose()
+        # The snippet as written, its model string included: only the API's address differs.
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-readme")
+        monkeypatch.setattr(AnthropicClient, "default_base_url", server.base_url)
+        namespace = await run(snippet(1), {})
+        del namespace["worker"]
+        assert leaked_sockets() == []  # `async with Worker(...)` closed the client it made
     result = namespace["result"]
     assert result.status is RunStatus.FINISHED
     assert result.text == "The tool says: Sunny in Kyoto"
@@ -103,6 +119,33 @@ async def test_a_tool_and_a_worker(capsys: pytest.CaptureFixture[str]) -> None:
     assert (meta.effect, meta.description) == ("read_only", "Get the current weather of a city.")
     [spec] = server.requests[0].json()["tools"]
     assert spec["input_schema"]["properties"]["city"]["description"] == "The city's name."
+
+
+@pytest.mark.anyio
+async def test_stream_a_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from llm_worker import Worker
+
+    @tool(effect="read_only")
+    async def get_weather(city: str) -> str:
+        """Get the current weather of a city."""
+        return f"Sunny in {city}"
+
+    calls = [ToolUsePart("", "get_weather", {"city": c}) for c in ("Kyoto", "Oslo")]
+    answer = ScriptedResponse.text("Sunny in both.", chunk_size=5)
+    async with ScriptedModelServer(PROVIDER, [ScriptedResponse(list(calls)), answer]) as server:
+        client = server.client()
+        worker = Worker(client, tools=[get_weather])
+        namespace = await run(snippet(2), {"worker": worker})
+        await client.aclose()
+    assert namespace["stream"].result.text == "Sunny in both."
+    assert capsys.readouterr().out == (
+        "\n→ get_weather({'city': 'Kyoto'})\n"
+        "\n→ get_weather({'city': 'Oslo'})\n"
+        "← Sunny in Kyoto\n"
+        "← Sunny in Oslo\n"
+        "Sunny in both.\n"
+        "finished, 2 requests\n"
+    )
 
 
 def test_a_model_string_names_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,7 +182,7 @@ async def test_hooks_block_a_tool_and_mask_secrets() -> None:
     async with ScriptedModelServer(PROVIDER, [first, ScriptedResponse.text("OK.")]) as server:
         client = server.client()
         worker = Worker(client, tools=[delete_file, read_config])
-        await run(snippet(2), {"worker": worker})
+        await run(snippet(3), {"worker": worker})
         with anyio.fail_after(TIMEOUT):
             result = await worker.run("Clean up and show the config.")
         await client.aclose()
@@ -168,7 +211,7 @@ async def test_pause_for_a_person_and_resume(tmp_path: Path) -> None:
     ]
     async with ScriptedModelServer(PROVIDER, script) as server:
         client = server.client()
-        namespace = await run(snippet(3), {"client": client, "pay": pay})
+        namespace = await run(snippet(4), {"client": client, "pay": pay})
         await client.aclose()
     assert namespace["result"].status is RunStatus.FINISHED
     assert namespace["result"].text == "Paid."
@@ -220,7 +263,7 @@ async def test_large_outputs_are_stored_summarised_inspected_and_masked(
     ]
     async with ScriptedModelServer(PROVIDER, script) as server:
         client = server.client()
-        namespace = await run(snippet(4), {"client": client, "search": search})
+        namespace = await run(snippet(5), {"client": client, "search": search})
         worker = namespace["worker"]
         worker.add_after_tool_call_hook(mask)
         with anyio.fail_after(TIMEOUT):
