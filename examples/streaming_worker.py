@@ -37,7 +37,7 @@ from llm_worker import (
     Worker,
     tool,
 )
-from llm_worker.testing import RecordedRequest, ScriptedResponse
+from llm_worker.testing import ScriptedRequest, ScriptedResponse
 
 NOTES: list[str] = []
 
@@ -55,8 +55,8 @@ def save_note(text: str) -> str:
     return "saved"
 
 
-def after_resume(request: RecordedRequest) -> ScriptedResponse:
-    if "Denied" in request.body.decode():
+def after_resume(call: ScriptedRequest) -> ScriptedResponse:
+    if any("Denied" in r.content for r in call.tool_results):
         return ScriptedResponse.text("Understood: nothing was saved.", chunk_size=12)
     return ScriptedResponse.text("Saved: three papers on logical clocks.", chunk_size=12)
 

@@ -97,8 +97,6 @@ def leaked_sockets() -> list[str]:
 async def test_a_tool_and_a_worker(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llm_worker.providers import AnthropicClient
-
     script = [
         ScriptedResponse([ToolUsePart("", "get_weather", {"city": "Kyoto"})]),
         weather_answer,
@@ -106,7 +104,7 @@ async def test_a_tool_and_a_worker(
     async with ScriptedModelServer(PROVIDER, script) as server:
         # The snippet as written, its model string included: only the API's address differs.
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-readme")
-        monkeypatch.setattr(AnthropicClient, "default_base_url", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
         namespace = await run(snippet(1), {})
         del namespace["worker"]
         assert leaked_sockets() == []  # `async with Worker(...)` closed the client it made

@@ -28,17 +28,19 @@ def leaked_sockets() -> list[str]:
 
 
 @pytest.fixture
-async def server(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ScriptedModelServer]:
+async def server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[ScriptedModelServer[AnthropicClient]]:
     """A scripted Anthropic model that `Worker("anthropic:…")` reaches (no real API)."""
     script = [ScriptedResponse.text("one"), ScriptedResponse.text("two")]
     async with ScriptedModelServer("anthropic", script) as running:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-        monkeypatch.setattr(AnthropicClient, "default_base_url", running.base_url)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", running.base_url)
         yield running
 
 
 async def test_a_worker_made_from_a_model_string_leaks_its_connection_unless_closed(
-    server: ScriptedModelServer,
+    server: ScriptedModelServer[AnthropicClient],
 ) -> None:
     # What the issue saw: the README's Worker("anthropic:…") left a socket open.
     leaking = Worker("anthropic:claude-sonnet-4-5")
@@ -56,7 +58,7 @@ async def test_a_worker_made_from_a_model_string_leaks_its_connection_unless_clo
 
 
 async def test_aclose_after_a_stream_closed_early_leaks_nothing(
-    server: ScriptedModelServer,
+    server: ScriptedModelServer[AnthropicClient],
 ) -> None:
     server.script[:] = [ScriptedResponse([TextPart("y" * 400)], chunk_size=1)]
     server.chunk_delay = 0.001

@@ -20,7 +20,6 @@ from llm_worker import (
     tool,
 )
 from llm_worker.hooks import Pause, ToolCallContext
-from llm_worker.providers import AnthropicClient
 from llm_worker.testing import ScriptedClient, ScriptedModelServer, ScriptedResponse
 from llm_worker.testing._model_server import ScriptStep
 
@@ -82,7 +81,7 @@ def test_run_sync_twice_over_http_leaks_nothing_and_reconnects(
     script: list[ScriptStep] = [ScriptedResponse.text("one"), ScriptedResponse.text("two")]
     with model_in_a_thread("anthropic", script) as server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-        monkeypatch.setattr(AnthropicClient, "default_base_url", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
         worker = Worker("anthropic:claude-sonnet-4-5")  # a script's usual start, no `async with`
         first = worker.run_sync("hi")
         second = worker.run_sync("again")  # a new loop: the first one's connections are gone
