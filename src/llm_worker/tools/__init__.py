@@ -3,8 +3,8 @@
 Owns the `Tool` protocol, `@tool` / `FunctionTool` and `ToolMeta` (`_tool`), the function's
 schema and argument validator (`_schema`), OpenAI strict-mode schemas (`_strict`),
 `ToolRegistry` (`_registry`), `execute_call` (`_execute`), `check_arguments` (`_validate`: do
-arguments fit a tool, before it runs), and every text a model reads about
-a failed call (`_messages`).
+arguments fit a tool, before it runs), a tool's return value as text (`_text`), and every
+text a model reads about a failed call (`_messages`).
 
 May import: the model layer, the timeline layer (`llm_worker.collectors`: a call as received)
 and the blob layer (`ToolOutput`). Never the Worker, providers or the CLI. Modules inside

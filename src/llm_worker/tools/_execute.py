@@ -14,7 +14,8 @@ import anyio
 
 import llm_worker.tools._messages as say
 from llm_worker.errors import ToolError
-from llm_worker.tools._tool import Tool, ToolResult, as_output, json_text, tool_meta
+from llm_worker.tools._text import as_output, json_text
+from llm_worker.tools._tool import Tool, ToolResult, tool_meta
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall

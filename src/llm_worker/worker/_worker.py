@@ -131,15 +131,7 @@ class Worker:
             client = self._owned = from_string(client)
         if max_requests < 1 or max_continuations < 0:
             raise ConfigurationError("max_requests must be >= 1 and max_continuations >= 0")
-        registry = ToolRegistry()
-        for t in tools:
-            registry.add(t)
-        policy = output_policy
-        if blob_store is not None:
-            from llm_worker.blobs import InspectTool, OutputPolicy
-
-            policy = policy or OutputPolicy()
-            registry.add(InspectTool(blob_store, policy))
+        registry, policy = _registry(tools, blob_store, output_policy)
         self._cfg = WorkerConfig(
             client=client,
             registry=registry,
@@ -579,6 +571,20 @@ class Worker:
                 f"cannot resume: this Worker has no tool named {', '.join(sorted(missing))}; "
                 "register the same tools as the Worker that paused"
             )
+
+
+def _registry(
+    tools: Iterable[Tool], store: BlobStore | None, policy: OutputPolicy | None
+) -> tuple[ToolRegistry, OutputPolicy | None]:
+    registry = ToolRegistry()
+    for t in tools:
+        registry.add(t)
+    if store is not None:  # a blob store brings the `inspect` tool that reads it
+        from llm_worker.blobs import InspectTool, OutputPolicy
+
+        policy = policy or OutputPolicy()
+        registry.add(InspectTool(store, policy))
+    return registry, policy
 
 
 def _as_messages(input: str | Message | Iterable[Message]) -> list[Message]:
