@@ -243,10 +243,15 @@ class ThinkingMetadata:
         redacted: Anthropic `redacted_thinking` data: encrypted reasoning that must be sent back
             untouched. A redacted block has no text deltas.
         item_id: OpenAI Responses reasoning item id (`rs_…`), needed to send the item back.
+        replay: The thinking text itself is continuation data: the model that wrote it needs
+            it back in later requests (Chat Completions `reasoning_content`, which DeepSeek,
+            Z.ai and Kimi require within a tool loop). The part it becomes carries an
+            `Origin`, and goes back only to the same provider and model.
     """
 
     redacted: str | None = None
     item_id: str | None = None
+    replay: bool = False
 
 
 @dataclass(slots=True)

@@ -428,13 +428,17 @@ class ThinkingConfig:
         budget_tokens: Token budget for thinking (Anthropic `budget_tokens`, Gemini
             `thinkingBudget`).
         effort: Reasoning effort (OpenAI `reasoning.effort`; Anthropic adaptive thinking).
-        include_thoughts: Ask for the thinking text or a summary of it to be streamed
-            (Gemini `includeThoughts`, OpenAI `reasoning.summary`).
+        include_thoughts: Ask for the thinking text or a summary of it to be streamed: `True`
+            asks, `False` asks for none, `None` (the default) leaves each provider's usual
+            choice. Gemini (`includeThoughts`) and Anthropic (`display`) show their thoughts
+            unless it is `False`; OpenAI Responses asks for `reasoning.summary` only when it is
+            `True`, because reasoning summaries need a verified OpenAI organization and the
+            API refuses the whole request otherwise.
     """
 
     budget_tokens: int | None = None
     effort: Literal["minimal", "low", "medium", "high"] | None = None
-    include_thoughts: bool = True
+    include_thoughts: bool | None = None
 
 
 @dataclass(slots=True)
@@ -446,6 +450,8 @@ class Request:
         system: The system prompt.
         tools: Tools the model may call.
         tool_choice: How it may use them (provider default when `None`).
+        parallel_tool_calls: Whether the model may call several tools in one answer (`None`
+            leaves the provider's default, which allows it).
         max_tokens: Output token limit (a provider default applies when `None`; Anthropic
             requires one, its client supplies a sensible default).
         temperature: Sampling temperature.
@@ -460,6 +466,7 @@ class Request:
     system: str | None = None
     tools: list[ToolSpec] = field(default_factory=lambda: [])
     tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
     max_tokens: int | None = None
     temperature: float | None = None
     stop_sequences: list[str] = field(default_factory=lambda: [])

@@ -361,10 +361,10 @@ def _add_thinking(body: Block, config: ThinkingConfig, *, pending_loop_ok: bool)
 
     A budget gives `{"type": "enabled", "budget_tokens": n}`; an effort without a budget
     gives adaptive thinking with `output_config.effort`; neither gives enabled thinking with
-    `DEFAULT_THINKING_BUDGET`. `include_thoughts` maps to `display` (`"summarized"` or
-    `"omitted"`): newer models omit the thinking text unless asked.
+    `DEFAULT_THINKING_BUDGET`. `include_thoughts` maps to `display`: `"omitted"` when it is
+    `False`, else `"summarized"` (newer models omit the thinking text unless asked).
     """
-    display = "summarized" if config.include_thoughts else "omitted"
+    display = "omitted" if config.include_thoughts is False else "summarized"
     if config.effort is not None:
         body["output_config"] = {"effort": _EFFORT.get(config.effort, config.effort)}
     if not pending_loop_ok:

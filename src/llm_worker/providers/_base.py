@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Generator, Mapping
 from contextlib import contextmanager
-from typing import Any, ClassVar, Final, Protocol, Self, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, Self, cast, runtime_checkable
 
 import httpx
 
@@ -222,11 +222,26 @@ def _env_key(names: tuple[str, ...]) -> str | None:
 
 
 def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Merge `extra` into `base` (objects merged recursively, anything else replaced)."""
+    """Merge `extra` (a request's `options`) into `base` (the body the client built).
+
+    The rule, the same on every provider:
+
+    - objects are merged key by key, recursively;
+    - lists are merged as a union: the body's entries first, then each entry of the option's
+      list that the body does not hold yet (so `{"include": [...]}` adds to what the client
+      asked for itself, such as Responses' `reasoning.encrypted_content`, and hosted tools in
+      `{"tools": [...]}` join the function tools instead of replacing them);
+    - anything else (and a value where the body has none, or a different type) replaces.
+    """
     for key, value in extra.items():
         current = base.get(key)
         if isinstance(current, dict) and isinstance(value, Mapping):
             deep_merge(current, value)  # type: ignore[arg-type]
+        elif isinstance(current, list) and isinstance(value, list):
+            # cast: JSON arrays (the body's and the option's); their items stay Any.
+            present, added = cast("list[Any]", current), cast("list[Any]", value)
+            # A new list: the option's own list is never shared with (or changed by) the body.
+            base[key] = present + [item for item in added if item not in present]
         else:
             base[key] = value
     return base

@@ -240,7 +240,10 @@ class StreamMapper(Protocol):
 
     A mapper may also define `end_of_read(emitter)`, called after the events of each network
     read: where a provider that repeats a running total in every event (Gemini's usage) emits
-    one snapshot per read instead of one per event.
+    one snapshot per read instead of one per event. And `caller_error(exc)`, which may return
+    the `LLMWorkerError` a provider error really is (a `ConfigurationError` for an account
+    setting the caller must change): `drive` raises it, chained to the provider error, after
+    the failure events.
     """
 
     def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
@@ -270,7 +273,8 @@ async def drive(
     Yields `StatusEvent(STARTED)` when the answer's first bytes arrive and
     `StatusEvent(COMPLETED)` last. On any failure yields the abort of the open block, an
     `ErrorEvent` and `StatusEvent(FAILED)`, then raises a `ProviderError` subclass (its message
-    scrubbed, its provider set); nothing received before the failure is withheld.
+    scrubbed, its provider set), or the error the mapper's `caller_error` makes of it; nothing
+    received before the failure is withheld.
 
     `chunks` belongs to the driver: closing this generator (`aclose()`) closes it at once, so
     the HTTP response is released without waiting for garbage collection. An unfinished SSE
@@ -287,6 +291,10 @@ async def drive(
         _adopt(exc, provider, scrub)
         for event in _failure(emitter, exc, scrub):
             yield event
+        caller_error = getattr(mapper, "caller_error", None)  # optional: see StreamMapper
+        better = caller_error(exc) if caller_error is not None else None
+        if better is not None:
+            raise better from exc
         raise
     except LLMWorkerError:
         raise

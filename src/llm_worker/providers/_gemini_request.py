@@ -198,7 +198,8 @@ _PRO_MINIMAL_BUDGET: Final = 128
 
 
 def _thinking(thinking: ThinkingConfig, model: str) -> dict[str, Any]:
-    config: dict[str, Any] = {"includeThoughts": thinking.include_thoughts}
+    # Thought summaries are shown unless refused: `None` (not asked either way) means shown.
+    config: dict[str, Any] = {"includeThoughts": thinking.include_thoughts is not False}
     if thinking.budget_tokens is not None:
         config["thinkingBudget"] = thinking.budget_tokens
     elif thinking.effort is not None:

@@ -55,6 +55,7 @@ class _Open:
     name: str = ""
     data: dict[str, Any] | None = None
     phase: str | None = None
+    replay: bool = False
     citations: list[Citation] = field(default_factory=lambda: [])
 
 
@@ -118,6 +119,7 @@ class Assembler:
             block.call_id, block.name, block.item_id = meta.id, meta.name, meta.item_id
         elif isinstance(meta, ThinkingMetadata):
             block.redacted, block.item_id = meta.redacted, meta.item_id
+            block.replay = meta.replay
         elif isinstance(meta, TextMetadata):
             # The Responses message id: a replayed reasoning item must be followed by it.
             block.item_id, block.phase = meta.item_id, meta.phase
@@ -147,7 +149,8 @@ class Assembler:
             return None
         text = "".join(block.pieces)
         signature = "".join(block.signature) or None
-        origin = self.origin if (signature or block.redacted or block.item_id) else None
+        opaque = signature or block.redacted or block.item_id or block.replay
+        origin = self.origin if opaque else None
         if block.block_type is BlockType.TOOL_USE:
             call = parse_tool_call(block.call_id, block.name, text)
             self.calls.append(call)
