@@ -1,9 +1,10 @@
 """The Worker over the OpenAI Chat Completions wire: tool loop, skip, pause / resume.
 
 The scripted model streams real `chat.completion.chunk` SSE (reasoning as DeepSeek's
-`reasoning_content`); the real `OpenAIChatClient` builds each request. Chat has no request
-field for reasoning and no error flag on a tool result: the reasoning stays in the history but
-is not sent, and a failed or skipped call is a `role: "tool"` message whose text says so.
+`reasoning_content`); the real `OpenAIChatClient` builds each request. The reasoning goes back
+to the same model as the assistant message's `reasoning_content` (DeepSeek's thinking mode
+answers HTTP 400 to a tool-call message without it). Chat has no error flag on a tool result:
+a failed or skipped call is a `role: "tool"` message whose text says so.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from llm_worker import RunStatus, TextPart, ThinkingPart, ToolUsePart
+from llm_worker import Origin, RunStatus, TextPart, ThinkingPart, ToolUsePart
 from support.e2e import (
     FINAL_TEXT,
     run_paused_then_resumed,
@@ -33,6 +34,7 @@ FIRST = [
 ASSISTANT = {
     "role": "assistant",
     "content": "Let me check.",
+    "reasoning_content": "Kyoto's weather: call lookup; also try explode.",
     "tool_calls": [
         {
             "id": "call_Kyoto",
@@ -80,10 +82,11 @@ async def test_tool_loop_sends_calls_and_tool_messages_in_call_order() -> None:
         WireResult("call_Kyoto", None, "Kyoto: 21 C, clear", None),
         WireResult("call_Boom", None, "RuntimeError: boom: test", None),
     ]
-    # The reasoning reached the history (for the application) but is not sent back.
+    # The reasoning reached the history marked as this model's, which is why it went back.
     reasoning = run.history[1].content[0]
     assert isinstance(reasoning, ThinkingPart)
     assert reasoning.text == "Kyoto's weather: call lookup; also try explode."
+    assert reasoning.origin == Origin("openai_chat", MODEL)
 
 
 async def test_skipped_call_is_answered_with_a_tool_message() -> None:

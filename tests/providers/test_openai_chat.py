@@ -136,7 +136,7 @@ async def test_specific_recordings_read_as_the_provider_meant() -> None:
     events, error, _ = await replay(recorded_response("openrouter_cached_tokens"))
     assert error is None
     usage = answer(events).usage
-    assert usage == UsageEvent(687, 187, 874, 679, None, 118)
+    assert usage == UsageEvent(687, 187, 874, 679, None, 118, audio_input_tokens=0)
 
     events, error, _ = await replay(recorded_response("groq_text_x_groq_usage"))
     assert answer(events).usage == UsageEvent(18, 73, 91)
@@ -167,7 +167,10 @@ async def test_mid_stream_errors_are_typed() -> None:
     assert error.message == "Token limit reached"
     # The usage that came with the error is kept (it is what the request cost).
     assert answer(events).usage.output_tokens == 10
-    assert events[-1] == StatusEvent(ResponseStatus.FAILED)
+    # The closing status names the response that failed (for a support request).
+    assert events[-1] == StatusEvent(
+        ResponseStatus.FAILED, "gen-1762179802-UN8pkJI4AGZvryk0kFnb", "minimax/minimax-m2:free"
+    )
 
 
 _ERROR_CLASSES: dict[int, type[ProviderError]] = {

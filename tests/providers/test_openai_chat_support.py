@@ -23,6 +23,8 @@ from llm_worker.events import (
     BlockDelta,
     BlockStart,
     BlockStop,
+    BlockType,
+    CitationDelta,
     ErrorEvent,
     Event,
     InputJsonDelta,
@@ -199,15 +201,19 @@ def _read_usage(chunk: dict[str, Any], summary: Summary) -> None:
     usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
     if not usage:
         return
+    prompt = usage.get("prompt_tokens_details") or {}
+    completion = usage.get("completion_tokens_details") or {}
     summary.usage = UsageEvent(
         input_tokens=usage.get("prompt_tokens"),
         output_tokens=usage.get("completion_tokens"),
         total_tokens=usage.get("total_tokens"),
-        cache_read_input_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
-        cache_creation_input_tokens=(usage.get("prompt_tokens_details") or {}).get(
-            "cache_write_tokens"
-        ),
-        reasoning_tokens=(usage.get("completion_tokens_details") or {}).get("reasoning_tokens"),
+        cache_read_input_tokens=prompt.get("cached_tokens"),
+        cache_creation_input_tokens=prompt.get("cache_write_tokens"),
+        reasoning_tokens=completion.get("reasoning_tokens"),
+        audio_input_tokens=prompt.get("audio_tokens"),
+        audio_output_tokens=completion.get("audio_tokens"),
+        accepted_prediction_tokens=completion.get("accepted_prediction_tokens"),
+        rejected_prediction_tokens=completion.get("rejected_prediction_tokens"),
     )
 
 
@@ -248,7 +254,7 @@ def answer(events: list[Event]) -> Summary:
 
 # --- the rules of the event model ---------------------------------------------------------
 
-_DELTAS = streams.deltas()  # Chat has no signatures
+_DELTAS = {**streams.deltas(), BlockType.TEXT: (TextDelta, CitationDelta)}  # no signatures
 
 
 def check_invariants(events: list[Event], error: Exception | None) -> None:

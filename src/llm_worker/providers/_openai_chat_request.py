@@ -9,22 +9,28 @@ The mapping, part by part:
   follow the assistant message that made the calls. Chat has no error flag for a tool result:
   `is_error` results are sent as their text, which says what went wrong;
 - an assistant message's text parts are joined into `content` and its `ToolUsePart`s become
-  `tool_calls` (arguments as JSON text). Thinking parts are not sent back: Chat Completions has
-  no request field for reasoning (DeepSeek even rejects `reasoning_content` in a request), so a
-  `ThinkingPart` — and any signature on it — is dropped, whichever provider produced it.
+  `tool_calls` (arguments as JSON text). Its thinking parts that this client read from
+  `reasoning_content` (their `origin` is `openai_chat` with this same model) are joined into
+  the message's `reasoning_content`: DeepSeek's thinking mode answers HTTP 400 "Missing
+  `reasoning_content` field" to an assistant message that made tool calls without it, and
+  Kimi and Z.ai (preserved thinking) read it too; where it is not needed DeepSeek ignores it.
+  Every other thinking part is dropped: thinking of another provider or model, and thinking
+  streamed as `reasoning` (OpenRouter, Groq), since Groq and Cerebras reject a request that
+  carries either field. Citations are not sent: Chat has no request field for them.
   A `ProviderPart` (another provider's native block, such as an Anthropic server-tool call)
   is dropped too: Chat has no kind for it, and it is only ever sent back to its producer.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
     Message,
+    Origin,
     ProviderPart,
     Request,
     SpecificTool,
@@ -37,7 +43,13 @@ from llm_worker.messages import (
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
 
-__all__ = ("build_chat_body", "chat_messages")
+__all__ = ("PROVIDER", "build_chat_body", "chat_messages")
+
+PROVIDER: Final = "openai_chat"
+"""The wire protocol's name, also the `Origin.provider` of the reasoning it reads."""
+
+# Neutral efforts no OpenAI model takes, as the nearest one that exists.
+_EFFORTS: Final[dict[str, str]] = {"max": "xhigh"}
 
 
 def build_chat_body(request: Request, model: str) -> dict[str, Any]:
@@ -46,18 +58,23 @@ def build_chat_body(request: Request, model: str) -> dict[str, Any]:
     The output limit is sent as `max_completion_tokens`, not `max_tokens`: OpenAI deprecated
     `max_tokens` and its reasoning models (o-series, gpt-5) reject it. For a compatible server
     that knows only `max_tokens`, pass `options={"max_tokens": n}`: the builder then leaves
-    `max_completion_tokens` out. `ThinkingConfig.effort` becomes `reasoning_effort`; Chat has
-    no field for a thinking budget or for asking to see the thoughts, so those settings are
-    not sent. `tool_choice` is sent only with tools (OpenAI rejects it alone).
+    `max_completion_tokens` out. `ThinkingConfig.effort` becomes `reasoning_effort` (`max`
+    is sent as `xhigh`, the most OpenAI models take, which DeepSeek reads as its `max`); Chat
+    has no field for a thinking budget or for asking to see the thoughts, so those settings
+    are not sent. `tool_choice` and `parallel_tool_calls` are sent only with tools (OpenAI
+    rejects them alone). Log probabilities come back when asked for with
+    `options={"logprobs": True, "top_logprobs": n}`.
 
-    `request.options` is deep-merged last; an option set to `None` removes that field (e.g.
-    `{"stream_options": None}` for a server that rejects it).
+    `request.options` is deep-merged last (`deep_merge`: lists are joined); an option set to
+    `None` removes that field (e.g. `{"stream_options": None}` for a server that rejects it).
     """
-    body: dict[str, Any] = {"model": model, "messages": chat_messages(request)}
+    body: dict[str, Any] = {"model": model, "messages": chat_messages(request, model)}
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
         if request.tool_choice is not None:
             body["tool_choice"] = _tool_choice(request.tool_choice)
+        if request.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = request.parallel_tool_calls
     if request.max_tokens is not None and "max_tokens" not in request.options:
         body["max_completion_tokens"] = request.max_tokens
     if request.temperature is not None:
@@ -65,7 +82,8 @@ def build_chat_body(request: Request, model: str) -> dict[str, Any]:
     if request.stop_sequences:
         body["stop"] = list(request.stop_sequences)
     if request.thinking is not None and request.thinking.effort is not None:
-        body["reasoning_effort"] = request.thinking.effort
+        effort: str = request.thinking.effort
+        body["reasoning_effort"] = _EFFORTS.get(effort, effort)
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
     deep_merge(body, request.options)
@@ -75,8 +93,14 @@ def build_chat_body(request: Request, model: str) -> dict[str, Any]:
     return body
 
 
-def chat_messages(request: Request) -> list[dict[str, Any]]:
-    """The `messages` array: system prompt first, then the history in order."""
+def chat_messages(request: Request, model: str) -> list[dict[str, Any]]:
+    """The `messages` array: system prompt first, then the history in order.
+
+    Args:
+        request: The request.
+        model: The model the request goes to: its own reasoning goes back to it.
+    """
+    own = Origin(PROVIDER, model)
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
@@ -84,7 +108,7 @@ def chat_messages(request: Request) -> list[dict[str, Any]]:
         if message.role == "user":
             _user(message, out)
         else:
-            out.append(_assistant(message))
+            out.append(_assistant(message, own))
     return out
 
 
@@ -117,17 +141,21 @@ def _content(texts: list[str]) -> str | list[dict[str, str]]:
     return [{"type": "text", "text": text} for text in texts]
 
 
-def _assistant(message: Message) -> dict[str, Any]:
+def _assistant(message: Message, own: Origin) -> dict[str, Any]:
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
+    reasoning: list[str] = []  # one entry per part, empty texts included
     for part in message.content:
         match part:
             case TextPart():
                 texts.append(part.text)
             case ToolUsePart():
                 calls.append(_tool_call(part))
-            case ThinkingPart() | ProviderPart():
-                pass  # Chat has no request field for either: see the module docstring
+            case ThinkingPart():
+                if part.origin == own:  # see the module docstring
+                    reasoning.append(part.text)
+            case ProviderPart():
+                pass  # Chat has no kind for it: see the module docstring
             case ToolResultPart():
                 raise InvalidMessagesError(
                     f"an assistant message holds a tool result (for {part.tool_use_id!r}); "
@@ -136,6 +164,8 @@ def _assistant(message: Message) -> dict[str, Any]:
             case _:
                 raise unsupported_part(part)
     entry: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    if reasoning:
+        entry["reasoning_content"] = "".join(reasoning)
     if calls:
         entry["tool_calls"] = calls
     elif entry["content"] is None:

@@ -3,11 +3,20 @@
 The request body is built in `_openai_chat_request`; this module maps the stream. Chat
 Completions sends no block starts or stops, only deltas, so blocks are synthesized:
 
-- `content` deltas are text; `reasoning_content` (DeepSeek, Z.ai) or `reasoning` (OpenRouter,
-  Groq) deltas are thinking. OpenRouter's `reasoning_details` repeats `reasoning` and is not
-  read (its signatures could only be sent back through an OpenRouter-only request field).
+- `content` deltas are text (with `choice.logprobs.content` as `TextDelta.logprobs` when the
+  request asked for them), and so is an audio answer's `audio.transcript` (the audio itself is
+  not kept); `reasoning_content` (DeepSeek, Z.ai, Kimi) deltas are thinking marked
+  `ThinkingMetadata(replay=True)`, which `_openai_chat_request` sends back to the same model;
+  `reasoning` (OpenRouter, Groq) deltas are thinking that is not sent back. OpenRouter's
+  `reasoning_details` repeats `reasoning` and is not read (its signatures could only be sent
+  back through an OpenRouter-only request field).
+- `annotations` (`url_citation`: OpenAI's search models, OpenRouter's web plugin) become
+  citations of the text block (`Citation`, `origin` this client's); indexes count in the
+  message's content.
 - `refusal` deltas (structured outputs) are kept visibly as text, and an answer that refused
   stops with `StopReason.REFUSAL` (the raw `finish_reason`, usually `stop`, stays on the stop).
+- the legacy `function_call` delta (the `functions` API) is read as tool call 0 (an id is
+  made up; it goes back as a `tool_calls` entry).
 - tool calls arrive by `index`, several per response and several in one chunk, with `id` and
   `name` only in the first fragment. At most one block may be open, so the first call streams
   live and calls of other indexes are buffered; a buffered call is emitted as a whole block
@@ -21,7 +30,11 @@ Completions sends no block starts or stops, only deltas, so blocks are synthesiz
 - usage comes from the final chunk (`choices: []`), from any chunk carrying `usage`, or from
   Groq's `x_groq.usage`; `prompt_tokens_details.cached_tokens` (DeepSeek:
   `prompt_cache_hit_tokens`) is the cache read, OpenRouter's `cache_write_tokens` the cache
-  write, `completion_tokens_details.reasoning_tokens` the reasoning part.
+  write, `completion_tokens_details.reasoning_tokens` the reasoning part, and the
+  `audio_tokens` (prompt and completion) and `accepted_` / `rejected_prediction_tokens` (of a
+  predicted output) are kept as they are.
+- the chunks' `id`, `model` and `service_tier` (read until a chunk names the response: Azure's
+  first one does not) go on the closing `StatusEvent`.
 - an `{"error": …}` object in a `data:` line (OpenRouter) or an `event: error` (Groq) raises
   the typed `ProviderError` for its status and type.
 
@@ -45,17 +58,25 @@ import orjson
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker.errors import APIStatusError, MalformedStreamError
-from llm_worker.events import Event, StopReason, UsageEvent
-from llm_worker.messages import Request
+from llm_worker.events import (
+    BlockType,
+    Event,
+    StopReason,
+    ThinkingMetadata,
+    TokenLogprob,
+    UsageEvent,
+)
+from llm_worker.messages import Citation, Origin, Request
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, drive, wrong_type
 from llm_worker.providers._http import error_class
-from llm_worker.providers._openai_chat_request import build_chat_body
+from llm_worker.providers._openai_chat_request import PROVIDER, build_chat_body
+from llm_worker.providers._openai_logprobs import token_logprobs
 from llm_worker.providers._sse import ServerSentEvent, event_too_large
 
 __all__ = ("OpenAIChatClient",)
 
-_PROVIDER: Final = "openai_chat"
+_PROVIDER: Final = PROVIDER
 
 _STOP_REASONS: Final[dict[str, StopReason]] = {
     "stop": StopReason.END_TURN,
@@ -64,6 +85,11 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
     "function_call": StopReason.TOOL_USE,
     "content_filter": StopReason.CONTENT_FILTER,
 }
+
+
+# Thinking from `reasoning_content` goes back to its model; from `reasoning` it does not.
+_REPLAYED: Final = ThinkingMetadata(replay=True)
+_SHOWN: Final = ThinkingMetadata()
 
 
 class OpenAIChatClient(HttpClient):
@@ -95,7 +121,7 @@ class OpenAIChatClient(HttpClient):
 
     def mapper(self, request: Request) -> ChatStreamMapper:
         """A fresh chunk mapper for one response."""
-        return ChatStreamMapper(scrub=self.transport.scrub)
+        return ChatStreamMapper(scrub=self.transport.scrub, origin=Origin(_PROVIDER, self.model))
 
     def stream(self, request: Request) -> AsyncIterator[Event]:
         """Send the request and yield the answer's normalized events as they arrive.
@@ -171,10 +197,24 @@ def _whole_body(body: bytes) -> bytes:
 class ChatStreamMapper:
     """Maps one Chat Completions stream onto a `BlockEmitter` (the `StreamMapper` protocol)."""
 
-    __slots__ = ("_done", "_finish", "_refused", "_scrub", "_stop_string", "_tools", "_usage")
+    __slots__ = (
+        "_done",
+        "_finish",
+        "_identified",
+        "_origin",
+        "_refused",
+        "_scrub",
+        "_stop_string",
+        "_tools",
+        "_usage",
+    )
 
-    def __init__(self, *, scrub: Callable[[str], str] = lambda s: s) -> None:
+    def __init__(
+        self, *, scrub: Callable[[str], str] = lambda s: s, origin: Origin | None = None
+    ) -> None:
         self._scrub = scrub
+        self._origin = origin  # the producer of the citations' data
+        self._identified = False
         self._done = False
         self._finish: str | None = None
         self._stop_string = False
@@ -210,6 +250,8 @@ class ChatStreamMapper:
         self._chunk(chunk, emitter)
 
     def _chunk(self, chunk: Any, emitter: BlockEmitter) -> None:
+        if not self._identified:
+            self._identify(chunk, emitter)
         error = chunk.get("error")
         if error:
             self._usage_of(chunk, emitter)  # OpenRouter sends usage with its error: keep it
@@ -224,24 +266,20 @@ class ChatStreamMapper:
         if chunk.get("object") == "chat.completion":
             self._done = True  # a whole (non-streamed) answer
 
+    def _identify(self, chunk: Any, emitter: BlockEmitter) -> None:
+        # Every chunk repeats the id, model and tier: read until a chunk names the response
+        # (Azure's first chunk, with the prompt filter results, has an empty id).
+        emitter.response_info(
+            response_id=as_str(chunk.get("id")),
+            model=as_str(chunk.get("model")),
+            service_tier=as_str(chunk.get("service_tier")),
+        )
+        self._identified = emitter.info.response_id is not None
+
     def _choice(self, choice: Any, emitter: BlockEmitter) -> None:
         delta = choice.get("delta") or choice.get("message")
         if delta:
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning and type(reasoning) is str:
-                if self._tools.live is not None:
-                    self._tools.interrupt(emitter)
-                emitter.thinking(reasoning)
-            content = delta.get("content")
-            if content:
-                self._text(content, emitter)
-            refusal = delta.get("refusal")
-            if refusal and type(refusal) is str:
-                self._refused = True
-                self._text(refusal, emitter)
-            calls = delta.get("tool_calls")
-            if calls:
-                self._tools.feed(calls, emitter)
+            self._delta(delta, choice, emitter)
         finish = choice.get("finish_reason")
         if finish:
             self._finish = str(finish)
@@ -249,14 +287,79 @@ class ChatStreamMapper:
             if type(choice.get("stop_reason")) is str:
                 self._stop_string = True
 
-    def _text(self, content: Any, emitter: BlockEmitter) -> None:
+    def _delta(self, delta: Any, choice: Any, emitter: BlockEmitter) -> None:
+        reasoning = delta.get("reasoning_content")
+        if reasoning and type(reasoning) is str:
+            self._thinking(reasoning, _REPLAYED, emitter)
+        else:
+            reasoning = delta.get("reasoning")  # OpenRouter, Groq: not accepted back
+            if reasoning and type(reasoning) is str:
+                self._thinking(reasoning, _SHOWN, emitter)
+        content = delta.get("content")
+        if content:
+            logprobs = choice.get("logprobs")  # null unless the request asked for them
+            self._text(content, emitter, _logprobs(logprobs, "content") if logprobs else None)
+        refusal = delta.get("refusal")
+        if refusal and type(refusal) is str:
+            self._refused = True
+            self._text(refusal, emitter, _logprobs(choice.get("logprobs"), "refusal"))
+        calls = delta.get("tool_calls")
+        if calls:
+            self._tools.feed(calls, emitter)
+        if "annotations" in delta or "audio" in delta or "function_call" in delta:
+            self._rare(delta, emitter)
+
+    def _rare(self, delta: Any, emitter: BlockEmitter) -> None:
+        audio = delta.get("audio")
+        if audio:
+            # Audio answers: the transcript is the answer's text (the audio bytes are not kept).
+            transcript = as_str(as_dict(audio).get("transcript"))
+            if transcript:
+                self._text(transcript, emitter, None)
+        call = delta.get("function_call")
+        if call:
+            # The legacy `functions` API: one call per answer, streamed like tool call 0.
+            self._tools.feed([{"index": 0, "function": call}], emitter)
+        annotations = delta.get("annotations")
+        if annotations:
+            for annotation in as_list(annotations):
+                self._cite(as_dict(annotation), emitter)
+
+    def _thinking(self, text: str, meta: ThinkingMetadata, emitter: BlockEmitter) -> None:
+        if self._tools.live is not None:
+            self._tools.interrupt(emitter)
+        if emitter.open_type is not BlockType.THINKING:
+            emitter.start(BlockType.THINKING, meta)
+        emitter.thinking(text)
+
+    def _text(
+        self, content: Any, emitter: BlockEmitter, logprobs: list[TokenLogprob] | None
+    ) -> None:
         if type(content) is not str:
             content = _parts_text(content)
             if not content:
                 return
         if self._tools.live is not None:
             self._tools.interrupt(emitter)
-        emitter.text(content)
+        emitter.text(content, logprobs)
+
+    def _cite(self, annotation: dict[str, Any], emitter: BlockEmitter) -> None:
+        # `{"type": "url_citation", "url_citation": {url, title, start_index, end_index}}`
+        # (OpenAI search models; OpenRouter adds the page's `content`).
+        cited = as_dict(annotation.get(as_str(annotation.get("type")) or "url_citation"))
+        if self._tools.live is not None:
+            self._tools.interrupt(emitter)
+        emitter.citation(
+            Citation(
+                annotation,
+                url=as_str(cited.get("url")),
+                title=as_str(cited.get("title")) or None,
+                cited_text=as_str(cited.get("content")),
+                start_index=as_int(cited.get("start_index")),
+                end_index=as_int(cited.get("end_index")),
+                origin=self._origin,
+            )
+        )
 
     def _usage_of(self, chunk: Any, emitter: BlockEmitter) -> None:
         usage = as_dict(chunk.get("usage")) or as_dict(as_dict(chunk.get("x_groq")).get("usage"))
@@ -332,7 +435,17 @@ def _usage_event(usage: dict[str, Any]) -> UsageEvent:
         cache_read_input_tokens=cached,
         cache_creation_input_tokens=as_int(prompt.get("cache_write_tokens")),  # OpenRouter
         reasoning_tokens=as_int(completion.get("reasoning_tokens")),
+        audio_input_tokens=as_int(prompt.get("audio_tokens")),
+        audio_output_tokens=as_int(completion.get("audio_tokens")),
+        accepted_prediction_tokens=as_int(completion.get("accepted_prediction_tokens")),
+        rejected_prediction_tokens=as_int(completion.get("rejected_prediction_tokens")),
     )
+
+
+def _logprobs(logprobs: Any, kind: str) -> list[TokenLogprob] | None:
+    """The `choice.logprobs.<kind>` tokens (`content` or `refusal`), if the request asked."""
+    tokens = as_list(as_dict(logprobs).get(kind))
+    return token_logprobs(tokens) or None
 
 
 @dataclass(slots=True)
