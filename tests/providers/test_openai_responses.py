@@ -84,6 +84,7 @@ async def test_recorded_stream_replays(name: str, chunking: Chunking) -> None:
     last = stops(events)[-1]
     assert (last.stop_reason, last.raw_stop_reason) == (want.stop, want.raw_stop)
     assert [e for e in events if isinstance(e, UsageEvent)] == [want.usage]
+    assert events[-1] == want.status
 
 
 def test_recordings_cover_the_features() -> None:
@@ -103,6 +104,9 @@ def test_recordings_cover_the_features() -> None:
         "item:web_search_call",
         "item:code_interpreter_call",
         "item:tool_search_call",
+        "annotations",
+        "message_phase",
+        "logprobs",
     ):
         assert needed in features
 

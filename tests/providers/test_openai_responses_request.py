@@ -232,11 +232,17 @@ def test_tool_choice_strings(choice: Any, sent: str) -> None:
     ("thinking", "reasoning"),
     [
         (None, None),
-        (ThinkingConfig(effort="high"), {"effort": "high", "summary": "auto"}),
+        # A summary only when asked for: OpenAI refuses the whole request (HTTP 400) when an
+        # unverified organization asks for one.
+        (ThinkingConfig(effort="high"), {"effort": "high"}),
+        (
+            ThinkingConfig(effort="high", include_thoughts=True),
+            {"effort": "high", "summary": "auto"},
+        ),
         (ThinkingConfig(effort="low", include_thoughts=False), {"effort": "low"}),
         # budget_tokens has no Responses equivalent: only the summary request remains.
-        (ThinkingConfig(budget_tokens=2048), {"summary": "auto"}),
-        (ThinkingConfig(budget_tokens=2048, include_thoughts=False), None),
+        (ThinkingConfig(budget_tokens=2048, include_thoughts=True), {"summary": "auto"}),
+        (ThinkingConfig(budget_tokens=2048), None),
     ],
 )
 def test_thinking_maps_to_reasoning(
@@ -270,6 +276,9 @@ def test_options_are_deep_merged_last() -> None:
     assert body["parallel_tool_calls"] is False
 
 
+ENCRYPTED = "reasoning.encrypted_content"
+
+
 @pytest.mark.parametrize(
     ("options", "thinking", "include"),
     [
@@ -278,7 +287,11 @@ def test_options_are_deep_merged_last() -> None:
         ({"store": False}, None, None),
         ({"store": True}, ThinkingConfig(effort="low"), None),
         ({}, ThinkingConfig(effort="low"), None),
-        ({"store": False, "include": ["x"]}, ThinkingConfig(), ["x"]),
+        # An `include` option adds to the builder's: replacing it would drop every reasoning
+        # item from the next request.
+        ({"store": False, "include": ["x"]}, ThinkingConfig(), [ENCRYPTED, "x"]),
+        ({"store": False, "include": ["x", ENCRYPTED]}, ThinkingConfig(), [ENCRYPTED, "x"]),
+        ({"include": ["x"]}, ThinkingConfig(), ["x"]),
     ],
 )
 def test_encrypted_content_is_asked_for_when_nothing_is_stored(

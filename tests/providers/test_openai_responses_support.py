@@ -25,6 +25,7 @@ from llm_worker.events import (
     BlockStart,
     BlockStop,
     BlockType,
+    CitationDelta,
     Event,
     InputJsonDelta,
     ProviderMetadata,
@@ -112,6 +113,8 @@ class Block:
     call_id: str | None = None
     name: str | None = None
     data: dict[str, Any] | None = None  # a provider block: the whole item
+    phase: str | None = None  # a message's
+    citations: list[dict[str, Any]] = field(default_factory=lambda: [])  # annotations, whole
 
 
 @dataclass
@@ -120,6 +123,7 @@ class Expected:
     stop: StopReason | None = None
     raw_stop: str | None = None
     usage: UsageEvent | None = None
+    status: StatusEvent | None = None  # the closing one: the response's id, model and tier
 
 
 def data_events(body: str) -> list[dict[str, Any]]:
@@ -134,7 +138,9 @@ def data_events(body: str) -> list[dict[str, Any]]:
 def _item_blocks(item: dict[str, Any]) -> list[Block]:
     if item["type"] == "message":
         texts = [c.get("text", c.get("refusal", "")) for c in item["content"]]
-        return [Block("text", "".join(texts), item_id=item["id"])]
+        block = Block("text", "".join(texts), item_id=item["id"], phase=item.get("phase"))
+        block.citations = [a for c in item["content"] for a in c.get("annotations") or []]
+        return [block]
     if item["type"] == "reasoning":
         summaries = [s["text"] for s in item.get("summary") or []] or [""]
         summaries[-1] += "".join(c["text"] for c in item.get("content") or [])
@@ -159,6 +165,7 @@ def expected(name: str) -> Expected:
         out.blocks.append(Block("text"))  # the empty block that carries the stop reason
     terminal = next(e for e in events if e["type"] in ("response.completed", "response.incomplete"))
     response = terminal["response"]
+    out.status = _closing_status(events, terminal)
     reason = (response.get("incomplete_details") or {}).get("reason")
     refused = any(c["type"] == "refusal" for i in items for c in i.get("content") or [])
     if terminal["type"] == "response.incomplete":
@@ -182,6 +189,17 @@ def expected(name: str) -> Expected:
     return out
 
 
+def _closing_status(events: list[dict[str, Any]], terminal: dict[str, Any]) -> StatusEvent:
+    """COMPLETED with what `response.created` and the terminal event say (the later wins)."""
+    status = StatusEvent(ResponseStatus.COMPLETED)
+    for event in [e for e in events if e["type"] == "response.created"] + [terminal]:
+        response = event["response"]
+        status.response_id = response.get("id") or status.response_id
+        status.model = response.get("model") or status.model
+        status.service_tier = response.get("service_tier") or status.service_tier
+    return status
+
+
 # -- what the client gave --------------------------------------------------------------------
 
 
@@ -194,6 +212,7 @@ def blocks_of(events: list[Event]) -> list[Block]:
             block = Block(event.block_type.value)
             if isinstance(meta, TextMetadata | ThinkingMetadata):
                 block.item_id = meta.item_id
+                block.phase = meta.phase if isinstance(meta, TextMetadata) else None
             elif isinstance(meta, ToolUseMetadata):
                 block.item_id, block.call_id, block.name = meta.item_id, meta.id, meta.name
             elif isinstance(meta, ProviderMetadata):
@@ -208,6 +227,8 @@ def blocks_of(events: list[Event]) -> list[Block]:
                 block.content += delta.partial_json
             elif isinstance(delta, SignatureDelta):
                 block.signature += delta.signature
+            elif isinstance(delta, CitationDelta):
+                block.citations.append(delta.citation.data)
     return blocks
 
 
@@ -221,7 +242,10 @@ def stops(events: list[Event]) -> list[BlockStop]:
     return [e for e in events if isinstance(e, BlockStop)]
 
 
-_DELTAS = streams.deltas(signed=[BlockType.THINKING])  # encrypted reasoning
+_DELTAS = {
+    **streams.deltas(signed=[BlockType.THINKING]),  # encrypted reasoning
+    BlockType.TEXT: (TextDelta, CitationDelta),
+}
 
 
 def check_invariants(events: list[Event], *, failed: bool = False) -> None:

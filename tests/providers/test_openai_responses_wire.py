@@ -15,6 +15,7 @@ from llm_worker.events import (
     BlockStart,
     BlockStop,
     Event,
+    StatusEvent,
     StopReason,
     TextMetadata,
     ToolUseMetadata,
@@ -87,8 +88,9 @@ async def scripted_events(answer: ScriptedResponse) -> tuple[list[Event], Except
 
 
 def comparable(events: list[Event]) -> list[Event]:
-    """Events without what only the wire has: the `msg_` id, the raw stop spelling, and the
-    item ids the encoder makes up where the script gave none (the wire always has one)."""
+    """Events without what only the wire has: the `msg_` id, the raw stop spelling, the
+    response's id and model, and the item ids the encoder makes up where the script gave none
+    (the wire always has one)."""
     return [_comparable(event) for event in events]
 
 
@@ -101,6 +103,8 @@ def _comparable(event: Event) -> Event:
             return replace(event, metadata=replace(meta, item_id=None))
     if isinstance(event, BlockStop):
         return replace(event, raw_stop_reason=None)
+    if isinstance(event, StatusEvent):
+        return StatusEvent(event.status)
     return event
 
 

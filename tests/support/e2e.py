@@ -130,10 +130,11 @@ def worker_options(provider: str) -> dict[str, Any]:
     """Thinking settings under which each provider streams and wants back its opaque data.
 
     Responses runs with `store: false`, where the reasoning item can be replayed only with its
-    encrypted content: the strictest case.
+    encrypted content: the strictest case; it asks for the reasoning summary it streams.
     """
     if provider == "openai_responses":
-        return {"thinking": ThinkingConfig(effort="low"), "options": {"store": False}}
+        thinking = ThinkingConfig(effort="low", include_thoughts=True)
+        return {"thinking": thinking, "options": {"store": False}}
     if provider == "openai_chat":
         return {"thinking": ThinkingConfig(effort="low")}
     return {"thinking": ThinkingConfig(budget_tokens=1024)}

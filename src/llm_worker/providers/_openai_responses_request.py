@@ -4,18 +4,30 @@ Mapping:
 
 - `system` → `instructions`; user text → `input_text` parts of a user message; tool results →
   `function_call_output` items (Responses has no error flag: the text says what failed);
-- assistant text → `output_text` parts of an assistant `message` item; tool calls →
-  `function_call` items (`call_id` is `ToolUsePart.id`, `arguments` its JSON text);
-- tools → function tools, `tool_choice` only with tools; `strict` is always sent, because
-  Responses makes a function tool strict when the field is absent and would then reject any
-  schema not written for strict mode;
-- `thinking` → `reasoning` (`effort`; `summary: "auto"` when `include_thoughts`);
-  `budget_tokens` has no Responses equivalent and is not sent (use `effort`);
+- assistant text → `output_text` parts of an assistant `message` item, with the message's
+  `phase` (`commentary` / `final_answer`, which OpenAI asks to have sent back) and the text's
+  annotations (its citations made by this provider, indexes as the part counts them); tool
+  calls → `function_call` items (`call_id` is `ToolUsePart.id`, `arguments` its JSON text);
+- tools → function tools, `tool_choice` and `parallel_tool_calls` only with tools; `strict` is
+  always sent, because Responses makes a function tool strict when the field is absent and
+  would then reject any schema not written for strict mode;
+- `thinking` → `reasoning`: `effort` (`max` as `xhigh`, the most OpenAI takes), and
+  `summary: "auto"` only when `include_thoughts` is `True` — OpenAI answers HTTP 400 to a
+  summary request from an organization it has not verified (the client raises that as a
+  `ConfigurationError` saying what to do); `budget_tokens` has no Responses equivalent and is
+  not sent (use `effort`);
 - `max_tokens` → `max_output_tokens`; `temperature` as is; `stream: true`;
 - `stop_sequences`: Responses has no stop sequences, so a request with some raises
   `ConfigurationError` rather than being answered without them;
-- `options` are deep-merged last: `previous_response_id`, `store`, `include`, `text`,
-  `parallel_tool_calls`, `service_tier`, `truncation`, `metadata`, ….
+- `options` are deep-merged last (`deep_merge`: lists are joined, so an `include` adds to the
+  one this builder adds): `store`, `include`, `text`, `service_tier`, `truncation`,
+  `metadata`, `top_logprobs`, ….
+
+A stored conversation: with `previous_response_id` (or `conversation`) in the options, OpenAI
+already holds every item up to that response and answers "Duplicate item found" to any of them
+sent again, so `input` holds only the messages after the last assistant message (the tool
+results and new user text that answer it). The id is the `StatusEvent.response_id` of the
+answer that is the last assistant message of `messages`; pass the whole history as usual.
 
 Replaying reasoning (what the recordings and the API's pairing rules decide):
 
@@ -44,8 +56,9 @@ Replaying hosted-tool items (`ProviderPart`s, kept whole from `response.output_i
 - An item goes back verbatim, in place in its assistant message, only when its origin is this
   provider and model and its kind is one the API takes back as an input item and that needs
   nothing more: `web_search_call`, `file_search_call`, `code_interpreter_call`,
-  `image_generation_call`, `mcp_list_tools`, `mcp_call`, and `tool_search_call` /
-  `tool_search_output` run by the server (`execution: "server"`).
+  `image_generation_call`, `mcp_list_tools`, `mcp_call`, `compaction` (the encrypted summary
+  of a context compacted server-side, which stands for the items it replaced), and
+  `tool_search_call` / `tool_search_output` run by the server (`execution: "server"`).
 - Kept out of the request: items a client must answer (`tool_search_call` with
   `execution: "client"`, `computer_call`, `local_shell_call`, `shell_call`, `apply_patch_call`,
   `custom_tool_call`, `mcp_approval_request`): the neutral model has no part for their output
@@ -66,6 +79,7 @@ import orjson
 
 from llm_worker.errors import ConfigurationError, InvalidMessagesError
 from llm_worker.messages import (
+    Citation,
     Message,
     Origin,
     Part,
@@ -97,8 +111,11 @@ _HOSTED: Final = frozenset(
         "image_generation_call",
         "mcp_list_tools",
         "mcp_call",
+        "compaction",
     }
 )
+# Neutral efforts no OpenAI model takes, as the nearest one that exists.
+_EFFORTS: Final[dict[str, str]] = {"max": "xhigh"}
 _SERVER_RUN: Final = frozenset({"tool_search_call", "tool_search_output"})
 
 
@@ -117,18 +134,24 @@ def build_body(request: Request, *, model: str) -> dict[str, Any]:
         )
     store_false = request.options.get("store") is False
     origin = Origin(PROVIDER, model)
+    messages = request.messages
+    if request.options.get("previous_response_id") or request.options.get("conversation"):
+        messages = _after_last_answer(messages)  # see the module docstring
     body: dict[str, Any] = {
         "model": model,
-        "input": input_items(request.messages, origin=origin, store_false=store_false),
+        "input": input_items(messages, origin=origin, store_false=store_false),
         "stream": True,
     }
     if request.system:
         body["instructions"] = request.system
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
-    # A tool choice names no tool to choose from without tools (hosted ones come by options).
-    if request.tool_choice is not None and (request.tools or "tools" in request.options):
-        body["tool_choice"] = _tool_choice(request.tool_choice)
+    # Tool settings mean nothing without tools (hosted ones come by options).
+    if request.tools or "tools" in request.options:
+        if request.tool_choice is not None:
+            body["tool_choice"] = _tool_choice(request.tool_choice)
+        if request.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = request.parallel_tool_calls
     if request.max_tokens is not None:
         body["max_output_tokens"] = request.max_tokens
     if request.temperature is not None:
@@ -139,6 +162,13 @@ def build_body(request: Request, *, model: str) -> dict[str, Any]:
     if store_false and request.thinking is not None:
         body["include"] = [_ENCRYPTED]
     return deep_merge(body, request.options)
+
+
+def _after_last_answer(messages: Sequence[Message]) -> Sequence[Message]:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "assistant":
+            return messages[i + 1 :]
+    return messages
 
 
 def input_items(
@@ -284,9 +314,11 @@ class _AssistantItems:
         item_id = self._own_id(part)
         if not part.text and item_id is None:
             return
-        content: dict[str, Any] = {"type": "output_text", "text": part.text, "annotations": []}
+        annotations = [_annotation(c) for c in part.citations if _ours(c.origin)]
+        content = {"type": "output_text", "text": part.text, "annotations": annotations}
+        phase = part.phase if _ours(part.origin) else None
         current = self._message
-        if current is not None and current.get("id") == item_id:
+        if current is not None and current.get("id") == item_id and current.get("phase") == phase:
             current["content"].append(content)
             return
         message = _message("assistant", [content])
@@ -294,6 +326,8 @@ class _AssistantItems:
             # An output message sent back by id also needs its status.
             message["id"] = item_id
             message["status"] = "completed"
+        if phase is not None:
+            message["phase"] = phase
         self._items.append(message)
         self._message = message
 
@@ -309,6 +343,22 @@ class _AssistantItems:
         if item_id is not None:
             item["id"] = item_id
         self._items.append(item)
+
+
+def _ours(origin: Origin | None) -> bool:
+    """Whether data was made by this API (any model: annotations and phases are not opaque)."""
+    return origin is not None and origin.provider == PROVIDER
+
+
+def _annotation(citation: Citation) -> dict[str, Any]:
+    """The annotation as it came, at the citation's place in the part's text."""
+    annotation = dict(citation.data)  # a copy: the body shares nothing with the history
+    start, end = citation.start_index, citation.end_index
+    if start is not None:
+        annotation["index" if "index" in annotation else "start_index"] = start
+    if end is not None:
+        annotation["end_index"] = end
+    return annotation
 
 
 def _thinking_group(first: ThinkingPart, rest: Sequence[Part]) -> list[ThinkingPart]:
@@ -345,7 +395,8 @@ def _reasoning(thinking: ThinkingConfig | None) -> dict[str, Any]:
         return {}
     reasoning: dict[str, Any] = {}
     if thinking.effort is not None:
-        reasoning["effort"] = thinking.effort
-    if thinking.include_thoughts:
+        effort: str = thinking.effort
+        reasoning["effort"] = _EFFORTS.get(effort, effort)
+    if thinking.include_thoughts is True:  # asked for: see the module docstring
         reasoning["summary"] = "auto"
     return reasoning

@@ -9,20 +9,29 @@ and what is dropped). This module maps the stream:
   `response.reasoning_text.delta` (raw reasoning of open-weight models) → thinking deltas; the
   `encrypted_content` of its `response.output_item.done` → a `SignatureDelta`;
 - `response.output_text.delta` and `response.refusal.delta` → a text block with
-  `TextMetadata(item_id="msg_…")`;
+  `TextMetadata(item_id="msg_…", phase=…)` (the message's `commentary` / `final_answer`
+  phase), the delta's `logprobs` (when the request included them) as `TextDelta.logprobs`;
+  the content parts of one message join into one block;
+- `response.output_text.annotation.added` (or, from a server that sends no such events, the
+  `annotations` of the finished message) → citations of that block (`Citation`: url / file
+  citations, their indexes moved to count from the start of the joined text);
 - a `function_call` item → a tool-use block (`id` = `call_id`, `item_id` = `fc_…`) fed by
   `response.function_call_arguments.delta` (or by `.done` when no delta came);
+- `response.created` and the terminal event → the response's `id`, `model` and
+  `service_tier` (the tier that served it is known only at the end) on the closing status;
 - `response.completed` → usage, then the stop: `TOOL_USE` with calls, `REFUSAL` after a refusal,
   else `END_TURN`; `response.incomplete` → usage and `MAX_TOKENS` / `CONTENT_FILTER` / `OTHER`
   by its reason; `response.failed` and `error` → usage if any, then the typed error (after the
-  abort of the open block);
+  abort of the open block); an organization OpenAI has not verified for reasoning summaries
+  gets a `ConfigurationError` saying what to change instead (after the same failure events);
 - items that arrive whole (no deltas) still give their text, summaries and arguments.
 
 - an item of any other kind (hosted tools: `web_search_call`, `file_search_call`,
-  `code_interpreter_call`, `mcp_list_tools`, `mcp_call`, `tool_search_call`, …) → one
-  `BlockType.PROVIDER` block (`ProviderMetadata`) holding the whole item of its
-  `response.output_item.done`, in output order; the Worker keeps it as a `ProviderPart`, and
-  `_openai_responses_request` sends it back in place to the same model (it says which kinds).
+  `code_interpreter_call`, `mcp_list_tools`, `mcp_call`, `tool_search_call`, …, and the
+  `compaction` item of a server-side compaction) → one `BlockType.PROVIDER` block
+  (`ProviderMetadata`) holding the whole item of its `response.output_item.done`, in output
+  order; the Worker keeps it as a `ProviderPart`, and `_openai_responses_request` sends it
+  back in place to the same model (it says which kinds).
 
 Other events (the hosted tools' progress events, `response.queued`, a trailing `data: [DONE]`
 from OpenRouter) pass without a trace.
@@ -42,9 +51,12 @@ import orjson
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker.errors import (
     APIStatusError,
+    ConfigurationError,
     ContentFilterError,
     InvalidRequestError,
+    LLMWorkerError,
     MalformedStreamError,
+    ProviderError,
     ServerError,
 )
 from llm_worker.events import (
@@ -54,10 +66,11 @@ from llm_worker.events import (
     ThinkingMetadata,
     UsageEvent,
 )
-from llm_worker.messages import Request
+from llm_worker.messages import Citation, Origin, Request
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, wrong_type
 from llm_worker.providers._http import error_class
+from llm_worker.providers._openai_logprobs import token_logprobs
 from llm_worker.providers._openai_responses_request import PROVIDER, build_body
 from llm_worker.providers._sse import ServerSentEvent
 
@@ -81,7 +94,11 @@ class OpenAIResponsesClient(HttpClient):
 
     The key comes from `OPENAI_API_KEY` unless given; `base_url` points it at a compatible
     server (OpenRouter, Azure, a local one). Stateless use: pass `options={"store": False}`
-    with `thinking` set, and reasoning is replayed from its encrypted content.
+    with `thinking` set, and reasoning is replayed from its encrypted content. Stored use: pass
+    `options={"previous_response_id": id}` with the `response_id` of the closing
+    `StatusEvent` of the last answer, and the whole history as usual: only what follows that
+    answer is sent. Reasoning summaries are asked for only with
+    `ThinkingConfig(include_thoughts=True)` (they need a verified OpenAI organization).
     """
 
     provider = PROVIDER
@@ -103,7 +120,7 @@ class OpenAIResponsesClient(HttpClient):
 
     def mapper(self, request: Request) -> StreamMapper:
         """A fresh mapper for one streamed response."""
-        return _ResponsesMapper()
+        return _ResponsesMapper(Origin(PROVIDER, self.model))
 
 
 _Handler = Callable[["_ResponsesMapper", dict[str, Any], BlockEmitter], None]
@@ -112,6 +129,9 @@ _INCOMPLETE: Final[dict[str | None, StopReason]] = {
     "max_output_tokens": StopReason.MAX_TOKENS,
     "content_filter": StopReason.CONTENT_FILTER,
 }
+
+# What OpenAI says to an organization that may not have reasoning summaries (HTTP 400).
+_UNVERIFIED: Final = "must be verified to generate reasoning summaries"
 
 # Codes of `response.error` that the shared table does not know (Responses' own spellings).
 _ERROR_CODES: Final[dict[str, type[APIStatusError]]] = {
@@ -127,21 +147,31 @@ class _ResponsesMapper:
     __slots__ = (
         "_active",
         "_calls",
+        "_cited",
         "_complete",
         "_item_id",
         "_kind",
+        "_origin",
         "_pending",
+        "_phase",
         "_refusal",
+        "_starts",
         "_streamed",
         "_summary",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, origin: Origin | None = None) -> None:
+        self._origin = origin  # the producer of the citations' data
         self._active: int | None = None  # output_index of the item that is streaming
         self._pending: dict[int, list[dict[str, Any]]] = {}  # events of the other items
         self._kind: str | None = None
         self._item_id: str | None = None
+        self._phase: str | None = None  # the active message's phase
         self._streamed = False  # the active item's content arrived as deltas
+        self._cited = False  # the active message's annotations arrived as events
+        # Where each content part of the active message starts in its joined text: the
+        # parts become one text block, annotation indexes count from their own part.
+        self._starts = [0]
         self._summary = 0  # the active reasoning item's summary part
         self._calls = 0
         self._refusal = False
@@ -194,7 +224,10 @@ class _ResponsesMapper:
         self._active = index
         self._kind = None
         self._item_id = None
+        self._phase = None
         self._streamed = False
+        self._cited = False
+        self._starts = [0]
         self._summary = 0
 
     def _flush(self, emitter: BlockEmitter) -> None:
@@ -221,7 +254,8 @@ class _ResponsesMapper:
             emitter.start(BlockType.THINKING, ThinkingMetadata(item_id=item_id))
         elif kind == "message":
             # Started at once with its id, so each text delta is a plain append.
-            emitter.start(BlockType.TEXT, TextMetadata(item_id=item_id))
+            self._phase = as_str(item.get("phase"))
+            emitter.start(BlockType.TEXT, TextMetadata(item_id=item_id, phase=self._phase))
         elif kind == "function_call":
             name = as_str(item.get("name"))
             if name is None:
@@ -241,6 +275,9 @@ class _ResponsesMapper:
         if kind == "message":
             if not self._streamed:
                 self._message_fallback(item, emitter)
+            if not self._cited:
+                # A server that sent no annotation events may still list them on the item.
+                self._item_citations(item, emitter)
         elif kind == "reasoning":
             if not self._streamed:
                 self._reasoning_fallback(item, emitter)
@@ -270,7 +307,17 @@ class _ResponsesMapper:
                 self._refusal = self._refusal or text is not None
             if text:
                 self._open_text(emitter)
-                emitter.text(text)
+                logprobs = token_logprobs(as_list(content.get("logprobs")))
+                emitter.text(text, logprobs or None)
+
+    def _item_citations(self, item: dict[str, Any], emitter: BlockEmitter) -> None:
+        offset = 0
+        for part in as_list(item.get("content")):
+            content = as_dict(part)
+            for annotation in as_list(content.get("annotations")):
+                self._open_text(emitter)
+                emitter.citation(_citation(as_dict(annotation), offset, self._origin))
+            offset += len(as_str(content.get("text")) or as_str(content.get("refusal")) or "")
 
     def _reasoning_fallback(self, item: dict[str, Any], emitter: BlockEmitter) -> None:
         summaries = [as_str(as_dict(s).get("text")) for s in as_list(item.get("summary"))]
@@ -287,7 +334,7 @@ class _ResponsesMapper:
 
     def _open_text(self, emitter: BlockEmitter) -> None:
         if emitter.open_type is not BlockType.TEXT:
-            emitter.start(BlockType.TEXT, TextMetadata(item_id=self._item_id))
+            emitter.start(BlockType.TEXT, TextMetadata(item_id=self._item_id, phase=self._phase))
 
     def _open_thinking(self, emitter: BlockEmitter) -> None:
         if emitter.open_type is not BlockType.THINKING:
@@ -299,8 +346,28 @@ class _ResponsesMapper:
         delta = event["delta"]
         if delta.__class__ is not str:  # inline: the hot path
             raise wrong_type(event["type"], "delta", delta)
-        emitter.text(delta)  # continues the block `item_added` opened
+        logprobs = event.get("logprobs")  # `[]` unless the request included them
+        if logprobs:
+            emitter.text(delta, token_logprobs(as_list(logprobs)) or None)
+        else:
+            emitter.text(delta)  # continues the block `item_added` opened
         self._streamed = True
+
+    def part_done(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
+        # `output_text.done` / `refusal.done`: the next content part starts after this one.
+        starts = self._starts
+        text = as_str(event.get("text"))
+        if text is None:
+            text = as_str(event.get("refusal")) or ""
+        if as_int(event.get("content_index")) in (None, len(starts) - 1):
+            starts.append(starts[-1] + len(text))
+
+    def annotation(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
+        index, starts = as_int(event.get("content_index")) or 0, self._starts
+        offset = starts[index] if 0 <= index < len(starts) else starts[-1]
+        self._open_text(emitter)
+        emitter.citation(_citation(as_dict(event.get("annotation")), offset, self._origin))
+        self._cited = True
 
     def refusal_delta(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
         # A refusal is kept as the answer's text; the stop reason says it was a refusal.
@@ -338,8 +405,12 @@ class _ResponsesMapper:
 
     # -- the response ------------------------------------------------------------------------
 
+    def created(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
+        _response_info(as_dict(event.get("response")), emitter)
+
     def completed(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
         response = as_dict(event.get("response"))
+        _response_info(response, emitter)  # the tier that served it is known only now
         self._flush(emitter)
         _append_usage(response, emitter)
         reason = as_str(as_dict(response.get("incomplete_details")).get("reason"))
@@ -357,6 +428,7 @@ class _ResponsesMapper:
 
     def failed(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
         response = as_dict(event.get("response"))
+        _response_info(response, emitter)
         self._flush(emitter)
         _append_usage(response, emitter)
         error = as_dict(response.get("error"))
@@ -373,6 +445,46 @@ class _ResponsesMapper:
         if code == "error":
             code = None
         raise _stream_error(code, as_str(error.get("message")) or "the provider reported an error")
+
+    def caller_error(self, exc: ProviderError) -> LLMWorkerError | None:
+        """An unverified organization's refusal of reasoning summaries, as what to change."""
+        if isinstance(exc, APIStatusError) and _UNVERIFIED in exc.message:
+            return ConfigurationError(
+                "OpenAI generates reasoning summaries only for verified organizations, and "
+                "this request asked for one (ThinkingConfig(include_thoughts=True) or a "
+                "`reasoning.summary` option). Verify the organization at "
+                "https://platform.openai.com/settings/organization/general (it can take 15 "
+                "minutes to apply), or leave include_thoughts unset: the model still reasons, "
+                "without a summary to show. OpenAI said: " + exc.message
+            )
+        return None
+
+
+def _response_info(response: dict[str, Any], emitter: BlockEmitter) -> None:
+    emitter.response_info(
+        response_id=as_str(response.get("id")),
+        model=as_str(response.get("model")),
+        service_tier=as_str(response.get("service_tier")),
+    )
+
+
+def _citation(annotation: dict[str, Any], offset: int, origin: Origin | None) -> Citation:
+    """A Responses annotation as a `Citation`, its indexes counted from the joined text.
+
+    The kinds: `url_citation`, `file_citation`, `container_file_citation`, `file_path`.
+    """
+    start = as_int(annotation.get("start_index"))
+    if start is None:
+        start = as_int(annotation.get("index"))  # a file citation marks one position
+    end = as_int(annotation.get("end_index"))
+    return Citation(
+        annotation,
+        url=as_str(annotation.get("url")),
+        title=as_str(annotation.get("title")) or as_str(annotation.get("filename")),
+        start_index=None if start is None else start + offset,
+        end_index=None if end is None else end + offset,
+        origin=origin,
+    )
 
 
 def _delta(event: dict[str, Any]) -> str:
@@ -410,7 +522,11 @@ def _stream_error(code: str | None, message: str) -> APIStatusError:
 _HANDLERS: Final[dict[str, _Handler]] = {
     "response.output_item.added": _ResponsesMapper.item_added,
     "response.output_item.done": _ResponsesMapper.item_done,
+    "response.created": _ResponsesMapper.created,
     "response.output_text.delta": _ResponsesMapper.text_delta,
+    "response.output_text.done": _ResponsesMapper.part_done,
+    "response.refusal.done": _ResponsesMapper.part_done,
+    "response.output_text.annotation.added": _ResponsesMapper.annotation,
     "response.refusal.delta": _ResponsesMapper.refusal_delta,
     "response.reasoning_summary_text.delta": _ResponsesMapper.summary_delta,
     "response.reasoning_text.delta": _ResponsesMapper.reasoning_text_delta,
