@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_worker import (
+    Citation,
     Message,
     Origin,
     ProviderPart,
@@ -77,9 +78,14 @@ def conversation(provider: str) -> list[Message]:
         ]
     elif provider == "openai_responses":
         thinking = [ThinkingPart("Two cities.", signature="enc", item_id="rs_1", origin=own)]
-        text = TextPart("Checking both.", item_id="msg_1", origin=own)
+        cited = {"type": "url_citation", "start_index": 0, "end_index": 8, "url": "u", "title": "t"}
+        citation = Citation(cited, url="u", title="t", start_index=0, end_index=8, origin=own)
+        text = TextPart("Checking both.", item_id="msg_1", origin=own, phase="commentary")
+        text.citations.append(citation)
         for n, call in enumerate(calls):
             call.item_id, call.origin = f"fc_{n}", own
+    elif provider == "openai_chat":
+        thinking = [ThinkingPart("Two cities.", origin=own)]  # read as reasoning_content
     elif provider == "gemini":
         thinking = [ThinkingPart("Two cities.", signature="g-1", origin=own)]
         calls[0].signature, calls[0].origin = "g-2", own
@@ -103,9 +109,11 @@ def request_settings(provider: str) -> dict[str, Any]:
     if provider == "anthropic":
         return {"thinking": ThinkingConfig(budget_tokens=1024), "stop_sequences": ["END"]}
     if provider == "openai_responses":  # no stop sequences on Responses
-        return {"thinking": ThinkingConfig(effort="low")}
+        thinking = ThinkingConfig(effort="low", include_thoughts=True)
+        return {"thinking": thinking, "parallel_tool_calls": False}
     if provider == "openai_chat":
-        return {"thinking": ThinkingConfig(effort="low"), "stop_sequences": ["END"]}
+        thinking = ThinkingConfig(effort="low")
+        return {"thinking": thinking, "stop_sequences": ["END"], "parallel_tool_calls": False}
     return {"thinking": ThinkingConfig(budget_tokens=1024), "stop_sequences": ["END"]}
 
 
@@ -131,6 +139,7 @@ def test_a_tool_loop_round_trips(provider: str) -> None:
     assert (decoded.tool_choice, decoded.max_tokens, decoded.temperature) == ("auto", 2000, 1.0)
     assert decoded.stop_sequences == original.stop_sequences
     assert decoded.thinking == original.thinking
+    assert decoded.parallel_tool_calls == original.parallel_tool_calls
     assert decoded.options == {}
 
 

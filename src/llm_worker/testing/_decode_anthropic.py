@@ -145,7 +145,8 @@ def _tool_choice(wire: dict[str, Any]) -> ToolChoice | None:
 
 def _thinking(wire: dict[str, Any], level: object) -> ThinkingConfig | None:
     kind = wire.get("type")
-    shown = wire.get("display") != "omitted"
+    # "summarized" is also what the builder sends when nothing was asked: it reads as None.
+    shown = False if wire.get("display") == "omitted" else None
     if kind == "enabled":
         budget = as_int(wire.get("budget_tokens"))
         return thinking_config(budget=budget, level=level, include_thoughts=shown)

@@ -165,5 +165,6 @@ def _thinking(wire: object) -> ThinkingConfig | None:
     return _config(
         budget=as_int(config.get("thinkingBudget")),
         level=config.get("thinkingLevel"),
-        include_thoughts=config.get("includeThoughts") is not False,
+        # True is also what the builder sends when nothing was asked: it reads as None.
+        include_thoughts=False if config.get("includeThoughts") is False else None,
     )

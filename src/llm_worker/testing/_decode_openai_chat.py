@@ -5,8 +5,9 @@ messages become the system prompt; `user` messages (a string or text parts) user
 `tool` messages tool results in the user message that follows the calls (Chat has no error
 flag, so `is_error` is false); `assistant` messages text and `tool_calls` (arguments parsed
 from their JSON text). `tools` (function tools, `strict` kept), `tool_choice`,
-`max_completion_tokens` (or `max_tokens`), `temperature`, `stop` and `reasoning_effort` map
-to their neutral fields. Chat sends no thinking back, so none is read.
+`max_completion_tokens` (or `max_tokens`), `temperature`, `stop`, `parallel_tool_calls` and
+`reasoning_effort` map to their neutral fields. An assistant message's `reasoning_content` is
+a `ThinkingPart` of this provider and the body's model (the builder sends only such thinking).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
     Message,
+    Origin,
     Part,
     Request,
     TextPart,
+    ThinkingPart,
     ToolChoice,
     ToolResultPart,
     ToolSpec,
@@ -29,6 +32,7 @@ from llm_worker.testing._decoding import (
     arguments,
     choice,
     finished,
+    flag,
     leftover,
     named_choice,
     number,
@@ -46,6 +50,7 @@ _MAPPED: Final = frozenset(
         "temperature",
         "stop",
         "tool_choice",
+        "parallel_tool_calls",
         "reasoning_effort",
         "stream",
         "stream_options",
@@ -55,10 +60,11 @@ _MAPPED: Final = frozenset(
 
 def decode(body: dict[str, Any], *, model: str) -> Request:
     """The neutral request a Chat Completions body carries (see the module docstring)."""
+    origin = Origin("openai_chat", as_str(body.get("model")) or model)
     system: list[str] = []
     messages: list[Message] = []
     for wire in as_list(body.get("messages")):
-        _message(as_dict(wire), system, messages)
+        _message(as_dict(wire), origin, system, messages)
     tools = [as_dict(t) for t in as_list(body.get("tools"))]
     options = leftover(body, _MAPPED | {"tools"})
     others = [t for t in tools if t.get("type") != "function"]
@@ -72,6 +78,7 @@ def decode(body: dict[str, Any], *, model: str) -> Request:
         system="\n\n".join(system) or None,
         tools=[_tool(as_dict(t.get("function"))) for t in tools if t.get("type") == "function"],
         tool_choice=_tool_choice(body.get("tool_choice")),
+        parallel_tool_calls=flag(body.get("parallel_tool_calls")),
         max_tokens=as_int(limit),
         temperature=number(body.get("temperature")),
         stop_sequences=[stop] if isinstance(stop, str) else [str(s) for s in as_list(stop)],
@@ -80,7 +87,7 @@ def decode(body: dict[str, Any], *, model: str) -> Request:
     )
 
 
-def _message(wire: dict[str, Any], system: list[str], out: list[Message]) -> None:
+def _message(wire: dict[str, Any], origin: Origin, system: list[str], out: list[Message]) -> None:
     role = wire.get("role")
     content = wire.get("content")
     match role:
@@ -93,7 +100,7 @@ def _message(wire: dict[str, Any], system: list[str], out: list[Message]) -> Non
             result = ToolResultPart(call_id, "".join(_texts(content)))
             out.append(Message("user", [result]))
         case "assistant":
-            out.append(Message("assistant", _assistant(wire)))
+            out.append(Message("assistant", _assistant(wire, origin)))
         case _:
             raise InvalidMessagesError(f"a Chat Completions message has no known role: {role!r}")
 
@@ -104,8 +111,10 @@ def _texts(content: object) -> list[str]:
     return [as_str(as_dict(p).get("text")) or "" for p in as_list(content)]
 
 
-def _assistant(wire: dict[str, Any]) -> list[Part]:
-    parts: list[Part] = [TextPart(t) for t in _texts(wire.get("content")) if t]
+def _assistant(wire: dict[str, Any], origin: Origin) -> list[Part]:
+    reasoning = as_str(wire.get("reasoning_content"))
+    parts: list[Part] = [] if reasoning is None else [ThinkingPart(reasoning, origin=origin)]
+    parts += [TextPart(t) for t in _texts(wire.get("content")) if t]
     for call in as_list(wire.get("tool_calls")):
         function = as_dict(as_dict(call).get("function"))
         name = as_str(function.get("name")) or ""

@@ -3,12 +3,13 @@
 The inverse of `providers._openai_responses_request.build_body`: `instructions` is the system
 prompt; `input` (a string, or items) becomes the conversation — user and system `message`
 items (text parts), `function_call_output` items as tool results (Responses has no error
-flag, so `is_error` is false), assistant `message` items as text (with their item id),
+flag, so `is_error` is false), assistant `message` items as text (with their item id, phase
+and annotations as citations),
 `function_call` items as tool calls (`call_id`, item id, arguments parsed), `reasoning` items
 as one `ThinkingPart` per summary part (item id; `encrypted_content` as the signature of the
 first), and any other item (a hosted-tool call) as a `ProviderPart`. Function `tools` (with
-`strict`), `tool_choice`, `max_output_tokens`, `temperature` and `reasoning` (`effort`,
-`summary`) map to their neutral fields; hosted tools, `store`, `include` and the rest go to
+`strict`), `tool_choice`, `parallel_tool_calls`, `max_output_tokens`, `temperature` and
+`reasoning` (`effort`, `summary`) map to their neutral fields; hosted tools, `store`, `include` and the rest go to
 `options`.
 """
 
@@ -19,6 +20,7 @@ from typing import Any, Final
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
+    Citation,
     Message,
     Origin,
     Part,
@@ -36,6 +38,7 @@ from llm_worker.testing._decoding import (
     arguments,
     choice,
     finished,
+    flag,
     leftover,
     named_choice,
     number,
@@ -52,6 +55,7 @@ _MAPPED: Final = frozenset(
         "max_output_tokens",
         "temperature",
         "tool_choice",
+        "parallel_tool_calls",
         "reasoning",
         "stream",
     }
@@ -76,6 +80,7 @@ def decode(body: dict[str, Any], *, model: str) -> Request:
         system="\n\n".join([instructions or "", *system]).strip() or None,
         tools=[_tool(t) for t in tools if t.get("type") == "function"],
         tool_choice=_tool_choice(body.get("tool_choice")),
+        parallel_tool_calls=flag(body.get("parallel_tool_calls")),
         max_tokens=as_int(body.get("max_output_tokens")),
         temperature=number(body.get("temperature")),
         thinking=_thinking(body.get("reasoning")),
@@ -117,8 +122,34 @@ def _message(item: dict[str, Any], origin: Origin, system: list[str]) -> Message
     if role != "assistant":
         raise InvalidMessagesError(f"a Responses message item has no known role: {role!r}")
     item_id = as_str(item.get("id"))
-    own = origin if item_id is not None else None
-    return Message("assistant", [TextPart(t, item_id=item_id, origin=own) for t in texts])
+    phase = as_str(item.get("phase"))
+    own = origin if item_id is not None or phase is not None else None
+    parts: list[Part] = []
+    for content in as_list(item.get("content")) or [{"text": t} for t in texts]:
+        text = as_dict(content)
+        cited = [_citation(as_dict(a), origin) for a in as_list(text.get("annotations"))]
+        parts.append(
+            TextPart(
+                as_str(text.get("text")) or "",
+                item_id=item_id,
+                origin=own,
+                citations=cited,
+                phase=phase,
+            )
+        )
+    return Message("assistant", parts)
+
+
+def _citation(annotation: dict[str, Any], origin: Origin) -> Citation:
+    start = as_int(annotation.get("start_index"))
+    return Citation(
+        annotation,
+        url=as_str(annotation.get("url")),
+        title=as_str(annotation.get("title")) or as_str(annotation.get("filename")),
+        start_index=as_int(annotation.get("index")) if start is None else start,
+        end_index=as_int(annotation.get("end_index")),
+        origin=origin,
+    )
 
 
 def _texts(content: object) -> list[str]:
@@ -161,5 +192,6 @@ def _thinking(wire: object) -> ThinkingConfig | None:
     reasoning = as_dict(wire)
     if not reasoning:
         return None
-    shown = reasoning.get("summary") is not None
+    # A summary is asked for only when include_thoughts is True; its absence says no more.
+    shown = True if reasoning.get("summary") is not None else None
     return thinking_config(level=reasoning.get("effort"), include_thoughts=shown)

@@ -60,6 +60,11 @@ def leftover(body: Mapping[str, Any], known: Iterable[str]) -> dict[str, Any]:
     return {key: value for key, value in body.items() if key not in skip}
 
 
+def flag(value: object) -> bool | None:
+    """A JSON boolean, else `None`."""
+    return value if isinstance(value, bool) else None
+
+
 def arguments(text: object, *, name: str) -> dict[str, Any]:
     """A tool call's arguments, sent as JSON text (OpenAI), as a JSON object.
 
@@ -111,9 +116,9 @@ def effort(value: object) -> Effort | None:
 
 
 def thinking_config(
-    *, budget: int | None = None, level: object = None, include_thoughts: bool = True
+    *, budget: int | None = None, level: object = None, include_thoughts: bool | None = None
 ) -> ThinkingConfig:
-    """A `ThinkingConfig` from decoded settings."""
+    """A `ThinkingConfig` from decoded settings (`include_thoughts` `None`: not said)."""
     return ThinkingConfig(
         budget_tokens=budget, effort=effort(level), include_thoughts=include_thoughts
     )
