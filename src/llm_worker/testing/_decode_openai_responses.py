@@ -4,13 +4,13 @@ The inverse of `providers._openai_responses_request.build_body`: `instructions` 
 prompt; `input` (a string, or items) becomes the conversation — user and system `message`
 items (text parts), `function_call_output` items as tool results (Responses has no error
 flag, so `is_error` is false), assistant `message` items as text (with their item id, phase
-and annotations as citations),
-`function_call` items as tool calls (`call_id`, item id, arguments parsed), `reasoning` items
-as one `ThinkingPart` per summary part (item id; `encrypted_content` as the signature of the
-first), and any other item (a hosted-tool call) as a `ProviderPart`. Function `tools` (with
+and annotations as citations), `function_call` items as tool calls (`call_id`, item id,
+arguments parsed), `reasoning` items as one `ThinkingPart` per summary part (item id;
+`encrypted_content` as the signature of the first), and any other item (a hosted-tool call)
+as a `ProviderPart`. Function `tools` (with
 `strict`), `tool_choice`, `parallel_tool_calls`, `max_output_tokens`, `temperature` and
-`reasoning` (`effort`, `summary`) map to their neutral fields; hosted tools, `store`, `include` and the rest go to
-`options`.
+`reasoning` (`effort`, `summary`) map to their neutral fields; hosted tools, `store`,
+`include` and the rest go to `options`.
 """
 
 from __future__ import annotations
