@@ -41,7 +41,9 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 
-__all__ = ("Assembler", "Completed")
+__all__ = ("DEFAULT_MAX_ARGUMENTS", "Assembler", "Completed")
+
+_KEPT_RAW = 200  # characters of oversized arguments kept, to quote to the model
 
 
 @dataclass(slots=True)
@@ -57,6 +59,7 @@ class _Open:
     phase: str | None = None
     replay: bool = False
     citations: list[Citation] = field(default_factory=lambda: [])
+    size: int = 0  # characters of a tool call's arguments, kept or not
 
 
 @dataclass(slots=True)
@@ -67,13 +70,24 @@ class Completed:
     call: ToolCall | None = None
 
 
+DEFAULT_MAX_ARGUMENTS = 1 << 20
+"""Characters of one tool call's argument JSON the Worker accepts by default (1 MiB)."""
+
+
 class Assembler:
-    """Feed it every event of one response; read `message`, `calls`, `usage`, `stop_reason`."""
+    """Feed it every event of one response; read `message`, `calls`, `usage`, `stop_reason`.
 
-    __slots__ = ("_open", "calls", "origin", "parts", "stop_reason", "usage")
+    A tool call whose argument JSON exceeds `max_arguments` characters is neither kept nor
+    parsed: the call gets `input={}` and an `error` saying so (the tool will not run), and its
+    `raw_input` keeps only the first characters, so neither memory nor the next request grows
+    with what the model sent.
+    """
 
-    def __init__(self, origin: Origin) -> None:
+    __slots__ = ("_open", "calls", "max_arguments", "origin", "parts", "stop_reason", "usage")
+
+    def __init__(self, origin: Origin, *, max_arguments: int = DEFAULT_MAX_ARGUMENTS) -> None:
         self.origin = origin
+        self.max_arguments = max_arguments
         self.parts: list[Part] = []
         self.calls: list[ToolCall] = []
         self.usage = UsageEvent()
@@ -89,7 +103,9 @@ class Assembler:
             if isinstance(delta, TextDelta | ThinkingDelta):
                 block.pieces.append(delta.text)
             elif isinstance(delta, InputJsonDelta):
-                block.pieces.append(delta.partial_json)
+                if block.size <= self.max_arguments:  # past the cap, only counted
+                    block.pieces.append(delta.partial_json)
+                block.size += len(delta.partial_json)
             elif isinstance(delta, CitationDelta):
                 block.citations.append(delta.citation)
             else:
@@ -138,6 +154,16 @@ class Assembler:
         block = self._open = _Open(kind)
         return block
 
+    def _call(self, block: _Open, text: str) -> ToolCall:
+        if block.size <= self.max_arguments:
+            return parse_tool_call(block.call_id, block.name, text)
+        error = (
+            f"the arguments of tool {block.name!r} are {block.size:,} characters, over the "
+            f"limit of {self.max_arguments:,}: send a reference (a path, an id, a URL) instead "
+            "of the data, or split the work into several smaller calls"
+        )
+        return ToolCall(block.call_id, block.name, {}, raw_input=text[:_KEPT_RAW], error=error)
+
     def _stop(self) -> Completed | None:
         block = self._open
         self._open = None
@@ -152,7 +178,7 @@ class Assembler:
         opaque = signature or block.redacted or block.item_id or block.replay
         origin = self.origin if opaque else None
         if block.block_type is BlockType.TOOL_USE:
-            call = parse_tool_call(block.call_id, block.name, text)
+            call = self._call(block, text)
             self.calls.append(call)
             self.parts.append(
                 ToolUsePart(

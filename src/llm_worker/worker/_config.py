@@ -39,6 +39,7 @@ class WorkerConfig:
     stop_sequences: list[str] = field(default_factory=lambda: [])
     options: dict[str, Any] = field(default_factory=lambda: {})
     early_tool_start: bool = False
+    max_tool_arguments: int = 1 << 20
     blob_store: BlobStore | None = None
     hooks: HookSet = field(default_factory=HookSet)
     text_complete: list[Callable[[str], object]] = field(default_factory=lambda: [])

@@ -169,7 +169,10 @@ class Run:
         attempt = 0
         while True:
             attempt += 1
-            assembler = Assembler(Origin(cfg.client.provider, cfg.client.model))
+            assembler = Assembler(
+                Origin(cfg.client.provider, cfg.client.model),
+                max_arguments=cfg.max_tool_arguments,
+            )
             try:
                 await self._stream(request, assembler)
             except ProviderError as exc:

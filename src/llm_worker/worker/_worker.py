@@ -102,6 +102,9 @@ class Worker:
             the answer still streams (only read-only or idempotent tools start early).
         stream_retry: When to send a request again after its stream broke mid-way.
         history: A history to start from.
+        max_tool_arguments: Characters of one tool call's argument JSON past which the call
+            is not run: it gets an error result asking for smaller arguments, and the history
+            keeps it with empty arguments, so the next request stays small (default 1 MiB).
     """
 
     def __init__(
@@ -123,14 +126,17 @@ class Worker:
         early_tool_start: bool = False,
         stream_retry: StreamRetry | None = None,
         history: Iterable[Message] = (),
+        max_tool_arguments: int = 1 << 20,
     ) -> None:
         self._owned: HttpClient | None = None
         if isinstance(client, str):
             from llm_worker.providers import from_string
 
             client = self._owned = from_string(client)
-        if max_requests < 1 or max_continuations < 0:
-            raise ConfigurationError("max_requests must be >= 1 and max_continuations >= 0")
+        if max_requests < 1 or max_continuations < 0 or max_tool_arguments < 1:
+            raise ConfigurationError(
+                "max_requests and max_tool_arguments must be >= 1, max_continuations >= 0"
+            )
         registry, policy = _registry(tools, blob_store, output_policy)
         self._cfg = WorkerConfig(
             client=client,
@@ -148,6 +154,7 @@ class Worker:
             stop_sequences=list(stop_sequences),
             options=dict(options or {}),
             early_tool_start=early_tool_start,
+            max_tool_arguments=max_tool_arguments,
             blob_store=blob_store,
         )
         self.history: list[Message] = list(history)

@@ -1,0 +1,107 @@
+"""The Worker against hostile answers: oversized arguments, repeated call ids, cancelled effects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from llm_worker import ConfigurationError, Message, ToolUsePart, Worker, tool
+from llm_worker.hooks import ToolCallContext
+from llm_worker.state import RunStatus
+from llm_worker.testing import ScriptedClient, ScriptedModelServer, ScriptedResponse
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT = 10
+
+
+def make_store() -> tuple[Any, list[int]]:
+    seen: list[int] = []
+
+    @tool(effect="side_effect")
+    async def store(data: str) -> str:
+        """Store some data."""
+        seen.append(len(data))
+        return f"stored {len(data)} characters"
+
+    return store, seen
+
+
+# -- tool-argument size cap ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["scripted", "anthropic", "openai_chat"])
+async def test_oversized_arguments_get_an_error_result_and_a_bounded_history(
+    provider: str,
+) -> None:
+    store, seen = make_store()
+    huge = "x" * 300_000
+    script = [
+        ScriptedResponse([ToolUsePart("c1", "store", {"data": huge})]),
+        ScriptedResponse.text("Understood."),
+    ]
+    if provider == "scripted":
+        client = ScriptedClient(script)
+        result, worker = await _run(Worker(client, tools=[store], max_tool_arguments=100_000))
+        sent = client.requests[1].messages
+    else:
+        async with ScriptedModelServer(provider, script) as server, server.client() as client:
+            worker = Worker(client, tools=[store], max_tool_arguments=100_000)
+            result, worker = await _run(worker)
+            body = server.requests[1].body
+            assert len(body) < 10_000  # the next request does not carry the 300 KB again
+        sent = worker.history
+    assert result.status is RunStatus.FINISHED
+    assert seen == []  # the tool never ran
+    answer = sent[-1] if sent[-1].role == "user" else sent[-2]
+    (error,) = answer.tool_results
+    assert error.is_error
+    assert "300,0" in error.content and "100,000" in error.content
+    assert "smaller" in error.content
+    assert len(error.content) < 1_000
+    (kept,) = [p for m in sent for p in m.tool_uses]
+    assert kept.input == {}
+
+
+async def _run(worker: Worker) -> tuple[Any, Worker]:
+    with anyio.fail_after(TIMEOUT):
+        return await worker.run("store it"), worker
+
+
+async def test_arguments_at_the_cap_still_run_and_a_hook_may_supply_smaller_ones() -> None:
+    store, seen = make_store()
+
+    async def shrink(ctx: ToolCallContext) -> None:
+        if ctx.call.error is not None:
+            ctx.call.input = {"data": "short"}
+
+    client = ScriptedClient(
+        [
+            ScriptedResponse(
+                [
+                    ToolUsePart("c1", "store", {"data": "a" * 50}),
+                    ToolUsePart("c2", "store", {"data": "b" * 500}),
+                ]
+            ),
+            ScriptedResponse.text("ok"),
+        ]
+    )
+    worker = Worker(client, tools=[store], max_tool_arguments=len('{"data":""}') + 50)
+    worker.add_before_tool_call_hook(shrink)
+    result, _ = await _run(worker)
+    assert result.status is RunStatus.FINISHED
+    assert seen == [50, 5]
+
+
+def test_the_cap_must_be_positive() -> None:
+    with pytest.raises(ConfigurationError, match="max_tool_arguments"):
+        Worker(ScriptedClient([]), max_tool_arguments=0)
+
+
+def assert_paired(history: list[Message]) -> None:
+    for i, message in enumerate(history):
+        if message.role == "assistant" and message.tool_uses:
+            ids = [r.tool_use_id for r in history[i + 1].tool_results]
+            assert ids == [c.id for c in message.tool_uses]
