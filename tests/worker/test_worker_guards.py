@@ -105,3 +105,50 @@ def assert_paired(history: list[Message]) -> None:
         if message.role == "assistant" and message.tool_uses:
             ids = [r.tool_use_id for r in history[i + 1].tool_results]
             assert ids == [c.id for c in message.tool_uses]
+
+
+# -- one call id, one execution, one result --------------------------------------------------
+
+
+@pytest.mark.parametrize("early", [False, True])
+async def test_a_call_id_repeated_in_one_answer_runs_once_and_is_answered_once(
+    early: bool,
+) -> None:
+    store, seen = make_store()
+    client = ScriptedClient(
+        [
+            ScriptedResponse(
+                [
+                    ToolUsePart("c1", "store", {"data": "first"}),
+                    ToolUsePart("c1", "store", {"data": "again"}),
+                    ToolUsePart("c2", "store", {"data": "other"}),
+                ]
+            ),
+            ScriptedResponse.text("ok"),
+        ]
+    )
+    worker = Worker(client, tools=[store], early_tool_start=early)
+    result, _ = await _run(worker)
+    assert result.status is RunStatus.FINISHED
+    assert seen == [5, 5]  # "first" and "other": the repeat never ran
+    sent = client.requests[1].messages
+    assert [c.id for c in sent[-2].tool_uses] == ["c1", "c2"]
+    assert [r.tool_use_id for r in sent[-1].tool_results] == ["c1", "c2"]
+    assert sent[-1].tool_results[0].content == "stored 5 characters"
+
+
+async def test_a_loaded_history_with_a_repeated_call_id_is_sent_with_one_call_and_one_result() -> (
+    None
+):
+    client = ScriptedClient([ScriptedResponse.text("ok")])
+    history = [
+        Message.user("go"),
+        Message("assistant", [ToolUsePart("c1", "store", {}), ToolUsePart("c1", "store", {})]),
+    ]
+    worker = Worker(client, history=history)
+    result, _ = await _run(worker)
+    assert result.status is RunStatus.FINISHED
+    sent = client.requests[0].messages
+    assert [c.id for c in sent[1].tool_uses] == ["c1"]
+    assert [r.tool_use_id for r in sent[2].tool_results] == ["c1"]
+    assert_paired(sent)

@@ -7,6 +7,7 @@ back; this assembler keeps both. Aborted blocks are dropped: a half block is nev
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ from llm_worker.messages import (
 
 __all__ = ("DEFAULT_MAX_ARGUMENTS", "Assembler", "Completed")
 
+_log = logging.getLogger("llm_worker")
 _KEPT_RAW = 200  # characters of oversized arguments kept, to quote to the model
 
 
@@ -83,7 +85,16 @@ class Assembler:
     with what the model sent.
     """
 
-    __slots__ = ("_open", "calls", "max_arguments", "origin", "parts", "stop_reason", "usage")
+    __slots__ = (
+        "_ids",
+        "_open",
+        "calls",
+        "max_arguments",
+        "origin",
+        "parts",
+        "stop_reason",
+        "usage",
+    )
 
     def __init__(self, origin: Origin, *, max_arguments: int = DEFAULT_MAX_ARGUMENTS) -> None:
         self.origin = origin
@@ -93,6 +104,7 @@ class Assembler:
         self.usage = UsageEvent()
         self.stop_reason: StopReason | None = None
         self._open: _Open | None = None
+        self._ids: set[str] = set()
 
     def feed(self, event: Event) -> Completed | None:
         """Take one event; return what it completed, if anything."""
@@ -179,6 +191,16 @@ class Assembler:
         origin = self.origin if opaque else None
         if block.block_type is BlockType.TOOL_USE:
             call = self._call(block, text)
+            if call.id in self._ids:
+                # One call id, one execution, one result: a repeat is dropped, never run, so
+                # the history sends back neither a duplicate call nor a duplicate result.
+                _log.warning(
+                    "the answer repeats tool call id %r (%s); the repeat is dropped",
+                    call.id,
+                    call.name,
+                )
+                return None
+            self._ids.add(call.id)
             self.calls.append(call)
             self.parts.append(
                 ToolUsePart(

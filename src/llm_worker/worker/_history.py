@@ -26,9 +26,11 @@ def missing_result(call: ToolUsePart, why: str) -> ToolResultPart:
 def repair(messages: list[Message], *, why: str = "interrupted") -> tuple[list[Message], int]:
     """Return a history where each tool call has exactly one result, in call order.
 
-    Results are moved first into the user message that follows their call, ordered as the
-    calls; missing ones are synthesized (`why` says what happened); results that answer no
-    call of the preceding message, and duplicates, are dropped. The input is not modified.
+    A tool call that repeats the id of an earlier call of its message is dropped (one id,
+    one call, one result). Results are moved first into the user message that follows their
+    call, ordered as the calls; missing ones are synthesized (`why` says what happened);
+    results that answer no call of the preceding message, and duplicates, are dropped. The
+    input is not modified.
 
     Returns:
         The repaired messages and the number of changes made.
@@ -37,7 +39,8 @@ def repair(messages: list[Message], *, why: str = "interrupted") -> tuple[list[M
     changes = 0
     i = 0
     while i < len(messages):
-        message = messages[i]
+        message, repeats = _unique_calls(messages[i])
+        changes += repeats
         calls = message.tool_uses if message.role == "assistant" else []
         if not calls:
             if message.role == "user" and message.tool_results:
@@ -58,6 +61,22 @@ def repair(messages: list[Message], *, why: str = "interrupted") -> tuple[list[M
         changes += changed
         i += 2 if follower is not None and follower.role == "user" else 1
     return out, changes
+
+
+def _unique_calls(message: Message) -> tuple[Message, int]:
+    """`message` without the tool calls that repeat an earlier call's id in it."""
+    if message.role != "assistant":
+        return message, 0
+    seen: set[str] = set()
+    kept: list[Part] = []
+    for part in message.content:
+        if isinstance(part, ToolUsePart):
+            if part.id in seen:
+                continue
+            seen.add(part.id)
+        kept.append(part)
+    repeats = len(message.content) - len(kept)
+    return (Message("assistant", kept), repeats) if repeats else (message, 0)
 
 
 def _answer(calls: list[ToolUsePart], follower: Message | None, why: str) -> tuple[Message, int]:
