@@ -152,3 +152,69 @@ async def test_a_loaded_history_with_a_repeated_call_id_is_sent_with_one_call_an
     assert [c.id for c in sent[1].tool_uses] == ["c1"]
     assert [r.tool_use_id for r in sent[2].tool_results] == ["c1"]
     assert_paired(sent)
+
+
+# -- what the model reads about a call cut short ---------------------------------------------
+
+
+def blocking_tools() -> tuple[list[Any], anyio.Event]:
+    both = anyio.Event()
+    started: list[str] = []
+
+    async def block(name: str) -> str:
+        started.append(name)
+        if len(started) == 2:
+            both.set()
+        await anyio.sleep_forever()
+        return "unreachable"
+
+    @tool(effect="side_effect")
+    async def send_email() -> str:
+        """Send an email."""
+        return await block("send_email")
+
+    @tool(effect="read_only")
+    async def read_inbox() -> str:
+        """Read the inbox."""
+        return await block("read_inbox")
+
+    @tool(effect="side_effect", exclusive=True)
+    async def wipe() -> str:
+        """Runs alone, after the others."""
+        return "wiped"
+
+    return [send_email, read_inbox, wipe], both
+
+
+@pytest.mark.parametrize("how", ["worker.cancel", "task"])
+async def test_a_side_effecting_call_cut_short_may_have_taken_effect(how: str) -> None:
+    tools, both = blocking_tools()
+    client = ScriptedClient(
+        [
+            ScriptedResponse(
+                [
+                    ToolUsePart("a", "send_email", {}),
+                    ToolUsePart("b", "read_inbox", {}),
+                    ToolUsePart("c", "wipe", {}),
+                ]
+            )
+        ]
+    )
+    worker = Worker(client, tools=tools)
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as group:
+
+            async def stop() -> None:
+                await both.wait()
+                if how == "worker.cancel":
+                    worker.cancel()
+                else:
+                    group.cancel_scope.cancel()
+
+            group.start_soon(stop)
+            await worker.run("go")
+    email, inbox, wipe = worker.history[-1].tool_results
+    assert "while it ran" in email.content and "may already have taken effect" in email.content
+    assert "not repeat it blindly" in email.content
+    assert "while it ran" in inbox.content and "taken effect" not in inbox.content
+    assert "never started" in wipe.content and "taken effect" not in wipe.content

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
 __all__ = (
+    "cut_short",
     "excerpt",
     "invalid_arguments",
     "invalid_json",
@@ -139,6 +140,23 @@ def raised(exc: BaseException) -> str:
 def timed_out(name: str, seconds: float) -> str:
     """The call ran past the tool's timeout."""
     return f"The tool {name!r} timed out after {seconds:g} s without a result."
+
+
+def cut_short(name: str, why: str, *, side_effect: bool) -> str:
+    """A call that was running when its run was cancelled or failed, left without a result.
+
+    Args:
+        name: The tool's name.
+        why: What happened to the run (`"cancelled"`, `"interrupted"`).
+        side_effect: Whether the tool is marked neither read-only nor idempotent.
+    """
+    message = f"No result: the call of {name!r} was {why} while it ran, before it returned."
+    if side_effect:
+        message += (
+            " It may already have taken effect: check whether it did before calling the tool "
+            "again, and do not repeat it blindly."
+        )
+    return message
 
 
 def not_stored(name: str, size: int, exc: BaseException) -> str:

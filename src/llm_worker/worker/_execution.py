@@ -236,6 +236,8 @@ class Batch:
         """The results so far, with the missing ones marked `why` — for a cancelled batch.
 
         Only results every after hook has seen are kept; the others say what happened.
+        A call cut short while it ran says so; for a tool with side effects, the model also
+        reads that the effect may have happened and that the call must not be blindly repeated.
         """
         if not self.pending:
             return None
@@ -262,8 +264,12 @@ class Batch:
                 "after_tool_call hook had checked its result."
             )
         if ran:
-            return f"No result: the call was {why} before it returned."
+            return say.cut_short(pending.call.name, why, side_effect=self._has_side_effect(index))
         return f"Not run: this call never started, because the run was {why} first."
+
+    def _has_side_effect(self, index: int) -> bool:
+        tool = self.owner.cfg.registry.get(self.pending[index].call.name)
+        return tool is not None and not tool_meta(tool).may_rerun
 
 
 def _outcome(pending: PendingCall) -> ToolOutcome:
