@@ -15,7 +15,7 @@ import orjson
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker.errors import PauseStateError
 from llm_worker.events import USAGE_FIELDS, Event, StopReason, UsageEvent
-from llm_worker.messages import Message
+from llm_worker.messages import Message, TextPart, ToolResultPart, ToolUsePart
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -177,10 +177,15 @@ class PauseState:
 
     @classmethod
     def from_dict(cls, data: object) -> PauseState:
-        """Load a state from `to_dict` output.
+        """Load a state from `to_dict` output, and check that it holds together.
+
+        Besides its shape, the state must be consistent: the pending calls are exactly the
+        unanswered calls of the last assistant message, in order (none when paused at the turn
+        end), with results where they are done or skipped, and no message has an empty text.
 
         Raises:
-            PauseStateError: Another format version or a wrong shape.
+            PauseStateError: Another format version, a wrong shape, or an inconsistent state
+                (the message says what does not hold).
         """
         body = as_dict(data)
         if body.get("version") != _STATE_VERSION:
@@ -198,7 +203,7 @@ class PauseState:
             raise PauseStateError(f"pause state is damaged: {exc}") from exc
         usage = as_dict(body.get("usage"))
         tools = body.get("tools")
-        return cls(
+        state = cls(
             history,
             pending,
             at=at,
@@ -208,6 +213,62 @@ class PauseState:
             usage=UsageEvent(**{k: as_int(usage.get(k)) for k in USAGE_FIELDS}),
             tools=None if tools is None else [str(t) for t in as_list(tools)],
         )
+        problem = _empty_text(history) or _pending_mismatch(state)
+        if problem:
+            raise PauseStateError(f"pause state is inconsistent: {problem}")
+        return state
+
+
+def _empty_text(history: list[Message]) -> str | None:
+    for n, message in enumerate(history):
+        for part in message.content:
+            if isinstance(part, TextPart) and not part.text and _bare(part, message.role):
+                return f"message {n} ({message.role}) has an empty text part"
+    return None
+
+
+def _bare(part: TextPart, role: str) -> bool:
+    # An assistant's empty text may carry a signature or citations its provider needs back.
+    return role == "user" or not (part.signature or part.item_id or part.citations)
+
+
+def _unanswered(history: list[Message]) -> list[ToolUsePart]:
+    """The calls of the last assistant message that no later message answers."""
+    for n in range(len(history) - 1, -1, -1):
+        if history[n].role == "assistant":
+            answered = {
+                p.tool_use_id
+                for m in history[n + 1 :]
+                for p in m.content
+                if isinstance(p, ToolResultPart)
+            }
+            return [c for c in history[n].tool_uses if c.id not in answered]
+    return []
+
+
+def _pending_mismatch(state: PauseState) -> str | None:
+    calls = [(c.id, c.name) for c in _unanswered(state.history)]
+    pending = [(p.call.id, p.call.name) for p in state.pending]
+    if state.at == "on_turn_end" and (pending or calls):
+        return (
+            "it is paused at the turn end, but calls are unanswered "
+            f"({', '.join(i for i, _ in calls or pending)}): they would never run"
+        )
+    if pending != calls:
+        return (
+            f"the pending calls {_ids(pending)} are not the unanswered calls {_ids(calls)} of "
+            "the last assistant message (id and tool name, in order)"
+        )
+    for p in state.pending:
+        if p.status in ("done", "skipped") and p.result is None:
+            return f"call {p.call.id} is {p.status} but has no result"
+        if p.result is not None and p.result.tool_use_id != p.call.id:
+            return f"call {p.call.id} holds the result of call {p.result.tool_use_id}"
+    return None
+
+
+def _ids(calls: list[tuple[str, str]]) -> str:
+    return "[" + ", ".join(f"{i} {n}" for i, n in calls) + "]"
 
 
 def _pending_to_dict(p: PendingCall) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from llm_worker import Message, PauseState, PauseStateError, ToolUsePart, Worker, tool
+from llm_worker import Message, PauseState, PauseStateError, TextPart, ToolUsePart, Worker, tool
 from llm_worker.hooks import Pause, Skip, ToolCallContext, TurnEndContext
 from llm_worker.state import Decision, RunStatus
 from llm_worker.testing import ScriptedClient, ScriptedResponse
@@ -256,3 +256,72 @@ async def test_results_before_the_pause_survive_the_json_round_trip() -> None:
     ]
     assert [r.is_error for r in results] == [False, True, False]
     assert RUNS == ["balance", "transfer:5"]
+
+
+async def _paused_state() -> dict[str, Any]:
+    worker = Worker(scripted(), tools=[balance, transfer])
+    worker.add_before_tool_call_hook(approval)
+    paused = await worker.run("pay")
+    assert paused.state is not None
+    return paused.state.to_dict()
+
+
+async def test_a_tampered_but_well_formed_state_is_refused_saying_what_is_wrong() -> None:
+    good = await _paused_state()
+    PauseState.from_dict(good)  # the untouched state loads
+
+    def tampered(change: Any) -> dict[str, Any]:
+        data = PauseState.from_dict(good).to_dict()
+        change(data)
+        return data
+
+    def at_turn_end(d: dict[str, Any]) -> None:
+        d["at"], d["pending"] = "on_turn_end", []
+
+    def drop_a_call(d: dict[str, Any]) -> None:
+        d["pending"].pop(1)
+
+    def swap_calls(d: dict[str, Any]) -> None:
+        d["pending"][1], d["pending"][2] = d["pending"][2], d["pending"][1]
+
+    def rename(d: dict[str, Any]) -> None:
+        d["pending"][1]["call"]["name"] = "balance"
+
+    def empty_user_text(d: dict[str, Any]) -> None:
+        d["history"][0]["content"][0]["text"] = ""
+
+    def done_without_result(d: dict[str, Any]) -> None:
+        d["pending"][1]["status"] = "done"
+
+    def foreign_result(d: dict[str, Any]) -> None:
+        d["pending"][1]["status"] = "done"
+        d["pending"][1]["result"] = {"tool_use_id": "c3", "name": "transfer", "content": "x"}
+
+    cases = {
+        "turn end, but calls are unanswered (c1, c2, c3)": at_turn_end,
+        "pending calls [c1 balance, c3 transfer] are not the unanswered": drop_a_call,
+        "[c1 balance, c3 transfer, c2 transfer]": swap_calls,
+        "[c1 balance, c2 balance, c3 transfer]": rename,
+        "message 0 (user) has an empty text part": empty_user_text,
+        "call c2 is done but has no result": done_without_result,
+        "call c2 holds the result of call c3": foreign_result,
+    }
+    for says, change in cases.items():
+        with pytest.raises(PauseStateError, match="inconsistent") as caught:
+            PauseState.from_dict(tampered(change))
+        assert says in str(caught.value), (says, caught.value)
+
+
+async def test_a_consistent_turn_end_state_and_a_state_without_calls_still_load() -> None:
+    worker = Worker(ScriptedClient([ScriptedResponse.text("draft")]))
+
+    async def review(ctx: TurnEndContext) -> Pause:
+        return Pause("review")
+
+    worker.add_on_turn_end_hook(review)
+    paused = await worker.run("write")
+    assert paused.state is not None
+    assert PauseState.from_json(paused.state.to_json()) == paused.state
+    signed = Message("assistant", [TextPart("", signature="sig")])
+    state = PauseState([Message.user("hi"), signed], at="on_turn_end")
+    assert PauseState.from_json(state.to_json()) == state
