@@ -11,7 +11,7 @@ and the blob layer (`ToolOutput`). Never the Worker, providers or the CLI. Modul
 import each other directly, never through this package.
 """
 
-from llm_worker.tools._execute import execute_call
+from llm_worker.tools._execute import ErrorFormatter, execute_call
 from llm_worker.tools._registry import ToolRegistry
 from llm_worker.tools._tool import (
     Effect,
@@ -26,6 +26,7 @@ from llm_worker.tools._validate import check_arguments
 
 __all__ = (
     "Effect",
+    "ErrorFormatter",
     "FunctionTool",
     "Tool",
     "ToolMeta",

@@ -7,8 +7,9 @@ the model can act on. Cancellation is never turned into a result: it propagates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
 import anyio
 
@@ -20,11 +21,20 @@ from llm_worker.tools._tool import Tool, ToolResult, tool_meta
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
 
-__all__ = ("execute_call",)
+__all__ = ("ErrorFormatter", "execute_call")
+
+ErrorFormatter: TypeAlias = "Callable[[BaseException, ToolCall], str]"
+"""Writes what the model reads when a tool raised: `(exception, call) -> text`."""
+
+_log = logging.getLogger("llm_worker")
 
 
 async def execute_call(
-    tool: Tool | None, call: ToolCall, *, available: Sequence[str] = ()
+    tool: Tool | None,
+    call: ToolCall,
+    *,
+    available: Sequence[str] = (),
+    format_error: ErrorFormatter | None = None,
 ) -> ToolResult:
     """Run one call and turn whatever happens into its result.
 
@@ -33,12 +43,18 @@ async def execute_call(
     model what to do: an unknown tool (the available names are listed), arguments that were
     not valid JSON (a bounded excerpt is quoted), arguments that do not validate (each bad
     field, what was expected), a `ToolError` (its message), any other exception
-    (`<Type>: <message>`, bounded), a call past the tool's timeout.
+    (`<Type>: <message>`, bounded, never a traceback — or what `format_error` writes), a call
+    past the tool's timeout.
+
+    An exception the tool raised stays on the result (`ToolResult.exception`); one other than
+    `ToolError` is also logged with its traceback on the `llm_worker` logger (level ERROR).
 
     Args:
         tool: The tool the call names, or `None` when no tool has that name.
         call: The call.
         available: The names of the tools that exist, for the unknown-tool message.
+        format_error: Writes what the model reads when the tool raised an exception other
+            than `ToolError`; if it raises in turn, the default text is used (and logged).
 
     Raises:
         Cancellation (`CancelledError`) propagates; it is never made a result.
@@ -50,9 +66,20 @@ async def execute_call(
     try:
         return await _run(tool, call)
     except ToolError as exc:
-        return _failed(call, say.tool_error(exc, call.name))
+        return _failed(call, say.tool_error(exc, call.name), exc)
     except Exception as exc:  # any failure of the tool is a result for the model
-        return _failed(call, say.raised(exc))
+        _log.error("tool %r raised on call %s", call.name, call.id, exc_info=exc)
+        return _failed(call, _describe(exc, call, format_error), exc)
+
+
+def _describe(exc: Exception, call: ToolCall, format_error: ErrorFormatter | None) -> str:
+    if format_error is None:
+        return say.raised(exc)
+    try:
+        return format_error(exc, call)
+    except Exception as failure:  # the application's formatter must not lose the result
+        _log.error("format_tool_error raised on call %s", call.id, exc_info=failure)
+        return say.raised(exc)
 
 
 async def _run(tool: Tool, call: ToolCall) -> ToolResult:
@@ -67,8 +94,8 @@ async def _run(tool: Tool, call: ToolCall) -> ToolResult:
     return _failed(call, say.timed_out(call.name, timeout))
 
 
-def _failed(call: ToolCall, message: str) -> ToolResult:
-    return ToolResult(call.id, call.name, message, is_error=True, input=call.input)
+def _failed(call: ToolCall, message: str, exc: BaseException | None = None) -> ToolResult:
+    return ToolResult(call.id, call.name, message, is_error=True, input=call.input, exception=exc)
 
 
 def _succeeded(call: ToolCall, value: object) -> ToolResult:

@@ -199,7 +199,8 @@ class Tool(Protocol):
 
         Raises:
             ToolError: A failure the model should read; any other exception also becomes an
-                error result, as `<Type>: <message>`.
+                error result, by default as `<Type>: <message>` (see `Worker`'s
+                `format_tool_error`).
         """
         ...
 
@@ -268,6 +269,10 @@ class ToolResult:
             as a blob); `None` for plain text.
         input: The arguments the call ran with (after any before_tool_call hook rewrote
             them); `None` when unknown. Not part of equality.
+        exception: The exception the tool raised (its traceback included), for the
+            application — after_tool_call hooks, `ToolResultReady` events; the model reads
+            only `content`. Never serialized (a `PauseState` does not keep it) and left out
+            of comparisons.
     """
 
     tool_use_id: str
@@ -276,6 +281,7 @@ class ToolResult:
     is_error: bool = False
     output: ToolOutput | None = None
     input: dict[str, Any] | None = field(default=None, compare=False)
+    exception: BaseException | None = field(default=None, compare=False)
 
     @classmethod
     def success(cls, tool_use_id: str, content: str, *, name: str = "") -> ToolResult:

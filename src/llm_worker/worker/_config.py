@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
     from llm_worker.providers._base import LLMClient
     from llm_worker.timeline import Timeline
-    from llm_worker.tools import ToolRegistry, ToolResult
+    from llm_worker.tools import ErrorFormatter, ToolRegistry, ToolResult
     from llm_worker.worker._turn import StreamRetry
 
 __all__ = ("WorkerConfig",)
@@ -40,6 +40,7 @@ class WorkerConfig:
     options: dict[str, Any] = field(default_factory=lambda: {})
     early_tool_start: bool = False
     max_tool_arguments: int = 1 << 20
+    format_tool_error: ErrorFormatter | None = None
     blob_store: BlobStore | None = None
     hooks: HookSet = field(default_factory=HookSet)
     text_complete: list[Callable[[str], object]] = field(default_factory=lambda: [])

@@ -202,13 +202,23 @@ class Batch:
         self._started.add(index)
         try:
             tool = cfg.registry.get(pending.call.name)
-            result = await execute_call(tool, pending.call, available=cfg.registry.names)
+            result = await execute_call(
+                tool,
+                pending.call,
+                available=cfg.registry.names,
+                format_error=cfg.format_tool_error,
+            )
             try:
                 pending.result = await cfg.store_output(result)
             except Exception as exc:  # the tool ran: say so, rather than fail the whole batch
                 message = say.not_stored(result.name, len(result.content), exc)
                 pending.result = ToolResult(
-                    result.tool_use_id, result.name, message, is_error=True, input=result.input
+                    result.tool_use_id,
+                    result.name,
+                    message,
+                    is_error=True,
+                    input=result.input,
+                    exception=exc,
                 )
             pending.status = "done"
         finally:

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
     from llm_worker.providers._base import HttpClient, LLMClient
     from llm_worker.state import Decision
+    from llm_worker.tools import ErrorFormatter
 
 __all__ = ("Worker",)
 
@@ -105,6 +106,10 @@ class Worker:
         max_tool_arguments: Characters of one tool call's argument JSON past which the call
             is not run: it gets an error result asking for smaller arguments, and the history
             keeps it with empty arguments, so the next request stays small (default 1 MiB).
+        format_tool_error: `(exception, call) -> str`: what the model reads when a tool
+            raises an exception other than `ToolError`. Default: `<Type>: <message>`, never a
+            traceback. Either way the exception stays on `ToolResult.exception` and is logged
+            with its traceback on the `llm_worker` logger.
     """
 
     def __init__(
@@ -127,6 +132,7 @@ class Worker:
         stream_retry: StreamRetry | None = None,
         history: Iterable[Message] = (),
         max_tool_arguments: int = 1 << 20,
+        format_tool_error: ErrorFormatter | None = None,
     ) -> None:
         self._owned: HttpClient | None = None
         if isinstance(client, str):
@@ -155,6 +161,7 @@ class Worker:
             options=dict(options or {}),
             early_tool_start=early_tool_start,
             max_tool_arguments=max_tool_arguments,
+            format_tool_error=format_tool_error,
             blob_store=blob_store,
         )
         self.history: list[Message] = list(history)
