@@ -72,24 +72,34 @@ class InspectTool:
     raises `ToolError`, which the model receives as an error result. Ids pass
     `parse_blob_id` before the store sees them, so no input names a file outside the store.
 
+    Its metadata is that of any tool (`tool_meta`, `Worker.tools.meta(name)`): read-only,
+    not exclusive, no timeout, not strict.
+
     Args:
         store: The blob store to read.
         policy: The caps (the defaults when `None`).
+        name: The name the model calls it by (`Worker(inspect_tool_name=...)`).
     """
 
     effect: Literal["read_only"] = "read_only"
+    exclusive: bool = False
+    timeout: float | None = None
+    strict: bool = False
 
-    def __init__(self, store: BlobStore, policy: OutputPolicy | None = None) -> None:
+    def __init__(
+        self, store: BlobStore, policy: OutputPolicy | None = None, *, name: str = "inspect"
+    ) -> None:
         self._store = store
         self._policy = policy or OutputPolicy()
+        self._name = name
 
     def __repr__(self) -> str:
-        return f"InspectTool({self._store!r})"
+        return f"InspectTool({self._store!r}, name={self._name!r})"
 
     @property
     def name(self) -> str:
-        """`inspect`."""
-        return "inspect"
+        """The name the model calls it by (`inspect` unless renamed)."""
+        return self._name
 
     @property
     def description(self) -> str:

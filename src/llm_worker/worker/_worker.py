@@ -66,6 +66,7 @@ from llm_worker.worker._decisions import (
 from llm_worker.worker._hookset import HookSet
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import completion_handler
+from llm_worker.worker._toolset import add_tool, build_registry
 from llm_worker.worker._turn import Run, StreamRetry
 
 if TYPE_CHECKING:
@@ -89,7 +90,8 @@ class Worker:
         tools: Tools the model may call (`@tool` functions or methods, or `Tool` objects).
         system: The system prompt.
         blob_store: Where large tool outputs are kept (the history then carries a summary and
-            the model gets an `inspect` tool); `None` keeps everything inline.
+            the model gets the built-in `inspect` tool to read them back); `None` keeps
+            everything inline.
         output_policy: Thresholds and caps for large outputs (the defaults of the design).
         max_requests: Requests one run may make before it fails with `LimitExceededError`.
         max_continuations: Times on_turn_end hooks may ask to continue in one run.
@@ -110,6 +112,8 @@ class Worker:
             raises an exception other than `ToolError`. Default: `<Type>: <message>`, never a
             traceback. Either way the exception stays on `ToolResult.exception` and is logged
             with its traceback on the `llm_worker` logger.
+        inspect_tool_name: The name of the built-in `inspect` tool that comes with
+            `blob_store`; rename it when one of your tools is called `inspect`.
     """
 
     def __init__(
@@ -133,6 +137,7 @@ class Worker:
         history: Iterable[Message] = (),
         max_tool_arguments: int = 1 << 20,
         format_tool_error: ErrorFormatter | None = None,
+        inspect_tool_name: str = "inspect",
     ) -> None:
         self._owned: HttpClient | None = None
         if isinstance(client, str):
@@ -143,7 +148,7 @@ class Worker:
             raise ConfigurationError(
                 "max_requests and max_tool_arguments must be >= 1, max_continuations >= 0"
             )
-        registry, policy = _registry(tools, blob_store, output_policy)
+        registry, policy = build_registry(tools, blob_store, output_policy, inspect_tool_name)
         self._cfg = WorkerConfig(
             client=client,
             registry=registry,
@@ -216,9 +221,10 @@ class Worker:
         """Register one more tool.
 
         Raises:
-            ConfigurationError: A tool with that name is registered already.
+            ConfigurationError: A tool with that name is registered already (the built-in
+                `inspect` tool included).
         """
-        self._cfg.registry.add(tool)
+        add_tool(self._cfg.registry, tool)
 
     # -- hooks -------------------------------------------------------------------------------
 
@@ -585,20 +591,6 @@ class Worker:
                 f"cannot resume: this Worker has no tool named {', '.join(sorted(missing))}; "
                 "register the same tools as the Worker that paused"
             )
-
-
-def _registry(
-    tools: Iterable[Tool], store: BlobStore | None, policy: OutputPolicy | None
-) -> tuple[ToolRegistry, OutputPolicy | None]:
-    registry = ToolRegistry()
-    for t in tools:
-        registry.add(t)
-    if store is not None:  # a blob store brings the `inspect` tool that reads it
-        from llm_worker.blobs import InspectTool, OutputPolicy
-
-        policy = policy or OutputPolicy()
-        registry.add(InspectTool(store, policy))
-    return registry, policy
 
 
 def _as_messages(input: str | Message | Iterable[Message]) -> list[Message]:

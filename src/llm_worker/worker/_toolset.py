@@ -1,0 +1,55 @@
+"""The Worker's tools: the application's, and the built-in inspect tool of a blob store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from llm_worker.errors import ConfigurationError
+from llm_worker.tools import Tool, ToolRegistry, tool_meta
+
+if TYPE_CHECKING:
+    from llm_worker.blobs import BlobStore, OutputPolicy
+
+__all__ = ("add_tool", "build_registry")
+
+
+def build_registry(
+    tools: Iterable[Tool],
+    store: BlobStore | None,
+    policy: OutputPolicy | None,
+    inspect_name: str,
+) -> tuple[ToolRegistry, OutputPolicy | None]:
+    """The Worker's tools, the built-in inspect tool last when there is a blob store."""
+    registry = ToolRegistry()
+    if store is not None:
+        from llm_worker.blobs import InspectTool, OutputPolicy
+
+        policy = policy or OutputPolicy()
+        builtin = InspectTool(store, policy, name=inspect_name)
+        for t in tools:
+            add_tool(registry, t, builtin)
+        registry.add(builtin)
+        return registry, policy
+    for t in tools:
+        registry.add(t)
+    return registry, policy
+
+
+def add_tool(registry: ToolRegistry, tool: Tool, builtin: Tool | None = None) -> None:
+    """Register `tool`; a clash with the built-in inspect tool is named as such."""
+    name = tool_meta(tool).name
+    clash = builtin if builtin is not None and builtin.name == name else registry.get(name)
+    if clash is not None and _is_inspect(clash):
+        raise ConfigurationError(
+            f"your tool {name!r} has the name of the built-in tool that reads stored outputs "
+            "back, which comes with blob_store: rename your tool, or the built-in one with "
+            f"Worker(inspect_tool_name=...), e.g. inspect_tool_name='read_blob'"
+        )
+    registry.add(tool)
+
+
+def _is_inspect(tool: Tool) -> bool:
+    from llm_worker.blobs import InspectTool
+
+    return isinstance(tool, InspectTool)
