@@ -37,8 +37,11 @@ _SCHEMA: dict[str, Any] = {
             "description": (
                 "What to read; leave out for an overview and the beginning. lines:20-50 "
                 "(text, 1-based, inclusive), slice:3..8 (JSON array entries 3 to 7), "
-                "key:results (JSON object; key:results.0.name goes deeper). A trailing @N "
-                "skips N characters of the selection (given when an output is cut)."
+                "key:results (JSON object; key:results.0.name goes deeper), grep:PATTERN "
+                "(the text lines, array entries or object keys whose text matches a regular "
+                "expression, with their numbers and a count of matches; (?i) ignores case). "
+                "A trailing @N skips N characters of the selection (given when an output is "
+                "cut)."
             ),
         },
     },
@@ -59,7 +62,9 @@ def _read_input(input_json: str) -> tuple[str, str | None]:
     if not isinstance(blob_id, str):
         raise ToolError("blob_id is required: the id in the summary's [blob:<id>] header")
     if selector is not None and not isinstance(selector, str):
-        raise ToolError("selector must be a string such as lines:20-50, slice:3..8 or key:results")
+        raise ToolError(
+            "selector must be a string such as lines:20-50, slice:3..8, key:results or grep:error"
+        )
     return blob_id, selector
 
 
@@ -108,7 +113,8 @@ class InspectTool:
             "Read part of a large tool output that was stored as a blob; the history holds "
             "only its summary, which starts with [blob:<id>]. Without a selector: the overview "
             "and the beginning. Selectors: lines:20-50 (text), slice:3..8 (JSON array), "
-            "key:results (JSON object). At most "
+            "key:results (JSON object), grep:PATTERN (find the lines or entries that match a "
+            "regular expression, instead of paging through them). At most "
             f"{self._policy.inspect_max_chars} characters come back; when an output is cut, a "
             "note gives the selector for the next part."
         )

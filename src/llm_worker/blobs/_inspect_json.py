@@ -10,6 +10,7 @@ import re
 from itertools import islice
 from typing import Any
 
+from llm_worker.blobs._grep import Grep, render_grep
 from llm_worker.blobs._json_scan import (
     array_items,
     describe,
@@ -25,6 +26,7 @@ from llm_worker.blobs._json_scan import (
 from llm_worker.blobs._selectors import (
     RESERVE,
     Body,
+    GrepSelector,
     KeySelector,
     LinesSelector,
     Selector,
@@ -66,7 +68,31 @@ def _slice_bounds(text: str, selector: SliceSelector) -> tuple[int, int]:
 _ALL = 1 << 62
 
 
+def _grep_array(tag: str, text: str, selector: GrepSelector, cap: int) -> str:
+    grep = Grep(selector, selector.offset + cap - RESERVE + 1)
+    count = 0
+    for count, value in enumerate(array_items(text), 1):
+        if not grep.out_of_time:
+            grep.feed(str(count - 1), dumps_json(value))
+    units = ("entry", "entries", "index: entry (read one with slice:I..I+1)")
+    return render_grep(f"{tag} json_array | {count} entries", grep, units, cap)
+
+
+def _grep_object(tag: str, text: str, selector: GrepSelector, cap: int) -> str:
+    grep = Grep(selector, selector.offset + cap - RESERVE + 1)
+    count = 0
+    for key, value in object_members(text):
+        count += 1
+        if not grep.out_of_time:
+            grep.feed(key_text(key), dumps_json(value), f"{key_text(key)}: ")
+    return render_grep(
+        f"{tag} json_object | {count} keys", grep, ("key", "keys", "key: value"), cap
+    )
+
+
 def _inspect_array(tag: str, text: str, selector: Selector, cap: int) -> str:
+    if isinstance(selector, GrepSelector):
+        return _grep_array(tag, text, selector, cap)
     if isinstance(selector, LinesSelector | KeySelector):
         kind = "lines:" if isinstance(selector, LinesSelector) else "key:"
         raise ToolError(
@@ -163,6 +189,8 @@ def _value_body(value: Any) -> str:
 
 
 def _inspect_object(tag: str, text: str, selector: Selector, cap: int) -> str:
+    if isinstance(selector, GrepSelector):
+        return _grep_object(tag, text, selector, cap)
     if isinstance(selector, LinesSelector | SliceSelector):
         kind = "lines:" if isinstance(selector, LinesSelector) else "slice:"
         raise ToolError(

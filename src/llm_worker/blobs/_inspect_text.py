@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import anyio.lowlevel
+import anyio.to_thread
 
+from llm_worker.blobs._grep import MAX_LINE, Grep, render_grep
 from llm_worker.blobs._selectors import (
     RESERVE,
     Body,
+    GrepSelector,
     KeySelector,
     LinesSelector,
     Selector,
@@ -119,12 +122,60 @@ def _line_notes(selector: LinesSelector, total: int) -> tuple[int, int, list[str
     return first, last, notes
 
 
+class _Lines:
+    """Splits chunks of UTF-8 bytes into numbered lines, each kept to at most `limit` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0  # lines completed so far
+        self.current = bytearray()
+
+    def feed(self, chunk: bytes) -> list[tuple[str, str]]:
+        pieces = chunk.split(b"\n")
+        out: list[tuple[str, str]] = []
+        for piece in pieces[:-1]:
+            out.append(self._line(piece))
+        self._add(pieces[-1])
+        return out
+
+    def finish(self) -> list[tuple[str, str]]:
+        return [self._line(b"")] if self.current else []
+
+    def _add(self, piece: bytes) -> None:
+        room = self.limit - len(self.current)
+        if room > 0:
+            self.current += piece[:room]
+
+    def _line(self, piece: bytes) -> tuple[str, str]:
+        self._add(piece)
+        text = bytes(self.current).decode("utf-8", "replace").removesuffix("\r")
+        self.current.clear()
+        self.count += 1
+        return str(self.count), text
+
+
+async def _grep_text(
+    tag: str, chunks: AsyncIterator[bytes], selector: GrepSelector, cap: int
+) -> str:
+    grep = Grep(selector, selector.offset + cap - RESERVE + 1)
+    lines = _Lines(4 * MAX_LINE + 4)
+    async for chunk in chunks:
+        batch = lines.feed(chunk)
+        if batch and not grep.out_of_time:  # matching may take a while: off the event loop
+            await anyio.to_thread.run_sync(grep.feed_all, batch)
+    grep.feed_all(lines.finish())
+    units = ("line", "lines", "line number: line")
+    return render_grep(f"{tag} text | {lines.count} lines", grep, units, cap)
+
+
 async def inspect_text(tag: str, chunks: AsyncIterator[bytes], selector: Selector, cap: int) -> str:
     """What `selector` reads of the text in `chunks`, at most `cap` characters.
 
     Raises:
-        ToolError: A selector for JSON.
+        ToolError: A selector for JSON, or a grep pattern that is not a regular expression.
     """
+    if isinstance(selector, GrepSelector):
+        return await _grep_text(tag, chunks, selector, cap)
     if isinstance(selector, SliceSelector | KeySelector):
         kind = "slice:" if isinstance(selector, SliceSelector) else "key:"
         raise ToolError(f"{tag} is text: {kind} selects in JSON; select lines, e.g. lines:1-50")

@@ -1,8 +1,9 @@
 """What `inspect` reads and how much of it: selectors, and the pages a cut output continues on.
 
-`parse_selector` reads `lines:A-B`, `slice:A..B`, `key:PATH` (each with an optional `@N`) or
-nothing into a `Selector`; `render` lays out one selection under `inspect_max_chars`, cutting at
-an item boundary when one is in reach, with a note naming the selector of the next part.
+`parse_selector` reads `lines:A-B`, `slice:A..B`, `key:PATH`, `grep:PATTERN` (each with an
+optional `@N`) or nothing into a `Selector`; `render` lays out one selection under
+`inspect_max_chars`, cutting at an item boundary when one is in reach, with a note naming the
+selector of the next part.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from llm_worker.errors import ToolError
 __all__ = (
     "RESERVE",
     "Body",
+    "GrepSelector",
     "KeySelector",
     "LinesSelector",
     "Selector",
@@ -64,7 +66,15 @@ class KeySelector:
     offset: int = 0
 
 
-Selector: TypeAlias = WholeSelector | LinesSelector | SliceSelector | KeySelector
+@dataclass(frozen=True, slots=True)
+class GrepSelector:
+    """`grep:PATTERN`: the text lines, or JSON entries, that a regular expression matches."""
+
+    pattern: str
+    offset: int = 0
+
+
+Selector: TypeAlias = WholeSelector | LinesSelector | SliceSelector | KeySelector | GrepSelector
 
 _N = r"[0-9]{1,18}"  # ASCII digits only; 18 keeps int() cheap
 _OFFSET = re.compile(rf"(.*?)\s*@({_N})", re.DOTALL)
@@ -73,7 +83,8 @@ _SLICE = re.compile(rf"(-?{_N})?\.\.(-?{_N})?|(-?{_N})")
 _MAX_PATH = 200
 _USAGE = (
     "use lines:A-B for text (e.g. lines:20-50), slice:A..B for a JSON array (e.g. slice:0..10), "
-    "key:NAME for a JSON object (e.g. key:results), or no selector for an overview"
+    "key:NAME for a JSON object (e.g. key:results), grep:PATTERN to find lines or entries "
+    "(e.g. grep:timeout), or no selector for an overview"
 )
 
 
@@ -86,7 +97,8 @@ def parse_selector(text: str | None) -> Selector:
     """Read a selector; `None` or `""` is the overview.
 
     A trailing `@N` skips N characters of the selection's output (how a cut output's next
-    part is asked for).
+    part is asked for); a grep pattern that itself ends in `@` and digits is written with a
+    group, e.g. `grep:(?:x@1)`.
 
     Raises:
         ToolError: A malformed selector, with the forms that are accepted.
@@ -107,6 +119,12 @@ def parse_selector(text: str | None) -> Selector:
         return _lines_selector(text, arg, offset)
     if colon and kind == "slice":
         return _slice_selector(text, arg, offset)
+    if colon and kind == "grep":
+        if not arg:
+            raise ToolError(
+                f"selector {quoted(text)}: grep: needs a regular expression, e.g. grep:error"
+            )
+        return GrepSelector(arg, offset)
     if colon and kind == "key":
         if not arg or len(arg) > _MAX_PATH:
             raise ToolError(

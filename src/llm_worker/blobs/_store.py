@@ -332,7 +332,11 @@ _THREAD_MIN_CHARS = 1 << 16
 
 
 async def externalize(
-    output: str | ToolOutput, store: BlobStore | None, policy: OutputPolicy | None = None
+    output: str | ToolOutput,
+    store: BlobStore | None,
+    policy: OutputPolicy | None = None,
+    *,
+    inspect: str | None = None,
 ) -> InlineOutput | StoredOutput:
     """Turn a tool's result into what the history carries.
 
@@ -348,6 +352,8 @@ async def externalize(
         output: The tool's result.
         store: The blob store, if any.
         policy: Thresholds and caps (the defaults when `None`).
+        inspect: The name of the tool that reads stored outputs back; the automatic summary
+            then ends with a line naming it and its `grep:` selector (see `summarize`).
 
     Returns:
         An `Inline`, or a `Stored` with its `blob_id` and summary.
@@ -367,7 +373,7 @@ async def externalize(
     if isinstance(promoted, InlineOutput):
         return promoted
     blob_id = promoted.blob_id or await store.store(promoted.content)
-    summary = await _off_loop(_THREAD_MIN_CHARS, _summary, promoted, blob_id, policy)
+    summary = await _off_loop(_THREAD_MIN_CHARS, _summary, promoted, blob_id, policy, inspect)
     return StoredOutput(summary, promoted.content, blob_id)
 
 
@@ -391,9 +397,11 @@ def _inline(output: str | ToolOutput) -> InlineOutput:
     raise TypeError(f"not a str or a ToolOutput: {output!r}")
 
 
-def _summary(output: StoredOutput, blob_id: BlobId, policy: OutputPolicy) -> str:
+def _summary(
+    output: StoredOutput, blob_id: BlobId, policy: OutputPolicy, inspect: str | None
+) -> str:
     if not output.summary:
-        return summarize(blob_id, output.content, policy)
+        return summarize(blob_id, output.content, policy, inspect=inspect)
     tag = f"[blob:{blob_id}]"
     summary = output.summary if tag in output.summary else f"{tag} {output.summary}"
     return cut_summary(summary, policy.summary_max_bytes)

@@ -1,9 +1,10 @@
 """Summaries of stored outputs: what the history carries instead of a large tool output.
 
-`summarize` writes the three summary forms of SPEC §9 (plus one for a top-level JSON scalar),
-at most `summary_max_bytes` UTF-8 bytes, lines shortened visibly with `…`, cut on a character
-boundary; `cut_summary` bounds a tool's own summary the same way. The JSON forms read the
-content's `JsonShape` (`_json_scan`): a large array is never built to be summarized.
+`summarize` writes the summary forms of text, a JSON array and a JSON object (plus one for a
+top-level JSON scalar), at most `summary_max_bytes` UTF-8 bytes, lines shortened visibly with
+`…`, cut on a character boundary; `cut_summary` bounds a tool's own summary the same way. The
+JSON forms read the content's `JsonShape` (`_json_scan`): a large array is never built to be
+summarized.
 """
 
 from __future__ import annotations
@@ -35,6 +36,24 @@ __all__ = (
 ELLIPSIS = "…"
 """Marks text that was cut, in summaries and in inspect's output."""
 _MIN_LINE = 24  # bytes a listed key keeps at least before the list is shortened instead
+_MIN_SAMPLE = 40  # bytes a sample entry needs to be worth showing beside a whole schema
+_UNBOUNDED = 1 << 40
+
+_Hint = list[tuple[str, list[str]]]
+"""The section that names the inspect tool and its grep selector (empty: no hint)."""
+
+_READS = {"text": "lines:A-B", "json_array": "slice:A..B"}
+
+
+def _hint(kind: str, inspect: str | None) -> _Hint:
+    # A title alone (one line): the room it takes is the sample lines' room.
+    if inspect is None:
+        return []
+    return [(f"{inspect}: grep:REGEX, {_READS.get(kind, 'key:NAME')}", [])]
+
+
+def _titles(hint: _Hint) -> tuple[str, ...]:
+    return tuple(title for title, _ in hint)
 
 
 def clean(text: str) -> str:
@@ -80,16 +99,33 @@ def cut_summary(summary: str, max_bytes: int) -> str:
     return _shorten(clean(summary), max_bytes)
 
 
-def _compose(header: str, sections: list[tuple[str, list[str]]], max_bytes: int) -> str:
+def _compose(
+    header: str,
+    sections: list[tuple[str, list[str]]],
+    max_bytes: int,
+    whole: tuple[str, ...] = (),
+) -> str:
+    """Header and sections, at most `max_bytes`; long lines share the room left equally.
+
+    The lines of the sections titled in `whole` are kept whole when they fit at all: the
+    other lines share what they leave.
+    """
     header = clean(header)
     titled = [(f"── {title} ──", [clean(line) for line in lines]) for title, lines in sections]
-    lines = [line for _, section in titled for line in section]
     fixed = _size(header) + sum(_size(title) + 1 for title, _ in titled)
-    cap = _water_fill([_size(line) for line in lines], max_bytes - fixed - len(lines))
+    pinned = {f"── {title} ──" for title in whole}
+    kept = [line for title, lines in titled if title in pinned for line in lines]
+    rest = [line for title, lines in titled if title not in pinned for line in lines]
+    room = max_bytes - fixed - len(kept) - len(rest)
+    if kept and sum(_size(line) for line in kept) <= room:
+        room -= sum(_size(line) for line in kept)
+    else:
+        pinned, rest = set[str](), kept + rest
+    cap = _water_fill([_size(line) for line in rest], room)
     parts = [header]
     for title, section in titled:
         parts.append(title)
-        parts.extend(_shorten(line, cap) for line in section)
+        parts.extend(line if title in pinned else _shorten(line, cap) for line in section)
     out = "\n".join(parts)
     return out if _size(out) <= max_bytes else _cut_bytes(out, max_bytes)
 
@@ -125,7 +161,7 @@ def _tail_lines(text: str, count: int, limit: int) -> list[str]:
     return lines[::-1]
 
 
-def _text_summary(tag: str, text: str, policy: OutputPolicy) -> str:
+def _text_summary(tag: str, text: str, policy: OutputPolicy, hint: _Hint) -> str:
     total = count_lines(text)
     head = min(policy.head_lines, total)
     tail = min(policy.tail_lines, total - head)  # never a line twice
@@ -135,7 +171,9 @@ def _text_summary(tag: str, text: str, policy: OutputPolicy) -> str:
         sections.append(("head", _head_lines(text, head, limit)))
     if tail:
         sections.append(("tail", _tail_lines(text, tail, limit)))
-    return _compose(f"{tag} text | {total} lines", sections, policy.summary_max_bytes)
+    header = f"{tag} text | {total} lines"
+    hint = hint if total else []
+    return _compose(header, sections + hint, policy.summary_max_bytes, whole=_titles(hint))
 
 
 def entry_schema(first: Any, limit: int) -> str:
@@ -153,16 +191,29 @@ def entry_schema(first: Any, limit: int) -> str:
     return ", ".join(parts) if parts else "(no keys)"
 
 
-def _array_summary(tag: str, shape: JsonShape, policy: OutputPolicy) -> str:
+def _array_summary(tag: str, shape: JsonShape, policy: OutputPolicy, hint: _Hint) -> str:
     header = f"{tag} json_array | {shape.count} entries"
     if not shape.count:
         return _compose(header, [], policy.summary_max_bytes)
     limit = policy.summary_max_bytes + 1
-    sections = [("schema", [entry_schema(shape.head[0], limit)])]
-    head = [dumps_json(entry)[:limit] for entry in shape.head[: policy.array_head]]
+    schema = entry_schema(shape.head[0], limit)
+    sections = [("schema", [schema]), *hint]
+    if hint and _size(_compose(header, sections, _UNBOUNDED)) > policy.summary_max_bytes:
+        sections = sections[:1]  # the schema comes first; the tool's description names grep
+        hint = []
+    # Fewer sample entries rather than a cut schema: an entry is shown only with room for
+    # a useful part of it once the schema (and the hint) are whole.
+    room = policy.summary_max_bytes - _size(_compose(header, sections, _UNBOUNDED))
+    room -= _size("\n── head ──")
+    head: list[str] = []
+    for entry in shape.head[: policy.array_head]:
+        if room < _MIN_SAMPLE + 1:
+            break
+        head.append(dumps_json(entry)[:limit])
+        room -= min(_size(head[-1]), _MIN_SAMPLE) + 1
     if head:
-        sections.append(("head", head))
-    return _compose(header, sections, policy.summary_max_bytes)
+        sections.insert(1, ("head", head))
+    return _compose(header, sections, policy.summary_max_bytes, whole=("schema", *_titles(hint)))
 
 
 def _listed(lines: list[str], total: int, budget: int, unit: str) -> list[str]:
@@ -181,16 +232,16 @@ def _listed(lines: list[str], total: int, budget: int, unit: str) -> list[str]:
     return [*kept, f"{ELLIPSIS} +{total - len(kept)} more {unit}"]
 
 
-def _object_summary(tag: str, shape: JsonShape, policy: OutputPolicy) -> str:
+def _object_summary(tag: str, shape: JsonShape, policy: OutputPolicy, hint: _Hint) -> str:
     header = f"{tag} json_object | {shape.count} keys"
     if not shape.count:
         return _compose(header, [], policy.summary_max_bytes)
-    budget = policy.summary_max_bytes - _size(header) - _size("\n── keys ──")
+    budget = policy.summary_max_bytes - _size(_compose(header, hint, _UNBOUNDED))
+    budget -= _size("\n── keys ──")
     shown = islice(shape.keys.items(), max(budget // 4, 1))  # no more could ever fit
     lines = [f"{key_text(key)}: {kind}" for key, kind in shown]
-    return _compose(
-        header, [("keys", _listed(lines, shape.count, budget, "keys"))], policy.summary_max_bytes
-    )
+    keys = ("keys", _listed(lines, shape.count, budget, "keys"))
+    return _compose(header, [keys, *hint], policy.summary_max_bytes, whole=_titles(hint))
 
 
 def scalar_header(tag: str, value: Any) -> str:
@@ -205,7 +256,13 @@ def _scalar_summary(tag: str, shape: JsonShape, policy: OutputPolicy) -> str:
     return _compose(scalar_header(tag, value), [("value", [text])], policy.summary_max_bytes)
 
 
-def summarize(blob_id: str, content: Content, policy: OutputPolicy | None = None) -> str:
+def summarize(
+    blob_id: str,
+    content: Content,
+    policy: OutputPolicy | None = None,
+    *,
+    inspect: str | None = None,
+) -> str:
     """The summary the history carries for a stored output.
 
     ```
@@ -228,12 +285,19 @@ def summarize(blob_id: str, content: Content, policy: OutputPolicy | None = None
     `json_boolean`, `json_null` have no `| N chars`). The whole is at most
     `policy.summary_max_bytes` UTF-8 bytes: long lines share the room left equally and are
     shortened with `…` on a character boundary; keys that do not fit end with
-    `… +N more keys`.
+    `… +N more keys`. An array's schema is never cut while it fits at all: sample entries
+    are left out first.
+
+    With `inspect` (the name of the tool that reads stored outputs), a text, array or object
+    summary ends with a line that names the tool and its `grep:` selector, e.g.
+    `── inspect: grep:REGEX, slice:A..B ──`; it is never shortened (an array drops it rather
+    than cut its schema).
 
     Args:
         blob_id: The id shown in the header.
         content: The stored content.
         policy: The caps (the defaults when `None`).
+        inspect: The inspect tool's name, for the closing hint; `None` leaves it out.
 
     Raises:
         BlobError: Structured content whose JSON text is not valid.
@@ -241,12 +305,12 @@ def summarize(blob_id: str, content: Content, policy: OutputPolicy | None = None
     policy = policy or OutputPolicy()
     tag = f"[blob:{blob_id}]"
     if isinstance(content, TextContent):
-        return _text_summary(tag, content.text, policy)
+        return _text_summary(tag, content.text, policy, _hint("text", inspect))
     if not isinstance(content, StructuredContent):
         raise TypeError(f"not a Content.Text or Content.Structured: {content!r}")
     shape = content_shape(content, policy.array_head)
     if shape.kind == "json_array":
-        return _array_summary(tag, shape, policy)
+        return _array_summary(tag, shape, policy, _hint(shape.kind, inspect))
     if shape.kind == "json_object":
-        return _object_summary(tag, shape, policy)
+        return _object_summary(tag, shape, policy, _hint(shape.kind, inspect))
     return _scalar_summary(tag, shape, policy)

@@ -42,6 +42,7 @@ class WorkerConfig:
     max_tool_arguments: int = 1 << 20
     format_tool_error: ErrorFormatter | None = None
     blob_store: BlobStore | None = None
+    inspect_name: str | None = None
     hooks: HookSet = field(default_factory=HookSet)
     text_complete: list[Callable[[str], object]] = field(default_factory=lambda: [])
     call_complete: list[Callable[[ToolCall], object]] = field(default_factory=lambda: [])
@@ -68,10 +69,11 @@ class WorkerConfig:
         from llm_worker.blobs import InspectTool, OutputPolicy, externalize
 
         if isinstance(self.registry.get(result.name), InspectTool):
-            return result  # what inspect returns is bounded and never stored again (SPEC §9)
+            return result  # what inspect returns is bounded: storing it again would loop
         # Without a store, a ToolOutput the tool returned is still rendered inline here.
         source = result.output if result.output is not None else result.content
-        output = await externalize(source, self.blob_store, self.policy or OutputPolicy())
+        policy = self.policy or OutputPolicy()
+        output = await externalize(source, self.blob_store, policy, inspect=self.inspect_name)
         result.output = output
         result.content = output.text
         return result

@@ -168,6 +168,7 @@ class Worker:
             max_tool_arguments=max_tool_arguments,
             format_tool_error=format_tool_error,
             blob_store=blob_store,
+            inspect_name=inspect_tool_name if blob_store is not None else None,
         )
         self.history: list[Message] = list(history)
         """Every message of the conversation, in the provider-neutral model."""
