@@ -15,8 +15,7 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-from llm_worker.cli._demo import online_model  # the demo's rule: the first provider with a key
-from llm_worker.providers import LLMClient, from_string
+from llm_worker.providers import LLMClient, from_string, model_from_env
 from llm_worker.testing import ScriptedModelServer, ScriptStep
 
 OFFLINE = "--offline" in sys.argv
@@ -30,7 +29,7 @@ async def model(
 
     Yields the client and, offline, the server (its `requests` show what the model was sent).
     """
-    target = None if OFFLINE else online_model(os.environ.get("LLM_WORKER_MODEL"))
+    target = None if OFFLINE else model_from_env(os.environ.get("LLM_WORKER_MODEL"))
     if target is not None:
         print(f"(live: {target})")
         async with from_string(target) as client:

@@ -1,8 +1,8 @@
 """The built-in Timeline handlers: `TextBlockCollector` and `ToolCallCollector`.
 
 Both collect completed blocks into a store that can be read from outside while they are
-registered, and shared: `clone()` gives another collector over the same store (the seed's
-`Arc<Mutex<Vec<_>>>`). Reads and takes are atomic under a lock, so another thread may read
+registered, and shared: `clone()` gives another collector over the same store (one store,
+several handles). Reads and takes are atomic under a lock, so another thread may read
 while the Timeline dispatches. An aborted block is never collected: its content is
 incomplete. Neither collector raises out of `Timeline.dispatch`.
 

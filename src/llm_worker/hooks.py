@@ -313,7 +313,7 @@ OnAbortHook: TypeAlias = Callable[[AbortContext], Awaitable[None] | None]
 
 
 class WorkerHooks(Protocol):
-    """The single-object hook API of the original design (seed 003), for `Worker.add_hooks`.
+    """One object with a method per hook point, registered at once by `Worker.add_hooks`.
 
     Implement any subset of these methods (a class need not inherit from this protocol);
     `add_hooks` registers each method the object has as the per-point hook.

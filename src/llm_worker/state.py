@@ -86,13 +86,24 @@ class Decision:
     """The application's decision on one pending call, given to `Worker.resume`.
 
     Use `Decision.approve()`, `Decision.approve(input={...})` (edited arguments) or
-    `Decision.deny("reason the model reads")`. An approved call still passes through the
-    before_tool_call hooks unless `skip_hooks` is true.
+    `Decision.deny("reason the model reads")`. By default an approved call runs at once: the
+    decision stands in for the before_tool_call hooks, which do not see the call again. To
+    send an approved call through them once more (they see `ctx.resumed` true), give
+    `skip_hooks=False`: `Decision(True, skip_hooks=False)`.
 
     Edited arguments replace the model's whole argument object; with `merge=True` they are
     laid over it instead (top-level keys replaced or added, the others kept). Either way the
     result must fit the tool's schema: `Worker.resume` checks it and raises `PauseStateError`
     to the caller, before anything runs, when it does not.
+
+    Attributes:
+        allow: Run the call (True) or answer it with an error result (False).
+        input: Arguments for an approved call: they replace the model's, or with `merge`
+            are laid over them.
+        reason: What the model reads for a denied call.
+        skip_hooks: For an approved call: True (the default) runs it without the
+            before_tool_call hooks; False passes it through them again.
+        merge: Lay `input` over the model's arguments instead of replacing them.
     """
 
     allow: bool
@@ -121,6 +132,14 @@ class Decision:
 class PauseState:
     """Everything a paused run needs to go on, in a value that round-trips through JSON.
 
+    What it does not hold: the system prompt, the tools, the hooks and the other settings —
+    they are the resuming Worker's, so configure it as the one that paused (same system
+    prompt, same tools). A state is a value, not a claim on the run: resuming the same state
+    twice runs its pending calls twice, side effects included. For a run that must go on
+    exactly once, make it durable yourself: mark the saved state as taken (atomically, e.g.
+    in the database transaction that loads it) before resuming, or make side-effecting tools
+    idempotent with the call id (`ctx.call.id`) as their idempotency key.
+
     Attributes:
         history: The history at the pause (the assistant message with the calls included).
         pending: The calls of the paused batch, in call order, with what was decided.
@@ -128,7 +147,8 @@ class PauseState:
         reason: The reason the pausing hook gave.
         requests: Requests made so far in the run (the bound carries over).
         continuations: on_turn_end continuations so far.
-        usage: Token usage of the run so far.
+        usage: Token usage of the run so far: the resumed run starts from it, so its
+            `RunResult.usage` covers the requests before the pause too.
         tools: The names of the tools the pausing Worker had (`None` when unknown): a resuming
             Worker must have those that pending calls name; a call of a tool outside this
             list was a call of an unknown tool, which gets an error result as in any run.
@@ -335,8 +355,10 @@ class RunResult:
         status: How the run ended.
         text: The final assistant text (empty unless FINISHED).
         messages: The messages this run added to the history.
-        usage: Token usage summed over the run's requests (retried attempts included).
-        requests: How many requests the run made.
+        usage: Token usage summed over the run's requests (retried attempts included). For a
+            resumed run, the requests made before the pause are included: the usage of the
+            run as a whole, not of the resume alone.
+        requests: How many requests the run made (before a pause too, for a resumed run).
         state: When PAUSED, what `Worker.resume` needs.
         reason: Why the run was paused or cancelled, if a reason was given.
         stop_reason: Why the last answer stopped (`MAX_TOKENS` means the final text was cut;

@@ -158,18 +158,18 @@ def test_an_array_summary_drops_sample_entries_before_it_cuts_the_schema() -> No
     assert len(summary.encode()) <= 400
     hinted = summarize(ID, Content.Structured([record] * 5_000), inspect="inspect")
     assert f"── schema ──\n{schema}\n" in hinted
-    assert hinted.endswith("── inspect: grep:REGEX, slice:A..B ──")
+    assert hinted.endswith("── inspect: grep:REGEX ──")
     assert "── head ──" in hinted  # what room is left still shows a sample
     assert len(hinted.encode()) <= 400
 
 
 def test_summaries_name_the_inspect_tool_and_grep_when_asked() -> None:
-    text = summarize(ID, Content.Text(LOG), inspect="read_blob")
-    assert text.endswith("── read_blob: grep:REGEX, lines:A-B ──")
-    obj = summarize(ID, Content.Structured({f"k{n}": n for n in range(300)}), inspect="inspect")
-    assert obj.endswith("── inspect: grep:REGEX, key:NAME ──") and "more keys" in obj
-    assert len(text.encode()) <= 400 and len(obj.encode()) <= 400
-    assert "grep" not in summarize(ID, Content.Text(LOG))  # the plain forms are unchanged
+    obj = summarize(ID, Content.Structured({f"k{n}": n for n in range(300)}), inspect="read_blob")
+    assert obj.endswith("── read_blob: grep:REGEX ──") and "more keys" in obj
+    assert len(obj.encode()) <= 400
+    # A text keeps its head and tail lines whole (the tool's description names grep).
+    assert "grep" not in summarize(ID, Content.Text(LOG), inspect="inspect")
+    assert "grep" not in summarize(ID, Content.Structured(RECORDS))  # no name, no hint
 
 
 # -- end to end ---------------------------------------------------------------------------
@@ -185,7 +185,7 @@ def search_papers() -> list[dict[str, Any]]:
 async def test_a_model_greps_a_5000_record_blob_in_one_call(provider: str) -> None:
     def grep_it(request: RecordedRequest) -> ScriptedResponse:
         body = request.body.decode()
-        assert "inspect: grep:REGEX, slice:A..B" in body  # the summary says grep exists
+        assert "── inspect: grep:REGEX ──" in body  # the summary says grep exists
         blob = re.search(r"\[blob:([0-9a-f-]{36})\]", body)
         assert blob is not None
         args = {"blob_id": blob.group(1), "selector": 'grep:"open_access":true'}

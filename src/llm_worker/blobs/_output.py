@@ -297,7 +297,11 @@ def promote(s: str, threshold: int, array_head: int) -> InlineOutput | StoredOut
 
 @dataclass(frozen=True, slots=True)
 class OutputPolicy:
-    """Thresholds and caps for large outputs; the defaults are the design's (seed 004).
+    """Thresholds and caps for large outputs.
+
+    The defaults keep a result of up to 800 bytes inline and give a larger one a summary of
+    at most 400 bytes (the first 5 and last 3 lines of a text, the first 2 entries of an
+    array), and let one `inspect` call return up to 16,000 characters.
 
     Attributes:
         inline_threshold: The most UTF-8 bytes a string result keeps inline.

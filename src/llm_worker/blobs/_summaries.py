@@ -42,14 +42,10 @@ _UNBOUNDED = 1 << 40
 _Hint = list[tuple[str, list[str]]]
 """The section that names the inspect tool and its grep selector (empty: no hint)."""
 
-_READS = {"text": "lines:A-B", "json_array": "slice:A..B"}
 
-
-def _hint(kind: str, inspect: str | None) -> _Hint:
-    # A title alone (one line): the room it takes is the sample lines' room.
-    if inspect is None:
-        return []
-    return [(f"{inspect}: grep:REGEX, {_READS.get(kind, 'key:NAME')}", [])]
+def _hint(inspect: str | None) -> _Hint:
+    # A title alone, kept short: the room it takes is the sample lines' room.
+    return [] if inspect is None else [(f"{inspect}: grep:REGEX", [])]
 
 
 def _titles(hint: _Hint) -> tuple[str, ...]:
@@ -161,7 +157,7 @@ def _tail_lines(text: str, count: int, limit: int) -> list[str]:
     return lines[::-1]
 
 
-def _text_summary(tag: str, text: str, policy: OutputPolicy, hint: _Hint) -> str:
+def _text_summary(tag: str, text: str, policy: OutputPolicy) -> str:
     total = count_lines(text)
     head = min(policy.head_lines, total)
     tail = min(policy.tail_lines, total - head)  # never a line twice
@@ -171,9 +167,7 @@ def _text_summary(tag: str, text: str, policy: OutputPolicy, hint: _Hint) -> str
         sections.append(("head", _head_lines(text, head, limit)))
     if tail:
         sections.append(("tail", _tail_lines(text, tail, limit)))
-    header = f"{tag} text | {total} lines"
-    hint = hint if total else []
-    return _compose(header, sections + hint, policy.summary_max_bytes, whole=_titles(hint))
+    return _compose(f"{tag} text | {total} lines", sections, policy.summary_max_bytes)
 
 
 def entry_schema(first: Any, limit: int) -> str:
@@ -288,9 +282,10 @@ def summarize(
     `… +N more keys`. An array's schema is never cut while it fits at all: sample entries
     are left out first.
 
-    With `inspect` (the name of the tool that reads stored outputs), a text, array or object
-    summary ends with a line that names the tool and its `grep:` selector, e.g.
-    `── inspect: grep:REGEX, slice:A..B ──`; it is never shortened (an array drops it rather
+    With `inspect` (the name of the tool that reads stored outputs), an array or object
+    summary — many records, where paging is slow — ends with a line that names the tool and
+    its `grep:` selector,
+    `── inspect: grep:REGEX ──`; it is never shortened (an array drops it rather
     than cut its schema).
 
     Args:
@@ -305,12 +300,12 @@ def summarize(
     policy = policy or OutputPolicy()
     tag = f"[blob:{blob_id}]"
     if isinstance(content, TextContent):
-        return _text_summary(tag, content.text, policy, _hint("text", inspect))
+        return _text_summary(tag, content.text, policy)
     if not isinstance(content, StructuredContent):
         raise TypeError(f"not a Content.Text or Content.Structured: {content!r}")
     shape = content_shape(content, policy.array_head)
     if shape.kind == "json_array":
-        return _array_summary(tag, shape, policy, _hint(shape.kind, inspect))
+        return _array_summary(tag, shape, policy, _hint(inspect))
     if shape.kind == "json_object":
-        return _object_summary(tag, shape, policy, _hint(shape.kind, inspect))
+        return _object_summary(tag, shape, policy, _hint(inspect))
     return _scalar_summary(tag, shape, policy)

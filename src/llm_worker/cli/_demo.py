@@ -15,7 +15,6 @@ always allowed.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from llm_worker.cli._tools import folder_tools
 from llm_worker.events import UsageEvent
 from llm_worker.hooks import Skip, ToolCallContext
 from llm_worker.messages import TextPart, ThinkingPart, ToolUsePart
-from llm_worker.providers import from_string
+from llm_worker.providers import from_string, model_from_env
 from llm_worker.state import RunCompleted, RunStatus
 from llm_worker.testing import (
     Chunking,
@@ -43,7 +42,7 @@ from llm_worker.testing import (
 )
 from llm_worker.worker import Worker
 
-__all__ = ("DEMO_PROMPT", "online_model", "run_demo")
+__all__ = ("DEMO_PROMPT", "run_demo")
 
 DEMO_PROMPT = (
     "Give me an overview of the current folder: list its files and read its README at the "
@@ -52,30 +51,11 @@ DEMO_PROMPT = (
 )
 
 # The environment variable that enables a live demo, and the model it picks.
-_DEFAULT_MODELS = {
-    "ANTHROPIC_API_KEY": "anthropic:claude-sonnet-4-5",
-    "OPENAI_API_KEY": "openai:gpt-4.1-mini",
-    "GEMINI_API_KEY": "gemini:gemini-2.5-flash",
-    "GOOGLE_API_KEY": "gemini:gemini-2.5-flash",
-}
 _BLOB = re.compile(r"\[blob:([0-9a-f-]{36})\] text \| (\d+) lines")
 # Largest write of the embedded server, per wire format: about 30 writes per answer, whatever
 # the format's verbosity, so that the text visibly streams and the demo still ends in a second.
 _WRITE_SIZE = {"anthropic": 300, "openai_chat": 440, "openai_responses": 520, "gemini": 300}
 _README_BYTES = 600  # below the 800-byte blob threshold: the README stays inline
-
-
-def online_model(explicit: str | None) -> str | None:
-    """The model string to run live, or `None` to stay offline.
-
-    `explicit` (the `--model` option) wins; else the first provider whose API key is set.
-    """
-    if explicit:
-        return explicit
-    for env, model in _DEFAULT_MODELS.items():
-        if os.environ.get(env):
-            return model
-    return None
 
 
 async def run_demo(
@@ -102,7 +82,7 @@ async def run_demo(
         pace: Seconds between two writes of the embedded server (so the streaming shows).
     """
     root = (folder or Path.cwd()).resolve()
-    target = None if offline else online_model(model)
+    target = None if offline else model_from_env(model)
     approval = _Approval(console, yes=yes, ask=sys.stdin.isatty() if ask is None else ask)
     with tempfile.TemporaryDirectory(prefix="llm-worker-blobs-") as blobs:
         store = FsBlobStore(blobs)

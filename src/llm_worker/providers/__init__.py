@@ -9,12 +9,14 @@
 
 The base-URL variables are read as the official SDKs read them (`GOOGLE_GEMINI_BASE_URL` is
 the root without the API version); a `base_url` passed to the constructor wins over them.
-Each class is imported on first use. `from_string("anthropic:claude-sonnet-4-5")` picks one.
+Each class is imported on first use. `from_string("anthropic:claude-sonnet-4-5")` picks one;
+`model_from_env()` names a model of the first provider whose API key is set.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
 
 from llm_worker.errors import ConfigurationError
@@ -49,6 +51,7 @@ PROVIDER_PREFIXES: dict[str, str] = {
 }
 
 __all__ = (
+    "DEFAULT_MODELS",
     "PROVIDER_PREFIXES",
     "AnthropicClient",
     "GeminiClient",
@@ -58,7 +61,33 @@ __all__ = (
     "OpenAIResponsesClient",
     "RetryPolicy",
     "from_string",
+    "model_from_env",
 )
+
+DEFAULT_MODELS: dict[str, str] = {
+    "ANTHROPIC_API_KEY": "anthropic:claude-sonnet-4-5",
+    "OPENAI_API_KEY": "openai:gpt-4.1-mini",
+    "GEMINI_API_KEY": "gemini:gemini-2.5-flash",
+    "GOOGLE_API_KEY": "gemini:gemini-2.5-flash",
+}
+"""The model `model_from_env` picks for each API key variable, in the order it looks."""
+
+
+def model_from_env(explicit: str | None = None) -> str | None:
+    """The model string to run live: `explicit` if given, else the first provider's with a key.
+
+    Looks at `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `GEMINI_API_KEY`, `GOOGLE_API_KEY` in that
+    order (see `DEFAULT_MODELS`).
+
+    Returns:
+        A `"provider:model"` string for `from_string`, or `None` when no key is set.
+    """
+    if explicit:
+        return explicit
+    for env, model in DEFAULT_MODELS.items():
+        if os.environ.get(env):
+            return model
+    return None
 
 
 def from_string(model: str, **options: Any) -> HttpClient:

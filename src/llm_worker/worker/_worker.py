@@ -92,7 +92,7 @@ class Worker:
         blob_store: Where large tool outputs are kept (the history then carries a summary and
             the model gets the built-in `inspect` tool to read them back); `None` keeps
             everything inline.
-        output_policy: Thresholds and caps for large outputs (the defaults of the design).
+        output_policy: Thresholds and caps for large outputs (`OutputPolicy()` by default).
         max_requests: Requests one run may make before it fails with `LimitExceededError`.
         max_continuations: Times on_turn_end hooks may ask to continue in one run.
         max_tokens: Output token limit per request.
@@ -274,7 +274,7 @@ class Worker:
         self._cfg.hooks.on_abort.append(HookSet.make(hook, timeout))
 
     def add_hooks(self, hooks: object, *, timeout: float | None = None) -> None:
-        """Register every hook method an object has (the seed-003 `WorkerHook` style).
+        """Register every hook method of one object (see `llm_worker.hooks.WorkerHooks`).
 
         Methods looked for: `on_message_send`, `before_tool_call`, `after_tool_call`,
         `on_turn_end`, `on_abort`.
@@ -419,6 +419,11 @@ class Worker:
         unless `decisions` decides them: by call id, `Decision.approve()` (optionally with edited
         arguments) or `Decision.deny(reason)`. Calls that already ran keep their results. A
         call of a tool marked `requires_approval` pauses again unless it was approved.
+
+        The state holds the history, not the configuration: this Worker's system prompt, tools
+        and hooks apply. Resuming one state twice runs its pending calls twice (see
+        `PauseState` for running exactly once). The result's `usage` and `requests` count the
+        whole run, the requests before the pause included.
 
         Raises:
             PauseStateError: The state names tools this Worker does not have, decisions for
