@@ -134,11 +134,12 @@ class PauseState:
 
     What it does not hold: the system prompt, the tools, the hooks and the other settings —
     they are the resuming Worker's, so configure it as the one that paused (same system
-    prompt, same tools). A state is a value, not a claim on the run: resuming the same state
-    twice runs its pending calls twice, side effects included. For a run that must go on
-    exactly once, make it durable yourself: mark the saved state as taken (atomically, e.g.
-    in the database transaction that loads it) before resuming, or make side-effecting tools
-    idempotent with the call id (`ctx.call.id`) as their idempotency key.
+    prompt, same tools). A state is a value, not a claim on the run: one Worker refuses to
+    resume it twice, but a copy resumed by another Worker or process runs its pending calls
+    again, side effects included. For a run that must go on exactly once, make it durable
+    yourself: mark the saved state as taken (atomically, e.g. in the database transaction
+    that loads it) before resuming, or make side-effecting tools idempotent with the call id
+    (`ctx.call.id`) as their idempotency key.
 
     Attributes:
         history: The history at the pause (the assistant message with the calls included).
@@ -280,7 +281,7 @@ def _pending_mismatch(state: PauseState) -> str | None:
             "the last assistant message (id and tool name, in order)"
         )
     for p in state.pending:
-        if p.status in ("done", "skipped") and p.result is None:
+        if p.status not in ("pending", "allowed") and p.result is None:
             return f"call {p.call.id} is {p.status} but has no result"
         if p.result is not None and p.result.tool_use_id != p.call.id:
             return f"call {p.call.id} holds the result of call {p.result.tool_use_id}"

@@ -24,7 +24,7 @@ from llm_worker import (
     tool,
 )
 from llm_worker.blobs import InspectTool, summarize
-from llm_worker.testing import RecordedRequest, ScriptedModelServer, ScriptedResponse
+from llm_worker.testing import ScriptedModelServer, ScriptedRequest, ScriptedResponse
 
 pytestmark = pytest.mark.anyio
 
@@ -183,10 +183,10 @@ def search_papers() -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("provider", ["openai_chat", "gemini"])
 async def test_a_model_greps_a_5000_record_blob_in_one_call(provider: str) -> None:
-    def grep_it(request: RecordedRequest) -> ScriptedResponse:
-        body = request.body.decode()
-        assert "── inspect: grep:REGEX ──" in body  # the summary says grep exists
-        blob = re.search(r"\[blob:([0-9a-f-]{36})\]", body)
+    def grep_it(request: ScriptedRequest) -> ScriptedResponse:
+        (summary,) = request.tool_results
+        assert "── inspect: grep:REGEX ──" in summary.content  # the summary says grep exists
+        blob = re.search(r"\[blob:([0-9a-f-]{36})\]", summary.content)
         assert blob is not None
         args = {"blob_id": blob.group(1), "selector": 'grep:"open_access":true'}
         return ScriptedResponse([ToolUsePart("c2", "inspect", args)])

@@ -11,9 +11,9 @@ import pytest
 from llm_worker import ConfigurationError, MemoryBlobStore, RunStatus, ToolUsePart, Worker, tool
 from llm_worker.hooks import ToolCallContext
 from llm_worker.testing import (
-    RecordedRequest,
     ScriptedClient,
     ScriptedModelServer,
+    ScriptedRequest,
     ScriptedResponse,
 )
 
@@ -51,8 +51,8 @@ def test_a_tool_named_like_the_built_in_gets_a_message_that_says_so() -> None:
 async def test_the_built_in_renamed_reads_stored_outputs_beside_the_apps_inspect(
     provider: str,
 ) -> None:
-    def read_it(request: RecordedRequest) -> ScriptedResponse:
-        blob = BLOB.search(request.body.decode())
+    def read_it(request: ScriptedRequest) -> ScriptedResponse:
+        blob = BLOB.search(request.tool_results[0].content)
         assert blob is not None
         args = {"blob_id": blob.group(1), "selector": "lines:7-8"}
         return ScriptedResponse([ToolUsePart("c3", "read_blob", args)])

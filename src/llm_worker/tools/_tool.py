@@ -269,10 +269,8 @@ class ToolResult:
             as a blob); `None` for plain text.
         input: The arguments the call ran with (after any before_tool_call hook rewrote
             them); `None` when unknown. Not part of equality.
-        exception: The exception the tool raised (its traceback included), for the
-            application — after_tool_call hooks, `ToolResultReady` events; the model reads
-            only `content`. Never serialized (a `PauseState` does not keep it) and left out
-            of comparisons.
+        exception: The exception the tool raised, traceback included, for the application
+            (hooks, `ToolResultReady`); the model reads only `content`. Never serialized.
     """
 
     tool_use_id: str

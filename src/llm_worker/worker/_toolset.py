@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from llm_worker.errors import ConfigurationError
+from llm_worker.errors import ConfigurationError, PauseStateError
 from llm_worker.tools import Tool, ToolRegistry, tool_meta
 
 if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
+    from llm_worker.state import PendingCall
 
-__all__ = ("add_tool", "build_registry")
+__all__ = ("add_tool", "build_registry", "check_resumable")
 
 
 def build_registry(
@@ -53,3 +54,24 @@ def _is_inspect(tool: Tool) -> bool:
     from llm_worker.blobs import InspectTool
 
     return isinstance(tool, InspectTool)
+
+
+def check_resumable(
+    registry: ToolRegistry, pending: Iterable[PendingCall], known: Sequence[str] | None
+) -> None:
+    """Refuse to resume calls of tools the resuming Worker lacks but the pausing one had.
+
+    Raises:
+        PauseStateError: Names the missing tools.
+    """
+    missing = {p.call.name for p in pending if p.status in ("pending", "allowed")}
+    missing -= set(registry.names)
+    if known is not None:
+        # A name the pausing Worker did not have either is the model's call of an unknown
+        # tool: it gets an error result, as it would have without the pause.
+        missing &= set(known)
+    if missing:
+        raise PauseStateError(
+            f"cannot resume: this Worker has no tool named {', '.join(sorted(missing))}; "
+            "register the same tools as the Worker that paused"
+        )

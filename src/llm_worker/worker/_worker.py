@@ -66,7 +66,7 @@ from llm_worker.worker._decisions import (
 from llm_worker.worker._hookset import HookSet
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import completion_handler
-from llm_worker.worker._toolset import add_tool, build_registry
+from llm_worker.worker._toolset import add_tool, build_registry, check_resumable
 from llm_worker.worker._turn import Run, StreamRetry
 
 if TYPE_CHECKING:
@@ -420,10 +420,9 @@ class Worker:
         arguments) or `Decision.deny(reason)`. Calls that already ran keep their results. A
         call of a tool marked `requires_approval` pauses again unless it was approved.
 
-        The state holds the history, not the configuration: this Worker's system prompt, tools
-        and hooks apply. Resuming one state twice runs its pending calls twice (see
-        `PauseState` for running exactly once). The result's `usage` and `requests` count the
-        whole run, the requests before the pause included.
+        This Worker's system prompt, tools and hooks apply (the state holds none). Another
+        Worker resuming the same state runs its calls again (see `PauseState`). The result's
+        `usage` and `requests` count the whole run, before the pause included.
 
         Raises:
             PauseStateError: The state names tools this Worker does not have, decisions for
@@ -434,7 +433,7 @@ class Worker:
         self._check_idle()
         check_not_resumed(self.history, state)
         pending = apply_decisions(state, decisions or {}, self._cfg.registry)
-        self._check_tools(pending, state.tools)
+        check_resumable(self._cfg.registry, pending, state.tools)
         self._paused = None
         self.history[:] = list(state.history)
         run = Run(self._cfg, self.history, start=len(self.history))
@@ -583,20 +582,6 @@ class Worker:
             )
             if callable(method):
                 method(event.turn)
-
-    def _check_tools(self, pending: Iterable[Any], known: Sequence[str] | None) -> None:
-        missing = {p.call.name for p in pending if p.status in ("pending", "allowed")} - set(
-            self._cfg.registry.names
-        )
-        if known is not None:
-            # A name the pausing Worker did not have either is the model's call of an unknown
-            # tool: it gets an error result, as it would have without the pause.
-            missing &= set(known)
-        if missing:
-            raise PauseStateError(
-                f"cannot resume: this Worker has no tool named {', '.join(sorted(missing))}; "
-                "register the same tools as the Worker that paused"
-            )
 
 
 def _as_messages(input: str | Message | Iterable[Message]) -> list[Message]:
