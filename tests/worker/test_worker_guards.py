@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
 
-from llm_worker import ConfigurationError, Message, ToolUsePart, Worker, tool
+from llm_worker import ConfigurationError, Message, Request, ToolUsePart, Worker, tool
+from llm_worker.events import (
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    BlockType,
+    Event,
+    InputJsonDelta,
+    StopReason,
+    TextDelta,
+    TextMetadata,
+    ToolUseMetadata,
+)
 from llm_worker.hooks import ToolCallContext
 from llm_worker.state import RunStatus
 from llm_worker.testing import ScriptedClient, ScriptedModelServer, ScriptedResponse
@@ -110,23 +123,49 @@ def assert_paired(history: list[Message]) -> None:
 # -- one call id, one execution, one result --------------------------------------------------
 
 
+class EventClient:
+    """A hand-written client that streams the given events, unchecked.
+
+    The provider clients refuse an answer that repeats a call id; a client of the
+    application's own may not, so the Worker guards its batch too.
+    """
+
+    provider = "custom"
+    model = "raw-events"
+
+    def __init__(self, *answers: list[Event]) -> None:
+        self.answers = list(answers)
+        self.requests: list[Request] = []
+
+    async def stream(self, request: Request) -> AsyncIterator[Event]:
+        self.requests.append(request)
+        for event in self.answers.pop(0):
+            yield event
+
+
+def call_events(index: int, call_id: str, data: str) -> list[Event]:
+    return [
+        BlockStart(index, BlockType.TOOL_USE, ToolUseMetadata(call_id, "store")),
+        BlockDelta(index, InputJsonDelta(f'{{"data": "{data}"}}')),
+        BlockStop(index, BlockType.TOOL_USE),
+    ]
+
+
+def text_events(text: str) -> list[Event]:
+    return [
+        BlockStart(0, BlockType.TEXT, TextMetadata()),
+        BlockDelta(0, TextDelta(text)),
+        BlockStop(0, BlockType.TEXT, StopReason.END_TURN),
+    ]
+
+
 @pytest.mark.parametrize("early", [False, True])
 async def test_a_call_id_repeated_in_one_answer_runs_once_and_is_answered_once(
     early: bool,
 ) -> None:
     store, seen = make_store()
-    client = ScriptedClient(
-        [
-            ScriptedResponse(
-                [
-                    ToolUsePart("c1", "store", {"data": "first"}),
-                    ToolUsePart("c1", "store", {"data": "again"}),
-                    ToolUsePart("c2", "store", {"data": "other"}),
-                ]
-            ),
-            ScriptedResponse.text("ok"),
-        ]
-    )
+    repeated = call_events(0, "c1", "first") + call_events(1, "c1", "again")
+    client = EventClient(repeated + call_events(2, "c2", "other"), text_events("ok"))
     worker = Worker(client, tools=[store], early_tool_start=early)
     result, _ = await _run(worker)
     assert result.status is RunStatus.FINISHED
