@@ -108,10 +108,9 @@ class Worker:
         max_tool_arguments: Characters of one tool call's argument JSON past which the call
             is not run: it gets an error result asking for smaller arguments, and the history
             keeps it with empty arguments, so the next request stays small (default 1 MiB).
-        format_tool_error: `(exception, call) -> str`: what the model reads when a tool
-            raises an exception other than `ToolError`. Default: `<Type>: <message>`, never a
-            traceback. Either way the exception stays on `ToolResult.exception` and is logged
-            with its traceback on the `llm_worker` logger.
+        format_tool_error: `(exception, call) -> str`: what the model reads when a tool raises
+            (not `ToolError`); default `<Type>: <message>`, never a traceback. The exception
+            stays on `ToolResult.exception`, logged with its traceback (`llm_worker` logger).
         inspect_tool_name: The name of the built-in `inspect` tool that comes with
             `blob_store`; rename it when one of your tools is called `inspect`.
     """
