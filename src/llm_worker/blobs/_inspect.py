@@ -78,7 +78,7 @@ class InspectTool:
     `parse_blob_id` before the store sees them, so no input names a file outside the store.
 
     Its metadata is that of any tool (`tool_meta`, `Worker.tools.meta(name)`): read-only,
-    not exclusive, no timeout, not strict.
+    not exclusive, no timeout, not strict, no approval needed.
 
     Args:
         store: The blob store to read.
@@ -90,6 +90,7 @@ class InspectTool:
     exclusive: bool = False
     timeout: float | None = None
     strict: bool = False
+    requires_approval: bool = False
 
     def __init__(
         self, store: BlobStore, policy: OutputPolicy | None = None, *, name: str = "inspect"
