@@ -143,10 +143,7 @@ class Worker:
             from llm_worker.providers import from_string
 
             client = self._owned = from_string(client)
-        if max_requests < 1 or max_continuations < 0 or max_tool_arguments < 1:
-            raise ConfigurationError(
-                "max_requests and max_tool_arguments must be >= 1, max_continuations >= 0"
-            )
+        _check_limits(max_requests, max_continuations, max_tool_arguments)
         registry, policy = build_registry(tools, blob_store, output_policy, inspect_tool_name)
         self._cfg = WorkerConfig(
             client=client,
@@ -581,6 +578,13 @@ class Worker:
             )
             if callable(method):
                 method(event.turn)
+
+
+def _check_limits(requests: int, continuations: int, tool_arguments: int) -> None:
+    if requests < 1 or continuations < 0 or tool_arguments < 1:
+        raise ConfigurationError(
+            "max_requests and max_tool_arguments must be >= 1, max_continuations >= 0"
+        )
 
 
 def _as_messages(input: str | Message | Iterable[Message]) -> list[Message]:
