@@ -172,3 +172,47 @@ async def test_the_worker_runs_a_call_whose_arguments_streamed() -> None:
     sent = server.requests[1].json()["contents"][1]["parts"][0]
     assert sent["functionCall"]["args"] == {k: v for k, v in ARGS.items() if k != "odd key"}
     assert sent["thoughtSignature"] == "c2ln"
+
+
+# --- hostile pieces: bounded memory, linear time ----------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("pieces", "detail"),
+    [
+        # 2,000 short pieces each asking for a 10,000-slot array: 80 KB of JSON made 170 MB.
+        ([piece(f"$.a{n}[9999]", nullValue=None) for n in range(2_000)], "an index above"),
+        # 100,000 levels of nesting from a 200 KB path.
+        ([piece("$" + ".a" * 100_000, nullValue=None)], "deeper than 64 levels"),
+    ],
+    ids=["many-huge-arrays", "deep-path"],
+)
+async def test_short_pieces_cannot_build_a_huge_tree(pieces: list[Any], detail: str) -> None:
+    body = chunk(call(name="lookup", willContinue=True)) + chunk(
+        call(partialArgs=pieces, willContinue=True)
+    )
+    events, error, _ = await replay(WireResponse(body))
+    check_invariants(events, error)
+    assert isinstance(error, MalformedStreamError)
+    assert detail in error.message
+
+
+@pytest.mark.anyio
+async def test_a_long_string_in_many_pieces_is_rebuilt_in_linear_time() -> None:
+    # 4 MB of one string argument in 400,000 pieces: appending to a growing string copied
+    # ~800 GB (hours); the pieces are kept as a list and joined once.
+    pieces = [piece("$.content", stringValue=f"{n:09d}\n") for n in range(400_000)]
+    body = chunk(call(name="write", willContinue=True))
+    body += "".join(
+        chunk(call(partialArgs=pieces[n : n + 10_000], willContinue=True))
+        for n in range(0, len(pieces), 10_000)
+    )
+    body += chunk(call(), finish="STOP")
+    with anyio.fail_after(20):
+        events, error, _ = await replay(WireResponse(body))
+    assert error is None
+    [args] = [e.delta for e in events if isinstance(e, BlockDelta)]
+    assert isinstance(args, InputJsonDelta)
+    content = json.loads(args.partial_json)["content"]
+    assert content == "".join(f"{n:09d}\n" for n in range(400_000))

@@ -37,7 +37,8 @@ _SEGMENT: Final = re.compile(
     r"""\.([^.\[\]'"]+)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\["((?:[^"\\]|\\.)*)"\]"""
 )
 _ESCAPE: Final = re.compile(r"\\(.)")
-_MAX_INDEX: Final = 10_000  # an array index beyond this is no real argument list
+_MAX_INDEX: Final = 10_000  # array elements of one call: more is no real argument list
+_MAX_DEPTH: Final = 64
 
 
 def starts_partial_call(call: dict[str, Any]) -> bool:
@@ -46,15 +47,22 @@ def starts_partial_call(call: dict[str, Any]) -> bool:
 
 
 class PartialCall:
-    """The arguments of one streamed call, rebuilt piece by piece."""
+    """The arguments of one streamed call, rebuilt piece by piece.
 
-    __slots__ = ("_args",)
+    Bounded: a path nests at most 64 levels, and the arrays of one call hold at most 10,000
+    elements in all, so a short piece (`$.a[9999]`) cannot make a large tree; the pieces of a
+    string are kept as a list and joined once, so a long string in many pieces costs linear
+    time.
+    """
+
+    __slots__ = ("_args", "_room")
 
     def __init__(self, call: dict[str, Any]) -> None:
         args = call.get("args")
         if args is not None and args.__class__ is not dict:
             raise wrong_type(_WHERE, "functionCall.args", args, "an object")
         self._args: dict[str, Any] = dict(args or {})
+        self._room = _MAX_INDEX  # array elements this call may still add
 
     def feed(self, call: dict[str, Any]) -> bool:
         """Apply one part's `partialArgs`; return whether the call is complete."""
@@ -69,7 +77,7 @@ class PartialCall:
 
     def arguments(self) -> str:
         """The rebuilt arguments, as JSON text."""
-        return orjson.dumps(self._args).decode()
+        return orjson.dumps(self._args, default=_joined).decode()
 
     def _apply(self, piece: dict[str, Any]) -> None:
         path = as_str(piece.get("jsonPath"))
@@ -80,20 +88,79 @@ class PartialCall:
             value = piece["stringValue"]
             if value.__class__ is not str:
                 raise wrong_type(_WHERE, "partialArgs[].stringValue", value)
-            _set(self._args, keys, value, path, append=True)
+            self._set(keys, value, path, append=True)
         elif "numberValue" in piece:
             value = piece["numberValue"]
             if value.__class__ not in (int, float):
                 raise wrong_type(_WHERE, "partialArgs[].numberValue", value, "a number")
-            _set(self._args, keys, value, path, append=False)
+            self._set(keys, value, path, append=False)
         elif "boolValue" in piece:
             value = piece["boolValue"]
             if value.__class__ is not bool:
                 raise wrong_type(_WHERE, "partialArgs[].boolValue", value, "a boolean")
-            _set(self._args, keys, value, path, append=False)
+            self._set(keys, value, path, append=False)
         elif "nullValue" in piece:
-            _set(self._args, keys, None, path, append=False)
+            self._set(keys, None, path, append=False)
         # A piece with no value only announces its path: nothing to set yet.
+
+    def _set(self, keys: list[str | int], value: Any, path: str, *, append: bool) -> None:
+        node: Any = self._args
+        for key, below in pairwise(keys):
+            node = self._child(node, key, {} if isinstance(below, str) else [], path)
+        last = keys[-1]
+        current = self._slot(node, last, path)
+        if append:
+            if current.__class__ is _Pieces:
+                current.parts.append(value)
+                return
+            value = _Pieces([current, value] if isinstance(current, str) else [value])
+        node[last] = value
+
+    def _child(
+        self, node: Any, key: str | int, empty: dict[str, Any] | list[Any], path: str
+    ) -> Any:
+        current = self._slot(node, key, path)
+        if current is None:
+            node[key] = current = empty
+        elif type(current) is not type(empty):
+            raise _bad_path(path, "it crosses a value of another kind")
+        return current
+
+    def _slot(self, node: Any, key: str | int, path: str) -> Any:
+        """The value at `key` of `node` (None if absent), an array grown to hold `key`."""
+        if isinstance(key, str):
+            if node.__class__ is not dict:
+                raise _bad_path(path, "a name applied to an array")
+            return as_dict(node).get(key)
+        if node.__class__ is not list:
+            raise _bad_path(path, "an index applied to an object")
+        items = as_list(node)
+        grow = key + 1 - len(items)
+        if grow > self._room:
+            raise _bad_path(
+                path,
+                f"an index above what the call's arrays may hold ({_MAX_INDEX:,} elements in all)",
+            )
+        if grow > 0:
+            self._room -= grow
+            items.extend([None] * grow)
+        return items[key]
+
+
+class _Pieces:
+    """The pieces of one string argument, joined once when the arguments are read."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[str]) -> None:
+        self.parts = parts
+
+
+def _joined(value: object) -> str:
+    # orjson's `default`: the one kind of value the tree holds that is not JSON.
+    if isinstance(value, _Pieces):
+        return "".join(value.parts)
+    raise TypeError(type(value).__name__)
 
 
 def _keys(path: str) -> list[str | int]:
@@ -102,6 +169,8 @@ def _keys(path: str) -> list[str | int]:
     keys: list[str | int] = []
     pos = 1
     while pos < len(path):
+        if len(keys) == _MAX_DEPTH:
+            raise _bad_path(path, f"it nests deeper than {_MAX_DEPTH} levels")
         match = _SEGMENT.match(path, pos)
         if match is None:
             raise _bad_path(path)
@@ -115,44 +184,6 @@ def _keys(path: str) -> list[str | int]:
     if not keys:
         raise _bad_path(path)
     return keys
-
-
-def _set(
-    root: dict[str, Any], keys: list[str | int], value: Any, path: str, *, append: bool
-) -> None:
-    node: Any = root
-    for key, below in pairwise(keys):
-        node = _child(node, key, {} if isinstance(below, str) else [], path)
-    last = keys[-1]
-    current = _slot(node, last, path)
-    if append and isinstance(current, str):
-        value = current + value
-    node[last] = value
-
-
-def _child(node: Any, key: str | int, empty: dict[str, Any] | list[Any], path: str) -> Any:
-    current = _slot(node, key, path)
-    if current is None:
-        node[key] = current = empty
-    elif type(current) is not type(empty):
-        raise _bad_path(path, "it crosses a value of another kind")
-    return current
-
-
-def _slot(node: Any, key: str | int, path: str) -> Any:
-    """The value at `key` of `node` (None if absent), an array grown to hold `key`."""
-    if isinstance(key, str):
-        if node.__class__ is not dict:
-            raise _bad_path(path, "a name applied to an array")
-        return as_dict(node).get(key)
-    if node.__class__ is not list:
-        raise _bad_path(path, "an index applied to an object")
-    if key > _MAX_INDEX:
-        raise _bad_path(path, f"an index above {_MAX_INDEX}")
-    items = as_list(node)
-    while len(items) <= key:
-        items.append(None)
-    return items[key]
 
 
 def _bad_path(path: str, why: str = "not a JSON path this client reads") -> MalformedStreamError:
