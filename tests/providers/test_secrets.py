@@ -10,11 +10,15 @@ record captured from every logger (httpx logs each request URL at INFO).
 
 from __future__ import annotations
 
+import base64
 import logging
 import socket
+import traceback
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import anyio
+import httpx
 import orjson
 import pytest
 
@@ -88,7 +92,7 @@ def test_two_overlapping_echoes_make_one_mask() -> None:
 
 def test_credentials_are_found_in_urls_and_headers() -> None:
     url = "https://user:pa55word-xyz@proxy.test/v1?key=AIzaSyA-0123456789&alt=sse&sig=s1gnature99"
-    assert url_secrets(url) == ["pa55word-xyz", "AIzaSyA-0123456789", "s1gnature99"]
+    assert url_secrets(url) == ["user", "pa55word-xyz", "AIzaSyA-0123456789", "s1gnature99"]
     headers = {"Authorization": "Bearer tok-0123456789", "api-key": "azure-0123456789", "x": "y"}
     assert header_secrets(headers) == [
         "Bearer tok-0123456789",
@@ -162,6 +166,7 @@ async def drain(client: HttpClient, into: list[Event]) -> None:
 
 def scan(client: HttpClient, events: list[Event], error: BaseException, caplog: Any) -> None:
     assert_error_clean(error)
+    assert_clean("".join(traceback.format_exception(error)))  # the chained causes too
     assert_clean(repr(client), repr(client.transport), *map(repr, events))
     records = caplog.records
     assert records, "httpx's request line was captured"
@@ -276,3 +281,101 @@ def test_a_bad_base_url_with_the_key_does_not_show_it() -> None:
 def test_the_transport_repr_keeps_the_url_readable() -> None:
     t = Transport(provider="p", base_url=f"https://x.test/v1/?key={KEY}", headers={}, secret=None)
     assert repr(t) == "Transport(provider='p', base_url='https://x.test/v1?key=***')"
+
+
+# --- the key as it is echoed: encoded, malformed, in a chained exception ----------------------
+
+# Every 12 characters of it hold a character that URL encoding changes.
+ODD_KEY = "sk-Odd+Key/9=abc+def/ghi=jkl+mno/pqr"
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        quote(ODD_KEY, safe=""),
+        quote(ODD_KEY),
+        quote_plus(ODD_KEY),
+        ODD_KEY.replace("/", "\\/"),
+        quote(ODD_KEY, safe="").lower(),
+    ],
+    ids=["url-encoded", "path-encoded", "form-encoded", "json-escaped", "encoded-lowered"],
+)
+def test_an_encoded_echo_of_the_key_is_masked(echo: str) -> None:
+    assert Scrubber([ODD_KEY]).scrub(f"GET /v1?key={echo} failed") == "GET /v1?key=*** failed"
+
+
+@pytest.mark.parametrize("user", ["", "u", "us", "user"])
+def test_the_key_in_base64_is_masked_whatever_precedes_it(user: str) -> None:
+    # A Basic Authorization header echoed back: base64 of `user:key`.
+    encoded = _b64(f"{user}:{ODD_KEY}" if user else ODD_KEY)
+    scrubbed = Scrubber([ODD_KEY]).scrub(f"Basic {encoded}")
+    assert "***" in scrubbed
+    # Left unmasked: the groups that mix in the user's bytes, and the last partial group.
+    assert len(scrubbed) <= len("Basic ") + 2 * 4 + len("***") + 4, scrubbed
+
+
+def test_a_token_alone_in_the_user_info_is_a_credential() -> None:
+    encoded = quote(ODD_KEY, safe="")
+    assert url_secrets(f"https://{encoded}@proxy.test/v1") == [encoded, ODD_KEY]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("where", ["query", "userinfo-token"])
+async def test_an_encoded_key_in_the_url_never_shows(
+    provider: str, where: str, everything: pytest.LogCaptureFixture
+) -> None:
+    cls, suffix = _CLIENTS[provider]
+    echo = json_error(401, {"error": {"message": f"unknown key {quote(ODD_KEY, safe='')}"}})
+    async with WireServer([echo]) as server:
+        host = server.base_url.removeprefix("http://")
+        url = (
+            f"{server.base_url}{suffix}?key={quote(ODD_KEY, safe='')}"
+            if where == "query"
+            else f"http://{quote(ODD_KEY, safe='')}@{host}{suffix}"
+        )
+        client = cls(model="m", base_url=url, retry=RetryPolicy.disabled())
+        _, error = await failing_run(client)
+    for text in (repr(client), str(error), *(r.getMessage() for r in everything.records)):
+        for form in (ODD_KEY, quote(ODD_KEY, safe="")):
+            assert not leaks(text, form), text
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize(
+    "key",
+    [KEY + "\n", " " + KEY, KEY + "\x00", KEY + "\u00e9", "\u043a\u043b\u044e\u0447-" + KEY],
+    ids=["newline", "leading-space", "nul", "latin-1", "cyrillic"],
+)
+def test_a_key_no_header_can_carry_is_a_configuration_error(provider: str, key: str) -> None:
+    # It used to fail each attempt as a retried connection error, or as a "malformed
+    # stream", and h11's message in the traceback quoted the whole key.
+    cls, suffix = _CLIENTS[provider]
+    with pytest.raises(ConfigurationError, match="not a valid HTTP header value") as info:
+        cls(model="m", api_key=key, base_url="http://127.0.0.1:9" + suffix)
+    assert_error_clean(info.value)
+    assert_clean("".join(traceback.format_exception(info.value)))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_an_http_error_quoting_the_key_is_not_chained(provider: str) -> None:
+    # A proxy or transport whose error text quotes the request URL, key included.
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError(f"proxy refused {request.url}", request=request)
+
+    cls, suffix = _CLIENTS[provider]
+    async with httpx.AsyncClient(transport=httpx.MockTransport(refuse)) as http:
+        client = cls(
+            model="m",
+            base_url=f"http://proxy.test{suffix}?api_key={KEY}",
+            http_client=http,
+            retry=RetryPolicy.disabled(),
+        )
+        _, error = await failing_run(client)
+    assert_error_clean(error)
+    assert_clean("".join(traceback.format_exception(error)))

@@ -12,10 +12,11 @@ the rules of the event model for all of them:
 - the stop of the last closed block is held back until the provider says why it stopped, so the
   stop reason rides on the last block's `BlockStop`; an answer with no block at all gets an
   empty text block to carry it;
-- a tool-call id is used once per answer: a second tool-use block with an id already used
-  fails the stream with `MalformedStreamError`, even when its content is the same (the tool
-  would run twice, and Anthropic rejects a history with duplicate ids), rather than
-  guessing which of the two calls the model meant.
+- a tool call has a non-empty id and name, and an id is used once per answer: a call without
+  either, or a second tool-use block with an id already used, fails the stream with
+  `MalformedStreamError`, even when its content is the same (the tool would run twice, and
+  Anthropic rejects a history with duplicate ids), rather than guessing which of the two
+  calls the model meant.
 
 [`drive`][] runs bytes → SSE → mapper → events, and on any failure emits the abort of the
 open block, an `ErrorEvent`, a FAILED status, then raises the typed error.
@@ -56,7 +57,7 @@ from llm_worker.events import (
     ToolUseMetadata,
 )
 from llm_worker.messages import Citation
-from llm_worker.providers._secrets import scrub_error
+from llm_worker.providers._secrets import chain_leaks, scrub_error
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent, SSEDecoder
 
 __all__ = ("BlockEmitter", "StreamMapper", "drive", "wrong_type")
@@ -141,8 +142,14 @@ class BlockEmitter:
         """Start a tool-use block (always a new block).
 
         Raises:
-            MalformedStreamError: The answer already has a tool call with this id.
+            MalformedStreamError: The id or the name is empty (no result could answer the
+                call, no tool could run it), or the answer already has a call with this id.
         """
+        if not call_id or not name:
+            missing = "an id" if not call_id else "a name"
+            raise MalformedStreamError(
+                f"a tool call without {missing} (id {call_id!r}, name {name!r})", streamed=True
+            )
         if call_id in self._call_ids:
             raise MalformedStreamError(
                 f"the answer has two tool calls with the id {call_id!r}: each call needs an id "
@@ -308,7 +315,7 @@ async def drive(
         )
         for event in _failure(emitter, error, scrub):
             yield event
-        raise error from exc
+        raise error from (None if chain_leaks(exc, scrub) else exc)
     finally:
         # Nested async generators are not closed with their consumer (PEP 533): close them
         # here, innermost last, so an abandoned stream frees its connection now.

@@ -38,12 +38,13 @@ from llm_worker.errors import (
 )
 from llm_worker.providers._secrets import (
     Scrubber,
+    chain_leaks,
     header_secrets,
     install_log_filter,
     scrub_error,
     url_secrets,
 )
-from llm_worker.providers._settings import checked_base_url, checked_limit
+from llm_worker.providers._settings import checked_base_url, checked_headers, checked_limit
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, event_too_large
 
 __all__ = ("DEFAULT_TIMEOUT", "RetryPolicy", "Transport", "error_from_status")
@@ -152,7 +153,7 @@ class Transport:
         self.base_url = base_url.split("?", 1)[0].rstrip("/") + (
             "?" + self._base.query.decode("ascii") if self._base.query else ""
         )
-        self._headers = dict(headers)
+        self._headers = checked_headers(headers, secret)
         self._client = http_client
         self._owns_client = http_client is None
         self.timeout = _timeout(timeout)
@@ -247,12 +248,12 @@ class Transport:
             raise APITimeoutError(
                 self.scrub(f"no answer from {self.base_url} in time ({type(exc).__name__})"),
                 provider=self.provider,
-            ) from exc
+            ) from self._cause(exc)
         except httpx.HTTPError as exc:
             raise APIConnectionError(
                 self.scrub(f"could not reach {self.base_url}: {type(exc).__name__}: {exc}"),
                 provider=self.provider,
-            ) from exc
+            ) from self._cause(exc)
         try:
             if not response.is_success:
                 raise await self._status_error(response, response.aiter_bytes())
@@ -327,7 +328,15 @@ class Transport:
                 streamed=received > 0,
             ) from exc
         except (httpx.TransportError, httpx.DecodingError) as exc:
-            raise self._broken(exc, received) from exc
+            raise self._broken(exc, received) from self._cause(exc)
+
+    def _cause(self, exc: BaseException) -> BaseException | None:
+        """`exc` to chain as the cause, or `None` when its text holds a credential.
+
+        A traceback prints every exception of the chain: one that quotes the key (an HTTP
+        library quoting a header or the URL) must not be part of it.
+        """
+        return None if chain_leaks(exc, self.scrub) else exc
 
     def _broken(self, exc: httpx.HTTPError, received: int) -> ProviderError:
         detail = f"{type(exc).__name__}: {str(exc) or 'no detail'}"

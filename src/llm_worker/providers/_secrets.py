@@ -17,16 +17,24 @@ in a header) never reaches a log handler.
 
 from __future__ import annotations
 
+import base64
 import logging
 import string
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Final
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
 
 from llm_worker.errors import ProviderError
 
-__all__ = ("MIN_SECRET", "Scrubber", "header_secrets", "scrub_error", "url_secrets")
+__all__ = (
+    "MIN_SECRET",
+    "Scrubber",
+    "chain_leaks",
+    "header_secrets",
+    "scrub_error",
+    "url_secrets",
+)
 
 MIN_SECRET: Final = 8
 """A shorter "key" (Ollama's `ollama`) is no secret: cutting it out would maim messages."""
@@ -46,8 +54,8 @@ class Scrubber:
     def __init__(self, secrets: Iterable[str | None]) -> None:
         # Runs of each length, lowered: a key of 8 to 11 characters is matched whole.
         grams: dict[int, set[str]] = {}
-        for secret in secrets:
-            if secret is None or len(secret) < MIN_SECRET:
+        for secret in _encodings(s for s in secrets if s is not None and len(s) >= MIN_SECRET):
+            if len(secret) < MIN_SECRET:
                 continue
             size = min(_MIN_RUN, len(secret))
             lowered = secret.translate(_LOWER)
@@ -73,6 +81,30 @@ class Scrubber:
                     covered[start : start + size] = b"\x01" * size
                     found = True
         return _masked(text, covered) if found else text
+
+
+def _encodings(secrets: Iterable[str]) -> Iterator[str]:
+    """Each secret as it may be echoed: itself, URL-encoded, JSON-escaped, and in base64.
+
+    An error body or a log line may quote the request URL (the key percent-encoded), a JSON
+    text (`/` escaped by a backslash) or a Basic `Authorization` header (base64 of
+    `user:key`, where the key may start at any of the three byte offsets of a base64 group).
+    """
+    for secret in secrets:
+        yield secret
+        yield quote(secret, safe="")
+        yield quote(secret)  # `/` kept, as in a URL path
+        yield quote_plus(secret)
+        yield secret.replace("/", "\\/")
+        raw = secret.encode()
+        for skip in range(3):
+            # The whole base64 groups of the secret's bytes, whatever precedes it: its bytes
+            # from the first, second or third on fill groups of their own.
+            tail = raw[skip:]
+            whole = tail[: len(tail) - len(tail) % 3]
+            encoded = base64.b64encode(whole).decode("ascii")
+            yield encoded
+            yield encoded.replace("+", "-").replace("/", "_")
 
 
 def _masked(text: str, covered: bytearray) -> str:
@@ -101,15 +133,36 @@ def scrub_error(error: ProviderError, scrub: Callable[[str], str]) -> None:
         error.request_id = scrub(error.request_id)
 
 
+def chain_leaks(exc: BaseException | None, scrub: Callable[[str], str]) -> bool:
+    """Whether the text of `exc`, or of an exception it was chained from, holds a secret.
+
+    Such an exception must not be chained (`raise … from`) to an error this library raises:
+    a traceback prints the text of every exception of the chain.
+    """
+    for _ in range(16):  # a chain is short; a cycle must not loop forever
+        if exc is None:
+            return False
+        text = str(exc)
+        if scrub(text) != text:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def url_secrets(url: str) -> list[str]:
-    """The credentials a URL carries: its password, and credential-named query values."""
+    """The credentials a URL carries: its user info, and credential-named query values."""
     try:
         parts = urlsplit(url)
-        found = [parts.password] if parts.password else []
+        # A token alone in the user info (`https://TOKEN@host`) is a credential too.
+        found = [v for raw in (parts.username, parts.password) if raw for v in (raw, unquote(raw))]
     except ValueError:
         return []
-    found.extend(value for name, value in parse_qsl(parts.query) if _is_credential(name))
-    return found
+    for pair in parts.query.split("&"):
+        name, _, value = pair.partition("=")
+        if _is_credential(unquote_plus(name)):
+            # As written (the text a log line shows) and decoded (the value sent).
+            found.extend((value, unquote_plus(value)))
+    return list(dict.fromkeys(found))
 
 
 def header_secrets(headers: Mapping[str, str]) -> list[str]:

@@ -5,14 +5,16 @@ A rejected value may hold a key, so its error shows no more of it than its schem
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
+from typing import Final
 from urllib.parse import urlsplit
 
 import httpx
 
 from llm_worker.errors import ConfigurationError
 
-__all__ = ("checked_base_url", "checked_limit")
+__all__ = ("checked_base_url", "checked_headers", "checked_limit")
 
 
 def checked_base_url(base_url: str, scrub: Callable[[str], str]) -> httpx.URL:
@@ -57,3 +59,25 @@ def checked_limit(limit: int) -> int:
             f"max_event_bytes must be a positive number of bytes, not {limit!r}"
         )
     return limit
+
+
+# What h11 accepts as a header value, in the ASCII that httpx encodes headers with: visible
+# characters, with spaces or tabs only between them.
+_HEADER_VALUE: Final = re.compile(r"(?:[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?)?")
+
+
+def checked_headers(headers: Mapping[str, str], secret: str | None) -> dict[str, str]:
+    """The headers, once the key and every value are known to fit in an HTTP header."""
+    # A key read from a file with its newline, or pasted with a space or a non-ASCII
+    # character, would fail each attempt as a connection error (retried), and the HTTP
+    # library's message would hold the raw key: refuse it here, naming only where it is.
+    values = [("api_key", secret or "")]
+    values.extend((f"the value of the {name!r} header", value) for name, value in headers.items())
+    for what, value in values:
+        if not _HEADER_VALUE.fullmatch(value):
+            raise ConfigurationError(
+                f"{what} is not a valid HTTP header value: it has a line break, a control or "
+                "non-ASCII character, or leading or trailing whitespace (a key read from a "
+                "file with its newline?)"
+            )
+    return dict(headers)

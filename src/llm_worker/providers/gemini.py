@@ -158,6 +158,15 @@ class _CallIds:
         self._taken = set(ids)
         self._next = len(ids)
 
+    def given(self, call_id: object) -> str | None:
+        """An id the provider sent (or `None`), kept out of the ids synthesized later."""
+        if call_id is None or call_id == "":
+            return None
+        if call_id.__class__ is not str:
+            raise wrong_type(_PART, "functionCall.id", call_id)
+        self._taken.add(call_id)  # type: ignore[arg-type]  # narrowed just above
+        return call_id  # type: ignore[return-value]
+
     def next(self) -> str:
         """The next id not used in the conversation."""
         while True:
@@ -255,7 +264,10 @@ class _GeminiMapper:
         emitter.finish(reason, raw)
 
     def _finished(self, candidate: Any, emitter: BlockEmitter) -> None:
-        self._finish = str(candidate["finishReason"])
+        finish = candidate["finishReason"]
+        if finish.__class__ is not str:
+            raise wrong_type("a candidate", "finishReason", finish)
+        self._finish = finish
         if self._finish in _FILTERED and emitter.index < 0:
             self.end_of_read(emitter)
             raise _filtered(self._finish, as_dict(candidate))
@@ -312,7 +324,7 @@ class _GeminiMapper:
         args = call.get("args")
         if args is not None and args.__class__ is not dict:
             raise wrong_type(_PART, "functionCall.args", args, "an object")
-        emitter.tool_use(as_str(call.get("id")) or self._ids.next(), name)
+        emitter.tool_use(self._ids.given(call.get("id")) or self._ids.next(), name)
         if signature is not None:
             emitter.signature(signature)
             self._signed = emitter.index

@@ -282,25 +282,33 @@ class ChatStreamMapper:
             self._delta(delta, choice, emitter)
         finish = choice.get("finish_reason")
         if finish:
-            self._finish = str(finish)
+            if type(finish) is not str:
+                raise wrong_type("a chunk's choice", "finish_reason", finish)
+            self._finish = finish
             # vLLM names the stop string that ended the answer in `stop_reason`.
             if type(choice.get("stop_reason")) is str:
                 self._stop_string = True
 
     def _delta(self, delta: Any, choice: Any, emitter: BlockEmitter) -> None:
         reasoning = delta.get("reasoning_content")
-        if reasoning and type(reasoning) is str:
+        if reasoning:
+            if type(reasoning) is not str:
+                raise wrong_type("a chunk's delta", "reasoning_content", reasoning)
             self._thinking(reasoning, _REPLAYED, emitter)
         else:
             reasoning = delta.get("reasoning")  # OpenRouter, Groq: not accepted back
-            if reasoning and type(reasoning) is str:
+            if reasoning:
+                if type(reasoning) is not str:
+                    raise wrong_type("a chunk's delta", "reasoning", reasoning)
                 self._thinking(reasoning, _SHOWN, emitter)
         content = delta.get("content")
         if content:
             logprobs = choice.get("logprobs")  # null unless the request asked for them
             self._text(content, emitter, _logprobs(logprobs, "content") if logprobs else None)
         refusal = delta.get("refusal")
-        if refusal and type(refusal) is str:
+        if refusal:
+            if type(refusal) is not str:
+                raise wrong_type("a chunk's delta", "refusal", refusal)
             self._refused = True
             self._text(refusal, emitter, _logprobs(choice.get("logprobs"), "refusal"))
         calls = delta.get("tool_calls")
