@@ -6,16 +6,31 @@ stream, and a `base_url` that carries a query string, over real HTTP on 127.0.0.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from llm_worker import Worker, tool
-from llm_worker.errors import APIStatusError, MalformedStreamError, ProviderError
-from llm_worker.events import BlockDelta, ErrorEvent, Event, InputJsonDelta, TextDelta
-from llm_worker.messages import Message, Part, Request, ToolUsePart
+from llm_worker.errors import (
+    APIStatusError,
+    APITimeoutError,
+    MalformedStreamError,
+    ProviderError,
+)
+from llm_worker.events import (
+    BlockDelta,
+    BlockStart,
+    ErrorEvent,
+    Event,
+    InputJsonDelta,
+    TextDelta,
+    ToolUseMetadata,
+)
+from llm_worker.messages import Message, Origin, Part, Request, TextPart, ToolUsePart
 from llm_worker.providers import (
     AnthropicClient,
     GeminiClient,
@@ -311,3 +326,376 @@ async def test_a_base_url_query_stays_the_query(provider: str) -> None:
     if provider == "gemini":
         assert request.path == "/v1beta/models/m:streamGenerateContent"
         assert request.query["alt"] == "sse"
+
+
+# --- review probes: every field the mappers read, framing, cancellation -----------------------
+
+TOOL_NAMELESS: dict[str, str] = {
+    # provider: a complete answer whose one tool call has an empty name or id
+    "anthropic": sse(
+        ANTHROPIC_START,
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "", "name": "f", "input": {}},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+        {"type": "message_stop"},
+    ),
+    "openai_chat": sse(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [{"index": 0, "id": "c1", "function": {"arguments": "{}"}}]
+                    },
+                }
+            ]
+        },
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    )
+    + "data: [DONE]\n\n",
+    "openai_responses": sse(
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {"type": "function_call", "name": "", "call_id": "c1"},
+        },
+        {"type": "response.completed", "response": {"status": "completed"}},
+    ),
+    "gemini": sse(
+        {
+            "candidates": [
+                {
+                    "content": {"parts": [{"functionCall": {"name": "", "args": {}}}]},
+                    "finishReason": "STOP",
+                }
+            ]
+        }
+    ),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_tool_call_without_a_name_or_id_is_a_malformed_stream(provider: str) -> None:
+    # Chat opened a nameless call as a call of the tool "" at the end of the answer, and an
+    # empty id went back to the provider with its result.
+    events, error, _ = await run(provider, WireResponse(TOOL_NAMELESS[provider]))
+    error = failed_in_order(events, error)
+    assert isinstance(error, MalformedStreamError)
+    assert "without a" in error.message or "without an id" in error.message
+
+
+GEMINI_CALL = {"name": "lookup", "args": {"city": "Oslo"}}
+
+
+@pytest.mark.anyio
+async def test_a_gemini_call_id_is_never_synthesized_again() -> None:
+    # The provider's own id came first: the id-less call after it must get another one.
+    parts = [
+        {"functionCall": {**GEMINI_CALL, "id": "gemini_call_0"}},
+        {"functionCall": GEMINI_CALL},
+    ]
+    body = sse({"candidates": [{"content": {"parts": parts}, "finishReason": "STOP"}]})
+    events, error, _ = await run("gemini", WireResponse(body))
+    assert error is None
+    ids = [
+        e.metadata.id
+        for e in events
+        if isinstance(e, BlockStart) and isinstance(e.metadata, ToolUseMetadata)
+    ]
+    assert ids == ["gemini_call_0", "gemini_call_1"]
+
+
+MORE_WRONG_FIELDS = [
+    (
+        "gemini",
+        sse({"candidates": [{"content": {"parts": [{"functionCall": {**GEMINI_CALL, "id": 7}}]}}]}),
+        "functionCall.id",
+    ),
+    (
+        "gemini",
+        sse({"candidates": [{"content": {"parts": [{"text": "a"}]}, "finishReason": 1}]}),
+        "finishReason",
+    ),
+    (
+        "openai_chat",
+        sse({"choices": [{"index": 0, "delta": {"reasoning_content": ["r"]}}]}),
+        "reasoning",
+    ),
+    ("openai_chat", sse({"choices": [{"index": 0, "delta": {"refusal": {"a": 1}}}]}), "refusal"),
+    (
+        "openai_chat",
+        sse({"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": 3}]}),
+        "finish_reason",
+    ),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("provider", "body", "field"), MORE_WRONG_FIELDS, ids=lambda v: str(v)[:20]
+)
+async def test_more_wrongly_typed_fields_are_named(provider: str, body: str, field: str) -> None:
+    # These were dropped silently (a number as reasoning) or turned into text (str(3)).
+    events, error, _ = await run(provider, WireResponse(body))
+    error = failed_in_order(events, error)
+    assert isinstance(error, MalformedStreamError)
+    assert f"`{field}`" in error.message
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize(
+    "lead", [b"\xef\xbb\xbf", b"\xef\xbb\xbf \r\n\t", b"\r\r\r"], ids=["bom", "bom-blank", "cr"]
+)
+async def test_an_html_page_after_a_bom_or_blank_lines_is_an_api_status_error(
+    provider: str, lead: bytes
+) -> None:
+    page = WireResponse(lead + HTML.lstrip(), chunking=Chunking.bytewise())
+    events, error, _ = await run(provider, page)
+    error = failed_in_order(events, error)
+    assert type(error) is APIStatusError
+    assert error.message == "an HTML page instead of an API answer: Sign in - Proxy"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"data: " + b"x" * (LIMIT + 10) + b"\r",  # CR-only line ends
+        (b"data: " + b"x" * (LIMIT - 10) + b"\r") * 3,  # lines just under the cap, one event
+        b": keep-alive\r" * 10 + b"data: " + b"y" * (LIMIT * 2),  # comments, then no end
+    ],
+    ids=["cr-line", "cr-lines-one-event", "comments-then-endless"],
+)
+async def test_the_cap_holds_with_cr_line_ends(provider: str, body: bytes) -> None:
+    response = WireResponse(body, chunking=Chunking.random(5, 8192))
+    events, error, _ = await run(provider, response, max_event_bytes=LIMIT)
+    error = failed_in_order(events, error)
+    assert isinstance(error, MalformedStreamError)
+    assert "max_event_bytes=65,536" in error.message
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", [p for p in PROVIDERS if p != "openai_responses"])
+async def test_many_events_just_under_the_cap_pass(provider: str) -> None:
+    # The cap is per event, not per stream: 40 events of 60 KiB each (2.4 MiB) are fine.
+    # (Responses repeats the whole output in its closing event, which the cap then bounds.)
+    from llm_worker.testing._model_server import _encoder
+
+    text = "z" * (60 * 1024)
+    body = _encoder(provider)(ScriptedResponse([TextPart(text) for _ in range(40)]), model="m")
+    events, error, _ = await run(
+        provider, WireResponse(body, chunking=Chunking.random(6, 4096)), max_event_bytes=LIMIT
+    )
+    assert error is None, error
+    texts = [
+        e.delta.text for e in events if isinstance(e, BlockDelta) and isinstance(e.delta, TextDelta)
+    ]
+    assert "".join(texts) == text * 40
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_base_url_with_query_fragment_and_trailing_slash(provider: str) -> None:
+    async with WireServer([WireResponse(HTML)]) as server:
+        cls, suffix = _CLIENTS[provider]
+        c = cls(
+            model="m",
+            api_key=KEY,
+            base_url=f"{server.base_url}{suffix}/?v=1&w=a%2Fb#frag",
+            retry=RetryPolicy.disabled(),
+        )
+        assert "frag" not in repr(c.transport.url("/x"))
+        await streams.collect(c, Request([Message.user("hi")]))
+        await c.aclose()
+    [request] = server.requests
+    assert request.path.startswith(suffix + "/") and "//" not in request.path
+    assert "#" not in request.path and "frag" not in request.path
+    assert request.query["v"] == "1" and request.query["w"] == "a/b"
+
+
+def _hostile_answers(provider: str) -> list[WireResponse]:
+    """Answers of each kind probed above, for the cancellation campaign."""
+    from llm_worker.testing._model_server import _encoder
+
+    calls: list[Part] = [TextPart("t" * 300), ToolUsePart("c1", "lookup", {"city": "Oslo" * 50})]
+    normal = _encoder(provider)(ScriptedResponse(calls), model="m")
+    answers = [
+        WireResponse(normal, chunking=Chunking.random(7, 40)),
+        WireResponse(duplicate_ids(provider).body_bytes(), chunking=Chunking.random(8, 40)),
+        WireResponse(WRONG_FIELDS[provider][0], chunking=Chunking.bytewise()),
+        WireResponse(b"data: " + b"x" * 200_000, chunking=Chunking.random(9, 4096)),
+        WireResponse(HTML, chunking=Chunking.bytewise()),
+    ]
+    if provider == "gemini":
+        from test_gemini_partial_args import STREAMED
+
+        answers.append(WireResponse(STREAMED, chunking=Chunking.random(10, 30)))
+    return answers
+
+
+def _open_fds() -> int | None:
+    import os
+
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_cancelling_at_random_points_leaks_no_task_or_socket(provider: str) -> None:
+    import asyncio
+    import random
+
+    rng = random.Random(f"cancel-{provider}")
+    answers = _hostile_answers(provider)
+    cases = [(answer, rng.randint(0, 12)) for answer in answers for _ in range(6)]
+    fds = _open_fds()
+    tasks = len(asyncio.all_tasks())
+    # One connection, and a short wait for it: a stream that kept its connection after
+    # being cancelled makes the next request fail with a pool timeout.
+    limits = httpx.Limits(max_connections=1)
+    http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(5.0, pool=0.5))
+    async with WireServer([answer for answer, _ in cases]) as server, http:
+        c = client(provider, server, max_event_bytes=LIMIT, http_client=http, max_concurrency=None)
+        for _, at in cases:
+            stream = c.stream(Request([Message.user("hi")]))
+            with anyio.fail_after(10), anyio.CancelScope() as scope:
+                seen = 0
+                try:
+                    async for _event in stream:
+                        seen += 1
+                        if seen >= at:
+                            # Cancelled where the stream awaits next: inside the transport,
+                            # the decoder or a mapper's generator, wherever that is.
+                            scope.cancel()
+                except APITimeoutError:
+                    raise
+                except ProviderError:
+                    pass  # the hostile answers end in typed errors; a pool timeout is a leak
+            await stream.aclose()  # type: ignore[attr-defined]
+        await c.aclose()
+    assert len(asyncio.all_tasks()) == tasks
+    if fds is not None:
+        assert _open_fds() == fds
+
+
+@pytest.mark.anyio
+async def test_message_start_blocks_then_streamed_blocks_share_one_id_space() -> None:
+    # A resumed turn whose message_start holds a tool_use, then streamed blocks: the second
+    # call reuses its id. Both are blocks of one answer; the duplicate fails the stream.
+    start = {
+        **ANTHROPIC_START,
+        "message": {
+            **ANTHROPIC_START["message"],
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"city": "Oslo"}}
+            ],
+        },
+    }
+    again = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}
+    body = sse(
+        start,
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "x"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": again},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+        {"type": "message_stop"},
+    )
+    events, error, _ = await run("anthropic", WireResponse(body))
+    error = failed_in_order(events, error)
+    assert isinstance(error, MalformedStreamError)
+    assert "'toolu_1'" in error.message
+    starts = [e.index for e in events if isinstance(e, BlockStart)]
+    assert starts == [0, 1]  # the carried call, then the streamed text; never the duplicate
+
+
+# Every JSON value of a small answer (text, then a tool call) replaced by each of these.
+_HOSTILE_VALUES: list[Any] = [7, 1.5, True, None, "", [1], {"a": 1}, 2**63 - 1, -1]
+
+
+def _every_field_mutated(provider: str) -> list[bytes]:
+    from llm_worker.testing._model_server import _encoder
+
+    parts: list[Part] = [TextPart("Hi"), ToolUsePart("c1", "lookup", {"city": "Oslo"})]
+    body = _encoder(provider)(ScriptedResponse(parts), model="m")
+    text = body.decode() if isinstance(body, bytes) else body
+    lines = text.splitlines(keepends=True)
+    out: list[bytes] = []
+    for n, line in enumerate(lines):
+        if not line.startswith("data:") or "{" not in line:
+            continue
+        doc = json.loads(line[5:])
+        for path in _paths(doc, ()):
+            for value in _HOSTILE_VALUES:
+                mutated = json.loads(line[5:])
+                node = mutated
+                for key in path[:-1]:
+                    node = node[key]
+                node[path[-1]] = value
+                new = [*lines[:n], f"data: {json.dumps(mutated)}\n", *lines[n + 1 :]]
+                out.append("".join(new).encode())
+    return out
+
+
+def _paths(node: Any, at: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    found: list[tuple[Any, ...]] = []
+    items = (
+        node.items()
+        if isinstance(node, dict)
+        else enumerate(node)
+        if isinstance(node, list)
+        else ()
+    )
+    for key, value in items:  # pyright: ignore[reportUnknownVariableType]
+        found.append((*at, key))
+        found.extend(_paths(value, (*at, key)))
+    return found
+
+
+def _typed_events(events: list[Event]) -> None:
+    """Every field of every event has its declared type: the wrong type never gets through."""
+    from llm_worker.events import BlockStop, UsageEvent
+
+    for event in events:
+        if isinstance(event, BlockDelta):
+            for name in ("text", "partial_json", "signature"):
+                value = getattr(event.delta, name, "")
+                assert type(value) is str, event
+        elif isinstance(event, BlockStart) and isinstance(event.metadata, ToolUseMetadata):
+            assert type(event.metadata.id) is str and event.metadata.id, event
+            assert type(event.metadata.name) is str and event.metadata.name, event
+        elif isinstance(event, BlockStop):
+            assert event.raw_stop_reason is None or type(event.raw_stop_reason) is str, event
+        elif isinstance(event, UsageEvent):
+            for field in dataclasses.fields(event):
+                value = getattr(event, field.name)
+                assert value is None or type(value) is int, event
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_every_field_of_an_answer_wrongly_typed(provider: str) -> None:
+    from llm_worker.errors import LLMWorkerError
+
+    bodies = iter(_every_field_mutated(provider))
+    count = 0
+    async with WireServer(handler=lambda _: WireResponse(next(bodies))) as server:
+        c = client(provider, server)
+        for _ in range(len(_every_field_mutated(provider))):
+            events, error = await streams.collect(c, Request([Message.user("hi")]))
+            assert error is None or isinstance(error, LLMWorkerError), repr(error)
+            _typed_events(events)
+            streams.assemble(events, Origin(provider, "m"))
+            count += 1
+        await c.aclose()
+    assert count > 100

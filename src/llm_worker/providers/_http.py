@@ -188,7 +188,7 @@ class Transport:
         raw = base.raw_path.split(b"?", 1)[0].rstrip(b"/") + path.encode("ascii")
         if base.query:
             raw += b"?" + base.query
-        url = base.copy_with(raw_path=raw)
+        url = base.copy_with(raw_path=raw, fragment=None)  # a fragment is never sent
         return url.copy_merge_params(params) if params else url
 
     async def stream(
