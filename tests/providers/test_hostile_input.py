@@ -424,7 +424,7 @@ MORE_WRONG_FIELDS = [
     (
         "openai_chat",
         sse({"choices": [{"index": 0, "delta": {"reasoning_content": ["r"]}}]}),
-        "reasoning",
+        "reasoning_content",
     ),
     ("openai_chat", sse({"choices": [{"index": 0, "delta": {"refusal": {"a": 1}}}]}), "refusal"),
     (
