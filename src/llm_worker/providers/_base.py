@@ -228,9 +228,10 @@ def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]
 
     - objects are merged key by key, recursively;
     - lists are merged as a union: the body's entries first, then each entry of the option's
-      list that the body does not hold yet (so `{"include": [...]}` adds to what the client
-      asked for itself, such as Responses' `reasoning.encrypted_content`, and hosted tools in
-      `{"tools": [...]}` join the function tools instead of replacing them);
+      list that the merged list does not hold yet, in the option's order, once (so
+      `{"include": [...]}` adds to what the client asked for itself, such as Responses'
+      `reasoning.encrypted_content`, and hosted tools in `{"tools": [...]}` join the function
+      tools instead of replacing them);
     - anything else (and a value where the body has none, or a different type) replaces.
     """
     for key, value in extra.items():
@@ -239,9 +240,12 @@ def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]
             deep_merge(current, value)  # type: ignore[arg-type]
         elif isinstance(current, list) and isinstance(value, list):
             # cast: JSON arrays (the body's and the option's); their items stay Any.
-            present, added = cast("list[Any]", current), cast("list[Any]", value)
+            merged = list(cast("list[Any]", current))
             # A new list: the option's own list is never shared with (or changed by) the body.
-            base[key] = present + [item for item in added if item not in present]
+            for item in cast("list[Any]", value):
+                if item not in merged:  # also once when the option lists it twice
+                    merged.append(item)
+            base[key] = merged
         else:
             base[key] = value
     return base

@@ -6,7 +6,8 @@ Mapping:
   `function_call_output` items (Responses has no error flag: the text says what failed);
 - assistant text → `output_text` parts of an assistant `message` item, with the message's
   `phase` (`commentary` / `final_answer`, which OpenAI asks to have sent back) and the text's
-  annotations (its citations made by this provider, indexes as the part counts them); tool
+  annotations (its citations made by this provider, indexes as the part counts them; only the
+  four kinds the API takes back, with their fields, since it refuses any other); tool
   calls → `function_call` items (`call_id` is `ToolUsePart.id`, `arguments` its JSON text);
 - tools → function tools, `tool_choice` and `parallel_tool_calls` only with tools; `strict` is
   always sent, because Responses makes a function tool strict when the field is absent and
@@ -117,6 +118,19 @@ _HOSTED: Final = frozenset(
 # Neutral efforts no OpenAI model takes, as the nearest one that exists.
 _EFFORTS: Final[dict[str, str]] = {"max": "xhigh"}
 _SERVER_RUN: Final = frozenset({"tool_search_call", "tool_search_output"})
+# The annotation kinds an input `output_text` part takes, with their fields (all required).
+_ANNOTATIONS: Final[dict[object, tuple[str, ...]]] = {
+    "url_citation": ("url", "title", "start_index", "end_index"),
+    "file_citation": ("file_id", "filename", "index"),
+    "container_file_citation": (
+        "container_id",
+        "file_id",
+        "filename",
+        "start_index",
+        "end_index",
+    ),
+    "file_path": ("file_id", "index"),
+}
 
 
 def build_body(request: Request, *, model: str) -> dict[str, Any]:
@@ -314,7 +328,8 @@ class _AssistantItems:
         item_id = self._own_id(part)
         if not part.text and item_id is None:
             return
-        annotations = [_annotation(c) for c in part.citations if _ours(c.origin)]
+        cited = (_annotation(c) for c in part.citations if _ours(c.origin))
+        annotations = [a for a in cited if a is not None]
         content = {"type": "output_text", "text": part.text, "annotations": annotations}
         phase = part.phase if _ours(part.origin) else None
         current = self._message
@@ -350,14 +365,25 @@ def _ours(origin: Origin | None) -> bool:
     return origin is not None and origin.provider == PROVIDER
 
 
-def _annotation(citation: Citation) -> dict[str, Any]:
-    """The annotation as it came, at the citation's place in the part's text."""
-    annotation = dict(citation.data)  # a copy: the body shares nothing with the history
+def _annotation(citation: Citation) -> dict[str, Any] | None:
+    """The annotation at the citation's place in the part's text, as the API takes it back.
+
+    Only the kinds an input `output_text` takes, with only their fields: the API refuses the
+    whole request for an annotation of another kind, or with a field missing, mistyped or
+    unknown (one streamed by a newer API version, say). `None`: not sendable.
+    """
+    fields = _ANNOTATIONS.get(citation.data.get("type"))
+    if fields is None:
+        return None
+    # A new dict: the body shares nothing with the history.
+    annotation: dict[str, Any] = {"type": citation.data["type"]}
     start, end = citation.start_index, citation.end_index
-    if start is not None:
-        annotation["index" if "index" in annotation else "start_index"] = start
-    if end is not None:
-        annotation["end_index"] = end
+    place = {"index": start, "start_index": start, "end_index": end}
+    for name in fields:
+        value = place[name] if name in place else citation.data.get(name)
+        if value is None or value.__class__ is not (int if name in place else str):
+            return None
+        annotation[name] = value
     return annotation
 
 
