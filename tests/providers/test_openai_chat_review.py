@@ -119,7 +119,7 @@ async def test_a_call_repeated_in_function_call_and_tool_calls_is_one_call() -> 
 async def test_a_citation_before_any_text_is_on_the_text_block() -> None:
     annotation = {
         "type": "url_citation",
-        "url_citation": {"url": "https://a.example", "title": "A", "start_index": 0, "end_index": 2},
+        "url_citation": {"url": "https://a.example", "start_index": 0, "end_index": 2},
     }
     events = await events_of(
         chunk({"role": "assistant", "annotations": [annotation, "junk", {"type": "weird"}]}),
