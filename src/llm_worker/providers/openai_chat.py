@@ -16,8 +16,7 @@ Completions sends no block starts or stops, only deltas, so blocks are synthesiz
 - `refusal` deltas (structured outputs) are kept visibly as text, and an answer that refused
   stops with `StopReason.REFUSAL` (the raw `finish_reason`, usually `stop`, stays on the stop).
 - the legacy `function_call` delta (the `functions` API) is read as tool call 0 (an id is
-  made up; it goes back as a `tool_calls` entry), unless the answer streams `tool_calls`,
-  which then hold the same call.
+  made up; it goes back as a `tool_calls` entry), unless its delta has `tool_calls` too.
 - tool calls arrive by `index`, several per response and several in one chunk, with `id` and
   `name` only in the first fragment. At most one block may be open, so the first call streams
   live and calls of other indexes are buffered; a buffered call is emitted as a whole block
@@ -202,7 +201,6 @@ class ChatStreamMapper:
         "_done",
         "_finish",
         "_identified",
-        "_modern",
         "_origin",
         "_refused",
         "_scrub",
@@ -222,7 +220,6 @@ class ChatStreamMapper:
         self._stop_string = False
         self._refused = False
         self._usage = False
-        self._modern = False  # the answer streams `tool_calls`: see `_rare`
         self._tools = _ToolCalls()
 
     @property
@@ -316,7 +313,6 @@ class ChatStreamMapper:
             self._text(refusal, emitter, _logprobs(choice.get("logprobs"), "refusal"))
         calls = delta.get("tool_calls")
         if calls:
-            self._modern = True
             self._tools.feed(calls, emitter)
         if "annotations" in delta or "audio" in delta or "function_call" in delta:
             self._rare(delta, emitter)
@@ -329,9 +325,8 @@ class ChatStreamMapper:
             if transcript:
                 self._text(transcript, emitter, None)
         call = delta.get("function_call")
-        if call and not self._modern:
-            # The legacy `functions` API: one call per answer, streamed like tool call 0. A
-            # server that also streams `tool_calls` repeats its call there: read it once.
+        if call and not delta.get("tool_calls"):  # some servers fill both with one call
+            # The legacy `functions` API: one call per answer, streamed like tool call 0.
             self._tools.feed([{"index": 0, "function": call}], emitter)
         annotations = delta.get("annotations")
         if annotations:
