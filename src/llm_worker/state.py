@@ -153,6 +153,8 @@ class PauseState:
         tools: The names of the tools the pausing Worker had (`None` when unknown): a resuming
             Worker must have those that pending calls name; a call of a tool outside this
             list was a call of an unknown tool, which gets an error result as in any run.
+        response_id: The provider's id of the last answer before the pause, so a stored
+            conversation (`previous_response_id`) goes on from it after the resume.
     """
 
     history: list[Message]
@@ -164,6 +166,7 @@ class PauseState:
     continuations: int = 0
     usage: UsageEvent = field(default_factory=UsageEvent)
     tools: list[str] | None = None
+    response_id: str | None = None
 
     def to_json(self) -> str:
         """Serialize to JSON (stable across processes; carries a format version)."""
@@ -181,6 +184,7 @@ class PauseState:
             "continuations": self.continuations,
             "usage": {k: getattr(self.usage, k) for k in USAGE_FIELDS},
             "tools": self.tools,
+            "response_id": self.response_id,
         }
 
     @classmethod
@@ -233,6 +237,7 @@ class PauseState:
             continuations=as_int(body.get("continuations")) or 0,
             usage=UsageEvent(**{k: as_int(usage.get(k)) for k in USAGE_FIELDS}),
             tools=None if tools is None else [str(t) for t in as_list(tools)],
+            response_id=as_str(body.get("response_id")),
         )
         problem = _empty_text(history) or _pending_mismatch(state)
         if problem:
@@ -364,6 +369,8 @@ class RunResult:
         reason: Why the run was paused or cancelled, if a reason was given.
         stop_reason: Why the last answer stopped (`MAX_TOKENS` means the final text was cut;
             `CONTENT_FILTER` / `REFUSAL` that the provider held it back).
+        response_ids: The provider's ids of this run's answers, in order (where the provider
+            gives them): what support requests and `previous_response_id` name.
     """
 
     status: RunStatus
@@ -374,6 +381,7 @@ class RunResult:
     state: PauseState | None = None
     reason: str | None = None
     stop_reason: StopReason | None = None
+    response_ids: list[str] = field(default_factory=lambda: [])
 
 
 @dataclass(slots=True)

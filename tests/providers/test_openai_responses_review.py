@@ -122,13 +122,6 @@ def test_a_container_file_citation_goes_back_whole() -> None:
 # -- a stored conversation in a tool loop ---------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="previous_response_id is a fixed Worker option: the second request of a tool loop "
-    "chains to the caller's id, not to the response that made the calls, while the builder "
-    "sends only the tool outputs (OpenAI: 'No tool call found for function call output'). "
-    "Needs the Worker to chain each turn's StatusEvent.response_id (and keep it in PauseState)",
-)
 async def test_a_stored_tool_loop_chains_each_request_to_the_answer_before_it() -> None:
     desk = Desk()
     script = [
@@ -139,10 +132,12 @@ async def test_a_stored_tool_loop_chains_each_request_to_the_answer_before_it() 
         options = {"previous_response_id": "resp_from_the_caller"}
         worker = Worker(wire.client(), tools=desk.tools(), options=options)
         with anyio.fail_after(TIMEOUT):
-            await worker.run("Weather in Kyoto?")
-        second = wire.body(1)
+            result = await worker.run("Weather in Kyoto?")
+        first, second = wire.body(0), wire.body(1)
+    assert first["previous_response_id"] == "resp_from_the_caller"
     assert [item["type"] for item in second["input"]] == ["function_call_output"]
-    assert second["previous_response_id"] != "resp_from_the_caller"
+    assert len(result.response_ids) == 2
+    assert second["previous_response_id"] == result.response_ids[0]
 
 
 def test_a_stored_conversation_with_no_answer_yet_sends_the_history() -> None:
@@ -180,3 +175,37 @@ def test_merging_a_list_adds_each_new_entry_once_in_order() -> None:
     assert merged["include"] == ["a", "b", "c"]
     assert merged["tools"] == [{"type": "function", "name": "f"}, {"type": "web_search"}]
     assert options["include"] == ["b", "a", "b", "c"]  # the caller's options are untouched
+
+
+async def test_a_stored_conversation_goes_on_from_the_pause_and_from_the_last_run() -> None:
+    from llm_worker.hooks import Pause, ToolCallContext
+    from llm_worker.state import PauseState
+
+    async def approval(ctx: ToolCallContext) -> Pause | None:
+        return None if ctx.resumed else Pause("approve?")
+
+    desk = Desk()
+    script = [
+        ScriptedResponse([ToolUsePart("call_1", "lookup", {"city": "Kyoto"})]),
+        ScriptedResponse.text("Clear."),
+        ScriptedResponse.text("Again clear."),
+    ]
+    async with serve(API, script, model=MODEL) as wire:
+        options = {"previous_response_id": "resp_from_the_caller"}
+        worker = Worker(wire.client(), tools=desk.tools(), options=options)
+        worker.add_before_tool_call_hook(approval)
+        with anyio.fail_after(TIMEOUT):
+            paused = await worker.run("Weather in Kyoto?")
+            assert paused.state is not None
+            state = PauseState.from_json(paused.state.to_json())
+            assert state.response_id == paused.response_ids[-1]
+            fresh = Worker(wire.client(), tools=desk.tools(), options=options)
+            fresh.add_before_tool_call_hook(approval)
+            resumed = await fresh.resume(state)
+            later = await fresh.run("And tomorrow?")
+        second, third = wire.body(1), wire.body(2)
+    # The resume answers the calls of the paused answer; the next run goes on from the last.
+    assert second["previous_response_id"] == state.response_id
+    assert [item["type"] for item in second["input"]] == ["function_call_output"]
+    assert third["previous_response_id"] == resumed.response_ids[-1]
+    assert later.text == "Again clear."

@@ -23,6 +23,7 @@ from llm_worker.events import (
     Event,
     InputJsonDelta,
     ProviderMetadata,
+    StatusEvent,
     StopReason,
     TextDelta,
     TextMetadata,
@@ -92,6 +93,7 @@ class Assembler:
         "max_arguments",
         "origin",
         "parts",
+        "response_id",
         "stop_reason",
         "usage",
     )
@@ -105,6 +107,7 @@ class Assembler:
         self.stop_reason: StopReason | None = None
         self._open: _Open | None = None
         self._ids: set[str] = set()
+        self.response_id: str | None = None
 
     def feed(self, event: Event) -> Completed | None:
         """Take one event; return what it completed, if anything."""
@@ -133,6 +136,8 @@ class Assembler:
             self._open = None
         elif isinstance(event, UsageEvent):
             self.usage = self.usage.updated(event)
+        elif isinstance(event, StatusEvent) and event.response_id is not None:
+            self.response_id = event.response_id
         return None
 
     @property

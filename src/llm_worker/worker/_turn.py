@@ -100,6 +100,10 @@ class Run:
     """Stop once the resumed batch's results are in the history (`Worker.discard_pause`)."""
     decided: frozenset[str] = frozenset()
     """Ids of the calls the application gave a `Decision` for on resume."""
+    response_ids: list[str] = field(default_factory=lambda: [])
+    """The provider's ids of this run's answers; a pause state carries the last one."""
+    chain_from: str | None = None
+    """The answer a stored conversation goes on from (the Worker's last, or the pause's)."""
 
     async def loop(self, *, resume: PauseState | None = None) -> RunResult:
         """Run until the turn finishes or pauses."""
@@ -155,6 +159,7 @@ class Run:
             )
         self.history[:] = repair(self.history)[0]
         request = cfg.build_request(list(self.history))
+        _chain(request, self.response_ids[-1] if self.response_ids else self.chain_from)
         original = request.messages
         ctx = MessageSendContext(original, request, self.requests + 1)
         decided = await cfg.hooks.chain("on_message_send", cfg.hooks.on_message_send, ctx)
@@ -188,6 +193,8 @@ class Run:
                 continue
             break
         self.usage = self.usage + assembler.usage
+        if assembler.response_id is not None:
+            self.response_ids.append(assembler.response_id)
         if assembler.parts:
             self.history.append(assembler.message)
         return assembler
@@ -254,6 +261,7 @@ class Run:
             usage=self.usage,
             requests=self.requests,
             stop_reason=self.stop_reason,
+            response_ids=list(self.response_ids),
             **kwargs,
         )
 
@@ -268,6 +276,7 @@ class Run:
             continuations=self.continuations,
             usage=self.usage,
             tools=list(self.cfg.registry.names),
+            response_id=self.response_ids[-1] if self.response_ids else self.chain_from,
         )
         return self.result(RunStatus.PAUSED, state=state, reason=reason)
 
@@ -343,3 +352,11 @@ class _closing:
         aclose = getattr(self.it, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+def _chain(request: Request, last: str | None) -> None:
+    # A stored conversation (`options={"previous_response_id": ...}`) sends only what is new
+    # since the answer it names: after the first answer, that is this Worker's last answer,
+    # not the id the application gave once (which would lose the calls now being answered).
+    if last is not None and request.options.get("previous_response_id"):
+        request.options["previous_response_id"] = last

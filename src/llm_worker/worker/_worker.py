@@ -172,6 +172,7 @@ class Worker:
         self._scope: anyio.CancelScope | None = None
         self._busy = False
         self._paused: PauseState | None = None
+        self._last_response: str | None = None  # a stored conversation goes on from it
         self._subscribers: list[Any] = []
 
     def __repr__(self) -> str:
@@ -434,7 +435,7 @@ class Worker:
         self.history[:] = list(state.history)
         run = Run(self._cfg, self.history, start=len(self.history))
         run.requests, run.continuations = state.requests, state.continuations
-        run.usage = state.usage
+        run.usage, run.chain_from = state.usage, state.response_id
         run.decided = seen_on_resume(state, decisions or {})
         return await self._go(
             run, PauseState(state.history, pending, at=state.at, reason=state.reason)
@@ -526,6 +527,7 @@ class Worker:
             )
 
     async def _go(self, run: Run, resume: PauseState | None) -> RunResult:
+        run.chain_from = run.chain_from or self._last_response
         turn = self._turns
         self._turns += 1
         self._busy = True
@@ -538,6 +540,7 @@ class Worker:
         finally:
             self._busy = False
         self._paused = result.state if result.status is RunStatus.PAUSED else None
+        self._last_response = (result.response_ids or [self._last_response])[-1]
         return result
 
     async def _guarded(self, run: Run, resume: PauseState | None) -> RunResult:
@@ -570,12 +573,9 @@ class Worker:
     def _announce(self, event: TurnStarted | TurnEnded) -> None:
         for sink in self._cfg.sinks:
             sink(event)
+        name = "on_turn_start" if isinstance(event, TurnStarted) else "on_turn_end"
         for subscriber in self._subscribers:
-            method = getattr(
-                subscriber,
-                "on_turn_start" if isinstance(event, TurnStarted) else "on_turn_end",
-                None,
-            )
+            method = getattr(subscriber, name, None)
             if callable(method):
                 method(event.turn)
 
