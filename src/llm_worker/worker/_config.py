@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from llm_worker.errors import ConfigurationError
 from llm_worker.messages import Message, Request, ThinkingConfig, ToolChoice
 from llm_worker.worker._hookset import HookSet
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from llm_worker.tools import ErrorFormatter, ToolRegistry, ToolResult
     from llm_worker.worker._turn import StreamRetry
 
-__all__ = ("WorkerConfig",)
+__all__ = ("WorkerConfig", "check_limits")
 
 
 @dataclass(slots=True)
@@ -77,3 +78,16 @@ class WorkerConfig:
         result.output = output
         result.content = output.text
         return result
+
+
+def check_limits(requests: int, continuations: int, tool_arguments: int) -> None:
+    """Refuse limits a run could never work within.
+
+    Raises:
+        ConfigurationError: `max_requests` or `max_tool_arguments` below 1, or
+            `max_continuations` below 0.
+    """
+    if requests < 1 or continuations < 0 or tool_arguments < 1:
+        raise ConfigurationError(
+            "max_requests and max_tool_arguments must be >= 1, max_continuations >= 0"
+        )

@@ -22,7 +22,13 @@ if TYPE_CHECKING:
     from llm_worker.state import Decision, PauseState
     from llm_worker.tools import ToolRegistry
 
-__all__ = ("apply_decisions", "check_not_resumed", "not_run", "seen_on_resume")
+__all__ = (
+    "apply_decisions",
+    "check_not_paused",
+    "check_not_resumed",
+    "not_run",
+    "seen_on_resume",
+)
 
 
 def apply_decisions(
@@ -148,3 +154,21 @@ def seen_on_resume(state: PauseState, decisions: Mapping[str, Decision]) -> froz
     """
     paused = [p.call.id for p in state.pending if p.status == "pending"][:1]
     return frozenset([*decisions, *paused])
+
+
+def check_not_paused(state: PauseState | None) -> None:
+    """Refuse a new run while the last one is paused.
+
+    Raises:
+        PauseStateError: `state` is the last run's pause: a new run would answer its calls
+            "interrupted", when they never started.
+    """
+    if state is None:
+        return
+    waiting = [f"{p.call.id} ({p.call.name})" for p in state.pending]
+    what = f"calls {', '.join(waiting)} never ran" if waiting else "its answer awaits"
+    raise PauseStateError(
+        f"this Worker's last run paused at {state.at} and {what}: resume it with "
+        "worker.resume(result.state), or drop it with await worker.discard_pause() "
+        "before starting a new run"
+    )

@@ -290,7 +290,7 @@ def _outcome(pending: PendingCall) -> ToolOutcome:
 
 
 def _call_edits(model: ToolCall) -> Callable[[ToolCallContext], str | None]:
-    """What a before hook may not do to its call: another id or tool, non-object arguments."""
+    """What a before hook may not do: change the id or tool, non-dict input, non-bool approved."""
 
     def problem(ctx: ToolCallContext) -> str | None:
         call = cast("object", ctx.call)
@@ -302,6 +302,9 @@ def _call_edits(model: ToolCall) -> Callable[[ToolCallContext], str | None]:
         arguments: object = getattr(call, "input", None)
         if not isinstance(arguments, dict):
             return f"set call.input to {type(arguments).__name__}, not a JSON object (a dict)"
+        approved = cast("object", ctx.approved)
+        if not isinstance(approved, bool):  # "no" is truthy: it would approve the call
+            return f"set ctx.approved to {approved!r}, not True or False"
         return None
 
     return problem

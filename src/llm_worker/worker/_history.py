@@ -8,9 +8,12 @@ before every request, saying in each synthesized result why there was none.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from llm_worker.errors import ConfigurationError
 from llm_worker.messages import Message, Part, ToolResultPart, ToolUsePart
 
-__all__ = ("missing_result", "repair")
+__all__ = ("as_messages", "missing_result", "repair")
 
 
 def missing_result(call: ToolUsePart, why: str) -> ToolResultPart:
@@ -106,3 +109,20 @@ def _answer(calls: list[ToolUsePart], follower: Message | None, why: str) -> tup
         ] != ordered:
             changes += 1
     return Message("user", results + others), changes
+
+
+def as_messages(input: str | Message | Iterable[Message]) -> list[Message]:
+    """A run's input as messages (a str is one user message).
+
+    Raises:
+        ConfigurationError: An item is not a Message.
+    """
+    if isinstance(input, str):
+        return [Message.user(input)]
+    if isinstance(input, Message):
+        return [input]
+    messages = list(input)
+    for m in messages:
+        if not isinstance(m, Message):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError(f"run() takes a str, a Message or Messages, not {m!r}")
+    return messages

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
+
+import anyio
 
 from llm_worker.errors import ConfigurationError
 from llm_worker.state import RunCompleted, RunEvent, RunResult
@@ -28,24 +29,32 @@ class RunStream:
     `async with`, call `await stream.aclose()` when you stop before the end.
     """
 
-    def __init__(
-        self, sinks: list[Callable[[Any], None]], start: Callable[[], Awaitable[RunResult]]
-    ) -> None:
-        self._sinks = sinks
+    def __init__(self, start: Callable[[Callable[[Any], None]], Awaitable[RunResult]]) -> None:
+        # `start(sink)` runs the run with `sink` receiving its events, and only its own: the
+        # Worker registers the sink once the run holds it, so a stream refused because
+        # another run is going never shows that run's events.
         self._start = start
         self._queue: asyncio.Queue[RunEvent | BaseException | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._events: AsyncGenerator[RunEvent, None] | None = None
         self._result: RunResult | None = None
         self._error: BaseException | None = None
+        self._closed = False
+        self._reading = False
 
     def __aiter__(self) -> RunStream:
         return self
 
     async def __anext__(self) -> RunEvent:
         if self._events is None:
+            if self._closed:  # closed before it was read: its run never starts
+                raise StopAsyncIteration
             self._events = self._read()
-        return await self._events.__anext__()
+        self._reading = True
+        try:
+            return await self._events.__anext__()
+        finally:
+            self._reading = False
 
     async def __aenter__(self) -> RunStream:
         return self
@@ -68,32 +77,37 @@ class RunStream:
                 f"the run has no result: it failed with {type(self._error).__name__}: "
                 f"{self._error} (raised where the stream was read)"
             )
+        if self._closed:
+            raise ConfigurationError("the run has no result: its stream was closed before its end")
         raise ConfigurationError(
             "the run has no result yet: read the stream to its end (its last event, "
             "RunCompleted, carries the result too)"
         )
 
     async def aclose(self) -> None:
-        """Stop the run if it is still going: it is cancelled and cleaned up."""
-        if self._events is not None:
+        """Stop the run if it is still going: it is cancelled and cleaned up.
+
+        A stream closed before it was read never starts its run; one closed from another
+        task while it is read ends there for its reader (no more events, no result).
+        """
+        self._closed = True
+        if self._task is not None:
+            await _stop(self._task)
+        if self._events is not None and not self._reading:  # a reader elsewhere just ends
             await self._events.aclose()
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     async def _drive(self) -> None:
         put = self._queue.put_nowait
         try:
-            put(RunCompleted(await self._start()))
+            put(RunCompleted(await self._start(put)))
+        except asyncio.CancelledError:
+            raise  # the stream was closed: its reader ends, it was not cancelled itself
         except BaseException as exc:  # handed to the reader, who re-raises it
             put(exc)
         finally:
             put(None)
 
     async def _read(self) -> AsyncGenerator[RunEvent, None]:
-        put = self._queue.put_nowait
-        self._sinks.append(put)
         self._task = asyncio.ensure_future(self._drive())
         try:
             while (item := await self._queue.get()) is not None:
@@ -104,10 +118,18 @@ class RunStream:
                     self._result = item.result
                 yield item
         finally:
-            # Unregistered at once: a reader that stopped early must not leave its queue
-            # collecting every later run's events.
-            self._sinks.remove(put)
-            if not self._task.done():
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._task
+            # A reader that stops early ends the run, rather than leave it running unread.
+            await _stop(self._task)
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    """Cancel the run's task and wait for its clean-up (on_abort hooks included).
+
+    Shielded: a reader cancelled from outside still waits, so that its Worker is free once it
+    has left. The run's own cancellation is not the waiter's: it is not raised here.
+    """
+    if task.done():
+        return
+    task.cancel()
+    with anyio.CancelScope(shield=True):
+        await asyncio.wait({task})

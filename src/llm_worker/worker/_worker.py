@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import anyio
 
-from llm_worker.errors import Aborted, ConfigurationError, PauseStateError
+from llm_worker.errors import Aborted, ConfigurationError
 from llm_worker.events import ErrorEvent, StatusEvent, UsageEvent
 from llm_worker.hooks import (
     HOOK_POINTS,
@@ -56,13 +56,15 @@ from llm_worker.timeline import (
     ToolUseBlockEvent,
 )
 from llm_worker.tools import Tool, ToolRegistry
-from llm_worker.worker._config import WorkerConfig
+from llm_worker.worker._config import WorkerConfig, check_limits
 from llm_worker.worker._decisions import (
     apply_decisions,
+    check_not_paused,
     check_not_resumed,
     not_run,
     seen_on_resume,
 )
+from llm_worker.worker._history import as_messages
 from llm_worker.worker._hookset import HookSet
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import completion_handler
@@ -79,6 +81,7 @@ if TYPE_CHECKING:
 __all__ = ("Worker",)
 
 S = TypeVar("S")
+Sink = Callable[[Any], None]
 
 
 class Worker:
@@ -143,7 +146,7 @@ class Worker:
             from llm_worker.providers import from_string
 
             client = self._owned = from_string(client)
-        _check_limits(max_requests, max_continuations, max_tool_arguments)
+        check_limits(max_requests, max_continuations, max_tool_arguments)
         registry, policy = build_registry(tools, blob_store, output_policy, inspect_tool_name)
         self._cfg = WorkerConfig(
             client=client,
@@ -170,7 +173,7 @@ class Worker:
         """Every message of the conversation, in the provider-neutral model."""
         self._turns = 0
         self._scope: anyio.CancelScope | None = None
-        self._busy = False
+        self._done: anyio.Event | None = None  # set when the running run ends; None: idle
         self._paused: PauseState | None = None
         self._last_response: str | None = None  # a stored conversation goes on from it
         self._subscribers: list[Any] = []
@@ -181,9 +184,14 @@ class Worker:
     async def aclose(self) -> None:
         """Close what this Worker opened: the client it made from a model string.
 
-        A client you passed in stays open; it is yours to close (`async with client:`). Close
-        the Worker once its runs are over: a run still going would lose its connection.
+        A client you passed in stays open; it is yours to close (`async with client:`). A run
+        still going is cancelled first, as by `cancel()` (it returns `RunStatus.CANCELLED`),
+        and its clean-up awaited: closing the pool under it would leak its connection.
         """
+        done = self._done
+        if done is not None:
+            self.cancel()
+            await done.wait()
         if self._owned is not None:
             await self._owned.aclose()
 
@@ -377,11 +385,14 @@ class Worker:
             LimitExceededError: `max_requests` or `max_continuations` was reached.
             ProviderError: The provider failed (after retries).
         """
+        return await self._run(input, None)
+
+    async def _run(self, input: str | Message | Iterable[Message], sink: Sink | None) -> RunResult:
         self._check_idle()
-        self._check_not_paused()
-        start = len(self.history)
-        self.history.extend(_as_messages(input))
-        return await self._go(Run(self._cfg, self.history, start=start), None)
+        check_not_paused(self._paused)
+        run = Run(self._cfg, self.history, start=len(self.history), chain_from=self._last_response)
+        self.history.extend(as_messages(input))
+        return await self._go(run, None, sink)
 
     def run_sync(self, input: str | Message | Iterable[Message]) -> RunResult:
         """Run like `run()`, from synchronous code (a script, a REPL): returns when done.
@@ -405,6 +416,20 @@ class Worker:
 
         return run_blocking("run_sync", lambda: self.run(input), self._cfg.client)
 
+    def resume_sync(
+        self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
+    ) -> RunResult:
+        """Go on with a paused run like `resume()`, from synchronous code, as `run_sync` runs.
+
+        Raises:
+            ConfigurationError: An event loop is running in this thread: use
+                `await worker.resume(...)` there. Or any error of `resume()`.
+        """
+        from llm_worker.worker._sync import run_blocking
+
+        work = lambda: self.resume(state, decisions=decisions)  # noqa: E731
+        return run_blocking("resume_sync", work, self._cfg.client)
+
     async def resume(
         self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
     ) -> RunResult:
@@ -426,20 +451,23 @@ class Worker:
                 calls it does not hold, or edited arguments that do not fit the tool; or this
                 Worker already resumed or discarded it (its calls would run twice).
         """
+        return await self._resume(state, decisions or {}, None)
+
+    async def _resume(
+        self, state: PauseState, decisions: Mapping[str, Decision], sink: Sink | None
+    ) -> RunResult:
         # Check before touching the history: a refused resume leaves the Worker as it was.
         self._check_idle()
         check_not_resumed(self.history, state)
-        pending = apply_decisions(state, decisions or {}, self._cfg.registry)
+        pending = apply_decisions(state, decisions, self._cfg.registry)
         check_resumable(self._cfg.registry, pending, state.tools)
         self._paused = None
         self.history[:] = list(state.history)
-        run = Run(self._cfg, self.history, start=len(self.history))
-        run.requests, run.continuations = state.requests, state.continuations
-        run.usage, run.chain_from = state.usage, state.response_id
-        run.decided = seen_on_resume(state, decisions or {})
-        return await self._go(
-            run, PauseState(state.history, pending, at=state.at, reason=state.reason)
-        )
+        run = Run(self._cfg, self.history, state.requests, state.continuations, state.usage)
+        run.start, run.chain_from = len(self.history), state.response_id or self._last_response
+        run.decided = seen_on_resume(state, decisions)
+        paused = PauseState(state.history, pending, at=state.at, reason=state.reason)
+        return await self._go(run, paused, sink)
 
     async def discard_pause(
         self, reason: str = "the application moved on", *, state: PauseState | None = None
@@ -468,11 +496,12 @@ class Worker:
             return  # an answer waiting at on_turn_end: the history is already whole
         pending = [not_run(p, reason) for p in state.pending]
         run = Run(self._cfg, self.history, start=len(self.history), settle_only=True)
-        self._busy = True
+        done = self._done = anyio.Event()
         try:
             await self._guarded(run, PauseState(state.history, pending, at=state.at))
         finally:
-            self._busy = False
+            self._done = None
+            done.set()
 
     def stream(self, input: str | Message | Iterable[Message]) -> RunStream:
         """Run like `run()`, yielding every event as it happens, a `RunCompleted` last.
@@ -490,7 +519,7 @@ class Worker:
         stream is over, and `async with` cancels the run if you stop reading early. See
         `RunStream` for the events. The errors are those of `run()`, raised where you read.
         """
-        return RunStream(self._cfg.sinks, lambda: self.run(input))
+        return RunStream(lambda sink: self._run(input, sink))
 
     def resume_stream(
         self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
@@ -499,38 +528,26 @@ class Worker:
 
         The errors are those of `resume()`, raised where you read the stream.
         """
-        return RunStream(self._cfg.sinks, lambda: self.resume(state, decisions=decisions))
+        return RunStream(lambda sink: self._resume(state, decisions or {}, sink))
 
     def cancel(self) -> None:
         """Cancel the running run: it returns `RunStatus.CANCELLED` after its clean-up."""
         if self._scope is not None:
             self._scope.cancel()
 
-    def _check_not_paused(self) -> None:
-        # A new run would answer the paused calls "interrupted", when they never started.
-        state = self._paused
-        if state is None:
-            return
-        waiting = [f"{p.call.id} ({p.call.name})" for p in state.pending]
-        what = f"calls {', '.join(waiting)} never ran" if waiting else "its answer awaits"
-        raise PauseStateError(
-            f"this Worker's last run paused at {state.at} and {what}: resume it with "
-            "worker.resume(result.state), or drop it with await worker.discard_pause() "
-            "before starting a new run"
-        )
-
     def _check_idle(self) -> None:
-        if self._busy:
+        if self._done is not None:
             raise ConfigurationError(
                 "this Worker is already running a run: runs share its one history, so await "
                 "the running one first (or use one Worker per conversation)"
             )
 
-    async def _go(self, run: Run, resume: PauseState | None) -> RunResult:
-        run.chain_from = run.chain_from or self._last_response
+    async def _go(self, run: Run, resume: PauseState | None, sink: Sink | None) -> RunResult:
         turn = self._turns
         self._turns += 1
-        self._busy = True
+        done = self._done = anyio.Event()
+        if sink is not None:  # a RunStream's: it sees this run's events and no other run's
+            self._cfg.sinks.append(sink)
         try:
             self._announce(TurnStarted(turn))
             try:
@@ -538,7 +555,10 @@ class Worker:
             finally:
                 self._announce(TurnEnded(turn))
         finally:
-            self._busy = False
+            if sink is not None:
+                self._cfg.sinks.remove(sink)
+            self._done = None
+            done.set()
         self._paused = result.state if result.status is RunStatus.PAUSED else None
         self._last_response = (result.response_ids or [self._last_response])[-1]
         return result
@@ -578,22 +598,3 @@ class Worker:
             method = getattr(subscriber, name, None)
             if callable(method):
                 method(event.turn)
-
-
-def _check_limits(requests: int, continuations: int, tool_arguments: int) -> None:
-    if requests < 1 or continuations < 0 or tool_arguments < 1:
-        raise ConfigurationError(
-            "max_requests and max_tool_arguments must be >= 1, max_continuations >= 0"
-        )
-
-
-def _as_messages(input: str | Message | Iterable[Message]) -> list[Message]:
-    if isinstance(input, str):
-        return [Message.user(input)]
-    if isinstance(input, Message):
-        return [input]
-    messages = list(input)
-    for m in messages:
-        if not isinstance(m, Message):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ConfigurationError(f"run() takes a str, a Message or Messages, not {m!r}")
-    return messages
