@@ -155,6 +155,11 @@ class PauseState:
             list was a call of an unknown tool, which gets an error result as in any run.
         response_id: The provider's id of the last answer before the pause, so a stored
             conversation (`previous_response_id`) goes on from it after the resume.
+
+    A loaded state is trusted as it stands, like a history: its `approved` flags and its
+    `"allowed"` statuses let calls run without another pause, and its results are what the
+    model is told happened. Keep it where only your application can change it (your own
+    store; signed, if it travels through a browser or another party).
     """
 
     history: list[Message]
