@@ -261,12 +261,16 @@ class ToolUseMetadata:
     Attributes:
         id: The call id the tool result must name (synthesized where the provider has none).
         name: The tool's name.
-        item_id: OpenAI Responses function-call item id (`fc_…`), distinct from the call id.
+        item_id: The provider's own id of the call where it must be sent back: OpenAI
+            Responses function-call item id (`fc_…`), Gemini `functionCall.id`.
+        caller: Anthropic: who made the call (`{"type": "direct"}`, or the code-execution
+            tool that called it from its code), as the API sent it.
     """
 
     id: str
     name: str
     item_id: str | None = None
+    caller: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

@@ -152,8 +152,13 @@ class ToolUsePart:
         name: Tool name.
         input: Parsed arguments (a JSON object).
         signature: Gemini `thoughtSignature` attached to the function call part, if any.
-        item_id: OpenAI Responses function-call item id (`fc_…`).
+        item_id: The provider's own id of the call, sent back to it: OpenAI Responses
+            function-call item id (`fc_…`), Gemini `functionCall.id` (echoed in the
+            `functionResponse`).
         origin: Who produced the opaque fields.
+        caller: Anthropic: who made the call, as the API said (`{"type": "direct"}`, or the
+            code-execution tool that called it from its code); sent back with the call to the
+            same model, which requires it for a call made from code.
     """
 
     id: str
@@ -163,6 +168,7 @@ class ToolUsePart:
     signature: str | None = None
     item_id: str | None = None
     origin: Origin | None = None
+    caller: dict[str, Any] | None = None
     type: Literal["tool_use"] = "tool_use"
 
 
@@ -427,7 +433,11 @@ class ThinkingConfig:
     Attributes:
         budget_tokens: Token budget for thinking (Anthropic `budget_tokens`, Gemini
             `thinkingBudget`).
-        effort: Reasoning effort (OpenAI `reasoning.effort`; Anthropic adaptive thinking).
+        effort: Reasoning effort, from `"none"` (no reasoning where the model allows it) to
+            `"max"`; each client sends the nearest level the model accepts (OpenAI
+            `reasoning.effort`; Anthropic `output_config.effort` with adaptive thinking, or a
+            thinking budget on models without effort; Gemini `thinkingLevel`, or a
+            `thinkingBudget` on Gemini 2.x).
         include_thoughts: Ask for the thinking text or a summary of it to be streamed: `True`
             asks, `False` asks for none, `None` (the default) leaves each provider's usual
             choice. Gemini (`includeThoughts`) and Anthropic (`display`) show their thoughts
@@ -437,7 +447,7 @@ class ThinkingConfig:
     """
 
     budget_tokens: int | None = None
-    effort: Literal["minimal", "low", "medium", "high"] | None = None
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
     include_thoughts: bool | None = None
 
 

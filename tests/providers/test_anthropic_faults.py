@@ -207,7 +207,8 @@ async def test_mid_stream_overloaded_error_aborts_then_raises(chunking: Chunking
     assert events[-3:] == [
         BlockAbort(0, BlockType.THINKING, "Overloaded"),
         ErrorEvent("overloaded_error", "Overloaded"),
-        StatusEvent(ResponseStatus.FAILED),
+        # What message_start said about the response is kept on the failure too.
+        StatusEvent(ResponseStatus.FAILED, "msg_test", "claude-test"),
     ]
 
 

@@ -50,6 +50,7 @@ from llm_worker.providers._http import RetryPolicy
 from llm_worker.testing import WireResponse, WireServer
 
 CALLER = ServerToolCaller(type="code_execution_20250825", tool_id="srvtoolu_01")
+CALLED = {"type": "code_execution_20250825", "tool_id": "srvtoolu_01"}
 
 
 def sse(*events: BaseModel) -> str:
@@ -89,7 +90,8 @@ async def test_a_tool_call_inside_message_start_is_emitted_with_its_stop_reason(
     check_invariants(events)
     blocks = [e for e in events if isinstance(e, BlockStart | BlockDelta | BlockStop)]
     assert blocks == [
-        BlockStart(0, BlockType.TOOL_USE, ToolUseMetadata("toolu_01", "lookup")),
+        # A call made from code keeps its caller: the follow-up must send it back.
+        BlockStart(0, BlockType.TOOL_USE, ToolUseMetadata("toolu_01", "lookup", caller=CALLED)),
         BlockDelta(0, InputJsonDelta('{"city":"Oslo"}')),
         BlockStop(0, BlockType.TOOL_USE, StopReason.TOOL_USE, "tool_use"),
     ]

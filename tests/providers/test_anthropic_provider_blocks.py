@@ -172,7 +172,10 @@ async def test_other_providers_drop_the_server_blocks(client: HttpClient) -> Non
     [
         ("compaction_block", ["compaction"]),
         ("mcp_connector_tool_use", ["mcp_tool_use", "mcp_tool_result"]),
-        ("code_execution_server_tool", ["server_tool_use", "bash_code_execution_tool_result"]),
+        (
+            "code_execution_server_tool",
+            ["server_tool_use", "bash_code_execution_tool_result", "container"],
+        ),
         ("web_fetch_server_tool", ["server_tool_use", "web_fetch_tool_result"]),
         ("tool_search_run_step1", ["server_tool_use", "tool_search_tool_result"]),
     ],

@@ -346,6 +346,7 @@ def test_scalar_fields_tools_and_tool_choice() -> None:
                 "name": "get",
                 "description": "Get it.",
                 "input_schema": {"type": "object", "properties": {}},
+                "strict": True,  # Anthropic's strict tool use (inputs sampled to the schema)
             }
         ],
         "tool_choice": {"type": "tool", "name": "get"},

@@ -24,6 +24,7 @@ from llm_worker.events import (
     BlockStart,
     BlockStop,
     BlockType,
+    CitationDelta,
     Event,
     InputJsonDelta,
     ProviderMetadata,
@@ -95,6 +96,7 @@ class Block:
     name: str = ""
     input: Any = None
     data: dict[str, Any] | None = None  # a provider block, whole
+    citations: list[dict[str, Any]] = field(default_factory=lambda: [])  # a text block's
 
 
 @dataclass
@@ -126,38 +128,33 @@ def expected(name: str) -> Summary:
     by_index: dict[int, Block] = {}
     partial: dict[int, str] = {}
     usage: dict[str, int] = {}
+    end: dict[str, Any] = {"delta": {}, "usage": {}}
     for payload in sse_payloads(load(API, name)["response"]["body"]):
         kind = payload["type"]
         if kind == "content_block_start":
-            cb = payload["content_block"]
-            if cb["type"] not in _KNOWN:
-                # Server tools, MCP, compaction: kept whole, deltas merged in.
-                block = Block("provider", data=json.loads(json.dumps(cb)))
-                by_index[payload["index"]] = block
-                summary.blocks.append(block)
-                partial[payload["index"]] = ""
-                continue
-            block = Block("thinking" if "thinking" in cb["type"] else cb["type"])
-            if cb["type"] == "redacted_thinking":
-                block.redacted = cb["data"]
-            if cb["type"] == "tool_use":
-                block.id, block.name = cb["id"], cb["name"]
-                partial[payload["index"]] = ""
+            block = _started_block(payload["content_block"])
             by_index[payload["index"]] = block
             summary.blocks.append(block)
+            if block.kind in ("provider", "tool_use"):
+                partial[payload["index"]] = ""
         elif kind == "content_block_delta" and payload["index"] in by_index:
             _add_delta(by_index[payload["index"]], payload, partial)
         elif kind in ("message_start", "message_delta"):
-            if kind == "message_delta":
-                summary.stop_reason = payload["delta"]["stop_reason"]
             source = payload["message"]["usage"] if kind == "message_start" else payload["usage"]
             usage.update({k: v for k, v in source.items() if isinstance(v, int)})
+            end = payload if kind == "message_delta" else end
     for index, text in partial.items():
         data = by_index[index].data
         if data is None:
             by_index[index].input = json.loads(text) if text else {}
         elif text:
             data["input"] = json.loads(text)
+    summary.stop_reason = end["delta"].get("stop_reason")
+    if end["delta"].get("container"):
+        # The code-execution container: kept after the content, for the next request.
+        container = {**end["delta"]["container"], "type": "container"}
+        summary.blocks.append(Block("provider", data=container))
+    _add_compaction_usage(usage, end["usage"].get("iterations") or [])
     summary.cache_read = usage.get("cache_read_input_tokens")
     summary.cache_creation = usage.get("cache_creation_input_tokens")
     summary.input_tokens = (
@@ -167,10 +164,33 @@ def expected(name: str) -> Summary:
     return summary
 
 
+def _started_block(cb: dict[str, Any]) -> Block:
+    if cb["type"] not in _KNOWN:
+        # Server tools, MCP, compaction: kept whole, deltas merged in.
+        return Block("provider", data=json.loads(json.dumps(cb)))
+    block = Block("thinking" if "thinking" in cb["type"] else cb["type"])
+    if cb["type"] == "redacted_thinking":
+        block.redacted = cb["data"]
+    if cb["type"] == "tool_use":
+        block.id, block.name = cb["id"], cb["name"]
+    return block
+
+
+def _add_compaction_usage(usage: dict[str, int], iterations: list[dict[str, Any]]) -> None:
+    # A compaction's own tokens are not in the top-level usage: the answer's cost adds them.
+    keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    for item in iterations:
+        if item["type"] == "compaction":
+            for key in (*keys, "output_tokens"):
+                usage[key] = usage.get(key, 0) + item[key]
+
+
 def _add_delta(block: Block, payload: dict[str, Any], partial: dict[int, str]) -> None:
     delta = payload["delta"]
     if delta["type"] == "text_delta":
         block.text += delta["text"]
+    elif delta["type"] == "citations_delta" and block.kind == "text":
+        block.citations.append(delta["citation"])
     elif delta["type"] == "thinking_delta":
         block.text += delta["thinking"]
     elif delta["type"] == "signature_delta":
@@ -178,7 +198,9 @@ def _add_delta(block: Block, payload: dict[str, Any], partial: dict[int, str]) -
     elif delta["type"] == "input_json_delta":
         partial[payload["index"]] += delta["partial_json"]
     elif block.data is not None and delta["type"] == "compaction_delta":
-        block.data["content"] = (block.data["content"] or "") + delta["content"]
+        for key in ("content", "encrypted_content"):
+            if delta.get(key) is not None:
+                block.data[key] = (block.data.get(key) or "") + delta[key]
     elif block.data is not None and delta["type"] == "citations_delta":
         block.data.setdefault("citations", []).append(delta["citation"])
 
@@ -204,6 +226,8 @@ def answer(events: list[Event]) -> Summary:
                 block.signature += delta.signature
             elif isinstance(delta, InputJsonDelta):
                 partial.append(delta.partial_json)
+            elif isinstance(delta, CitationDelta):
+                block.citations.append(delta.citation.data)
         elif isinstance(event, BlockStop):
             if event.block_type is BlockType.TOOL_USE:
                 summary.blocks[-1].input = orjson.loads("".join(partial))
@@ -232,7 +256,11 @@ def _started(event: BlockStart) -> Block:
 
 # --- the event-model rules ---------------------------------------------------------------
 
-_DELTAS = streams.deltas(signed=[BlockType.THINKING])
+# Thinking blocks alone carry signatures; text blocks may carry citations.
+_DELTAS = {
+    **streams.deltas(signed=[BlockType.THINKING]),
+    BlockType.TEXT: (TextDelta, CitationDelta),
+}
 
 
 def check_invariants(events: list[Event], *, failed: bool = False) -> None:

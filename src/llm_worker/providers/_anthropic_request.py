@@ -39,27 +39,35 @@ import hashlib
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeAlias
 
 from llm_worker._json import as_dict, as_int, as_str
 from llm_worker.errors import ConfigurationError
 from llm_worker.messages import (
+    Citation,
     Message,
+    Origin,
     Part,
     ProviderPart,
     Request,
     SpecificTool,
     TextPart,
-    ThinkingConfig,
     ThinkingPart,
     ToolChoice,
     ToolResultPart,
     ToolSpec,
     ToolUsePart,
 )
+from llm_worker.providers._anthropic_thinking import (
+    DEFAULT_THINKING_BUDGET,
+    ThinkingPlan,
+    thinking_plan,
+)
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
 
 __all__ = (
+    "CONTAINER",
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_THINKING_BUDGET",
     "CacheBreakpoint",
@@ -76,20 +84,14 @@ PROVIDER: Final = "anthropic"
 DEFAULT_MAX_TOKENS: Final = 8192
 """`max_tokens` when the request sets none (the API requires one)."""
 
-DEFAULT_THINKING_BUDGET: Final = 4096
-"""`budget_tokens` when thinking is asked for with neither a budget nor an effort."""
+CONTAINER: Final = "container"
+"""The `type` of the `ProviderPart` that keeps an answer's code-execution container (the
+`message_delta` container object): not a content block; its id is the next request's
+`container`."""
 
 CacheBreakpoint: TypeAlias = Literal["system", "tools", "messages"]
 """Where a prompt-cache breakpoint goes: the system prompt, the last tool, the last block of
 the last message."""
-
-_EFFORT: Final[dict[str, str]] = {
-    # Anthropic knows low / medium / high / max; "minimal" is OpenAI's and maps to the lowest.
-    "minimal": "low",
-    "low": "low",
-    "medium": "medium",
-    "high": "high",
-}
 
 _UNCACHEABLE: Final = frozenset({"thinking", "redacted_thinking"})
 
@@ -147,9 +149,10 @@ def build_body(
             (see the module docstring).
     """
     messages = build_messages(request.messages, model=model)
+    plan = thinking_plan(request.thinking, model) if request.thinking is not None else None
     body: Block = {
         "model": model,
-        "max_tokens": _max_tokens(request),
+        "max_tokens": _max_tokens(request, plan),
         "messages": messages,
         "stream": True,
     }
@@ -157,20 +160,43 @@ def build_body(
         body["system"] = request.system
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
-    # The API refuses a tool_choice without tools (server tools may come through options).
-    if request.tool_choice is not None and (request.tools or "tools" in request.options):
-        body["tool_choice"] = _tool_choice(request.tool_choice)
+    _add_tool_choice(body, request)
     if request.temperature is not None:
         body["temperature"] = request.temperature
     if request.stop_sequences:
         body["stop_sequences"] = list(request.stop_sequences)
-    if request.thinking is not None:
-        _add_thinking(body, request.thinking, pending_loop_ok=_turn_starts_thinking(messages))
+    container = _container(request.messages)
+    if container is not None:
+        body["container"] = container
+    if plan is not None:
+        _add_thinking(body, plan, pending_loop_ok=_turn_starts_thinking(messages))
     if cache is not None and cache.breakpoints:
         _mark_cache(body, cache)
     body = deep_merge(body, request.options)
+    _complete_tool_choice(body)
     _check_thinking(body, interleaved=interleaved)
     return body
+
+
+def _add_tool_choice(body: Block, request: Request) -> None:
+    # The API refuses a tool_choice without tools (server tools may come through options).
+    if not (request.tools or "tools" in request.options):
+        return
+    serial = request.parallel_tool_calls is False
+    if request.tool_choice is None and not serial:
+        return
+    choice = _tool_choice(request.tool_choice or "auto")
+    if serial and choice["type"] != "none":  # `none` takes no other field
+        choice["disable_parallel_tool_use"] = True
+    body["tool_choice"] = choice
+
+
+def _complete_tool_choice(body: Block) -> None:
+    # `options={"tool_choice": {"disable_parallel_tool_use": True}}` alone would send a
+    # tool_choice without the `type` the API requires: it is the default choice, `auto`.
+    choice = as_dict(body.get("tool_choice"))
+    if "tool_choice" in body and "type" not in choice:
+        body["tool_choice"] = {"type": "auto", **choice}
 
 
 def _check_thinking(body: Block, *, interleaved: bool = False) -> None:
@@ -274,12 +300,11 @@ def _role(part: Part, role: str) -> str:
 
 def _block(part: Part, model: str) -> Block | None:
     if isinstance(part, TextPart):
-        # Gemini's text `signature` means nothing here: only the text goes.
-        return {"type": "text", "text": part.text} if part.text else None
+        return _text_block(part, model)
     if isinstance(part, ThinkingPart):
         return _thinking_block(part, model)
     if isinstance(part, ToolUsePart):
-        return {"type": "tool_use", "id": _call_id(part.id), "name": part.name, "input": part.input}
+        return _tool_use_block(part, model)
     if isinstance(part, ProviderPart):
         return _provider_block(part, model)
     if not isinstance(part, ToolResultPart):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -320,8 +345,92 @@ def _provider_block(part: ProviderPart, model: str) -> Block | None:
     origin = part.origin
     if origin is None or origin.provider != PROVIDER or origin.model != model:
         return None
+    if part.data.get("type") == CONTAINER:
+        return None  # not content: it becomes the request's `container` (`_container`)
     # A copy: a prompt-cache marker added to the body must not reach the history.
     return dict(part.data)
+
+
+def _text_block(part: TextPart, model: str) -> Block | None:
+    # Gemini's text `signature` means nothing here; citations go back only to the model
+    # that made them (a web-search citation points into that model's search results).
+    if not part.text:
+        return None
+    block: Block = {"type": "text", "text": part.text}
+    own = Origin(PROVIDER, model)
+    citations = [_citation(c) for c in part.citations if c.origin == own]
+    if citations:
+        block["citations"] = citations
+    return block
+
+
+# The fields of each citation kind the API takes back (its request types); a response's
+# citation may hold more (`file_id`), which the API would refuse. Titles may be null.
+_CITATION_FIELDS: Final[dict[str, tuple[str, ...]]] = {
+    "char_location": ("document_index", "start_char_index", "end_char_index"),
+    "page_location": ("document_index", "start_page_number", "end_page_number"),
+    "content_block_location": ("document_index", "start_block_index", "end_block_index"),
+    "web_search_result_location": ("url", "encrypted_index"),
+    "search_result_location": (
+        "source",
+        "search_result_index",
+        "start_block_index",
+        "end_block_index",
+    ),
+}
+
+
+def _citation(citation: Citation) -> Block:
+    data = citation.data
+    kind = as_str(data.get("type"))
+    fields = _CITATION_FIELDS.get(kind or "")
+    if fields is None:
+        return dict(data)  # a kind this library does not know: as it came
+    title = "title" if "document_index" not in fields else "document_title"
+    block: Block = {"type": kind, "cited_text": data.get("cited_text"), title: data.get(title)}
+    block.update((key, data.get(key)) for key in fields)
+    return block
+
+
+def _tool_use_block(part: ToolUsePart, model: str) -> Block:
+    block: Block = {"type": "tool_use", "id": _call_id(part.id), "name": part.name}
+    block["input"] = part.input
+    # A call made from code names the code-execution call that made it; only the model
+    # that made both has that call in its history.
+    if part.caller is not None and part.origin == Origin(PROVIDER, model):
+        block["caller"] = dict(part.caller)
+    return block
+
+
+def _container(messages: list[Message], now: datetime | None = None) -> str | None:
+    """The id of the newest code-execution container in the history, unless it expired.
+
+    The container keeps the files code execution made; a follow-up of a call made from code
+    is refused without it (`container_id is required`). The container belongs to the
+    account, not the model: any Anthropic answer's container goes.
+    """
+    for message in reversed(messages):
+        for part in reversed(message.content):
+            if (
+                isinstance(part, ProviderPart)
+                and part.data.get("type") == CONTAINER
+                and part.origin is not None
+                and part.origin.provider == PROVIDER
+            ):
+                return _live(part.data, now or datetime.now(UTC))
+    return None
+
+
+def _live(container: dict[str, Any], now: datetime) -> str | None:
+    # An expired container is refused; without one the API starts a new container.
+    container_id = as_str(container.get("id"))
+    try:
+        expires = datetime.fromisoformat(as_str(container.get("expires_at")) or "")
+    except ValueError:
+        return container_id  # no readable expiry: the API judges
+    if expires.tzinfo is None:
+        expires = expires.replace(tzinfo=UTC)
+    return container_id if expires > now else None
 
 
 def _results_first(content: list[Block]) -> list[Block]:
@@ -332,19 +441,24 @@ def _results_first(content: list[Block]) -> list[Block]:
     return results + [b for b in content if b["type"] != "tool_result"]
 
 
-def _max_tokens(request: Request) -> int:
+def _max_tokens(request: Request, plan: ThinkingPlan | None) -> int:
     if request.max_tokens is not None:
         return request.max_tokens
-    thinking = request.thinking
-    budget = thinking.budget_tokens if thinking is not None else None
+    budget = plan.budget if plan is not None else None
     if budget is not None and budget >= DEFAULT_MAX_TOKENS:
         return budget + DEFAULT_MAX_TOKENS
     return DEFAULT_MAX_TOKENS
 
 
 def _tool(spec: ToolSpec) -> Block:
-    # `strict` is OpenAI's; Anthropic's own strict mode goes through options if wanted.
-    return {"name": spec.name, "description": spec.description, "input_schema": spec.input_schema}
+    tool: Block = {
+        "name": spec.name,
+        "description": spec.description,
+        "input_schema": spec.input_schema,
+    }
+    if spec.strict:
+        tool["strict"] = True  # inputs are then sampled to fit the schema
+    return tool
 
 
 def _tool_choice(choice: ToolChoice) -> Block:
@@ -356,24 +470,16 @@ def _tool_choice(choice: ToolChoice) -> Block:
     return {"type": choice}
 
 
-def _add_thinking(body: Block, config: ThinkingConfig, *, pending_loop_ok: bool) -> None:
-    """`thinking` (and `output_config.effort`) from the neutral settings.
+def _add_thinking(body: Block, plan: ThinkingPlan, *, pending_loop_ok: bool) -> None:
+    """`thinking` and `output_config.effort` as planned for the model.
 
-    A budget gives `{"type": "enabled", "budget_tokens": n}`; an effort without a budget
-    gives adaptive thinking with `output_config.effort`; neither gives enabled thinking with
-    `DEFAULT_THINKING_BUDGET`. `include_thoughts` maps to `display`: `"omitted"` when it is
-    `False`, else `"summarized"` (newer models omit the thinking text unless asked).
+    See `_anthropic_thinking`; thinking is left off when the pending tool loop forbids it
+    (`_turn_starts_thinking`).
     """
-    display = "omitted" if config.include_thoughts is False else "summarized"
-    if config.effort is not None:
-        body["output_config"] = {"effort": _EFFORT.get(config.effort, config.effort)}
-    if not pending_loop_ok:
-        return
-    if config.budget_tokens is None and config.effort is not None:
-        body["thinking"] = {"type": "adaptive", "display": display}
-        return
-    budget = config.budget_tokens if config.budget_tokens is not None else DEFAULT_THINKING_BUDGET
-    body["thinking"] = {"type": "enabled", "budget_tokens": budget, "display": display}
+    if plan.effort is not None:
+        body["output_config"] = {"effort": plan.effort}
+    if pending_loop_ok and plan.thinking is not None:
+        body["thinking"] = dict(plan.thinking)
 
 
 def _turn_starts_thinking(messages: list[Block]) -> bool:

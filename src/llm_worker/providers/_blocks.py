@@ -138,7 +138,14 @@ class BlockEmitter:
             self.start(BlockType.THINKING, ThinkingMetadata())
         self.out.append(BlockDelta(self._index, ThinkingDelta(text)))
 
-    def tool_use(self, call_id: str, name: str, *, item_id: str | None = None) -> int:
+    def tool_use(
+        self,
+        call_id: str,
+        name: str,
+        *,
+        item_id: str | None = None,
+        caller: dict[str, Any] | None = None,
+    ) -> int:
         """Start a tool-use block (always a new block).
 
         Raises:
@@ -157,7 +164,7 @@ class BlockEmitter:
                 streamed=True,
             )
         self._call_ids.add(call_id)
-        return self.start(BlockType.TOOL_USE, ToolUseMetadata(call_id, name, item_id))
+        return self.start(BlockType.TOOL_USE, ToolUseMetadata(call_id, name, item_id, caller))
 
     def input_json(self, fragment: str) -> None:
         """Append a fragment of the open tool call's JSON arguments."""

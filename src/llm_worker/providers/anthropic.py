@@ -47,8 +47,9 @@ from llm_worker.events import (
     ThinkingMetadata,
     UsageEvent,
 )
-from llm_worker.messages import Request
+from llm_worker.messages import Citation, Origin, Request
 from llm_worker.providers._anthropic_request import (
+    CONTAINER,
     PROVIDER,
     CacheBreakpoint,
     beta_headers,
@@ -70,6 +71,7 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
     "tool_use": StopReason.TOOL_USE,
     "pause_turn": StopReason.PAUSE_TURN,
     "refusal": StopReason.REFUSAL,
+    "compaction": StopReason.COMPACTION,
     # The context window, not max_tokens, cut the answer: the same remedy (a shorter ask).
     "model_context_window_exceeded": StopReason.MAX_TOKENS,
 }
@@ -182,7 +184,7 @@ class AnthropicClient(HttpClient):
 
     def mapper(self, request: Request) -> StreamMapper:
         """A fresh mapper for one answer."""
-        return _MessagesStream()
+        return _MessagesStream(Origin(PROVIDER, self.model))
 
 
 class _MessagesStream:
@@ -190,16 +192,20 @@ class _MessagesStream:
 
     __slots__ = (
         "_complete",
+        "_container",
         "_input",
         "_json_seen",
         "_open",
+        "_origin",
         "_raw",
         "_raw_index",
         "_raw_json",
+        "_stop_info",
         "_stop_reason",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, origin: Origin) -> None:
+        self._origin = origin
         self._complete = False
         # The provider's index of the block we opened; None while none is (or a skipped one).
         self._open: int | None = None
@@ -210,6 +216,10 @@ class _MessagesStream:
         self._raw_index: int | None = None
         self._raw_json: list[str] = []
         self._stop_reason: str | None = None
+        # The matched stop sequence and the refusal's explanation (`message_delta`).
+        self._stop_info: tuple[str | None, str | None] = (None, None)
+        # The code-execution container (`message_delta.delta.container`), kept for the history.
+        self._container: dict[str, Any] | None = None
         # Raw usage: uncached input, cache read, cache creation (summed into input_tokens).
         self._input: list[int | None] = [None, None, None]
 
@@ -239,12 +249,9 @@ class _MessagesStream:
         elif kind == "message_start":
             self._message_start(data["message"], emitter)
         elif kind == "message_delta":
-            self._stop_reason = as_str(data["delta"].get("stop_reason")) or self._stop_reason
-            self._usage(data.get("usage"), emitter)
+            self._message_delta(data, emitter)
         elif kind == "message_stop":
-            self._complete = True
-            raw = self._stop_reason
-            emitter.finish(_stop_reason(raw), raw)
+            self._message_stop(emitter)
         elif kind == "ping":
             emitter.out.append(PingEvent(time.time()))
         elif kind == "error":
@@ -277,11 +284,17 @@ class _MessagesStream:
                 raise wrong_type(_DELTA, "delta.thinking", text)
             if text:
                 emitter.thinking(text)
-        elif kind == "signature_delta":
+        else:
+            self._other_delta(kind, delta, emitter)
+
+    def _other_delta(self, kind: Any, delta: Any, emitter: BlockEmitter) -> None:
+        if kind == "signature_delta":
             signature = delta["signature"]
             if signature:
                 emitter.signature(_checked(signature, _DELTA, "delta.signature"))
-        # citations_delta, compaction_delta and newer kinds: passed over.
+        elif kind == "citations_delta":
+            emitter.citation(_citation(delta["citation"], self._origin))
+        # Newer delta kinds: passed over.
 
     def _start(self, data: Any, emitter: BlockEmitter) -> None:
         block = data["content_block"]
@@ -290,6 +303,8 @@ class _MessagesStream:
             emitter.start(BlockType.TEXT, _TEXT_META)
             if block.get("text"):
                 emitter.text(_checked(block["text"], _START, "content_block.text"))
+            for citation in as_list(block.get("citations")):
+                emitter.citation(_citation(citation, self._origin))
         elif kind == "thinking":
             emitter.start(BlockType.THINKING, ThinkingMetadata())
             if block.get("thinking"):
@@ -300,9 +315,13 @@ class _MessagesStream:
             redacted = _checked(block["data"], _START, "content_block.data")
             emitter.start(BlockType.THINKING, ThinkingMetadata(redacted=redacted))
         elif kind == "tool_use":
+            # A direct call (the default) needs no caller; one made from code does.
+            caller = as_dict(block.get("caller"))
+            caller = caller if caller and caller.get("type") != "direct" else None
             emitter.tool_use(
                 _checked(block["id"], _START, "content_block.id"),
                 _checked(block["name"], _START, "content_block.name"),
+                caller=caller,
             )
             arguments = block.get("input")
             if arguments is not None and arguments.__class__ is not dict:
@@ -320,7 +339,13 @@ class _MessagesStream:
         self._open = data["index"]
 
     def _message_start(self, message: Any, emitter: BlockEmitter) -> None:
-        self._usage(message.get("usage"), emitter)
+        usage = as_dict(message.get("usage"))
+        emitter.response_info(
+            response_id=as_str(message.get("id")),
+            model=as_str(message.get("model")),
+            service_tier=as_str(usage.get("service_tier")),
+        )
+        self._usage(usage, emitter)
         # A turn resumed by programmatic tool calling may arrive whole here: the blocks in
         # `content` (a tool_use, …), the stop reason, then only `message_stop`. They are
         # emitted as if they had streamed, under indexes no streamed block uses.
@@ -345,8 +370,12 @@ class _MessagesStream:
         if kind == "input_json_delta":
             self._raw_json.append(_checked(delta["partial_json"], _DELTA, "delta.partial_json"))
         elif kind == "compaction_delta":
-            content = _checked(delta["content"], _DELTA, "delta.content")
-            raw["content"] = (as_str(raw.get("content")) or "") + content
+            # `content` is null when the compaction produced no summary; the encrypted
+            # content must go back verbatim with the block.
+            _append(raw, "content", delta.get("content"))
+            _append(raw, "encrypted_content", delta.get("encrypted_content"))
+        elif kind == "signature_delta":
+            _append(raw, "signature", delta["signature"])
         elif kind == "citations_delta":
             raw["citations"] = [*as_list(raw.get("citations")), delta["citation"]]
         # Newer delta kinds: passed over.
@@ -371,22 +400,51 @@ class _MessagesStream:
             emitter.input_json("{}")
         emitter.stop()
 
+    def _message_delta(self, data: Any, emitter: BlockEmitter) -> None:
+        delta = data["delta"]
+        self._stop_reason = as_str(delta.get("stop_reason")) or self._stop_reason
+        sequence, message = self._stop_info
+        self._stop_info = (
+            as_str(delta.get("stop_sequence")) or sequence,
+            _stop_message(as_dict(delta.get("stop_details"))) or message,
+        )
+        container = as_dict(delta.get("container"))
+        if as_str(container.get("id")):
+            self._container = container
+        self._usage(data.get("usage"), emitter)
+
+    def _message_stop(self, emitter: BlockEmitter) -> None:
+        self._complete = True
+        if self._container is not None:
+            # Not content: the next request names the container (`container`), so that code
+            # execution goes on with its files; see `_anthropic_request`.
+            emitter.provider_block({**self._container, "type": CONTAINER})
+        raw = self._stop_reason
+        sequence, message = self._stop_info
+        emitter.finish(_stop_reason(raw), raw, stop_sequence=sequence, stop_message=message)
+
     def _usage(self, usage: Any, emitter: BlockEmitter) -> None:
         fields = as_dict(usage)
         if not fields:
             return
         raw = self._input
-        for n, key in enumerate(
-            ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-        ):
+        for n, key in enumerate(_INPUT_KEYS):
             value = as_int(fields.get(key))
             if value is not None:
                 raw[n] = value
-        uncached, read, created = raw
+        totals: list[int | None] = [*raw, as_int(fields.get("output_tokens"))]
+        iterations = as_list(fields.get("iterations"))
+        # A compaction's own sampling is left out of the top-level counts (the API's usage
+        # docs): added here, so that the usage is what the answer cost.
+        for n, extra in enumerate(_compaction_usage(iterations)):
+            if extra:
+                totals[n] = (totals[n] or 0) + extra
+        uncached, read, created, output = totals
         known = uncached is not None or read is not None or created is not None
         input_tokens = (uncached or 0) + (read or 0) + (created or 0) if known else None
-        output = as_int(fields.get("output_tokens"))
+        five_minutes, one_hour = _cache_split(fields, iterations)
         details = as_dict(fields.get("output_tokens_details"))
+        tools = as_dict(fields.get("server_tool_use"))
         emitter.out.append(
             UsageEvent(
                 input_tokens=input_tokens,
@@ -399,8 +457,78 @@ class _MessagesStream:
                 cache_read_input_tokens=read,
                 cache_creation_input_tokens=created,
                 reasoning_tokens=as_int(details.get("thinking_tokens")),
+                cache_creation_5m_input_tokens=five_minutes,
+                cache_creation_1h_input_tokens=one_hour,
+                web_search_requests=as_int(tools.get("web_search_requests")),
+                web_fetch_requests=as_int(tools.get("web_fetch_requests")),
             )
         )
+
+
+_INPUT_KEYS: Final = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+# Usage iterations of the answer's own model (an advisor's are another model's tokens).
+_OWN_ITERATIONS: Final = frozenset({"message", "compaction", "fallback_message"})
+
+
+def _compaction_usage(iterations: list[Any]) -> list[int]:
+    """Uncached input, cache read, cache creation and output of the compaction iterations."""
+    sums = [0, 0, 0, 0]
+    for entry in iterations:
+        item = as_dict(entry)
+        if item.get("type") != "compaction":
+            continue
+        for n, key in enumerate((*_INPUT_KEYS, "output_tokens")):
+            sums[n] += as_int(item.get(key)) or 0
+    return sums
+
+
+def _cache_split(fields: dict[str, Any], iterations: list[Any]) -> tuple[int | None, int | None]:
+    """Cache writes by lifetime (5 minutes, 1 hour): the iterations' sum, when listed."""
+    if not iterations:
+        split = as_dict(fields.get("cache_creation"))
+        return (
+            as_int(split.get("ephemeral_5m_input_tokens")),
+            as_int(split.get("ephemeral_1h_input_tokens")),
+        )
+    five_minutes: int | None = None
+    one_hour: int | None = None
+    for entry in iterations:
+        item = as_dict(entry)
+        split = as_dict(item.get("cache_creation"))
+        if item.get("type") not in _OWN_ITERATIONS or not split:
+            continue
+        five_minutes = (five_minutes or 0) + (as_int(split.get("ephemeral_5m_input_tokens")) or 0)
+        one_hour = (one_hour or 0) + (as_int(split.get("ephemeral_1h_input_tokens")) or 0)
+    return five_minutes, one_hour
+
+
+def _stop_message(details: dict[str, Any]) -> str | None:
+    """A refusal's `stop_details` as one line: its explanation and policy category."""
+    explanation = as_str(details.get("explanation"))
+    category = as_str(details.get("category"))
+    if explanation and category:
+        return f"{explanation} (category: {category})"
+    return explanation or category
+
+
+def _citation(raw: Any, origin: Origin) -> Citation:
+    """An Anthropic citation (it cites the whole text block it arrives in)."""
+    data = as_dict(raw)
+    if not data:
+        raise wrong_type(_DELTA, "delta.citation", raw, "an object")
+    return Citation(
+        data,
+        url=as_str(data.get("url")),
+        title=as_str(data.get("title")) or as_str(data.get("document_title")),
+        cited_text=as_str(data.get("cited_text")),
+        origin=origin,
+    )
+
+
+def _append(block: dict[str, Any], key: str, piece: Any) -> None:
+    # A streamed string field of a kept block: the pieces concatenated, null left as it is.
+    if piece is not None:
+        block[key] = (as_str(block.get(key)) or "") + _checked(piece, _DELTA, f"delta.{key}")
 
 
 def _checked(value: Any, event: str, field: str) -> str:

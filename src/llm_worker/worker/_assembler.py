@@ -63,6 +63,7 @@ class _Open:
     replay: bool = False
     citations: list[Citation] = field(default_factory=lambda: [])
     size: int = 0  # characters of a tool call's arguments, kept or not
+    caller: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -150,6 +151,7 @@ class Assembler:
         meta = event.metadata
         if isinstance(meta, ToolUseMetadata):
             block.call_id, block.name, block.item_id = meta.id, meta.name, meta.item_id
+            block.caller = meta.caller
         elif isinstance(meta, ThinkingMetadata):
             block.redacted, block.item_id = meta.redacted, meta.item_id
             block.replay = meta.replay
@@ -192,7 +194,7 @@ class Assembler:
             return None
         text = "".join(block.pieces)
         signature = "".join(block.signature) or None
-        opaque = signature or block.redacted or block.item_id or block.replay
+        opaque = signature or block.redacted or block.item_id or block.replay or block.caller
         origin = self.origin if opaque else None
         if block.block_type is BlockType.TOOL_USE:
             call = self._call(block, text)
@@ -215,6 +217,7 @@ class Assembler:
                     signature=signature,
                     item_id=block.item_id,
                     origin=origin,
+                    caller=block.caller,
                 )
             )
             return Completed(call=call)
