@@ -83,6 +83,8 @@ async def test_recording_replays_to_its_recorded_content(name: str, chunking: st
     assert got.thinking == want.thinking
     assert got.signatures == want.signatures
     assert got.calls == want.calls
+    assert got.provider == want.provider
+    assert got.citations == want.citations
     if error is None:
         assert got.finish == want.finish
         assert got.usage == want.usage
@@ -209,7 +211,12 @@ def _candidate(
         ("BLOCKLIST", StopReason.CONTENT_FILTER),
         ("PROHIBITED_CONTENT", StopReason.CONTENT_FILTER),
         ("SPII", StopReason.CONTENT_FILTER),
-        ("MALFORMED_FUNCTION_CALL", StopReason.OTHER),
+        ("IMAGE_PROHIBITED_CONTENT", StopReason.CONTENT_FILTER),
+        ("IMAGE_RECITATION", StopReason.CONTENT_FILTER),
+        ("MODEL_ARMOR", StopReason.CONTENT_FILTER),
+        ("MALFORMED_FUNCTION_CALL", StopReason.MALFORMED_TOOL_CALL),
+        ("UNEXPECTED_TOOL_CALL", StopReason.MALFORMED_TOOL_CALL),
+        ("TOO_MANY_TOOL_CALLS", StopReason.MALFORMED_TOOL_CALL),
         ("LANGUAGE", StopReason.OTHER),
         ("SOMETHING_NEW", StopReason.OTHER),
     ],

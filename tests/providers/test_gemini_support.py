@@ -22,6 +22,8 @@ from llm_worker.events import (
     BlockStart,
     BlockStop,
     BlockType,
+    CitationDelta,
+    Delta,
     Event,
     InputJsonDelta,
     ProviderMetadata,
@@ -110,6 +112,7 @@ class Answer:
     signatures: list[str] = field(default_factory=lambda: [])
     calls: list[tuple[str, Any]] = field(default_factory=lambda: [])
     provider: list[dict[str, Any]] = field(default_factory=lambda: [])
+    citations: list[dict[str, Any]] = field(default_factory=lambda: [])
     finish: str | None = None
     usage: UsageEvent = field(default_factory=UsageEvent)
 
@@ -130,9 +133,11 @@ def expected(name: str) -> Answer:
     out = Answer()
     signed_last = False
     usage: dict[str, Any] = {}
+    metadata: dict[str, Any] = {}
     for chunk in recorded_chunks(load(API, name)["response"]["body"]):
         usage = chunk.get("usageMetadata", usage)
         for candidate in chunk.get("candidates", []):
+            _add_metadata(metadata, candidate)
             for part in candidate.get("content", {}).get("parts", []):
                 kind = _kind(part)
                 if kind is None:
@@ -165,8 +170,30 @@ def expected(name: str) -> Answer:
             out.finish = candidate.get("finishReason", out.finish)
     if not out.blocks and out.finish is not None and out.finish not in FILTERED:
         out.blocks.append("text")  # an answer with no content still gets a (empty) block
+    out.citations = _expected_citations(metadata.get("groundingMetadata", {}))
+    if metadata:
+        out.blocks.append("provider")  # grounding / URL context, after the content
+        out.provider.append(metadata)
     out.usage = _expected_usage(usage)
     return out
+
+
+def _add_metadata(metadata: dict[str, Any], candidate: dict[str, Any]) -> None:
+    # The newest non-empty value of each grounding key; URL context merged.
+    for key, value in candidate.get("groundingMetadata", {}).items():
+        if value:
+            metadata.setdefault("groundingMetadata", {})[key] = value
+    if candidate.get("urlContextMetadata"):
+        metadata.setdefault("urlContextMetadata", {}).update(candidate["urlContextMetadata"])
+
+
+def _expected_citations(grounding: dict[str, Any]) -> list[dict[str, Any]]:
+    chunks = grounding.get("groundingChunks", [])
+    return [
+        {"groundingSupport": support, "groundingChunk": chunks[n]}
+        for support in grounding.get("groundingSupports", [])
+        for n in support["groundingChunkIndices"]
+    ]
 
 
 def _expected_usage(usage: dict[str, Any]) -> UsageEvent:
@@ -193,15 +220,7 @@ def answer(events: list[Event]) -> Answer:
             name = _started(event, out) or name
             pieces = []
         elif isinstance(event, BlockDelta):
-            delta = event.delta
-            if isinstance(delta, TextDelta):
-                out.text += delta.text
-            elif isinstance(delta, ThinkingDelta):
-                out.thinking += delta.text
-            elif isinstance(delta, SignatureDelta):
-                out.signatures.append(delta.signature)
-            elif isinstance(delta, InputJsonDelta):
-                pieces.append(delta.partial_json)
+            _add_delta(event.delta, out, pieces)
         elif isinstance(event, BlockStop):
             if event.block_type is BlockType.TOOL_USE:
                 out.calls.append((name, json.loads("".join(pieces))))
@@ -212,6 +231,19 @@ def answer(events: list[Event]) -> Answer:
     return out
 
 
+def _add_delta(delta: Delta, out: Answer, pieces: list[str]) -> None:
+    if isinstance(delta, TextDelta):
+        out.text += delta.text
+    elif isinstance(delta, ThinkingDelta):
+        out.thinking += delta.text
+    elif isinstance(delta, SignatureDelta):
+        out.signatures.append(delta.signature)
+    elif isinstance(delta, InputJsonDelta):
+        pieces.append(delta.partial_json)
+    elif isinstance(delta, CitationDelta):
+        out.citations.append(delta.citation.data)
+
+
 def _started(event: BlockStart, out: Answer) -> str | None:
     """Record a block's start; the called function's name for a tool-use block."""
     out.blocks.append(event.block_type.value)
@@ -220,7 +252,11 @@ def _started(event: BlockStart, out: Answer) -> str | None:
     return event.metadata.name if isinstance(event.metadata, ToolUseMetadata) else None
 
 
-_DELTAS = streams.deltas(signed=BlockType)  # a thoughtSignature may ride on any part
+# A thoughtSignature may ride on any part; text blocks may carry citations.
+_DELTAS = {
+    **streams.deltas(signed=BlockType),
+    BlockType.TEXT: (TextDelta, SignatureDelta, CitationDelta),
+}
 
 
 def check_invariants(events: list[Event], error: Exception | None) -> None:

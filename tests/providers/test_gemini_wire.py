@@ -81,7 +81,9 @@ def _shape(events: list[Event]) -> list[tuple[Any, ...]]:
             token = ("abort", event.index, event.block_type)
         elif isinstance(event, ErrorEvent):
             token = ("error", event.code, event.message)
-        elif isinstance(event, StatusEvent | UsageEvent):
+        elif isinstance(event, StatusEvent):
+            token = ("status", event.status)  # the wire names the response; a script does not
+        elif isinstance(event, UsageEvent):
             token = (type(event).__name__, event)
         else:
             token = (type(event).__name__,)

@@ -7,8 +7,10 @@
 - Tool calls become `functionCall` parts (`name`, `args`), tool results `functionResponse`
   parts (`name`, `response: {"output": …}` or `{"error": …}` for a failed call, the keys the
   Gemini documentation names). A result without `name` takes it from the call it answers.
-  Call ids are not sent: Gemini matches results to calls by name and order, and the ids in
-  the history are this library's own (see `gemini.py`).
+  An id Gemini gave a call (`functionCall.id`, kept as the part's `item_id`) goes back on the
+  call and on its `functionResponse`, as the API asks; ids this library made up (see
+  `gemini.py`) and other providers' ids are not sent: Gemini then matches results to calls
+  by name and order.
 - `thoughtSignature` goes back on the part that carried it, only when the part's `origin` is
   Gemini with the same model: a signature is bound to the model that made it, and a foreign
   one is rejected with HTTP 400. For Gemini 3 and later, which reject a replayed
@@ -24,10 +26,21 @@
   its `thoughtSignature`, only when its origin is Gemini with the same model: a code-execution
   step must be replayed as it came, and its signature is bound to the model. One of another
   origin (an Anthropic server-tool block, a part of another Gemini model) is dropped.
+- A `ProviderPart` of grounding / URL-context metadata (`_gemini_metadata`) is never sent:
+  it describes an answer, it is not part of one.
 - `generationConfig`: `maxOutputTokens`, `temperature`, `stopSequences`, `thinkingConfig`
   (`includeThoughts`, and `thinkingBudget` from `budget_tokens`, or else from `effort`: a
   `thinkingLevel` on Gemini 3 and later, a budget on earlier models, which know no level;
   Gemini rejects both at once). `request.options` is deep-merged last.
+- Efforts per model family (no Gemini 3 model can turn thinking off): Gemini 3 Pro takes
+  `low` / `high`, later Pro models `low` / `medium` / `high`, Flash and Flash-Lite models
+  `minimal` to `high`; an effort the model lacks becomes the nearest level below it (the
+  lowest level when there is none below: `none` and `minimal` on a Pro model are `low`), and
+  `xhigh` / `max` are `high`. The `gemini-*-latest` aliases name Gemini 3+ models. Gemini 2.x
+  budgets: `none` / `minimal` 0 (128 on Pro, which always thinks), `low` 1024, `medium` 8192,
+  `high` 24576, `xhigh` / `max` the model's most (32768 on Pro).
+- `Request.parallel_tool_calls` has no Gemini equivalent: Gemini always may call several
+  functions at once, and the setting is not sent.
 """
 
 from __future__ import annotations
@@ -52,6 +65,7 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
+from llm_worker.providers._gemini_metadata import METADATA_KEYS
 from llm_worker.providers._gemini_schema import gemini_schema
 
 __all__ = ("SKIP_SIGNATURE", "build_body")
@@ -60,7 +74,9 @@ SKIP_SIGNATURE: Final = "skip_thought_signature_validator"
 """Google's documented placeholder for a function call whose real signature is unknown."""
 
 _MODES: Final = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
-_GENERATION: Final = re.compile(r"(?:^|/)gemini-(\d+)")
+_VERSION: Final = re.compile(r"(?:^|/)gemini-(\d+)(?:\.(\d+))?")
+# `gemini-flash-latest`, `gemini-pro-latest`, `gemini-flash-lite-latest`: Gemini 3+ models.
+_ALIAS: Final = re.compile(r"(?:^|/)gemini-[a-z-]*latest\b")
 
 
 def build_body(request: Request, model: str) -> dict[str, Any]:
@@ -79,12 +95,12 @@ def build_body(request: Request, model: str) -> dict[str, Any]:
 
 
 def _contents(messages: list[Message], model: str) -> list[dict[str, Any]]:
-    names = {p.id: p.name for m in messages for p in m.content if isinstance(p, ToolUsePart)}
+    calls = {p.id: p for m in messages for p in m.content if isinstance(p, ToolUsePart)}
     own = Origin("gemini", model)
     contents: list[dict[str, Any]] = []
     for message in messages:
         _check_roles(message)
-        parts = [p for p in (_part(part, own, names) for part in message.content) if p]
+        parts = [p for p in (_part(part, own, calls) for part in message.content) if p]
         if not parts:
             continue
         role = "model" if message.role == "assistant" else "user"
@@ -111,10 +127,12 @@ def _check_roles(message: Message) -> None:
             )
 
 
-def _part(part: Part, own: Origin, names: dict[str, str]) -> dict[str, Any] | None:
+def _part(part: Part, own: Origin, calls: dict[str, ToolUsePart]) -> dict[str, Any] | None:
     if isinstance(part, ToolResultPart):
-        return {"functionResponse": _response(part, names)}
+        return {"functionResponse": _response(part, calls)}
     if isinstance(part, ProviderPart):
+        if part.data.keys() <= METADATA_KEYS:
+            return None  # grounding / URL context: about the answer, not in it
         # A copy: the body must not share dicts with the history. See the module docstring.
         return dict(part.data) if part.origin == own else None
     if not isinstance(part, TextPart | ThinkingPart | ToolUsePart):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -129,27 +147,54 @@ def _part(part: Part, own: Origin, names: dict[str, str]) -> dict[str, Any] | No
             return None
         out = {"text": part.text, "thought": True}
     else:
-        out = {"functionCall": {"name": part.name, "args": part.input}}
+        out = {"functionCall": _call(part)}
     if signature is not None:
         out["thoughtSignature"] = signature
     return out
 
 
-def _response(part: ToolResultPart, names: dict[str, str]) -> dict[str, Any]:
-    name = part.name or names.get(part.tool_use_id)
+def _call(part: ToolUsePart) -> dict[str, Any]:
+    call: dict[str, Any] = {"name": part.name, "args": part.input}
+    given = _given_id(part)
+    if given is not None:
+        call["id"] = given
+    return call
+
+
+def _given_id(call: ToolUsePart | None) -> str | None:
+    # Gemini's own id of a call (never one this library made up, nor another provider's).
+    if call is None or call.origin is None or call.origin.provider != "gemini":
+        return None
+    return call.item_id
+
+
+def _response(part: ToolResultPart, calls: dict[str, ToolUsePart]) -> dict[str, Any]:
+    call = calls.get(part.tool_use_id)
+    name = part.name or (call.name if call is not None else None)
     if not name:
         raise InvalidMessagesError(
             f"the tool result for call {part.tool_use_id!r} has no name and no tool call in "
             "the history has that id: Gemini needs the function's name"
         )
     key = "error" if part.is_error else "output"
-    return {"name": name, "response": {key: part.content}}
+    response: dict[str, Any] = {"name": name, "response": {key: part.content}}
+    given = _given_id(call)
+    if given is not None:
+        response["id"] = given
+    return response
+
+
+def _version(model: str) -> tuple[int, int] | None:
+    """The Gemini version a model name says (`gemini-3.1-pro-preview`: 3.1), if it says one."""
+    match = _VERSION.search(model)
+    return (int(match.group(1)), int(match.group(2) or 0)) if match is not None else None
 
 
 def _validates_signatures(model: str) -> bool:
-    # Gemini 3 and later: thought signatures are checked, and thinking takes a level.
-    match = _GENERATION.search(model)
-    return match is not None and int(match.group(1)) >= 3
+    # Gemini 3 and later (the -latest aliases too): thought signatures are checked, and
+    # thinking takes a level.
+    version = _version(model)
+    return version >= (3, 0) if version is not None else _ALIAS.search(model) is not None
 
 
 def _placeholder_signature(parts: list[dict[str, Any]]) -> None:
@@ -193,8 +238,22 @@ def _generation(request: Request, model: str) -> dict[str, Any]:
 
 # Gemini 2.x takes a token budget, not a level: an effort maps to these budgets (a "pro"
 # model cannot turn thinking off, so its least is the smallest budget it accepts).
-_EFFORT_BUDGETS: Final = {"minimal": 0, "low": 1024, "medium": 8192, "high": 24576}
+_EFFORT_BUDGETS: Final = {
+    "none": 0,
+    "minimal": 0,
+    "low": 1024,
+    "medium": 8192,
+    "high": 24576,
+    "xhigh": 24576,
+    "max": 24576,
+}
 _PRO_MINIMAL_BUDGET: Final = 128
+_PRO_MAXIMAL_BUDGET: Final = 32768
+
+_LEVELS: Final = ("minimal", "low", "medium", "high")
+_FLASH_LEVELS: Final = frozenset(_LEVELS)
+_PRO_LEVELS: Final = frozenset({"low", "medium", "high"})
+_FIRST_PRO_LEVELS: Final = frozenset({"low", "high"})
 
 
 def _thinking(thinking: ThinkingConfig, model: str) -> dict[str, Any]:
@@ -204,10 +263,28 @@ def _thinking(thinking: ThinkingConfig, model: str) -> dict[str, Any]:
         config["thinkingBudget"] = thinking.budget_tokens
     elif thinking.effort is not None:
         if _validates_signatures(model):  # Gemini 3 and later: thinkingLevel
-            config["thinkingLevel"] = thinking.effort
+            config["thinkingLevel"] = _level(thinking.effort, model)
         else:
-            budget = _EFFORT_BUDGETS[thinking.effort]
-            if budget == 0 and "pro" in model:
-                budget = _PRO_MINIMAL_BUDGET
-            config["thinkingBudget"] = budget
+            config["thinkingBudget"] = _budget(thinking.effort, model)
     return config
+
+
+def _level(effort: str, model: str) -> str:
+    """The nearest thinking level `model` takes, not above `effort` (else its lowest)."""
+    pro = "pro" in model
+    levels = _FLASH_LEVELS
+    if pro:
+        levels = _FIRST_PRO_LEVELS if _version(model) == (3, 0) else _PRO_LEVELS
+    wanted = "high" if effort in ("xhigh", "max") else "minimal" if effort == "none" else effort
+    candidates = [level for level in _LEVELS[: _LEVELS.index(wanted) + 1] if level in levels]
+    return candidates[-1] if candidates else min(levels, key=_LEVELS.index)
+
+
+def _budget(effort: str, model: str) -> int:
+    budget = _EFFORT_BUDGETS[effort]
+    if "pro" in model:
+        if budget == 0:
+            return _PRO_MINIMAL_BUDGET
+        if effort in ("xhigh", "max"):
+            return _PRO_MAXIMAL_BUDGET
+    return budget

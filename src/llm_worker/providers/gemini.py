@@ -67,11 +67,13 @@ from llm_worker.events import (
     StopReason,
     TextMetadata,
     ThinkingMetadata,
+    TokenLogprob,
     UsageEvent,
 )
-from llm_worker.messages import Message, Request, ToolUsePart
+from llm_worker.messages import Message, Origin, Request, ToolUsePart
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive, wrong_type
+from llm_worker.providers._gemini_metadata import CandidateMetadata, token_logprobs
 from llm_worker.providers._gemini_partial import PartialCall, starts_partial_call
 from llm_worker.providers._gemini_request import build_body
 from llm_worker.providers._http import error_class
@@ -85,8 +87,24 @@ _PART: Final = "a candidate's content part"
 # Keys of a part that say something about its content but are not content themselves.
 _NO_CONTENT: Final = frozenset({"thought", "thoughtSignature"})
 _FILTERED: Final = frozenset(
-    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+        "MODEL_ARMOR",
+        "ESCALATION",
+    }
 )
+# The model's tool call could not be taken: not an answer (the Worker tells the model).
+_MALFORMED_CALL: Final = frozenset(
+    {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"}
+)
+_METADATA: Final = ("groundingMetadata", "citationMetadata", "urlContextMetadata")
 
 
 class GeminiClient(HttpClient):
@@ -127,7 +145,7 @@ class GeminiClient(HttpClient):
 
     def mapper(self, request: Request) -> StreamMapper:
         """A fresh chunk mapper; its call ids continue those of the request's history."""
-        return _GeminiMapper(_CallIds(request.messages))
+        return _GeminiMapper(_CallIds(request.messages), Origin(_PROVIDER, self.model))
 
     def stream(self, request: Request) -> AsyncIterator[Event]:
         """Send the request and yield the answer's normalized events as they arrive.
@@ -180,12 +198,33 @@ class _CallIds:
 class _GeminiMapper:
     """Maps Gemini `GenerateContentResponse` chunks to emitter calls (see the module doc)."""
 
-    __slots__ = ("_calls", "_emitted", "_finish", "_ids", "_partial", "_seen", "_signed", "_usage")
+    __slots__ = (
+        "_calls",
+        "_emitted",
+        "_finish",
+        "_finish_message",
+        "_identified",
+        "_ids",
+        "_logprobs",
+        "_metadata",
+        "_partial",
+        "_seen",
+        "_signed",
+        "_texts",
+        "_usage",
+    )
 
-    def __init__(self, ids: _CallIds) -> None:
+    def __init__(self, ids: _CallIds, origin: Origin) -> None:
         self._ids = ids
         self._partial: PartialCall | None = None  # a call whose arguments stream in pieces
         self._finish: str | None = None
+        self._finish_message: str | None = None
+        self._identified = False  # the response id and model version were read
+        self._metadata = CandidateMetadata(origin)
+        # The answer's text pieces with their block's index (for the spans of citations).
+        self._texts: list[tuple[int, str]] = []
+        # The log probabilities of the chunk being read, for its answer text.
+        self._logprobs: list[TokenLogprob] | None = None
         self._calls = 0
         self._signed = -1  # index of the last block that got a signature
         self._usage: Any = None  # the latest usageMetadata
@@ -205,22 +244,14 @@ class _GeminiMapper:
         # The hot path reads the parsed JSON (Any) directly: a chunk of another shape raises
         # AttributeError / KeyError / TypeError here, which drive() reports as malformed.
         chunk: Any = orjson.loads(data)
+        if not self._identified:
+            self._identify(chunk, emitter)
         candidates = chunk.get("candidates")
         if candidates:
             candidate = candidates[0]
             if candidate.get("index", 0) != 0:
                 candidate = _first(candidates)
-            content = candidate.get("content")
-            if content:
-                for part in content.get("parts") or ():
-                    text = part.get("text")
-                    if type(text) is str and len(part) == 1:
-                        if text:  # the common case, inline: a piece of answer text
-                            emitter.text(text)
-                    else:
-                        self._part(as_dict(part), emitter)
-            if candidate.get("finishReason") is not None:
-                self._finished(candidate, emitter)
+            self._candidate(candidate, emitter)
         elif "error" in chunk:
             self.end_of_read(emitter)
             raise _stream_error(as_dict(chunk["error"]))
@@ -231,6 +262,26 @@ class _GeminiMapper:
         usage = chunk.get("usageMetadata")
         if usage is not None:
             self._usage = usage
+
+    def _candidate(self, candidate: Any, emitter: BlockEmitter) -> None:
+        content = candidate.get("content")
+        if content:
+            parts = content.get("parts") or ()
+            if "logprobsResult" in candidate:
+                self._scored(parts, candidate["logprobsResult"], emitter)
+            else:
+                for part in parts:
+                    text = part.get("text")
+                    if type(text) is str and len(part) == 1:
+                        if text:  # the common case, inline: a piece of answer text
+                            emitter.text(text)
+                            self._texts.append((emitter.index, text))
+                    else:
+                        self._part(as_dict(part), emitter)
+        if any(key in candidate for key in _METADATA):
+            self._metadata.read(candidate)
+        if candidate.get("finishReason") is not None:
+            self._finished(candidate, emitter)
 
     def end_of_read(self, emitter: BlockEmitter) -> None:
         """After the events of one network read: one usage snapshot, if the counts changed.
@@ -248,10 +299,14 @@ class _GeminiMapper:
             emitter.out.append(event)
 
     def on_end(self, emitter: BlockEmitter) -> None:
-        """Emit the last usage, close the last block with the mapped finish reason."""
+        """Emit the last usage, the citations and the kept metadata, then finish.
+
+        The last block is closed with the mapped finish reason and Gemini's `finishMessage`.
+        """
         self.end_of_read(emitter)
         if self._partial is not None:
             self._end_call(emitter)  # its last piece came with the finish: keep what arrived
+        self._metadata.finish(self._texts, emitter)
         raw = self._finish
         if raw == "STOP":
             reason = StopReason.TOOL_USE if self._calls else StopReason.END_TURN
@@ -259,15 +314,37 @@ class _GeminiMapper:
             reason = StopReason.MAX_TOKENS
         elif raw in _FILTERED:
             reason = StopReason.CONTENT_FILTER
+        elif raw in _MALFORMED_CALL:
+            reason = StopReason.MALFORMED_TOOL_CALL
         else:
             reason = StopReason.OTHER
-        emitter.finish(reason, raw)
+        emitter.finish(reason, raw, stop_message=self._finish_message)
+
+    def _identify(self, chunk: Any, emitter: BlockEmitter) -> None:
+        response_id = as_str(chunk.get("responseId"))
+        model = as_str(chunk.get("modelVersion"))
+        if response_id or model:
+            self._identified = True
+            emitter.response_info(response_id=response_id, model=model)
+
+    def _scored(self, parts: Any, result: Any, emitter: BlockEmitter) -> None:
+        # The chunk's token log probabilities go with its (first) answer text.
+        self._logprobs = token_logprobs(as_dict(result))
+        for part in parts:
+            self._part(as_dict(part), emitter)
+        self._logprobs = None
+
+    def _say(self, text: str, emitter: BlockEmitter) -> None:
+        emitter.text(text, self._logprobs)
+        self._logprobs = None
+        self._texts.append((emitter.index, text))
 
     def _finished(self, candidate: Any, emitter: BlockEmitter) -> None:
         finish = candidate["finishReason"]
         if finish.__class__ is not str:
             raise wrong_type("a candidate", "finishReason", finish)
         self._finish = finish
+        self._finish_message = as_str(candidate.get("finishMessage")) or self._finish_message
         if self._finish in _FILTERED and emitter.index < 0:
             self.end_of_read(emitter)
             raise _filtered(self._finish, as_dict(candidate))
@@ -298,7 +375,7 @@ class _GeminiMapper:
         if signature is None:
             if text:
                 if kind is BlockType.TEXT:
-                    emitter.text(text)
+                    self._say(text, emitter)
                 else:
                     emitter.thinking(text)
             return
@@ -306,7 +383,7 @@ class _GeminiMapper:
             emitter.start(kind, _TEXT_META if kind is BlockType.TEXT else ThinkingMetadata())
         if text:
             if kind is BlockType.TEXT:
-                emitter.text(text)
+                self._say(text, emitter)
             else:
                 emitter.thinking(text)
         emitter.signature(signature)
@@ -324,7 +401,9 @@ class _GeminiMapper:
         args = call.get("args")
         if args is not None and args.__class__ is not dict:
             raise wrong_type(_PART, "functionCall.args", args, "an object")
-        emitter.tool_use(self._ids.given(call.get("id")) or self._ids.next(), name)
+        # An id Gemini gave is echoed in the functionResponse (`item_id`, see _gemini_request).
+        given = self._ids.given(call.get("id"))
+        emitter.tool_use(given or self._ids.next(), name, item_id=given)
         if signature is not None:
             emitter.signature(signature)
             self._signed = emitter.index

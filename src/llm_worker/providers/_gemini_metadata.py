@@ -1,0 +1,175 @@
+"""What a Gemini candidate says about its answer besides the parts: sources and probabilities.
+
+- `citationMetadata.citationSources` (`citations` on Vertex AI): each source becomes a
+  `Citation` (its `uri`, `title`, and the span of the answer it covers).
+- `groundingMetadata` (Google Search, URL context, file search, Maps grounding): each
+  `groundingSupports[]` entry becomes one `Citation` per grounding chunk it names
+  (`data = {"groundingSupport": …, "groundingChunk": …}`; the chunk's `uri` and `title`, and
+  its `text` as the cited passage when the chunk quotes one, as file search does).
+- The whole `groundingMetadata` (the search entry point's `renderedContent`, which Google
+  requires to be shown with a grounded answer, the chunks, supports and search queries) and
+  `urlContextMetadata` are kept as one `ProviderPart`
+  (`{"groundingMetadata": …, "urlContextMetadata": …}`) after the answer's content. It is
+  candidate metadata, not content: no request sends it back (`_gemini_request`).
+
+Gemini repeats the grounding in later chunks (an empty object while searching, the whole of
+it with the last chunk): the newest non-empty value of each of its keys wins. Citation sources
+of every chunk are kept, each once.
+
+Gemini gives spans in UTF-8 bytes of the answer's text (all text parts, across chunks); they
+become character offsets in the text part the citations are attached to, checked against the
+segment's own text when Gemini quotes it (a span that does not match is looked up by that
+text, else left unset).
+
+`logprobsResult` (asked for with `generationConfig.responseLogprobs` / `logprobs`) becomes
+`TokenLogprob`s on the chunk's text: `chosenCandidates[i]` with `topCandidates[i]` as the
+alternatives. `avgLogprobs` is not kept (the mean of the tokens' values).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from llm_worker._json import as_dict, as_int, as_list, as_str
+from llm_worker.events import BlockType, TokenLogprob
+from llm_worker.messages import Citation, Origin
+from llm_worker.providers._blocks import BlockEmitter
+
+__all__ = ("METADATA_KEYS", "CandidateMetadata", "token_logprobs")
+
+METADATA_KEYS: Final = frozenset({"groundingMetadata", "urlContextMetadata"})
+"""The keys of the `ProviderPart` that keeps a candidate's grounding and URL context."""
+
+_SOURCE_KEYS: Final = ("citationSources", "citations")
+
+
+class CandidateMetadata:
+    """Collects one answer's citation, grounding and URL-context metadata."""
+
+    __slots__ = ("_grounding", "_origin", "_sources", "_url_context")
+
+    def __init__(self, origin: Origin) -> None:
+        self._origin = origin
+        self._grounding: dict[str, Any] = {}
+        self._url_context: dict[str, Any] = {}
+        self._sources: list[dict[str, Any]] = []
+
+    def read(self, candidate: dict[str, Any]) -> None:
+        """Take the metadata of one chunk's candidate."""
+        grounding = as_dict(candidate.get("groundingMetadata"))
+        self._grounding.update((k, v) for k, v in grounding.items() if v)
+        self._url_context.update(as_dict(candidate.get("urlContextMetadata")))
+        cited = as_dict(candidate.get("citationMetadata"))
+        for key in _SOURCE_KEYS:
+            for source in as_list(cited.get(key)):
+                data = as_dict(source)
+                if data and data not in self._sources:
+                    self._sources.append(data)
+
+    def finish(self, texts: list[tuple[int, str]], emitter: BlockEmitter) -> None:
+        """Emit the citations (on the open text block), then the kept metadata block.
+
+        Args:
+            texts: The answer's text pieces with the index of the block each went to.
+            emitter: The answer's emitter, before its `finish`.
+        """
+        spans = _Spans(texts, emitter)
+        for citation in self._citations(spans):
+            emitter.citation(citation)
+        kept: dict[str, Any] = {}
+        if self._grounding:
+            kept["groundingMetadata"] = self._grounding
+        if self._url_context:
+            kept["urlContextMetadata"] = self._url_context
+        if kept:
+            emitter.provider_block(kept)
+
+    def _citations(self, spans: _Spans) -> list[Citation]:
+        out: list[Citation] = []
+        for source in self._sources:
+            start, end = spans.span(source, None)
+            out.append(
+                Citation(
+                    source,
+                    url=as_str(source.get("uri")),
+                    title=as_str(source.get("title")),
+                    start_index=start,
+                    end_index=end,
+                    origin=self._origin,
+                )
+            )
+        chunks = as_list(self._grounding.get("groundingChunks"))
+        for entry in as_list(self._grounding.get("groundingSupports")):
+            support = as_dict(entry)
+            segment = as_dict(support.get("segment"))
+            start, end = spans.span(segment, as_str(segment.get("text")))
+            for n in as_list(support.get("groundingChunkIndices")):
+                index = as_int(n)
+                chunk = as_dict(chunks[index]) if index is not None and index < len(chunks) else {}
+                out.append(self._grounded(support, chunk, start, end))
+        return out
+
+    def _grounded(
+        self, support: dict[str, Any], chunk: dict[str, Any], start: int | None, end: int | None
+    ) -> Citation:
+        # A chunk holds one source under its kind: `web`, `retrievedContext`, `maps`, …
+        sources = [as_dict(v) for v in chunk.values() if as_dict(v)]
+        source = sources[0] if sources else {}
+        return Citation(
+            {"groundingSupport": support, "groundingChunk": chunk},
+            url=as_str(source.get("uri")),
+            title=as_str(source.get("title")),
+            cited_text=as_str(source.get("text")),
+            start_index=start,
+            end_index=end,
+            origin=self._origin,
+        )
+
+
+class _Spans:
+    """Byte spans of the answer's text as character spans of the open text block."""
+
+    __slots__ = ("_base", "_block", "_encoded", "_text")
+
+    def __init__(self, texts: list[tuple[int, str]], emitter: BlockEmitter) -> None:
+        block = emitter.index if emitter.open_type is BlockType.TEXT else None
+        whole = "".join(text for _, text in texts)
+        own = "".join(text for index, text in texts if index == block)
+        self._block = block
+        self._text = own
+        self._base = len(whole) - len(own)  # the open block is the answer's last
+        self._encoded = whole.encode()
+
+    def span(self, holder: dict[str, Any], quoted: str | None) -> tuple[int | None, int | None]:
+        """The character span in the open text block of `holder`'s byte span, if it is there."""
+        end_byte = as_int(holder.get("endIndex"))
+        if self._block is None or end_byte is None:
+            return None, None
+        start = self._chars(as_int(holder.get("startIndex")) or 0) - self._base
+        end = self._chars(end_byte) - self._base
+        if quoted and (start < 0 or self._text[start:end] != quoted):
+            found = self._text.find(quoted)
+            return (found, found + len(quoted)) if found >= 0 else (None, None)
+        return (start, end) if 0 <= start <= end else (None, None)
+
+    def _chars(self, byte: int) -> int:
+        return len(self._encoded[:byte].decode("utf-8", "ignore"))
+
+
+def token_logprobs(result: dict[str, Any]) -> list[TokenLogprob]:
+    """The tokens of a `logprobsResult`, each with its top alternatives."""
+    tops = as_list(result.get("topCandidates"))
+    out: list[TokenLogprob] = []
+    for n, entry in enumerate(as_list(result.get("chosenCandidates"))):
+        alternatives = as_list(as_dict(tops[n]).get("candidates")) if n < len(tops) else []
+        token, logprob = _scored(entry)
+        out.append(TokenLogprob(token, logprob, [_scored(a) for a in alternatives]))
+    return out
+
+
+def _scored(entry: Any) -> tuple[str, float]:
+    data = as_dict(entry)
+    value = data.get("logProbability", 0.0)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise TypeError(f"a log probability must be a number, got {type(value).__name__}")
+    return as_str(data.get("token")) or "", float(value)
