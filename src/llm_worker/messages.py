@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter, ValidationError
 
 __all__ = (
+    "Citation",
     "JsonValue",
     "Message",
     "Origin",

@@ -174,6 +174,14 @@ def test_bad_thinking_value_is_a_usage_error(capsys: pytest.CaptureFixture[str])
     assert "expected a token budget (e.g. 2048) or an effort" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("effort", ["none", "xhigh", "max"])
+def test_every_effort_level_is_a_thinking_value(effort: str) -> None:
+    from llm_worker.cli._chat import parse_thinking
+    from llm_worker.messages import ThinkingConfig
+
+    assert parse_thinking(effort) == ThinkingConfig(effort=effort)  # type: ignore[arg-type]
+
+
 def test_errors_in_a_child_process_are_one_line(offline_env: dict[str, str]) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "llm_worker.cli", "run", "hi", "--model", "gemini:gemini-2.5-flash"],

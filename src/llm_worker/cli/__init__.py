@@ -66,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
             "--thinking",
             type=parse_thinking,
             metavar="BUDGET|EFFORT",
-            help="reasoning: a token budget (2048) or an effort (minimal, low, medium, high)",
+            help="reasoning: a token budget (2048) or an effort (none, minimal, low, medium, "
+            "high, xhigh, max)",
         )
         cmd.add_argument("--max-tokens", type=int, help="output token limit per request")
         cmd.add_argument("--tools", action="store_true", help="let the model read this folder")

@@ -31,7 +31,7 @@ from llm_worker.worker import Worker
 
 __all__ = ("build_worker", "parse_thinking", "print_error", "run_chat", "run_once")
 
-_EFFORTS = ("minimal", "low", "medium", "high")
+_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
 def parse_thinking(value: str) -> ThinkingConfig:
