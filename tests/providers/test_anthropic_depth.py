@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 from test_anthropic_support import (
+    TIMEOUT,
     assemble,
     block_delta,
     block_start,
@@ -25,6 +27,7 @@ from test_anthropic_support import (
     sse_payloads,
 )
 
+from llm_worker import RunResult, RunStatus, Worker, tool
 from llm_worker.errors import ConfigurationError
 from llm_worker.events import (
     BlockDelta,
@@ -50,7 +53,9 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.providers import AnthropicClient
-from llm_worker.testing import WireResponse
+from llm_worker.providers._http import RetryPolicy
+from llm_worker.testing import ScriptedResponse, WireResponse, WireServer
+from llm_worker.testing._wire_anthropic import encode
 from support.recorded import load, requires_fixtures
 
 pytestmark = pytest.mark.anyio
@@ -450,3 +455,77 @@ def test_a_refused_budget_is_still_refused_before_sending() -> None:
     request = Request([Message.user("q")], thinking=ThinkingConfig(budget_tokens=100))
     with pytest.raises(ConfigurationError, match="budget_tokens=100"):
         _body(request, "claude-sonnet-4-5")
+
+
+# -- the Worker -----------------------------------------------------------------------------
+
+
+def _text_answer(text: str) -> str:
+    return (
+        message_start()
+        + block_start(0, {"type": "text", "text": ""})
+        + block_delta(0, {"type": "text_delta", "text": text})
+        + block_stop(0)
+        + _message_end({"stop_reason": "end_turn"})
+    )
+
+
+async def _run(worker_options: dict[str, Any], *bodies: str) -> tuple[RunResult, WireServer]:
+    async with WireServer([WireResponse(b) for b in bodies]) as server:
+        client = AnthropicClient(
+            model=MODEL, api_key="k", base_url=server.base_url, retry=RetryPolicy.disabled()
+        )
+        worker = Worker(client, **worker_options)
+        try:
+            with anyio.fail_after(TIMEOUT):
+                result = await worker.run("go")
+        finally:
+            await client.aclose()
+    return result, server
+
+
+async def test_the_worker_sends_a_compacted_answer_back_and_goes_on() -> None:
+    result, server = await _run({}, _compaction_stream("compaction"), _text_answer("Hello!"))
+    assert (result.status, result.text, result.requests) == (RunStatus.FINISHED, "Hello!", 2)
+    second = server.requests[1].json()["messages"]
+    # The compaction goes back last, as it came: the answer continues from it.
+    assert second[-1] == {
+        "role": "assistant",
+        "content": [
+            {
+                "type": "compaction",
+                "content": None,
+                "encrypted_content": "ENC1",
+                "signature": "SIG1",
+            }
+        ],
+    }
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+async def test_a_call_made_from_code_runs_and_goes_back_with_caller_and_container() -> None:
+    result, server = await _run(
+        {"tools": [lookup], "parallel_tool_calls": False},
+        _code_call_stream(),
+        _text_answer("The value is known."),
+    )
+    assert result.text == "The value is known."
+    first, second = (r.json() for r in server.requests)
+    assert first["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+    assert "container" not in first
+    assert second["container"] == "container_1"  # without it: 400 "container_id is required"
+    call = second["messages"][1]["content"][1]
+    assert call["caller"] == {"type": "code_execution_20260120", "tool_id": "srvtoolu_1"}
+    assert second["messages"][2]["content"][0]["content"] == "value of a"
+
+
+async def test_a_scripted_compaction_stop_goes_over_the_wire() -> None:
+    script = ScriptedResponse([TextPart("Summary so far.")], stop_reason=StopReason.COMPACTION)
+    events, error, _ = await replay(WireResponse(encode(script, model=MODEL)))
+    assert error is None
+    assert _stop(events).stop_reason is StopReason.COMPACTION

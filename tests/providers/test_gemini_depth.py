@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 from test_gemini_support import (
+    TIMEOUT,
     assemble,
     check_invariants,
     recorded_chunks,
@@ -21,6 +23,7 @@ from test_gemini_support import (
     replay,
 )
 
+from llm_worker import RunResult, RunStatus, Worker, tool
 from llm_worker.events import (
     BlockDelta,
     BlockStop,
@@ -46,7 +49,11 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.providers._gemini_request import build_body
-from llm_worker.testing import WireResponse
+from llm_worker.providers._http import RetryPolicy
+from llm_worker.providers.gemini import GeminiClient
+from llm_worker.testing import ScriptedResponse, WireResponse, WireServer
+from llm_worker.testing._wire_gemini import encode
+from llm_worker.worker._turn import MALFORMED_CALL_RETRIES
 from support.recorded import load, requires_fixtures
 
 pytestmark = pytest.mark.anyio
@@ -323,3 +330,75 @@ def test_parallel_tool_calls_has_no_gemini_field() -> None:
     plain = build_body(Request([Message.user("x")], tools=tools), MODEL)
     serial = build_body(Request([Message.user("x")], tools=tools, parallel_tool_calls=False), MODEL)
     assert serial == plain
+
+
+# -- the Worker -----------------------------------------------------------------------------
+
+_MALFORMED = "Malformed function call: print(default_api.lookup(city=Paris))"
+
+
+def _malformed() -> WireResponse:
+    refused = {"finishReason": "MALFORMED_FUNCTION_CALL", "index": 0, "finishMessage": _MALFORMED}
+    return WireResponse(_sse({"candidates": [refused]}))
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look a city up."""
+    return f"{city}: sunny"
+
+
+async def _run(*responses: WireResponse) -> tuple[RunResult, WireServer]:
+    async with WireServer(list(responses)) as server:
+        client = GeminiClient(
+            model=MODEL,
+            api_key="gemini-test-key-0123456789",
+            base_url=server.base_url + "/v1beta",
+            retry=RetryPolicy.disabled(),
+        )
+        worker = Worker(client, tools=[lookup])
+        try:
+            with anyio.fail_after(TIMEOUT):
+                result = await worker.run("Weather in Paris?")
+        finally:
+            await client.aclose()
+    return result, server
+
+
+async def test_the_worker_tells_the_model_its_call_was_refused_and_goes_on() -> None:
+    call = {"functionCall": {"name": "lookup", "args": {"city": "Paris"}}}
+    result, server = await _run(
+        _malformed(),
+        WireResponse(_sse(_chunk([call], "STOP"))),
+        WireResponse(_sse(_chunk([{"text": "Sunny in Paris."}], "STOP"))),
+    )
+    assert (result.status, result.text, result.requests) == (
+        RunStatus.FINISHED,
+        "Sunny in Paris.",
+        3,
+    )
+    # The refused answer had no content: the feedback follows the question in one user turn.
+    [turn] = server.requests[1].json()["contents"]
+    assert turn["role"] == "user"
+    question, said = turn["parts"]
+    assert question == {"text": "Weather in Paris?"}
+    assert "MALFORMED_FUNCTION_CALL" in said["text"] and _MALFORMED in said["text"]
+    assert result.stop_reason is StopReason.END_TURN
+
+
+async def test_refused_calls_in_a_row_end_the_turn_after_bounded_retries() -> None:
+    result, server = await _run(*[_malformed() for _ in range(MALFORMED_CALL_RETRIES + 2)])
+    assert result.status is RunStatus.FINISHED
+    assert result.requests == len(server.requests) == MALFORMED_CALL_RETRIES + 1
+    assert result.stop_reason is StopReason.MALFORMED_TOOL_CALL
+    assert result.text == ""
+
+
+async def test_a_scripted_refused_call_goes_over_the_wire() -> None:
+    script = ScriptedResponse([], stop_reason=StopReason.MALFORMED_TOOL_CALL)
+    events, _ = await _answer(WireResponse(encode(script, model=MODEL)))
+    stop = _stop(events)
+    assert (stop.stop_reason, stop.raw_stop_reason) == (
+        StopReason.MALFORMED_TOOL_CALL,
+        "MALFORMED_FUNCTION_CALL",
+    )

@@ -31,6 +31,7 @@ _STOP: Final = {
     StopReason.TOOL_USE: "tool_use",
     StopReason.PAUSE_TURN: "pause_turn",
     StopReason.REFUSAL: "refusal",
+    StopReason.COMPACTION: "compaction",
 }
 
 

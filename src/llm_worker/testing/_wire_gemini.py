@@ -26,6 +26,7 @@ _FINISH: Final = {
     StopReason.STOP_SEQUENCE: "STOP",
     StopReason.MAX_TOKENS: "MAX_TOKENS",
     StopReason.CONTENT_FILTER: "SAFETY",
+    StopReason.MALFORMED_TOOL_CALL: "MALFORMED_FUNCTION_CALL",
 }
 
 

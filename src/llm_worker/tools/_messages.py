@@ -20,6 +20,7 @@ __all__ = (
     "excerpt",
     "invalid_arguments",
     "invalid_json",
+    "malformed_call",
     "not_stored",
     "raised",
     "timed_out",
@@ -69,6 +70,22 @@ def invalid_json(name: str, error: str, raw_input: str) -> str:
         f"The arguments for tool {name!r} are not valid JSON ({error}). "
         f"Received: {excerpt(raw_input, MAX_RAW)!r}. "
         "Call the tool again with its arguments as one JSON object."
+    )
+
+
+def malformed_call(reason: str | None, detail: str | None) -> str:
+    """The provider refused the model's tool call before any tool saw it.
+
+    Gemini's `MALFORMED_FUNCTION_CALL`, `UNEXPECTED_TOOL_CALL`, `TOO_MANY_TOOL_CALLS`, with its
+    `finishMessage` as `detail`.
+    """
+    why = reason or "malformed tool call"
+    if detail:
+        why = f"{why}: {excerpt(detail, MAX_EXCEPTION)}"
+    return (
+        f"Your last tool call could not be run: the provider rejected it ({why}). "
+        "Call a tool again with its exact name and its arguments as one JSON object, call "
+        "fewer tools at once, or answer without calling a tool."
     )
 
 

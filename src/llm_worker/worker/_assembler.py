@@ -79,12 +79,13 @@ DEFAULT_MAX_ARGUMENTS = 1 << 20
 
 
 class Assembler:
-    """Feed it every event of one response; read `message`, `calls`, `usage`, `stop_reason`.
+    """Feed it one response's events; read `message`, `calls`, `usage`, `stop_reason`, `stop`.
 
-    A tool call whose argument JSON exceeds `max_arguments` characters is neither kept nor
-    parsed: the call gets `input={}` and an `error` saying so (the tool will not run), and its
-    `raw_input` keeps only the first characters, so neither memory nor the next request grows
-    with what the model sent.
+    `stop` is the block stop that carried the stop reason (its raw reason and message). A tool
+    call whose argument JSON exceeds `max_arguments` characters is neither kept nor parsed: the
+    call gets `input={}` and an `error` saying so (the tool will not run), and its `raw_input`
+    keeps only the first characters, so neither memory nor the next request grows with what the
+    model sent.
     """
 
     __slots__ = (
@@ -95,6 +96,7 @@ class Assembler:
         "origin",
         "parts",
         "response_id",
+        "stop",
         "stop_reason",
         "usage",
     )
@@ -106,6 +108,7 @@ class Assembler:
         self.calls: list[ToolCall] = []
         self.usage = UsageEvent()
         self.stop_reason: StopReason | None = None
+        self.stop: BlockStop | None = None
         self._open: _Open | None = None
         self._ids: set[str] = set()
         self.response_id: str | None = None
@@ -132,6 +135,7 @@ class Assembler:
         elif isinstance(event, BlockStop):
             if event.stop_reason is not None:
                 self.stop_reason = event.stop_reason
+                self.stop = event
             return self._stop()
         elif isinstance(event, BlockAbort):
             self._open = None

@@ -37,6 +37,7 @@ class WorkerConfig:
     temperature: float | None = None
     thinking: ThinkingConfig | None = None
     tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
     stop_sequences: list[str] = field(default_factory=lambda: [])
     options: dict[str, Any] = field(default_factory=lambda: {})
     early_tool_start: bool = False
@@ -56,6 +57,7 @@ class WorkerConfig:
             system=self.system,
             tools=self.registry.specs(),
             tool_choice=self.tool_choice,
+            parallel_tool_calls=self.parallel_tool_calls,
             max_tokens=self.max_tokens,
             temperature=self.temperature,
             stop_sequences=list(self.stop_sequences),

@@ -43,6 +43,7 @@ from llm_worker.state import (
     TextComplete,
     ToolCallComplete,
 )
+from llm_worker.tools._messages import malformed_call
 from llm_worker.worker._assembler import Assembler, Completed
 from llm_worker.worker._execution import Batch
 from llm_worker.worker._history import repair
@@ -104,6 +105,7 @@ class Run:
     """The provider's ids of this run's answers; a pause state carries the last one."""
     chain_from: str | None = None
     """The answer a stored conversation goes on from (the Worker's last, or the pause's)."""
+    malformed_calls: int = 0  # answers in a row that were a tool call the provider refused
 
     async def loop(self, *, resume: PauseState | None = None) -> RunResult:
         """Run until the turn finishes or pauses."""
@@ -129,8 +131,17 @@ class Run:
                 return await self._run_batch(self.batch, resumed=False)
         self.batch = None
         self.stop_reason = response.stop_reason
-        if response.stop_reason is StopReason.PAUSE_TURN:
-            return None  # a server tool paused the answer: sending it back lets it go on
+        if response.stop_reason in _GOES_ON:
+            # A server tool paused the answer, or the context was compacted mid-answer:
+            # sending the answer back lets it go on.
+            return None
+        if response.stop_reason is StopReason.MALFORMED_TOOL_CALL:
+            if self.malformed_calls < MALFORMED_CALL_RETRIES:
+                self.malformed_calls += 1
+                self.history.append(_malformed_feedback(response))
+                return None
+        else:
+            self.malformed_calls = 0
         return await self._turn_end(response.message, resumed=False)
 
     async def _resume(self, state: PauseState) -> RunResult | None:
@@ -304,6 +315,21 @@ class Run:
                 self.history.append(answer)
         self.history[:] = repair(self.history, why=why)[0]
         return await self.cfg.hooks.abort(AbortContext(reason, kind, error))
+
+
+MALFORMED_CALL_RETRIES = 2
+"""Times in a row the model is told its tool call was refused and asked again; the next such
+answer ends the turn (`RunResult.stop_reason` is then `MALFORMED_TOOL_CALL`)."""
+
+_GOES_ON = frozenset({StopReason.PAUSE_TURN, StopReason.COMPACTION})
+
+
+def _malformed_feedback(response: Assembler) -> Message:
+    # Like a call with bad arguments: the model reads what went wrong and tries again.
+    stop = response.stop
+    raw = stop.raw_stop_reason if stop is not None else None
+    detail = stop.stop_message if stop is not None else None
+    return Message.user(malformed_call(raw, detail))
 
 
 def _last_assistant(history: list[Message]) -> Message:

@@ -102,6 +102,8 @@ class Worker:
         temperature: Sampling temperature.
         thinking: Reasoning settings.
         tool_choice: How the model may use tools.
+        parallel_tool_calls: Whether the model may call several tools in one answer (`None`
+            leaves the provider's default, which allows it; Gemini has no such switch).
         stop_sequences: Strings that stop generation.
         options: Provider-specific request fields (merged into every request body).
         early_tool_start: Decide and start each tool call as soon as its block stops, while
@@ -132,6 +134,7 @@ class Worker:
         temperature: float | None = None,
         thinking: ThinkingConfig | None = None,
         tool_choice: ToolChoice | None = None,
+        parallel_tool_calls: bool | None = None,
         stop_sequences: Sequence[str] = (),
         options: Mapping[str, Any] | None = None,
         early_tool_start: bool = False,
@@ -161,6 +164,7 @@ class Worker:
             temperature=temperature,
             thinking=thinking,
             tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls,
             stop_sequences=list(stop_sequences),
             options=dict(options or {}),
             early_tool_start=early_tool_start,
