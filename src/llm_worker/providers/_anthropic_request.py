@@ -15,6 +15,16 @@ What the API demands, and how each demand is met here:
   back as it came for the server tool to go on; one from elsewhere is dropped;
 - tool-use ids must match `^[a-zA-Z0-9_-]+$`: an id made elsewhere that does not is
   rewritten, the same way on the call and on its result;
+- a text part's citations go back on its text block to the model that made them (a
+  web-search citation points into that model's search results), with only the fields the
+  request types take; a call made from code goes back with its `caller`, to the same model;
+- the newest code-execution container of the history (a `ProviderPart` of type `container`,
+  from any Anthropic model) is the request's `container`, unless it expired: a call made from
+  code cannot be answered without it, and its files live there;
+- `ToolSpec.strict` is the tool's `strict`; `Request.parallel_tool_calls=False` is
+  `tool_choice.disable_parallel_tool_use` (on `auto` when no choice is set); a `tool_choice`
+  from `options` without `type` gets `auto`;
+- effort and thinking follow the model family (`_anthropic_thinking`);
 - empty text blocks are rejected: they are dropped, and a message left empty is dropped;
 - with thinking on, the assistant turn that a pending tool loop continues must start with a
   thinking block; when the history has none there (it was dropped, or the turn ran without

@@ -1,31 +1,46 @@
 """The Anthropic Messages client (`POST /v1/messages`, streamed).
 
 The request is built in `_anthropic_request` (history with thinking, signatures, tool calls
-and results; prompt-cache markers; beta headers). This module maps the stream:
+and results, citations, the code-execution container; prompt-cache markers; beta headers).
+This module maps the stream:
 
 | Anthropic event | normalized events |
 |---|---|
 | `message_start` | `UsageEvent` (input tokens with cached ones added back); blocks (below) |
 | `content_block_start` text / thinking / redacted_thinking / tool_use | `BlockStart` |
-| `content_block_delta` text / thinking / signature / input_json | `BlockDelta` |
+| `content_block_delta` text / thinking / signature / input_json / citations | `BlockDelta` |
 | `content_block_stop` | `BlockStop` (the last one held for the stop reason) |
-| `message_delta` | `UsageEvent` (output tokens); the stop reason is kept |
+| `message_delta` | `UsageEvent` (output tokens, …); the stop reason is kept |
 | `message_stop` | the last `BlockStop` with the stop reason; the answer is complete |
 | `ping` | `PingEvent` |
 | `error` (in a 200 stream) | abort, `ErrorEvent`, FAILED, then the typed error |
 
+`message_start` also gives the message id, model and service tier (the closing
+`StatusEvent`); `message_delta` the matched stop sequence and a refusal's `stop_details` (on
+the last `BlockStop`) and the code-execution container. A text block's `citations` (at its
+start, or as `citations_delta`) become `CitationDelta`s.
+
 Blocks this library has no kind for (server tools and their results, MCP calls, compaction,
 …) are rebuilt whole — the `content_block_start` block with its deltas merged in
-(`input_json_delta` into `input`, `compaction_delta` into `content`, `citations_delta` into
-`citations`) — and emitted at their `content_block_stop` as one `BlockType.PROVIDER` block
-(`ProviderMetadata`), which the Worker keeps as a `ProviderPart` and `_anthropic_request` sends
-back in place: a `pause_turn` answer must go back as it came. Deltas are matched to their
-block by the provider's index, so none reaches another block; `citations_delta` on a text
-block is passed over. A `message_start` whose `content` already holds blocks (a turn resumed by
-programmatic tool calling arrives whole: a `tool_use`, `stop_reason: tool_use`, then only
-`message_stop`) gives those blocks exactly as if they had streamed, and keeps its stop reason.
-A tool call whose arguments never arrive (a tool without parameters gives
-only an empty `input_json_delta`) gets the fragment `{}`, so that its input parses to `{}`.
+(`input_json_delta` into `input`, `compaction_delta` into `content` and `encrypted_content`,
+`signature_delta` into `signature`, `citations_delta` into `citations`) — and emitted at their
+`content_block_stop` as one `BlockType.PROVIDER` block (`ProviderMetadata`), which the Worker
+keeps as a `ProviderPart` and `_anthropic_request` sends back in place: a `pause_turn` or
+`compaction` answer must go back as it came. Deltas are matched to their block by the
+provider's index, so none reaches another block. A `message_start` whose `content` already
+holds blocks (a turn resumed by programmatic tool calling arrives whole: a `tool_use`,
+`stop_reason: tool_use`, then only `message_stop`) gives those blocks exactly as if they had
+streamed, and keeps its stop reason. A tool call whose arguments never arrive (a tool without
+parameters gives only an empty `input_json_delta`) gets the fragment `{}`, so that its input
+parses to `{}`; a call made from code keeps its `caller`.
+
+The code-execution container of `message_delta` becomes a `ProviderPart` of type
+`container` after the content (`_anthropic_request.CONTAINER`): the next request names it.
+
+Usage: a compaction's own sampling (its `usage.iterations` entry) is not in the top-level
+counts; it is added, so that the usage is what the answer cost. The 5-minute / 1-hour
+cache-write split and the web search / fetch request counts are kept; an advisor's
+iterations (another model's tokens) are not counted.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ Request building lives in `_gemini_request.py` (and the schema conversion in
   calls of the conversation (those in the request's history first), skipping ids the history
   already uses: unique in the conversation, and the same when the same history is sent
   again. The id is this library's only (Gemini matches results by name and order); an id
-  the provider does send is used as it is.
+  the provider does send is used as it is, and kept as the call's `item_id` so that the
+  `functionResponse` echoes it.
 - A call whose arguments stream in pieces (`partialArgs` / `willContinue`, sent when a
   request opts in with `streamFunctionCallArguments` through `Request.options`) is rebuilt
   by `_gemini_partial` into the same block: its one input delta, the whole arguments
@@ -27,12 +28,16 @@ Request building lives in `_gemini_request.py` (and the schema conversion in
   `BlockType.PROVIDER` block (`ProviderMetadata`) in its place: the Worker keeps it as a
   `ProviderPart` and `_gemini_request` sends it back verbatim to the same model (a Gemini 3
   model checks the signature on a replayed `executableCode`). A part holding nothing but
-  `thought` / `thoughtSignature` keys carries no content and is passed over. Grounding and
-  URL-context metadata are candidate-level fields, not parts: they are not kept.
+  `thought` / `thoughtSignature` keys carries no content and is passed over.
+- Citation sources, grounding and URL-context metadata (candidate fields, not parts) become
+  citations on the last text block and one `ProviderPart` after the content; a chunk's
+  `logprobsResult` rides on its text (`_gemini_metadata`).
 - `finishReason`: `STOP` is END_TURN, or TOOL_USE when the answer called a function;
-  `MAX_TOKENS`; `SAFETY`, `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`,
-  `IMAGE_SAFETY` are CONTENT_FILTER; anything else OTHER; the raw value is kept. The answer
-  is complete once a finish reason was seen.
+  `MAX_TOKENS`; `SAFETY`, `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`, the image
+  filters, `MODEL_ARMOR` and `ESCALATION` are CONTENT_FILTER; `MALFORMED_FUNCTION_CALL`,
+  `UNEXPECTED_TOOL_CALL`, `TOO_MANY_TOOL_CALLS` are MALFORMED_TOOL_CALL; anything else OTHER;
+  the raw value is kept, and `finishMessage` is the stop message. The answer is complete once
+  a finish reason was seen. `responseId` and `modelVersion` go on the closing status.
 - `usageMetadata` becomes a `UsageEvent` when it changed, at most one per network read
   (Gemini repeats its growing counts in every chunk; of chunks that arrive together only the
   latest counts are news): input = `promptTokenCount` (cached tokens included) +
