@@ -64,6 +64,7 @@ FIELD_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
     "bool": st.booleans(),
     "Origin | None": st.none() | origins,
     "dict[str, Any]": json_objects,
+    "dict[str, Any] | None": st.none() | json_objects,
     "list[Citation]": st.lists(citations, max_size=3),
 }
 
