@@ -109,7 +109,6 @@ _FILTERED: Final = frozenset(
 _MALFORMED_CALL: Final = frozenset(
     {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"}
 )
-_METADATA: Final = ("groundingMetadata", "citationMetadata", "urlContextMetadata")
 
 
 class GeminiClient(HttpClient):
@@ -283,7 +282,11 @@ class _GeminiMapper:
                             self._texts.append((emitter.index, text))
                     else:
                         self._part(as_dict(part), emitter)
-        if any(key in candidate for key in _METADATA):
+        if (
+            "groundingMetadata" in candidate
+            or "citationMetadata" in candidate
+            or "urlContextMetadata" in candidate
+        ):
             self._metadata.read(candidate)
         if candidate.get("finishReason") is not None:
             self._finished(candidate, emitter)
