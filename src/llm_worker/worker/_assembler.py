@@ -187,6 +187,34 @@ class Assembler:
         )
         return ToolCall(block.call_id, block.name, {}, raw_input=text[:_KEPT_RAW], error=error)
 
+    def _tool_use(
+        self, block: _Open, text: str, signature: str | None, origin: Origin | None
+    ) -> Completed | None:
+        call = self._call(block, text)
+        if call.id in self._ids:
+            # One call id, one execution, one result: a repeat is dropped, never run, so
+            # the history sends back neither a duplicate call nor a duplicate result.
+            _log.warning(
+                "the answer repeats tool call id %r (%s); the repeat is dropped",
+                call.id,
+                call.name,
+            )
+            return None
+        self._ids.add(call.id)
+        self.calls.append(call)
+        self.parts.append(
+            ToolUsePart(
+                call.id,
+                call.name,
+                call.input,
+                signature=signature,
+                item_id=block.item_id,
+                origin=origin,
+                caller=block.caller,
+            )
+        )
+        return Completed(call=call)
+
     def _stop(self) -> Completed | None:
         block = self._open
         self._open = None
@@ -201,30 +229,7 @@ class Assembler:
         opaque = signature or block.redacted or block.item_id or block.replay or block.caller
         origin = self.origin if opaque else None
         if block.block_type is BlockType.TOOL_USE:
-            call = self._call(block, text)
-            if call.id in self._ids:
-                # One call id, one execution, one result: a repeat is dropped, never run, so
-                # the history sends back neither a duplicate call nor a duplicate result.
-                _log.warning(
-                    "the answer repeats tool call id %r (%s); the repeat is dropped",
-                    call.id,
-                    call.name,
-                )
-                return None
-            self._ids.add(call.id)
-            self.calls.append(call)
-            self.parts.append(
-                ToolUsePart(
-                    call.id,
-                    call.name,
-                    call.input,
-                    signature=signature,
-                    item_id=block.item_id,
-                    origin=origin,
-                    caller=block.caller,
-                )
-            )
-            return Completed(call=call)
+            return self._tool_use(block, text, signature, origin)
         if block.block_type is BlockType.THINKING:
             self.parts.append(
                 ThinkingPart(
