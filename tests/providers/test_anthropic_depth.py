@@ -57,6 +57,7 @@ from llm_worker.providers._http import RetryPolicy
 from llm_worker.testing import ScriptedResponse, WireResponse, WireServer
 from llm_worker.testing._wire_anthropic import encode
 from support.recorded import load, requires_fixtures
+from support.sdk_types import mismatches
 
 pytestmark = pytest.mark.anyio
 
@@ -529,3 +530,68 @@ async def test_a_scripted_compaction_stop_goes_over_the_wire() -> None:
     events, error, _ = await replay(WireResponse(encode(script, model=MODEL)))
     assert error is None
     assert _stop(events).stop_reason is StopReason.COMPACTION
+
+
+# -- the request types of the official SDK --------------------------------------------------
+
+
+def _full_history() -> list[Message]:
+    web = {"type": "web_search_result_location", "cited_text": "x", "url": "https://u"}
+    web.update(title="T", encrypted_index="E")
+    char = {"type": "char_location", "cited_text": "g", "document_index": 0}
+    char.update(document_title=None, start_char_index=0, end_char_index=1, file_id="f")
+    server = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "code_execution"}
+    container = {"type": "container", "id": "container_1", "expires_at": FUTURE}
+    caller = {"type": "code_execution_20260120", "tool_id": "srvtoolu_1"}
+    answer = Message(
+        "assistant",
+        [
+            TextPart("a", citations=[Citation(web, origin=ORIGIN), Citation(char, origin=ORIGIN)]),
+            ProviderPart({**server, "input": {"code": "x"}}, origin=ORIGIN),
+            ToolUsePart("toolu_1", "lookup", {"k": 1}, origin=ORIGIN, caller=caller),
+            ProviderPart(container, origin=ORIGIN),
+        ],
+    )
+    return [Message.user("q"), answer, Message("user", [ToolResultPart("toolu_1", "r")])]
+
+
+@pytest.mark.parametrize(
+    ("model", "settings"),
+    [
+        (MODEL, {"parallel_tool_calls": False, "thinking": ThinkingConfig(effort="max")}),
+        (MODEL, {"tool_choice": "required", "parallel_tool_calls": False}),
+        (MODEL, {"options": {"tool_choice": {"disable_parallel_tool_use": True}}}),
+        ("claude-opus-5", {"thinking": ThinkingConfig(effort="xhigh")}),
+        ("claude-sonnet-4-5", {"thinking": ThinkingConfig(effort="high")}),
+        ("claude-sonnet-4-6", {"thinking": ThinkingConfig(effort="none")}),
+    ],
+)
+def test_bodies_fit_the_sdk_request_types(model: str, settings: dict[str, Any]) -> None:
+    from anthropic.types.message_create_params import MessageCreateParamsStreaming
+
+    schema = {"type": "object", "properties": {"k": {"type": "integer"}}}
+    tools = [ToolSpec("lookup", "Look up.", schema, strict=True)]
+    body = _body(Request(_full_history(), tools=tools, **settings), model)
+    assert mismatches(body, MessageCreateParamsStreaming) == []
+    assert body["container"] == "container_1"
+
+
+def test_a_compaction_body_fits_the_sdk_beta_request_types() -> None:
+    from anthropic.types.beta.message_create_params import MessageCreateParamsStreaming
+
+    block = {"type": "compaction", "content": None, "encrypted_content": "E", "signature": "S"}
+    answer = Message("assistant", [ProviderPart(block, origin=ORIGIN)])
+    body = _body(Request([Message.user("q"), answer, Message.user("go")]))
+    assert mismatches(body, MessageCreateParamsStreaming) == []
+
+
+def test_the_type_check_sees_what_the_api_refuses() -> None:
+    from anthropic.types.message_create_params import MessageCreateParamsStreaming
+
+    body = _body(Request(_full_history()))
+    body["tool_choice"] = {"disable_parallel_tool_use": True}
+    body["messages"][1]["content"][0]["citations"][1]["file_id"] = "f"
+    assert mismatches(body, MessageCreateParamsStreaming) == [
+        "$.messages[1].content: not str",  # no content type takes that citation
+        "$.tool_choice.type: required by ToolChoiceAutoParam",
+    ]
