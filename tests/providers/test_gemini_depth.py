@@ -402,3 +402,24 @@ async def test_a_scripted_refused_call_goes_over_the_wire() -> None:
         StopReason.MALFORMED_TOOL_CALL,
         "MALFORMED_FUNCTION_CALL",
     )
+
+
+async def test_spans_count_in_the_text_part_the_citations_are_on() -> None:
+    # Gemini's offsets run over the whole answer's text; the citations go on the last text
+    # part, so their spans are counted from its start ("Intro. " is 7 bytes, "Grüße " 8).
+    segment = {"startIndex": 15, "endIndex": 25}  # no quoted text: the offsets alone
+    grounding = {
+        "groundingChunks": [{"web": {"uri": "https://k.example", "title": "K"}}],
+        "groundingSupports": [{"segment": segment, "groundingChunkIndices": [0]}],
+    }
+    body = _sse(
+        _chunk([{"text": "Intro. "}, {"text": "hmm", "thought": True}]),
+        _chunk([{"text": "Grüße aus Köln."}], "STOP", groundingMetadata=grounding),
+    )
+    _, message = await _answer(WireResponse(body))
+    first, _, last, kept = message.content
+    assert isinstance(first, TextPart) and isinstance(last, TextPart)
+    assert (first.citations, last.text) == ([], "Grüße aus Köln.")
+    [citation] = last.citations
+    assert (citation.start_index, citation.end_index) == (6, 15)
+    assert isinstance(kept, ProviderPart)

@@ -66,11 +66,11 @@ class CandidateMetadata:
                 if data and data not in self._sources:
                     self._sources.append(data)
 
-    def finish(self, texts: list[tuple[int, str]], emitter: BlockEmitter) -> None:
+    def finish(self, texts: list[str | None], emitter: BlockEmitter) -> None:
         """Emit the citations (on the open text block), then the kept metadata block.
 
         Args:
-            texts: The answer's text pieces with the index of the block each went to.
+            texts: The answer's text pieces in order, `None` where a text block ended.
             emitter: The answer's emitter, before its `finish`.
         """
         spans = _Spans(texts, emitter)
@@ -129,13 +129,13 @@ class CandidateMetadata:
 class _Spans:
     """Byte spans of the answer's text as character spans of the open text block."""
 
-    __slots__ = ("_base", "_block", "_encoded", "_text")
+    __slots__ = ("_base", "_encoded", "_open", "_text")
 
-    def __init__(self, texts: list[tuple[int, str]], emitter: BlockEmitter) -> None:
-        block = emitter.index if emitter.open_type is BlockType.TEXT else None
-        whole = "".join(text for _, text in texts)
-        own = "".join(text for index, text in texts if index == block)
-        self._block = block
+    def __init__(self, texts: list[str | None], emitter: BlockEmitter) -> None:
+        self._open = emitter.open_type is BlockType.TEXT
+        ended = max((n for n, text in enumerate(texts) if text is None), default=-1)
+        own = "".join(t for t in texts[ended + 1 :] if t is not None) if self._open else ""
+        whole = "".join(t for t in texts if t is not None)
         self._text = own
         self._base = len(whole) - len(own)  # the open block is the answer's last
         self._encoded = whole.encode()
@@ -143,7 +143,7 @@ class _Spans:
     def span(self, holder: dict[str, Any], quoted: str | None) -> tuple[int | None, int | None]:
         """The character span in the open text block of `holder`'s byte span, if it is there."""
         end_byte = as_int(holder.get("endIndex"))
-        if self._block is None or end_byte is None:
+        if not self._open or end_byte is None:
             return None, None
         start = self._chars(as_int(holder.get("startIndex")) or 0) - self._base
         end = self._chars(end_byte) - self._base

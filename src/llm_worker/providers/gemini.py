@@ -225,8 +225,9 @@ class _GeminiMapper:
         self._finish_message: str | None = None
         self._identified = False  # the response id and model version were read
         self._metadata = CandidateMetadata(origin)
-        # The answer's text pieces with their block's index (for the spans of citations).
-        self._texts: list[tuple[int, str]] = []
+        # The answer's text pieces (for the spans of citations), `None` where a text block
+        # ended: the hot path appends without asking which block it is in.
+        self._texts: list[str | None] = []
         # The log probabilities of the chunk being read, for its answer text.
         self._logprobs: list[TokenLogprob] | None = None
         self._calls = 0
@@ -251,23 +252,12 @@ class _GeminiMapper:
         if not self._identified:
             self._identify(chunk, emitter)
         candidates = chunk.get("candidates")
-        if candidates:
-            candidate = candidates[0]
-            if candidate.get("index", 0) != 0:
-                candidate = _first(candidates)
-            self._candidate(candidate, emitter)
-        elif "error" in chunk:
-            self.end_of_read(emitter)
-            raise _stream_error(as_dict(chunk["error"]))
-        elif "promptFeedback" in chunk:
-            self._usage = chunk.get("usageMetadata", self._usage)
-            self.end_of_read(emitter)
-            _check_prompt(as_dict(chunk["promptFeedback"]))
-        usage = chunk.get("usageMetadata")
-        if usage is not None:
-            self._usage = usage
-
-    def _candidate(self, candidate: Any, emitter: BlockEmitter) -> None:
+        if not candidates:
+            self._no_candidate(chunk, emitter)
+            return
+        candidate = candidates[0]
+        if candidate.get("index", 0) != 0:
+            candidate = _first(candidates)
         content = candidate.get("content")
         if content:
             parts = content.get("parts") or ()
@@ -279,9 +269,29 @@ class _GeminiMapper:
                     if type(text) is str and len(part) == 1:
                         if text:  # the common case, inline: a piece of answer text
                             emitter.text(text)
-                            self._texts.append((emitter.index, text))
+                            self._texts.append(text)
                     else:
                         self._part(as_dict(part), emitter)
+        # More than `content` (and `index`): a finish reason, metadata, …
+        if len(candidate) > 1 + ("index" in candidate):
+            self._candidate_fields(candidate, emitter)
+        usage = chunk.get("usageMetadata")
+        if usage is not None:
+            self._usage = usage
+
+    def _no_candidate(self, chunk: Any, emitter: BlockEmitter) -> None:
+        if "error" in chunk:
+            self.end_of_read(emitter)
+            raise _stream_error(as_dict(chunk["error"]))
+        if "promptFeedback" in chunk:
+            self._usage = chunk.get("usageMetadata", self._usage)
+            self.end_of_read(emitter)
+            _check_prompt(as_dict(chunk["promptFeedback"]))
+        usage = chunk.get("usageMetadata")
+        if usage is not None:
+            self._usage = usage
+
+    def _candidate_fields(self, candidate: Any, emitter: BlockEmitter) -> None:
         if (
             "groundingMetadata" in candidate
             or "citationMetadata" in candidate
@@ -329,11 +339,11 @@ class _GeminiMapper:
         emitter.finish(reason, raw, stop_message=self._finish_message)
 
     def _identify(self, chunk: Any, emitter: BlockEmitter) -> None:
-        response_id = as_str(chunk.get("responseId"))
-        model = as_str(chunk.get("modelVersion"))
-        if response_id or model:
-            self._identified = True
-            emitter.response_info(response_id=response_id, model=model)
+        # Gemini repeats the two in every chunk: the first says it.
+        self._identified = True
+        emitter.response_info(
+            response_id=as_str(chunk.get("responseId")), model=as_str(chunk.get("modelVersion"))
+        )
 
     def _scored(self, parts: Any, result: Any, emitter: BlockEmitter) -> None:
         # The chunk's token log probabilities go with its (first) answer text.
@@ -345,7 +355,7 @@ class _GeminiMapper:
     def _say(self, text: str, emitter: BlockEmitter) -> None:
         emitter.text(text, self._logprobs)
         self._logprobs = None
-        self._texts.append((emitter.index, text))
+        self._texts.append(text)
 
     def _finished(self, candidate: Any, emitter: BlockEmitter) -> None:
         finish = candidate["finishReason"]
@@ -358,6 +368,8 @@ class _GeminiMapper:
             raise _filtered(self._finish, as_dict(candidate))
 
     def _part(self, part: dict[str, Any], emitter: BlockEmitter) -> None:
+        # Every block other than text appends `None` to `_texts`: the next text starts a
+        # text block of its own.
         text = part.get("text")
         signature = part.get("thoughtSignature")
         if signature is not None and signature.__class__ is not str:
@@ -365,16 +377,21 @@ class _GeminiMapper:
         if text is not None:
             if text.__class__ is not str:
                 raise wrong_type(_PART, "text", text)
-            kind = BlockType.THINKING if part.get("thought") else BlockType.TEXT
-            self._content(kind, text, signature, emitter)
+            if part.get("thought"):
+                self._texts.append(None)
+                self._content(BlockType.THINKING, text, signature, emitter)
+            else:
+                self._content(BlockType.TEXT, text, signature, emitter)
             return
         call = part.get("functionCall")
         if call is not None:
             if call.__class__ is not dict:
                 raise wrong_type(_PART, "functionCall", call, "an object")
+            self._texts.append(None)
             self._call(call, signature, emitter)
         elif not part.keys() <= _NO_CONTENT:
             # executableCode, codeExecutionResult, inlineData, …: kept whole for the history.
+            self._texts.append(None)
             emitter.provider_block(part)
 
     def _content(
@@ -388,6 +405,7 @@ class _GeminiMapper:
                     emitter.thinking(text)
             return
         if emitter.open_type is not kind or emitter.index == self._signed:
+            self._texts.append(None)
             emitter.start(kind, _TEXT_META if kind is BlockType.TEXT else ThinkingMetadata())
         if text:
             if kind is BlockType.TEXT:
