@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from llm_worker.errors import ConfigurationError
 from llm_worker.messages import Message, Request, ThinkingConfig, ToolChoice
+from llm_worker.timeline import Timeline
 from llm_worker.worker._hookset import HookSet
 
 if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.collectors import ToolCall
     from llm_worker.providers._base import LLMClient
-    from llm_worker.timeline import Timeline
     from llm_worker.tools import ErrorFormatter, ToolRegistry, ToolResult
     from llm_worker.worker._turn import StreamRetry
 
@@ -27,9 +27,9 @@ class WorkerConfig:
 
     client: LLMClient
     registry: ToolRegistry
-    timeline: Timeline
     stream_retry: StreamRetry
     policy: OutputPolicy | None
+    timeline: Timeline = field(default_factory=Timeline)
     system: str | None = None
     max_requests: int = 50
     max_continuations: int = 3

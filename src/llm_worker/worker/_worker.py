@@ -154,7 +154,6 @@ class Worker:
         self._cfg = WorkerConfig(
             client=client,
             registry=registry,
-            timeline=Timeline(),
             stream_retry=stream_retry or StreamRetry(),
             policy=policy,
             system=system,
