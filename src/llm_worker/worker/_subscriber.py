@@ -1,6 +1,7 @@
 """`Worker.subscribe`: one object's event methods registered as the matching handlers.
 
-Also `completion_handler`: what `on_text_complete` / `on_tool_call_complete` accept — a plain
+Also `announce`, which tells sinks and subscribers that a turn starts or ends, and
+`completion_handler`: what `on_text_complete` / `on_tool_call_complete` accept — a plain
 callable or a `Handler` object, as the Timeline's registrations do — made one callable.
 """
 
@@ -11,10 +12,12 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from llm_worker.state import TurnEnded, TurnStarted
+
 if TYPE_CHECKING:
     from llm_worker.worker._worker import Worker
 
-__all__ = ("completion_handler", "register")
+__all__ = ("announce", "completion_handler", "register")
 
 _BLOCKS = ("text_block", "thinking_block", "tool_use_block")
 _META = ("usage", "status", "error")
@@ -89,3 +92,16 @@ def register(worker: Worker, subscriber: object) -> None:
     call_complete = getattr(subscriber, "on_tool_call_complete", None)
     if callable(call_complete):
         worker.on_tool_call_complete(call_complete)
+
+
+def announce(
+    sinks: list[Callable[[Any], None]], subscribers: list[Any], event: TurnStarted | TurnEnded
+) -> None:
+    """Give a turn's start or end to every sink and to each subscriber that has the method."""
+    for sink in sinks:
+        sink(event)
+    name = "on_turn_end" if isinstance(event, TurnEnded) else "on_turn_start"
+    for subscriber in subscribers:
+        method = getattr(subscriber, name, None)
+        if callable(method):
+            method(event.turn)

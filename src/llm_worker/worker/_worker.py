@@ -67,7 +67,7 @@ from llm_worker.worker._decisions import (
 from llm_worker.worker._history import as_messages
 from llm_worker.worker._hookset import HookSet
 from llm_worker.worker._stream import RunStream
-from llm_worker.worker._subscriber import completion_handler
+from llm_worker.worker._subscriber import announce, completion_handler
 from llm_worker.worker._toolset import add_tool, build_registry, check_resumable
 from llm_worker.worker._turn import Run, StreamRetry
 
@@ -552,11 +552,11 @@ class Worker:
         if sink is not None:  # a RunStream's: it sees this run's events and no other run's
             self._cfg.sinks.append(sink)
         try:
-            self._announce(TurnStarted(turn))
+            announce(self._cfg.sinks, self._subscribers, TurnStarted(turn))
             try:
                 result = await self._guarded(run, resume)
             finally:
-                self._announce(TurnEnded(turn))
+                announce(self._cfg.sinks, self._subscribers, TurnEnded(turn))
         finally:
             if sink is not None:
                 self._cfg.sinks.remove(sink)
@@ -592,12 +592,3 @@ class Worker:
                 result = await run.cancelled("cancelled by worker.cancel()")
             self._scope = None
         return result or run.result(RunStatus.CANCELLED, reason="cancelled by worker.cancel()")
-
-    def _announce(self, event: TurnStarted | TurnEnded) -> None:
-        for sink in self._cfg.sinks:
-            sink(event)
-        name = "on_turn_start" if isinstance(event, TurnStarted) else "on_turn_end"
-        for subscriber in self._subscribers:
-            method = getattr(subscriber, name, None)
-            if callable(method):
-                method(event.turn)
