@@ -241,3 +241,63 @@ async def test_mutated_recordings_end_typed_and_in_order(provider: str) -> None:
         await client.aclose()
     # The campaign did exercise both outcomes.
     assert 0 < failures < len(cases)
+
+
+WORKER_COUNT = max(1, COUNT // 6)
+
+
+@requires_fixtures
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", list(_CLIENTS))
+async def test_mutated_recordings_through_the_worker(provider: str) -> None:
+    # The same campaign one layer up: a Worker whose first answer of each run is mutated (a
+    # tool call in it goes to a tool that does not exist, so the loop sends a second request,
+    # answered plainly). Each run ends with a RunResult or a typed error; the history stays
+    # one a provider accepts (every call answered once) and survives its JSON round trip; no
+    # task is left behind.
+    import asyncio
+
+    from llm_worker import Worker
+    from llm_worker.messages import messages_from_json, messages_to_json
+    from llm_worker.testing import ScriptedResponse
+    from llm_worker.testing._model_server import _encoder
+
+    cases = mutated(provider, WORKER_COUNT)
+    final = WireResponse(_encoder(provider)(ScriptedResponse.text("done"), model="m"))
+    fresh = [True]
+    answers = iter(cases)
+
+    def answer(_: RecordedRequest) -> WireResponse:
+        if fresh[0]:
+            fresh[0] = False
+            return next(answers)[1]
+        return final
+
+    _, cls, suffix = _CLIENTS[provider]
+    tasks = len(asyncio.all_tasks())
+    outcomes = {"finished": 0, "typed error": 0}
+    async with WireServer(handler=answer) as server:
+        client = cls(
+            model="m",
+            api_key="sk-mutation-0123456789",
+            base_url=server.base_url + suffix,
+            retry=RetryPolicy.disabled(),
+            timeout=5.0,
+        )
+        for name, _ in cases:
+            fresh[0] = True
+            worker = Worker(client, max_requests=3)
+            try:
+                with anyio.fail_after(10):
+                    await worker.run("hi")
+                outcomes["finished"] += 1
+            except LLMWorkerError:
+                outcomes["typed error"] += 1
+            history = worker.history
+            calls = [p.id for m in history for p in m.content if isinstance(p, ToolUsePart)]
+            answered = [r.tool_use_id for m in history for r in m.tool_results]
+            assert sorted(calls) == sorted(answered), f"{provider} {name}: {history}"
+            assert messages_from_json(messages_to_json(history)) == history, name
+        await client.aclose()
+    assert len(asyncio.all_tasks()) == tasks
+    assert outcomes["finished"] and outcomes["typed error"], outcomes
