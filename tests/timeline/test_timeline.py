@@ -641,3 +641,30 @@ def test_an_exception_while_aborting_for_a_stray_delta_still_delivers_it(log: Lo
     with pytest.raises(Boom):
         timeline.dispatch(BlockDelta(1, ThinkingDelta("t")))
     assert log.of("k") == [ThinkingBlockStart(1), ThinkingDelta("t")]
+
+
+def test_an_async_handler_or_a_handler_class_is_refused_at_registration() -> None:
+    from llm_worker.errors import ConfigurationError
+
+    async def on_usage(event: object) -> None: ...
+
+    class AsyncScoped:
+        def new_scope(self) -> None: ...
+
+        async def on_event(self, scope: None, event: object) -> None: ...
+
+    class Scoped:
+        def new_scope(self) -> None: ...
+
+        def on_event(self, scope: None, event: object) -> None: ...
+
+    timeline = Timeline()
+    with pytest.raises(ConfigurationError, match="async"):
+        timeline.on_usage(on_usage)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ConfigurationError, match="async"):
+        timeline.on_text_block(AsyncScoped())  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ConfigurationError, match="not a handler"):
+        timeline.on_text_block(Scoped)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ConfigurationError, match="not a handler"):
+        timeline.on_status(42)  # pyright: ignore[reportArgumentType]
+    timeline.on_text_block(Scoped())  # pyright: ignore[reportArgumentType]

@@ -65,10 +65,12 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeAlias, TypeVar, cast
 
+from llm_worker.errors import ConfigurationError
 from llm_worker.events import (
     BlockAbort,
     BlockDelta,
@@ -304,6 +306,7 @@ class Timeline:
         return self._register(self._error, handler)
 
     def _register(self, group: _Group, handler: object) -> Registration:
+        _check_handler(handler)
         entry = _Entry(handler)
         if group.meta:
             entry.fn = entry.bind()
@@ -537,3 +540,20 @@ def _implicit_start(block_type: BlockType, index: int) -> object:
     if block_type is BlockType.THINKING:
         return ThinkingBlockStart(index)
     return TextBlockStart(index)
+
+
+def _check_handler(handler: object) -> None:
+    # Dispatch is synchronous: an async handler would only make coroutines nobody awaits, and
+    # a Handler class (not an instance) fails at the first event; both are refused here.
+    on_event = getattr(handler, "on_event", None)
+    fn = on_event if on_event is not None and not isinstance(handler, type) else handler
+    if inspect.iscoroutinefunction(fn):
+        raise ConfigurationError(
+            f"{handler!r} is async; Timeline handlers are called synchronously for each event "
+            "(define it with plain def, and hand slow work to a task or a queue)"
+        )
+    if isinstance(handler, type) or not (callable(handler) or on_event is not None):
+        raise ConfigurationError(
+            f"{handler!r} is not a handler: pass a function or an instance with "
+            "new_scope() and on_event()"
+        )
