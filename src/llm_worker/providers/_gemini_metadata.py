@@ -105,7 +105,8 @@ class CandidateMetadata:
             start, end = spans.span(segment, as_str(segment.get("text")))
             for n in as_list(support.get("groundingChunkIndices")):
                 index = as_int(n)
-                chunk = as_dict(chunks[index]) if index is not None and index < len(chunks) else {}
+                named = index is not None and 0 <= index < len(chunks)
+                chunk = as_dict(chunks[index]) if named else {}
                 out.append(self._grounded(support, chunk, start, end))
         return out
 
@@ -143,14 +144,21 @@ class _Spans:
     def span(self, holder: dict[str, Any], quoted: str | None) -> tuple[int | None, int | None]:
         """The character span in the open text block of `holder`'s byte span, if it is there."""
         end_byte = as_int(holder.get("endIndex"))
+        start_byte = as_int(holder.get("startIndex")) or 0
         if not self._open or end_byte is None:
             return None, None
-        start = self._chars(as_int(holder.get("startIndex")) or 0) - self._base
+        if not 0 <= start_byte <= end_byte <= len(self._encoded):
+            # Not a span of this answer (a negative index would count from its end).
+            return self._found(quoted)
+        start = self._chars(start_byte) - self._base
         end = self._chars(end_byte) - self._base
         if quoted and (start < 0 or self._text[start:end] != quoted):
-            found = self._text.find(quoted)
-            return (found, found + len(quoted)) if found >= 0 else (None, None)
+            return self._found(quoted)
         return (start, end) if 0 <= start <= end else (None, None)
+
+    def _found(self, quoted: str | None) -> tuple[int | None, int | None]:
+        found = self._text.find(quoted) if quoted else -1
+        return (found, found + len(quoted)) if quoted and found >= 0 else (None, None)
 
     def _chars(self, byte: int) -> int:
         return len(self._encoded[:byte].decode("utf-8", "ignore"))

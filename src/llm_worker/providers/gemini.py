@@ -173,10 +173,11 @@ class GeminiClient(HttpClient):
 class _CallIds:
     """Synthesizes tool-call ids `gemini_call_<n>` that continue a conversation's numbering."""
 
-    __slots__ = ("_next", "_taken")
+    __slots__ = ("_earlier", "_next", "_taken")
 
     def __init__(self, messages: list[Message]) -> None:
         ids = [p.id for m in messages for p in m.content if isinstance(p, ToolUsePart)]
+        self._earlier = frozenset(ids)
         self._taken = set(ids)
         self._next = len(ids)
 
@@ -186,8 +187,19 @@ class _CallIds:
             return None
         if call_id.__class__ is not str:
             raise wrong_type(_PART, "functionCall.id", call_id)
-        self._taken.add(call_id)  # type: ignore[arg-type]  # narrowed just above
         return call_id  # type: ignore[return-value]
+
+    def neutral(self, given: str | None) -> str:
+        """The call's id: `given`, unless a call of the conversation so far has it.
+
+        Two calls with one id would be one call to the Worker (one result for both); the
+        repeated id still goes back to Gemini as the call's `item_id`. One id twice in one
+        answer is left as it is: the emitter refuses it.
+        """
+        if given is None or given in self._earlier:
+            return self.next()
+        self._taken.add(given)
+        return given
 
     def next(self) -> str:
         """The next id not used in the conversation."""
@@ -429,7 +441,7 @@ class _GeminiMapper:
             raise wrong_type(_PART, "functionCall.args", args, "an object")
         # An id Gemini gave is echoed in the functionResponse (`item_id`, see _gemini_request).
         given = self._ids.given(call.get("id"))
-        emitter.tool_use(given or self._ids.next(), name, item_id=given)
+        emitter.tool_use(self._ids.neutral(given), name, item_id=given)
         if signature is not None:
             emitter.signature(signature)
             self._signed = emitter.index
