@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import orjson
 import pytest
-from test_gemini_support import assemble, check_invariants, replay
+from test_gemini_support import TIMEOUT, assemble, check_invariants, replay
 
-from llm_worker.events import Event
+from llm_worker import RunStatus, Worker, tool
+from llm_worker.events import Event, StopReason
 from llm_worker.messages import (
     Citation,
     Message,
@@ -26,7 +28,10 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.providers._gemini_request import build_body as gemini_body
-from llm_worker.testing import WireResponse
+from llm_worker.providers._http import RetryPolicy
+from llm_worker.providers.gemini import GeminiClient
+from llm_worker.testing import WireResponse, WireServer
+from llm_worker.worker._turn import MALFORMED_CALL_RETRIES
 
 pytestmark = pytest.mark.anyio
 
@@ -140,3 +145,45 @@ async def test_a_call_id_gemini_repeats_is_kept_apart_and_still_echoed() -> None
         p["functionResponse"] for c in contents for p in c["parts"] if "functionResponse" in p
     ]
     assert [(r["id"], r["name"]) for r in responses] == [("c1", "lookup"), ("c1", "lookup")]
+
+
+# -- Gemini: refused tool calls and the Worker ----------------------------------------------
+
+
+def _refused() -> WireResponse:
+    refused = {"finishReason": "MALFORMED_FUNCTION_CALL", "index": 0, "finishMessage": "bad"}
+    return WireResponse(_sse({"candidates": [refused]}))
+
+
+def _called(city: str) -> WireResponse:
+    call = {"functionCall": {"name": "lookup", "args": {"city": city}}}
+    return WireResponse(_sse(_chunk([call], "STOP")))
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look a city up."""
+    return f"{city}: sunny"
+
+
+async def test_refused_calls_between_good_calls_are_not_in_a_row() -> None:
+    # Each refusal is followed by a call that ran: the retry bound counts refusals in a row.
+    answers = [_refused(), _called("Paris")] * (MALFORMED_CALL_RETRIES + 1)
+    done = WireResponse(_sse(_chunk([{"text": "All sunny."}], "STOP")))
+    async with WireServer([*answers, _refused(), done]) as server:
+        client = GeminiClient(
+            model=MODEL,
+            api_key="gemini-test-key-0123456789",
+            base_url=server.base_url + "/v1beta",
+            retry=RetryPolicy.disabled(),
+        )
+        try:
+            with anyio.fail_after(TIMEOUT):
+                result = await Worker(client, tools=[lookup]).run("Weather?")
+        finally:
+            await client.aclose()
+    assert (result.status, result.stop_reason, result.text) == (
+        RunStatus.FINISHED,
+        StopReason.END_TURN,
+        "All sunny.",
+    )

@@ -128,6 +128,7 @@ class Run:
             if isinstance(response, RunResult):
                 return response
             if response.calls:
+                self.malformed_calls = 0  # a call the provider took: the refusals are not in a row
                 return await self._run_batch(self.batch, resumed=False)
         self.batch = None
         self.stop_reason = response.stop_reason
