@@ -541,8 +541,9 @@ def _citation(raw: Any, origin: Origin) -> Citation:
 
 
 def _append(block: dict[str, Any], key: str, piece: Any) -> None:
-    # A streamed string field of a kept block: the pieces concatenated, null left as it is.
-    if piece is not None:
+    # A streamed string field of a kept block: the pieces concatenated, null left as it is
+    # (an empty piece too: the API refuses a compaction's `content: ""`, null is "none").
+    if piece is not None and piece != "":
         block[key] = (as_str(block.get(key)) or "") + _checked(piece, _DELTA, f"delta.{key}")
 
 
