@@ -17,13 +17,10 @@ from test_gemini_support import TIMEOUT, assemble, check_invariants, replay
 from llm_worker import RunStatus, Worker, tool
 from llm_worker.events import Event, StopReason
 from llm_worker.messages import (
-    Citation,
     Message,
     Origin,
-    ProviderPart,
     Request,
     TextPart,
-    ThinkingConfig,
     ToolResultPart,
     ToolUsePart,
 )

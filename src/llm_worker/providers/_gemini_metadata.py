@@ -105,8 +105,9 @@ class CandidateMetadata:
             start, end = spans.span(segment, as_str(segment.get("text")))
             for n in as_list(support.get("groundingChunkIndices")):
                 index = as_int(n)
-                named = index is not None and 0 <= index < len(chunks)
-                chunk = as_dict(chunks[index]) if named else {}
+                if index is None or not 0 <= index < len(chunks):
+                    index = None  # names no chunk (a negative one would count from the end)
+                chunk = as_dict(chunks[index]) if index is not None else {}
                 out.append(self._grounded(support, chunk, start, end))
         return out
 
