@@ -36,15 +36,14 @@ Completions sends no block starts or stops, only deltas, so blocks are synthesiz
 - the chunks' `id`, `model` and `service_tier` (read until a chunk names the response: Azure's
   first one does not) go on the closing `StatusEvent`.
 - an `{"error": …}` object in a `data:` line (OpenRouter) or an `event: error` (Groq) raises
-  the typed `ProviderError` for its status and type.
+  the typed `ProviderError` (an unverified organization's refusal: `ConfigurationError`).
 
 A response is complete when `data: [DONE]` arrived, or when a `finish_reason` and the usage
 both arrived (llama.cpp and some other servers put the usage in the finish chunk and may omit
 `[DONE]`; the client always asks for usage). A stream that ends otherwise — after text with
 no `finish_reason`, or between the finish chunk and the usage chunk — is interrupted.
 
-A server that ignores `stream: true` and answers with one JSON `chat.completion` object is
-read too, as a single chunk.
+A server ignoring `stream: true` that answers with one JSON `chat.completion` is read too.
 """
 
 from __future__ import annotations
@@ -71,6 +70,7 @@ from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, drive, wrong_type
 from llm_worker.providers._http import error_class
 from llm_worker.providers._openai_chat_request import PROVIDER, build_chat_body
+from llm_worker.providers._openai_errors import unverified_organization
 from llm_worker.providers._openai_logprobs import token_logprobs
 from llm_worker.providers._sse import ServerSentEvent, event_too_large
 
@@ -208,6 +208,7 @@ class ChatStreamMapper:
         "_tools",
         "_usage",
     )
+    caller_error = staticmethod(unverified_organization)  # drive()'s optional hook
 
     def __init__(
         self, *, scrub: Callable[[str], str] = lambda s: s, origin: Origin | None = None

@@ -51,7 +51,6 @@ import orjson
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker.errors import (
     APIStatusError,
-    ConfigurationError,
     ContentFilterError,
     InvalidRequestError,
     LLMWorkerError,
@@ -70,6 +69,7 @@ from llm_worker.messages import Citation, Origin, Request
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, wrong_type
 from llm_worker.providers._http import error_class
+from llm_worker.providers._openai_errors import unverified_organization
 from llm_worker.providers._openai_logprobs import token_logprobs
 from llm_worker.providers._openai_responses_request import PROVIDER, build_body
 from llm_worker.providers._sse import ServerSentEvent
@@ -129,9 +129,6 @@ _INCOMPLETE: Final[dict[str | None, StopReason]] = {
     "max_output_tokens": StopReason.MAX_TOKENS,
     "content_filter": StopReason.CONTENT_FILTER,
 }
-
-# What OpenAI says to an organization that may not have reasoning summaries (HTTP 400).
-_UNVERIFIED: Final = "must be verified to generate reasoning summaries"
 
 # Codes of `response.error` that the shared table does not know (Responses' own spellings).
 _ERROR_CODES: Final[dict[str, type[APIStatusError]]] = {
@@ -447,17 +444,8 @@ class _ResponsesMapper:
         raise _stream_error(code, as_str(error.get("message")) or "the provider reported an error")
 
     def caller_error(self, exc: ProviderError) -> LLMWorkerError | None:
-        """An unverified organization's refusal of reasoning summaries, as what to change."""
-        if isinstance(exc, APIStatusError) and _UNVERIFIED in exc.message:
-            return ConfigurationError(
-                "OpenAI generates reasoning summaries only for verified organizations, and "
-                "this request asked for one (ThinkingConfig(include_thoughts=True) or a "
-                "`reasoning.summary` option). Verify the organization at "
-                "https://platform.openai.com/settings/organization/general (it can take 15 "
-                "minutes to apply), or leave include_thoughts unset: the model still reasons, "
-                "without a summary to show. OpenAI said: " + exc.message
-            )
-        return None
+        """An unverified organization's refusal, as what to change (`ConfigurationError`)."""
+        return unverified_organization(exc)
 
 
 def _response_info(response: dict[str, Any], emitter: BlockEmitter) -> None:
