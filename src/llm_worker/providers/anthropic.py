@@ -280,8 +280,7 @@ class _MessagesStream:
         delta = data["delta"]
         kind = delta["type"]
         # The hot path: `__class__ is str` inline (no helper call per delta) rejects a
-        # non-string before it could reach the answer; the driver reports the TypeError as a
-        # malformed stream.
+        # non-string before it could reach the answer, as a MalformedStreamError naming it.
         if kind == "text_delta":
             text = delta["text"]
             if text.__class__ is not str:

@@ -97,7 +97,6 @@ class Assembler:
         "parts",
         "response_id",
         "stop",
-        "stop_reason",
         "usage",
     )
 
@@ -107,7 +106,6 @@ class Assembler:
         self.parts: list[Part] = []
         self.calls: list[ToolCall] = []
         self.usage = UsageEvent()
-        self.stop_reason: StopReason | None = None
         self.stop: BlockStop | None = None
         self._open: _Open | None = None
         self._ids: set[str] = set()
@@ -134,7 +132,6 @@ class Assembler:
             self._start(event)
         elif isinstance(event, BlockStop):
             if event.stop_reason is not None:
-                self.stop_reason = event.stop_reason
                 self.stop = event
             return self._stop()
         elif isinstance(event, BlockAbort):
@@ -144,6 +141,11 @@ class Assembler:
         elif isinstance(event, StatusEvent) and event.response_id is not None:
             self.response_id = event.response_id
         return None
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        """Why the answer stopped (on the block stop that carried the reason), if it said."""
+        return None if self.stop is None else self.stop.stop_reason
 
     @property
     def message(self) -> Message:
