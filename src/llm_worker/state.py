@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 import orjson
 
@@ -55,9 +55,7 @@ CallStatus: TypeAlias = Literal["pending", "allowed", "skipped", "denied", "done
 """Where a paused call stands: not decided yet, allowed (not run yet), skipped by a hook,
 denied by a `Decision`, run, or recorded as never run (`Worker.discard_pause`)."""
 
-_STATUSES: frozenset[str] = frozenset(
-    ("pending", "allowed", "skipped", "denied", "done", "not_run")
-)
+_STATUSES: frozenset[str] = frozenset(get_args(CallStatus))
 
 
 @dataclass(slots=True)

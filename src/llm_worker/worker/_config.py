@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from llm_worker.errors import ConfigurationError
 from llm_worker.messages import Message, Request, ThinkingConfig, ToolChoice
 from llm_worker.timeline import Timeline
+from llm_worker.worker._assembler import DEFAULT_MAX_ARGUMENTS
 from llm_worker.worker._hookset import HookSet
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class WorkerConfig:
     stop_sequences: list[str] = field(default_factory=lambda: [])
     options: dict[str, Any] = field(default_factory=lambda: {})
     early_tool_start: bool = False
-    max_tool_arguments: int = 1 << 20
+    max_tool_arguments: int = DEFAULT_MAX_ARGUMENTS
     format_tool_error: ErrorFormatter | None = None
     blob_store: BlobStore | None = None
     inspect_name: str | None = None

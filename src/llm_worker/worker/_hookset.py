@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from llm_worker.errors import HookError
+from llm_worker.errors import ConfigurationError, HookError
 from llm_worker.hooks import (
     Abort,
     AbortContext,
@@ -69,8 +69,6 @@ class HookSet:
     ) -> Registered[C, R]:
         """Wrap a hook for registration."""
         if not callable(fn):
-            from llm_worker.errors import ConfigurationError
-
             raise ConfigurationError(f"a hook must be a function (async or not), got {fn!r}")
         return Registered(fn, hook_name(fn), timeout)
 

@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from llm_worker.errors import ConfigurationError
 from llm_worker.state import TurnEnded, TurnStarted
 
 if TYPE_CHECKING:
@@ -50,8 +51,6 @@ def completion_handler(handler: object, point: str) -> Callable[[Any], object]:
         ConfigurationError: `handler` is neither a `Handler` nor a callable — refused at
             registration, not in the middle of a run.
     """
-    from llm_worker.errors import ConfigurationError
-
     on_event = getattr(handler, "on_event", None)
     if isinstance(handler, type) and callable(on_event):
         raise ConfigurationError(f"{point} takes a Handler instance, not the class {handler!r}")

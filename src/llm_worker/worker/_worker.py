@@ -56,6 +56,7 @@ from llm_worker.timeline import (
     ToolUseBlockEvent,
 )
 from llm_worker.tools import Tool, ToolRegistry
+from llm_worker.worker._assembler import DEFAULT_MAX_ARGUMENTS
 from llm_worker.worker._config import WorkerConfig, check_limits
 from llm_worker.worker._decisions import (
     apply_decisions,
@@ -67,7 +68,7 @@ from llm_worker.worker._decisions import (
 from llm_worker.worker._history import as_messages
 from llm_worker.worker._hookset import HookSet
 from llm_worker.worker._stream import RunStream
-from llm_worker.worker._subscriber import announce, completion_handler
+from llm_worker.worker._subscriber import announce, completion_handler, register
 from llm_worker.worker._toolset import add_tool, build_registry, check_resumable
 from llm_worker.worker._turn import Run, StreamRetry
 
@@ -140,7 +141,7 @@ class Worker:
         early_tool_start: bool = False,
         stream_retry: StreamRetry | None = None,
         history: Iterable[Message] = (),
-        max_tool_arguments: int = 1 << 20,
+        max_tool_arguments: int = DEFAULT_MAX_ARGUMENTS,
         format_tool_error: ErrorFormatter | None = None,
         inspect_tool_name: str = "inspect",
     ) -> None:
@@ -369,8 +370,6 @@ class Worker:
         else `None`), `on_usage`, `on_status`, `on_error`, `on_text_complete`,
         `on_tool_call_complete`, `on_turn_start(turn)` and `on_turn_end(turn)`.
         """
-        from llm_worker.worker._subscriber import register
-
         register(self, subscriber)
         self._subscribers.append(subscriber)
 
