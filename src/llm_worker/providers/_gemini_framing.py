@@ -12,14 +12,13 @@ import re
 from collections.abc import AsyncIterator
 from typing import Final
 
-from llm_worker.providers._sse import event_too_large
+from llm_worker.providers._sse import BOM, event_too_large
 
 __all__ = ("JsonArraySplitter", "SseOrJsonArray")
 
 _PROVIDER: Final = "gemini"
 
 _WHITESPACE: Final = b" \t\r\n"
-_BOM: Final = b"\xef\xbb\xbf"
 _IN_STRING: Final = re.compile(rb'["\\]')
 _OUTSIDE: Final = re.compile(rb'["{}\[\]]')
 
@@ -54,7 +53,7 @@ class SseOrJsonArray:
             # At the end, a cut-off object is left out: the answer is then incomplete.
             chunk = await self._chunks.__anext__()
             if self._mode is None:
-                head = chunk.lstrip(_WHITESPACE).removeprefix(_BOM).lstrip(_WHITESPACE)
+                head = chunk.lstrip(_WHITESPACE).removeprefix(BOM).lstrip(_WHITESPACE)
                 if not head:
                     continue  # nothing meaningful yet; SSE ignores leading blank lines too
                 self._mode = "json" if head[:1] in (b"[", b"{") else "sse"

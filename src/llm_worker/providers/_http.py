@@ -45,7 +45,7 @@ from llm_worker.providers._secrets import (
     url_secrets,
 )
 from llm_worker.providers._settings import checked_base_url, checked_headers, checked_limit
-from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, event_too_large
+from llm_worker.providers._sse import BLANK, DEFAULT_MAX_EVENT_BYTES, event_too_large
 
 __all__ = ("DEFAULT_TIMEOUT", "RetryPolicy", "Transport", "error_from_status")
 
@@ -53,8 +53,6 @@ DEFAULT_TIMEOUT: Final = httpx.Timeout(connect=15.0, read=300.0, write=60.0, poo
 """Connect in 15 s; the read timeout bounds the silence between two chunks of a stream."""
 
 _MAX_ERROR_BODY = 64 * 1024
-# Whitespace and a BOM may precede the first byte that says what the body is.
-_BLANK = b" \t\r\n\xef\xbb\xbf"
 # 429s that no wait cures: the account's quota or billing, not the request rate.
 _FINAL_TYPES: Final = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 
@@ -313,7 +311,7 @@ class Transport:
                     yield chunk
                     continue
                 head += chunk
-                first = head.lstrip(_BLANK)[:1]
+                first = head.lstrip(BLANK)[:1]
                 if first == b"<":
                     raise await self._status_error(response, chunks, head, "text/html")
                 if first or len(head) >= _MAX_ERROR_BODY:

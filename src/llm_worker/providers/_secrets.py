@@ -28,7 +28,6 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
 from llm_worker.errors import ProviderError
 
 __all__ = (
-    "MIN_SECRET",
     "Scrubber",
     "chain_leaks",
     "header_secrets",
@@ -36,7 +35,7 @@ __all__ = (
     "url_secrets",
 )
 
-MIN_SECRET: Final = 8
+_MIN_SECRET: Final = 8
 """A shorter "key" (Ollama's `ollama`) is no secret: cutting it out would maim messages."""
 
 _MIN_RUN: Final = 12
@@ -54,8 +53,8 @@ class Scrubber:
     def __init__(self, secrets: Iterable[str | None]) -> None:
         # Runs of each length, lowered: a key of 8 to 11 characters is matched whole.
         grams: dict[int, set[str]] = {}
-        for secret in _encodings(s for s in secrets if s is not None and len(s) >= MIN_SECRET):
-            if len(secret) < MIN_SECRET:
+        for secret in _encodings(s for s in secrets if s is not None and len(s) >= _MIN_SECRET):
+            if len(secret) < _MIN_SECRET:
                 continue
             size = min(_MIN_RUN, len(secret))
             lowered = secret.translate(_LOWER)

@@ -22,13 +22,23 @@ from typing import Final, NoReturn
 
 from llm_worker.errors import MalformedStreamError
 
-__all__ = ("DEFAULT_MAX_EVENT_BYTES", "SSEDecoder", "ServerSentEvent", "event_too_large")
+__all__ = (
+    "BLANK",
+    "BOM",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "SSEDecoder",
+    "ServerSentEvent",
+    "event_too_large",
+)
 
 DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
 """16 MiB: far above any real event (a large base64 image), far below a memory problem."""
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
-_BOM = b"\xef\xbb\xbf"
+BOM: Final = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark, which may open a stream."""
+BLANK: Final = b" \t\r\n" + BOM
+"""What may precede the first byte that says what a body is (whitespace, a BOM)."""
 
 
 @dataclass(slots=True)
@@ -162,12 +172,12 @@ class SSEDecoder:
         # The BOM may itself arrive split across chunks: hold back a partial one.
         held = b"".join(self._tail) + chunk if self._tail else chunk
         self._tail.clear()
-        if len(held) < len(_BOM) and _BOM.startswith(held):
+        if len(held) < len(BOM) and BOM.startswith(held):
             if held:
                 self._tail.append(held)
             return b""
         self._started = True
-        return held[len(_BOM) :] if held.startswith(_BOM) else held
+        return held[len(BOM) :] if held.startswith(BOM) else held
 
     def _hold(self, piece: bytes, size: int) -> None:
         # Keep a piece of the unfinished line; `size` is the line's length with it.

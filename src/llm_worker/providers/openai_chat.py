@@ -72,7 +72,7 @@ from llm_worker.providers._http import error_class
 from llm_worker.providers._openai_chat_request import PROVIDER, build_chat_body
 from llm_worker.providers._openai_errors import unverified_organization
 from llm_worker.providers._openai_logprobs import token_logprobs
-from llm_worker.providers._sse import ServerSentEvent, event_too_large
+from llm_worker.providers._sse import BLANK, ServerSentEvent, event_too_large
 
 __all__ = ("OpenAIChatClient",)
 
@@ -155,7 +155,7 @@ async def _json_as_sse(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterato
         head = b""
         async for chunk in chunks:
             head += chunk
-            first = head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+            first = head.lstrip(BLANK)[:1]
             if not first:
                 if len(head) > limit:
                     raise event_too_large(limit, "the blank start of the answer", _PROVIDER)

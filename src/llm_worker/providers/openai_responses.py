@@ -53,9 +53,7 @@ from llm_worker.errors import (
     APIStatusError,
     ContentFilterError,
     InvalidRequestError,
-    LLMWorkerError,
     MalformedStreamError,
-    ProviderError,
     ServerError,
 )
 from llm_worker.events import (
@@ -443,9 +441,7 @@ class _ResponsesMapper:
             code = None
         raise _stream_error(code, as_str(error.get("message")) or "the provider reported an error")
 
-    def caller_error(self, exc: ProviderError) -> LLMWorkerError | None:
-        """An unverified organization's refusal, as what to change (`ConfigurationError`)."""
-        return unverified_organization(exc)
+    caller_error = staticmethod(unverified_organization)  # drive()'s optional hook
 
 
 def _response_info(response: dict[str, Any], emitter: BlockEmitter) -> None:
