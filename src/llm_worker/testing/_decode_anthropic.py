@@ -35,6 +35,7 @@ from llm_worker.testing._decoding import (
     leftover,
     named_choice,
     number,
+    texts,
     thinking_config,
 )
 
@@ -82,10 +83,7 @@ def decode(body: dict[str, Any], *, model: str) -> Request:
 
 
 def _system(system: object) -> str | None:
-    if isinstance(system, str):
-        return system or None
-    texts = [as_str(as_dict(b).get("text")) or "" for b in as_list(system)]
-    return "".join(texts) or None
+    return "".join(texts(system)) or None
 
 
 def _message(wire: dict[str, Any], origin: Origin) -> Message:
@@ -113,19 +111,13 @@ def _part(block: dict[str, Any], origin: Origin) -> Part:
         case "tool_result":
             return ToolResultPart(
                 as_str(block.get("tool_use_id")) or "",
-                _result_text(block.get("content")),
+                "".join(texts(block.get("content"))),
                 is_error=block.get("is_error") is True,
             )
         case _:
             # cache_control markers are the client's, not the model's: not part of the block.
             data = {k: v for k, v in block.items() if k != "cache_control"}
             return ProviderPart(data, origin=origin)
-
-
-def _result_text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(as_str(as_dict(b).get("text")) or "" for b in as_list(content))
 
 
 def _tool(tool: dict[str, Any]) -> ToolSpec:

@@ -36,6 +36,7 @@ from llm_worker.testing._decoding import (
     leftover,
     named_choice,
     number,
+    texts,
     thinking_config,
 )
 
@@ -92,12 +93,12 @@ def _message(wire: dict[str, Any], origin: Origin, system: list[str], out: list[
     content = wire.get("content")
     match role:
         case "system" | "developer":
-            system.append("".join(_texts(content)))
+            system.append("".join(texts(content)))
         case "user":
-            out.append(Message("user", [TextPart(t) for t in _texts(content)]))
+            out.append(Message("user", [TextPart(t) for t in texts(content)]))
         case "tool":
             call_id = as_str(wire.get("tool_call_id")) or ""
-            result = ToolResultPart(call_id, "".join(_texts(content)))
+            result = ToolResultPart(call_id, "".join(texts(content)))
             out.append(Message("user", [result]))
         case "assistant":
             out.append(Message("assistant", _assistant(wire, origin)))
@@ -105,16 +106,10 @@ def _message(wire: dict[str, Any], origin: Origin, system: list[str], out: list[
             raise InvalidMessagesError(f"a Chat Completions message has no known role: {role!r}")
 
 
-def _texts(content: object) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    return [as_str(as_dict(p).get("text")) or "" for p in as_list(content)]
-
-
 def _assistant(wire: dict[str, Any], origin: Origin) -> list[Part]:
     reasoning = as_str(wire.get("reasoning_content"))
     parts: list[Part] = [] if reasoning is None else [ThinkingPart(reasoning, origin=origin)]
-    parts += [TextPart(t) for t in _texts(wire.get("content")) if t]
+    parts += [TextPart(t) for t in texts(wire.get("content")) if t]
     for call in as_list(wire.get("tool_calls")):
         function = as_dict(as_dict(call).get("function"))
         name = as_str(function.get("name")) or ""

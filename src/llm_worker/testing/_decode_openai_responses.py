@@ -42,6 +42,7 @@ from llm_worker.testing._decoding import (
     leftover,
     named_choice,
     number,
+    texts,
     thinking_config,
 )
 
@@ -94,7 +95,7 @@ def _item(item: dict[str, Any], origin: Origin, system: list[str]) -> Message | 
         return _message(item, origin, system)
     if kind == "function_call_output":
         call_id = as_str(item.get("call_id")) or ""
-        return Message("user", [ToolResultPart(call_id, _output(item.get("output")))])
+        return Message("user", [ToolResultPart(call_id, "".join(texts(item.get("output"))))])
     if kind == "function_call":
         name = as_str(item.get("name")) or ""
         call = ToolUsePart(
@@ -113,19 +114,19 @@ def _item(item: dict[str, Any], origin: Origin, system: list[str]) -> Message | 
 
 def _message(item: dict[str, Any], origin: Origin, system: list[str]) -> Message | None:
     role = item.get("role")
-    texts = _texts(item.get("content"))
+    pieces = texts(item.get("content"))
     if role in ("system", "developer"):
-        system.append("".join(texts))
+        system.append("".join(pieces))
         return None
     if role == "user":
-        return Message("user", [TextPart(t) for t in texts])
+        return Message("user", [TextPart(t) for t in pieces])
     if role != "assistant":
         raise InvalidMessagesError(f"a Responses message item has no known role: {role!r}")
     item_id = as_str(item.get("id"))
     phase = as_str(item.get("phase"))
     own = origin if item_id is not None or phase is not None else None
     parts: list[Part] = []
-    for content in as_list(item.get("content")) or [{"text": t} for t in texts]:
+    for content in as_list(item.get("content")) or [{"text": t} for t in pieces]:
         text = as_dict(content)
         cited = [_citation(as_dict(a), origin) for a in as_list(text.get("annotations"))]
         parts.append(
@@ -152,22 +153,12 @@ def _citation(annotation: dict[str, Any], origin: Origin) -> Citation:
     )
 
 
-def _texts(content: object) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    return [as_str(as_dict(p).get("text")) or "" for p in as_list(content)]
-
-
-def _output(output: object) -> str:
-    return output if isinstance(output, str) else "".join(_texts(output))
-
-
 def _reasoning(item: dict[str, Any], origin: Origin) -> list[Part]:
     item_id = as_str(item.get("id"))
-    texts = [as_str(as_dict(s).get("text")) or "" for s in as_list(item.get("summary"))]
+    summaries = [as_str(as_dict(s).get("text")) or "" for s in as_list(item.get("summary"))]
     signature = as_str(item.get("encrypted_content"))
     parts: list[Part] = []
-    for n, text in enumerate(texts or [""]):
+    for n, text in enumerate(summaries or [""]):
         sign = signature if n == 0 else None
         parts.append(ThinkingPart(text, signature=sign, item_id=item_id, origin=origin))
     return parts

@@ -11,7 +11,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import orjson
 
-from llm_worker._json import as_dict
+from llm_worker._json import as_dict, as_list, as_str
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
     Message,
@@ -65,6 +65,13 @@ def flag(value: object) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def texts(content: object) -> list[str]:
+    """The texts of a content list (`[{"text": …}, …]`), or a plain string as the one text."""
+    if isinstance(content, str):
+        return [content]
+    return [as_str(as_dict(p).get("text")) or "" for p in as_list(content)]
+
+
 def arguments(text: object, *, name: str) -> dict[str, Any]:
     """A tool call's arguments, sent as JSON text (OpenAI), as a JSON object.
 
@@ -73,8 +80,9 @@ def arguments(text: object, *, name: str) -> dict[str, Any]:
     Raises:
         InvalidMessagesError: The text is not a JSON object.
     """
-    if as_dict(text) is text:
-        return as_dict(text)
+    given = as_dict(text)
+    if given is text:
+        return given
     if text is None or text == "":
         return {}
     try:
