@@ -16,7 +16,7 @@ from llm_worker.errors import ConfigurationError
 from llm_worker.state import TurnEnded, TurnStarted
 
 if TYPE_CHECKING:
-    from llm_worker.worker._worker import Worker
+    from llm_worker.worker._registration import Registrations
 
 __all__ = ("announce", "completion_handler", "register")
 
@@ -73,7 +73,7 @@ def completion_handler(handler: object, point: str) -> Callable[[Any], object]:
     )
 
 
-def register(worker: Worker, subscriber: object) -> None:
+def register(worker: Registrations, subscriber: object) -> None:
     """Register each `on_*` method `subscriber` has with `worker`."""
     for kind in _BLOCKS:
         method = getattr(subscriber, f"on_{kind}", None)
