@@ -26,11 +26,17 @@ from support.architecture import (
 
 SRC = Path(llm_worker.__file__).parent
 
-MODEL = ("llm_worker.errors", "llm_worker.events", "llm_worker.messages", "llm_worker._json")
+MODEL = (
+    "llm_worker.errors",
+    "llm_worker.events",
+    "llm_worker.messages",
+    "llm_worker._json",
+    "llm_worker._extras",
+)
 LAYERS: Layers = (
     (
         "model",
-        ("llm_worker.errors", "llm_worker.events", "llm_worker.messages", "llm_worker._json"),
+        MODEL,
     ),
     ("providers", ("llm_worker.providers",)),
     ("timeline", ("llm_worker.timeline", "llm_worker.collectors")),

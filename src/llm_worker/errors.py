@@ -18,6 +18,7 @@ LLMWorkerError
 │       ├── StreamInterruptedError    ended early, connection reset
 │       └── MalformedStreamError      data that does not parse
 ├── ConfigurationError            a caller mistake: unknown model string, missing key, …
+│   └── MissingExtraError         a feature's optional extra is not installed (names it)
 ├── InvalidMessagesError          a message or history that is not valid
 ├── ToolError                     raised by a tool: becomes an error result for the model
 ├── HookError                     a hook raised or timed out (names the hook)
@@ -52,6 +53,7 @@ __all__ = (
     "LLMWorkerError",
     "LimitExceededError",
     "MalformedStreamError",
+    "MissingExtraError",
     "NotFoundError",
     "OverloadedError",
     "PauseStateError",
@@ -204,6 +206,24 @@ class ConfigurationError(LLMWorkerError):
 
     An unknown model string, a missing API key, a tool registered twice, an invalid option.
     """
+
+
+class MissingExtraError(ConfigurationError, ImportError):
+    """A feature needs an optional extra that is not installed.
+
+    Attributes:
+        extra: The extra to install, e.g. `"mcp"` for `pip install 'llm-worker[mcp]'`.
+        feature: What needed it.
+    """
+
+    def __init__(self, extra: str, feature: str, detail: str = "") -> None:
+        self.extra = extra
+        self.feature = feature
+        why = f" ({detail})" if detail else ""
+        super().__init__(
+            f"{feature} needs the '{extra}' extra, which is not installed{why}. Install it with: "
+            f"pip install 'llm-worker[{extra}]'   (or: uv add 'llm-worker[{extra}]')"
+        )
 
 
 class InvalidMessagesError(LLMWorkerError, ValueError):
