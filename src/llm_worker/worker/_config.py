@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
     from llm_worker.providers._base import LLMClient
     from llm_worker.tools import ErrorFormatter, ToolRegistry, ToolResult
+    from llm_worker.worker._intercept import Interceptor
     from llm_worker.worker._turn import StreamRetry
 
 __all__ = ("WorkerConfig", "check_limits")
@@ -50,6 +51,8 @@ class WorkerConfig:
     text_complete: list[Callable[[str], object]] = field(default_factory=lambda: [])
     call_complete: list[Callable[[ToolCall], object]] = field(default_factory=lambda: [])
     sinks: list[Callable[[Any], None]] = field(default_factory=lambda: [])
+    interceptors: list[Interceptor] = field(default_factory=lambda: [])
+    """Wrappers of each run, request and tool call (tracing, durable runs), outermost first."""
 
     def build_request(self, messages: list[Message]) -> Request:
         """The request for the current history."""

@@ -42,7 +42,8 @@ from llm_worker.hooks import (
 )
 from llm_worker.messages import Message, Part, ToolResultPart
 from llm_worker.state import PendingCall, ToolResultReady
-from llm_worker.tools import ToolResult, execute_call, tool_meta
+from llm_worker.tools import Tool, ToolResult, execute_call, tool_meta
+from llm_worker.worker._intercept import ToolStep, intercepted
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -202,28 +203,41 @@ class Batch:
         self._started.add(index)
         try:
             tool = cfg.registry.get(pending.call.name)
-            result = await execute_call(
-                tool,
-                pending.call,
-                available=cfg.registry.names,
-                format_error=cfg.format_tool_error,
-            )
+            step = ToolStep(pending.call, tool, self.owner.requests)
+            proceed = lambda: self._execute(tool, pending.call)  # noqa: E731
             try:
-                pending.result = await cfg.store_output(result)
-            except Exception as exc:  # the tool ran: say so, rather than fail the whole batch
-                message = say.not_stored(result.name, len(result.content), exc)
+                pending.result = await intercepted(cfg.interceptors, "tool_call", step, proceed)
+            except Exception as exc:  # an interceptor's fault: the model reads it, the run goes on
                 pending.result = ToolResult(
-                    result.tool_use_id,
-                    result.name,
-                    message,
+                    pending.call.id,
+                    pending.call.name,
+                    f"the call could not be completed: {type(exc).__name__}: {exc}",
                     is_error=True,
-                    input=result.input,
+                    input=pending.call.input,
                     exception=exc,
                 )
             pending.status = "done"
         finally:
             if done is not None:
                 done.set()
+
+    async def _execute(self, tool: Tool | None, call: ToolCall) -> ToolResult:
+        cfg = self.owner.cfg
+        result = await execute_call(
+            tool, call, available=cfg.registry.names, format_error=cfg.format_tool_error
+        )
+        try:
+            return await cfg.store_output(result)
+        except Exception as exc:  # the tool ran: say so, rather than fail the whole batch
+            message = say.not_stored(result.name, len(result.content), exc)
+            return ToolResult(
+                result.tool_use_id,
+                result.name,
+                message,
+                is_error=True,
+                input=result.input,
+                exception=exc,
+            )
 
     async def _after_hooks(self) -> None:
         cfg = self.owner.cfg

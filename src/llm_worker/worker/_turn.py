@@ -47,6 +47,7 @@ from llm_worker.tools._messages import malformed_call
 from llm_worker.worker._assembler import Assembler, Completed
 from llm_worker.worker._execution import Batch
 from llm_worker.worker._history import repair
+from llm_worker.worker._intercept import RequestStep, intercepted
 
 if TYPE_CHECKING:
     from llm_worker.worker._config import WorkerConfig
@@ -183,6 +184,28 @@ class Run:
         request = ctx.request
         messages = ctx.messages if ctx.messages is not original else request.messages
         request.messages = repair(messages)[0]
+        streamed = False
+
+        async def proceed() -> Assembler:
+            nonlocal streamed
+            streamed = True
+            return await self._attempts(request)
+
+        step = RequestStep(cfg.client, request, self.requests)
+        assembler = await intercepted(cfg.interceptors, "request", step, proceed)
+        if not streamed and self.batch is not None:
+            for call in assembler.calls:  # a recorded answer: its calls never streamed
+                await self.batch.arrived(call)
+        self.usage = self.usage + assembler.usage
+        if assembler.response_id is not None:
+            self.response_ids.append(assembler.response_id)
+        if assembler.parts:
+            self.history.append(assembler.message)
+        return assembler
+
+    async def _attempts(self, request: Request) -> Assembler:
+        """Stream the request, again after a mid-stream failure where that is safe."""
+        cfg = self.cfg
         attempt = 0
         while True:
             attempt += 1
@@ -203,13 +226,7 @@ class Run:
                     self.batch = Batch(self, [], batch.group)
                 await anyio.sleep(cfg.stream_retry.delay * 2 ** (attempt - 1))
                 continue
-            break
-        self.usage = self.usage + assembler.usage
-        if assembler.response_id is not None:
-            self.response_ids.append(assembler.response_id)
-        if assembler.parts:
-            self.history.append(assembler.message)
-        return assembler
+            return assembler
 
     async def _stream(self, request: Request, assembler: Assembler) -> None:
         cfg = self.cfg

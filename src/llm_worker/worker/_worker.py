@@ -49,6 +49,7 @@ from llm_worker.worker._decisions import (
     seen_on_resume,
 )
 from llm_worker.worker._history import as_messages
+from llm_worker.worker._intercept import RunStep, intercepted
 from llm_worker.worker._registration import Registrations
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import announce
@@ -393,7 +394,9 @@ class Worker(Registrations):
         try:
             announce(self._cfg.sinks, self._subscribers, TurnStarted(turn))
             try:
-                result = await self._guarded(run, resume)
+                step = RunStep(self._cfg.client, resume)
+                proceed = lambda: self._guarded(run, resume)  # noqa: E731
+                result = await intercepted(self._cfg.interceptors, "run", step, proceed)
             finally:
                 announce(self._cfg.sinks, self._subscribers, TurnEnded(turn))
         finally:
