@@ -32,6 +32,8 @@ MODEL = (
     "llm_worker.messages",
     "llm_worker._json",
     "llm_worker._extras",
+    "llm_worker._media",
+    "llm_worker._sniff",
 )
 LAYERS: Layers = (
     (

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
     Citation,
+    DocumentPart,
+    ImagePart,
     Message,
     Origin,
     Part,
@@ -27,6 +29,8 @@ from llm_worker.messages import (
 
 PART_CLASSES: tuple[type[Any], ...] = (
     TextPart,
+    ImagePart,
+    DocumentPart,
     ThinkingPart,
     ToolUsePart,
     ToolResultPart,
@@ -66,10 +70,33 @@ FIELD_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
     "dict[str, Any]": json_objects,
     "dict[str, Any] | None": st.none() | json_objects,
     "list[Citation]": st.lists(citations, max_size=3),
+    "list[MediaPart]": st.lists(st.deferred(lambda: media_parts), max_size=2),
 }
+
+# An image or document holds bytes or a URL, never both: the source is drawn as one choice.
+sources = st.one_of(
+    st.fixed_dictionaries({"data": st.binary(max_size=64)}),
+    st.fixed_dictionaries({"url": st.text()}),
+)
+images = st.builds(
+    lambda source, media_type, detail: ImagePart(**source, media_type=media_type, detail=detail),
+    sources,
+    st.none() | st.text(),
+    st.sampled_from([None, "low", "high", "auto"]),
+)
+documents = st.builds(
+    lambda source, media_type, name: DocumentPart(**source, media_type=media_type, name=name),
+    sources,
+    st.none() | st.text(),
+    st.none() | st.text(),
+)
+media_parts = images | documents
+SPECIAL: dict[type[Any], st.SearchStrategy[Any]] = {ImagePart: images, DocumentPart: documents}
 
 
 def part_strategy(cls: type[Any]) -> st.SearchStrategy[Any]:
+    if cls in SPECIAL:
+        return SPECIAL[cls]
     args: dict[str, st.SearchStrategy[Any]] = {}
     for f in dataclasses.fields(cls):
         if f.name == "type":
@@ -165,9 +192,9 @@ BAD_INPUTS = [
     ('[{"content": []}]', "messages[0].role: Field required"),
     ('[{"role": "user", "content": "hi"}]', "messages[0].content: Input should be a valid list"),
     (
-        '[{"role": "user", "content": [{"type": "image", "url": "x"}]}]',
-        "messages[0].content[0]: unknown part type 'image' (known: text, thinking, tool_use, "
-        "tool_result, provider)",
+        '[{"role": "user", "content": [{"type": "video", "url": "x"}]}]',
+        "messages[0].content[0]: unknown part type 'video' (known: text, image, document, "
+        "thinking, tool_use, tool_result, provider)",
     ),
     (
         '[{"role": "user", "content": [{"type": ["text"]}]}]',

@@ -20,6 +20,8 @@ LLMWorkerError
 ├── ConfigurationError            a caller mistake: unknown model string, missing key, …
 │   └── MissingExtraError         a feature's optional extra is not installed (names it)
 ├── InvalidMessagesError          a message or history that is not valid
+│   └── MediaError                an image or document that is not what it says, or that a
+│                                 provider does not take (type, size)
 ├── ToolError                     raised by a tool: becomes an error result for the model
 ├── HookError                     a hook raised or timed out (names the hook)
 ├── Aborted                       a hook aborted the run
@@ -53,6 +55,7 @@ __all__ = (
     "LLMWorkerError",
     "LimitExceededError",
     "MalformedStreamError",
+    "MediaError",
     "MissingExtraError",
     "NotFoundError",
     "OverloadedError",
@@ -228,6 +231,14 @@ class MissingExtraError(ConfigurationError, ImportError):
 
 class InvalidMessagesError(LLMWorkerError, ValueError):
     """A message, a history or its JSON form is not valid."""
+
+
+class MediaError(InvalidMessagesError):
+    """An image or document that cannot be sent as it is.
+
+    Its content is not what its media type says, or a provider does not accept its media type
+    or its size; raised before anything is sent, naming the provider and what it accepts.
+    """
 
 
 class ToolError(LLMWorkerError):

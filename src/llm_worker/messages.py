@@ -1,8 +1,9 @@
 """The provider-neutral message and request model.
 
 A conversation is a list of [`Message`][]s; each message is a role and a list of parts:
-[`TextPart`][], [`ThinkingPart`][], [`ToolUsePart`][], [`ToolResultPart`][], and
-[`ProviderPart`][] for provider content the neutral model has no kind for. Every provider
+[`TextPart`][], [`ImagePart`][], [`DocumentPart`][], [`ThinkingPart`][], [`ToolUsePart`][],
+[`ToolResultPart`][], and [`ProviderPart`][] for provider content the neutral model has no
+kind for. Every provider
 client builds its own request body from a [`Request`][] made of these, so one history runs on
 every provider.
 
@@ -10,8 +11,9 @@ Provider-opaque continuation data (thinking signatures, redacted thinking, Gemin
 signatures, Responses reasoning items) lives on the parts together with the [`Origin`][] that
 produced it; a client sends it back only to the same provider and model and drops it elsewhere.
 
-Messages serialize to JSON and back losslessly (`Message.to_json` / `messages_to_json`), which
-paused runs and saved sessions rely on.
+Messages serialize to JSON and back losslessly (`Message.to_json` / `messages_to_json`; the
+bytes of an image or document as standard base64), which paused runs and saved sessions rely
+on.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 import orjson
 
 from llm_worker._json import as_dict, as_list
+from llm_worker._media import DocumentPart, ImagePart, MediaPart
 from llm_worker.errors import InvalidMessagesError
 
 if TYPE_CHECKING:
@@ -30,7 +33,10 @@ if TYPE_CHECKING:
 
 __all__ = (
     "Citation",
+    "DocumentPart",
+    "ImagePart",
     "JsonValue",
+    "MediaPart",
     "Message",
     "Origin",
     "Part",
@@ -177,11 +183,16 @@ class ToolUsePart:
 class ToolResultPart:
     """The result of a tool call, sent back to the model.
 
+    A tool that returns an image (a screenshot) or a document has it in `media`: Anthropic,
+    OpenAI Responses and Gemini get it inside the tool result; OpenAI Chat Completions, whose
+    tool messages hold text only, gets it in a user message right after the tool messages.
+
     Attributes:
         tool_use_id: The id of the call it answers.
         content: The result as text (what the model reads).
         is_error: True when the call failed, was refused or skipped.
         name: The tool's name (Gemini's `functionResponse` needs it).
+        media: Images and documents the tool returned, after the text.
     """
 
     tool_use_id: str
@@ -189,6 +200,7 @@ class ToolResultPart:
     _: KW_ONLY
     is_error: bool = False
     name: str | None = None
+    media: list[MediaPart] = field(default_factory=lambda: [])
     type: Literal["tool_result"] = "tool_result"
 
 
@@ -214,7 +226,9 @@ class ProviderPart:
     type: Literal["provider"] = "provider"
 
 
-Part: TypeAlias = TextPart | ThinkingPart | ToolUsePart | ToolResultPart | ProviderPart
+Part: TypeAlias = (
+    TextPart | ImagePart | DocumentPart | ThinkingPart | ToolUsePart | ToolResultPart | ProviderPart
+)
 """Any message part."""
 
 
@@ -231,9 +245,12 @@ class Message:
     content: list[Part] = field(default_factory=lambda: [])
 
     @classmethod
-    def user(cls, text: str) -> Message:
-        """A user message with one text part."""
-        return cls("user", [TextPart(text)])
+    def user(cls, *content: str | Part) -> Message:
+        """A user message of text (each `str` a text part) and parts, in order.
+
+        `Message.user("What is in this picture?", ImagePart.from_path("cat.png"))`.
+        """
+        return cls("user", [TextPart(c) if isinstance(c, str) else c for c in content])
 
     @classmethod
     def assistant(cls, text: str) -> Message:
@@ -345,6 +362,8 @@ def _dumps(data: object) -> str:
 # pydantic reports a part that fits no kind once per kind: `type` says which kind was meant.
 _PART_CLASSES: dict[str, str] = {
     "text": "TextPart",
+    "image": "ImagePart",
+    "document": "DocumentPart",
     "thinking": "ThinkingPart",
     "tool_use": "ToolUsePart",
     "tool_result": "ToolResultPart",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 import orjson
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
+from llm_worker._media import media_from_json, media_to_json
 from llm_worker.errors import PauseStateError
 from llm_worker.events import USAGE_FIELDS, Event, StopReason, UsageEvent
 from llm_worker.messages import Message, TextPart, ToolResultPart, ToolUsePart
@@ -323,6 +324,8 @@ def _pending_to_dict(p: PendingCall) -> dict[str, Any]:
         }
         if r.input is not None:
             result["input"] = r.input
+        if r.media:
+            result["media"] = media_to_json(r.media)
         out["result"] = result
     return out
 
@@ -352,6 +355,7 @@ def _pending_from_dict(data: object) -> PendingCall:
             str(r["content"]),
             is_error=bool(r.get("is_error")),
             input=as_dict(r["input"]) if "input" in r else None,
+            media=media_from_json(r["media"]) if "media" in r else [],
         )
     return PendingCall(call, status, result, approved=body.get("approved") is True)
 

@@ -24,6 +24,8 @@ import orjson
 import pytest
 
 from llm_worker.messages import (
+    DocumentPart,
+    ImagePart,
     Message,
     Origin,
     Part,
@@ -114,8 +116,10 @@ def opaque(history: list[Message]) -> dict[str, Origin]:
     found: dict[str, Origin] = {}
     for message in history:
         for part in message.content:
-            if isinstance(part, ToolResultPart | ProviderPart) or part.origin is None:
-                continue  # a ProviderPart is dropped whole elsewhere: tested on its own
+            if isinstance(part, ToolResultPart | ProviderPart | ImagePart | DocumentPart):
+                continue  # no opaque field; a ProviderPart is dropped whole: tested on its own
+            if part.origin is None:
+                continue
             values = [part.signature, part.item_id]
             if isinstance(part, ThinkingPart):
                 values.append(part.redacted)

@@ -186,7 +186,10 @@ def _part_text(part: Part) -> str:
         return str(part.input)
     if isinstance(part, ProviderPart):
         return str(part.data)
-    return part.content
+    if isinstance(part, ToolResultPart):
+        return part.content
+    # An image or document: what it is, never its bytes (which would flood a test's output).
+    return f"[{part.type} {part.media_type or part.url}]"
 
 
 def _pieces(text: str, size: int) -> list[str]:

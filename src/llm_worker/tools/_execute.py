@@ -15,7 +15,7 @@ import anyio
 
 import llm_worker.tools._messages as say
 from llm_worker.errors import ToolError
-from llm_worker.tools._text import as_output, json_text
+from llm_worker.tools._text import as_output, json_text, split_media
 from llm_worker.tools._tool import Tool, ToolResult, tool_meta
 
 if TYPE_CHECKING:
@@ -104,4 +104,7 @@ def _succeeded(call: ToolCall, value: object) -> ToolResult:
     output = as_output(value)  # a hand-written tool may return any value
     if isinstance(output, str):
         return ToolResult(call.id, call.name, output, input=call.input)
+    if isinstance(output, list):
+        text, media = split_media(output)
+        return ToolResult(call.id, call.name, text, input=call.input, media=media)
     return ToolResult(call.id, call.name, output.text, output=output, input=call.input)

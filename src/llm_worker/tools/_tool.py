@@ -54,8 +54,8 @@ import anyio
 import anyio.to_thread
 
 from llm_worker.errors import ConfigurationError
-from llm_worker.messages import ToolSpec
-from llm_worker.tools._text import as_output, json_text
+from llm_worker.messages import MediaPart, ToolSpec
+from llm_worker.tools._text import Mixed, as_output, json_text
 
 if TYPE_CHECKING:
     from llm_worker.blobs import ToolOutput
@@ -188,14 +188,16 @@ class Tool(Protocol):
         """JSON Schema of the arguments (an object schema)."""
         ...
 
-    async def execute(self, input_json: str) -> str | ToolOutput:
+    async def execute(self, input_json: str) -> str | ToolOutput | Mixed:
         """Run one call.
 
         Args:
             input_json: The arguments as JSON text (an object).
 
         Returns:
-            What the model reads, or a `ToolOutput` (large outputs, see `llm_worker.blobs`).
+            What the model reads, or a `ToolOutput` (large outputs, see `llm_worker.blobs`),
+            or a list of strings and `ImagePart` / `DocumentPart` (a screenshot with a caption)
+            that the model sees as text and images.
 
         Raises:
             ToolError: A failure the model should read; any other exception also becomes an
@@ -271,6 +273,8 @@ class ToolResult:
             them); `None` when unknown. Not part of equality.
         exception: The exception the tool raised, traceback included, for the application
             (hooks, `ToolResultReady`); the model reads only `content`. Never serialized.
+        media: Images and documents the tool returned (a screenshot), sent to the model as
+            such after `content`, never as text.
     """
 
     tool_use_id: str
@@ -280,6 +284,7 @@ class ToolResult:
     output: ToolOutput | None = None
     input: dict[str, Any] | None = field(default=None, compare=False)
     exception: BaseException | None = field(default=None, compare=False)
+    media: list[MediaPart] = field(default_factory=lambda: [])
 
     @classmethod
     def success(cls, tool_use_id: str, content: str, *, name: str = "") -> ToolResult:
@@ -317,7 +322,8 @@ class FunctionTool(Generic[P, R]):
     What the function returns becomes the result's text: a `str` as it is, a `ToolOutput`
     passed through, `None` as `"null"` (the JSON for it, so the model sees the tool did return),
     anything else as JSON (pydantic's `to_jsonable_python`, then orjson; values without a JSON
-    form as their `str()`).
+    form as their `str()`). An `ImagePart` or `DocumentPart` — alone, or in a list with
+    strings — becomes the result's `media`, which the model sees as an image or a document.
 
     With `strict=True` the schema takes the form OpenAI's strict mode requires: every object
     closed and all its properties required, an optional parameter or field made nullable,
@@ -465,7 +471,7 @@ class FunctionTool(Generic[P, R]):
         """Check arguments without running the function; raise `ToolError` listing problems."""
         self._arguments.parse(json_text(dict(input)))
 
-    async def execute(self, input_json: str) -> str | ToolOutput:
+    async def execute(self, input_json: str) -> str | ToolOutput | Mixed:
         """Validate the arguments from `input_json` (`""` means none) and run the function.
 
         Raises:

@@ -358,5 +358,9 @@ def _approval_pause(call: ToolCall) -> Pause:
 
 def _part(result: ToolResult) -> ToolResultPart:
     return ToolResultPart(
-        result.tool_use_id, result.content, is_error=result.is_error, name=result.name
+        result.tool_use_id,
+        result.content,
+        is_error=result.is_error,
+        name=result.name,
+        media=list(result.media),
     )
