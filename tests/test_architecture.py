@@ -46,6 +46,7 @@ LAYERS: Layers = (
     ("tools", ("llm_worker.tools",)),
     ("worker", ("llm_worker.worker", "llm_worker.hooks", "llm_worker.state")),
     ("testing", ("llm_worker.testing",)),
+    ("ui", ("llm_worker.ui",)),
     ("cli", ("llm_worker.cli",)),
 )
 FACADE = ("llm_worker",)
@@ -60,7 +61,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "tools": ("model", "timeline", "blobs"),
     "worker": ("model", "providers", "timeline", "blobs", "tools"),
     "testing": LOWER[:-1],
-    "cli": LOWER,
+    "ui": LOWER[:-1],  # beside testing: the web adapters never import the test doubles
+    "cli": (*LOWER, "ui"),
 }
 
 

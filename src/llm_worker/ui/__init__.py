@@ -1,0 +1,60 @@
+"""Serve a Worker's run to a web front end: the Vercel AI SDK UI message stream and AG-UI.
+
+- `VercelAIAdapter(worker_factory)`: an ASGI app answering the POST that the `ai` package's
+  `useChat` / `DefaultChatTransport` sends, with the UI message stream (protocol `v1`).
+- `to_vercel_stream`, `messages_from_ui`, `messages_to_ui`: the same pieces for your own server.
+- `AGUIAdapter(worker_factory)`, `to_agui_events`, `messages_from_agui`, `messages_to_agui`:
+  the AG-UI 1.0 protocol.
+- `PauseStore`, `MemoryPauseStore`: where a run paused for approval waits for the browser's
+  decision, keyed by the chat (thread) id.
+
+The `ui` layer sits above the worker, beside `testing`: it imports the model, providers,
+timeline, blobs, tools and worker layers, never the test doubles. Starlette (the `web` extra)
+is imported only by the adapters, through `require_extra`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llm_worker.ui._agui import AGUIAdapter, to_agui_events
+    from llm_worker.ui._agui_messages import messages_from_agui, messages_to_agui
+    from llm_worker.ui._store import MemoryPauseStore, PauseStore
+    from llm_worker.ui._vercel import to_vercel_stream
+    from llm_worker.ui._vercel_app import VercelAIAdapter
+    from llm_worker.ui._vercel_messages import messages_from_ui, messages_to_ui
+
+__all__ = (
+    "AGUIAdapter",
+    "MemoryPauseStore",
+    "PauseStore",
+    "VercelAIAdapter",
+    "messages_from_agui",
+    "messages_from_ui",
+    "messages_to_agui",
+    "messages_to_ui",
+    "to_agui_events",
+    "to_vercel_stream",
+)
+
+_LAZY = {
+    "AGUIAdapter": "llm_worker.ui._agui",
+    "to_agui_events": "llm_worker.ui._agui",
+    "messages_from_agui": "llm_worker.ui._agui_messages",
+    "messages_to_agui": "llm_worker.ui._agui_messages",
+    "MemoryPauseStore": "llm_worker.ui._store",
+    "PauseStore": "llm_worker.ui._store",
+    "to_vercel_stream": "llm_worker.ui._vercel",
+    "VercelAIAdapter": "llm_worker.ui._vercel_app",
+    "messages_from_ui": "llm_worker.ui._vercel_messages",
+    "messages_to_ui": "llm_worker.ui._vercel_messages",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llm_worker.ui' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,354 @@
+"""A Worker's run as the Vercel AI SDK UI message stream (protocol `v1`, the `ai` 6.x line).
+
+Each model request is a step (`start-step` … `finish-step`); each block becomes the chunks the
+`ai` client assembles into one `UIMessage` part: `text-*`, `reasoning-*`, `tool-input-*`, then
+the tool's `tool-output-*`. A block's opaque provider data (signatures, item ids) travels at
+its end in `providerMetadata.llmWorker`, so `messages_from_ui` rebuilds the exact history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Collection
+from typing import Any
+
+import orjson
+
+from llm_worker.blobs import StoredOutput, StructuredContent, TextContent
+from llm_worker.events import (
+    BlockAbort,
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    BlockType,
+    InputJsonDelta,
+    ResponseStatus,
+    StatusEvent,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ToolUseMetadata,
+    UsageEvent,
+)
+from llm_worker.messages import Origin, ProviderPart, TextPart, ThinkingPart, ToolUsePart
+from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
+from llm_worker.tools import ToolResult
+from llm_worker.ui._parts import KEY, opaque
+from llm_worker.worker._assembler import Assembler
+
+__all__ = ("HEADERS", "VercelEncoder", "sse", "to_vercel_stream", "usage_dict")
+
+HEADERS = {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    "connection": "keep-alive",
+    "x-vercel-ai-ui-message-stream": "v1",
+    "x-accel-buffering": "no",
+}
+"""The response headers of a UI message stream (`x-vercel-ai-ui-message-stream: v1`)."""
+
+_FINISH = {
+    StopReason.END_TURN: "stop",
+    StopReason.STOP_SEQUENCE: "stop",
+    StopReason.MAX_TOKENS: "length",
+    StopReason.TOOL_USE: "tool-calls",
+    StopReason.CONTENT_FILTER: "content-filter",
+    StopReason.REFUSAL: "content-filter",
+}
+_DONE = "data: [DONE]\n\n"
+Chunk = dict[str, Any]
+
+
+def sse(chunk: Chunk) -> str:
+    """One chunk as an SSE event."""
+    return "data: " + orjson.dumps(chunk).decode() + "\n\n"
+
+
+def usage_dict(usage: UsageEvent) -> dict[str, int]:
+    """The token counts a usage event has, by their llm-worker names."""
+    return {k: v for k, v in _usage_items(usage) if v is not None}
+
+
+def _usage_items(usage: UsageEvent) -> list[tuple[str, int | None]]:
+    return [
+        ("input_tokens", usage.input_tokens),
+        ("output_tokens", usage.output_tokens),
+        ("total_tokens", usage.total_tokens),
+        ("cache_read_input_tokens", usage.cache_read_input_tokens),
+        ("cache_creation_input_tokens", usage.cache_creation_input_tokens),
+        ("reasoning_tokens", usage.reasoning_tokens),
+    ]
+
+
+class VercelEncoder:
+    """Turns one run's events into UI message chunks; feed it with `encode(event)`.
+
+    Args:
+        message_id: The assistant message's id (`start.messageId`); a resumed run passes the
+            id of the message it continues.
+        origin: The provider and model of the Worker, stamped on opaque data as the Worker
+            stamps it in its history (so it is sent back only to that provider).
+        denied: Call ids a decision denied: their results are `tool-output-denied`.
+    """
+
+    __slots__ = ("_asm", "_denied", "_ids", "_n", "_origin", "_step_usage", "message_id")
+
+    def __init__(self, message_id: str, origin: Origin, *, denied: Collection[str] = ()) -> None:
+        self.message_id = message_id
+        self._origin = origin
+        self._denied = frozenset(denied)
+        self._asm = Assembler(origin)
+        self._ids: dict[int, str] = {}
+        self._n = 0
+        self._step_usage = UsageEvent()
+
+    def start(self) -> list[Chunk]:
+        """The chunks that open the stream."""
+        return [{"type": "start", "messageId": self.message_id}]
+
+    def encode(self, event: object) -> list[Chunk]:
+        """The chunks of one run event (none for events the protocol has no place for)."""
+        handler = _DISPATCH.get(type(event))
+        return [] if handler is None else handler(self, event)
+
+    def _block(self, event: BlockStart | BlockStop | BlockAbort) -> list[Chunk]:
+        self._asm.feed(event)
+        if isinstance(event, BlockStart):
+            return self._block_start(event)
+        if isinstance(event, BlockStop):
+            return self._block_stop(event)
+        return self._block_abort(event)
+
+    def _usage(self, event: UsageEvent) -> list[Chunk]:
+        self._asm.feed(event)
+        self._step_usage = self._step_usage.updated(event)
+        return []
+
+    def _result_ready(self, event: ToolResultReady) -> list[Chunk]:
+        return self._result(event.result)
+
+    def _run_completed(self, event: RunCompleted) -> list[Chunk]:
+        return self._completed(event.result)
+
+    def error(self, exc: BaseException) -> list[Chunk]:
+        """The chunks that end a run that raised."""
+        text = str(exc) or type(exc).__name__
+        return [
+            {"type": "error", "errorText": f"{type(exc).__name__}: {text}"},
+            {"type": "finish", "finishReason": "error"},
+        ]
+
+    def _id(self, index: int, prefix: str) -> str:
+        self._n += 1
+        ident = self._ids[index] = f"{prefix}_{self.message_id}_{self._n}"
+        return ident
+
+    def _delta(self, event: BlockDelta) -> list[Chunk]:
+        self._asm.feed(event)
+        delta = event.delta
+        ident = self._ids.get(event.index)
+        if isinstance(delta, TextDelta):
+            if ident is None:  # a delta with no start: the event model's implicit start
+                ident = self._id(event.index, "text")
+                return [{"type": "text-start", "id": ident}, _text(ident, delta.text)]
+            return [{"type": "text-delta", "id": ident, "delta": delta.text}]
+        if isinstance(delta, ThinkingDelta):
+            if ident is None:
+                ident = self._id(event.index, "reas")
+                return [{"type": "reasoning-start", "id": ident}, _reasoning(ident, delta.text)]
+            return [{"type": "reasoning-delta", "id": ident, "delta": delta.text}]
+        if isinstance(delta, InputJsonDelta) and ident is not None:
+            return [
+                {
+                    "type": "tool-input-delta",
+                    "toolCallId": ident,
+                    "inputTextDelta": delta.partial_json,
+                }
+            ]
+        return []
+
+    def _block_start(self, event: BlockStart) -> list[Chunk]:
+        meta = event.metadata
+        if event.block_type is BlockType.TEXT:
+            return [{"type": "text-start", "id": self._id(event.index, "text")}]
+        if event.block_type is BlockType.THINKING:
+            return [{"type": "reasoning-start", "id": self._id(event.index, "reas")}]
+        if event.block_type is BlockType.TOOL_USE and isinstance(meta, ToolUseMetadata):
+            self._ids[event.index] = meta.id
+            return [{"type": "tool-input-start", "toolCallId": meta.id, "toolName": meta.name}]
+        return []
+
+    def _block_stop(self, event: BlockStop) -> list[Chunk]:
+        ident = self._ids.pop(event.index, None)
+        parts = self._asm.parts
+        part = parts[-1] if parts else None
+        if isinstance(part, ProviderPart) and event.block_type is BlockType.PROVIDER:
+            return [
+                {"type": "data-llm-worker-provider", "data": opaque(part) | {"data": part.data}}
+            ]
+        if ident is None:
+            return []
+        if event.block_type is BlockType.TOOL_USE:
+            return self._tool_stop(ident, part)
+        kind = "reasoning" if event.block_type is BlockType.THINKING else "text"
+        chunk: Chunk = {"type": f"{kind}-end", "id": ident}
+        if isinstance(part, TextPart | ThinkingPart) and (hidden := opaque(part)):
+            chunk["providerMetadata"] = {KEY: hidden}
+        return [chunk]
+
+    def _tool_stop(self, call_id: str, part: object) -> list[Chunk]:
+        calls = self._asm.calls
+        call = calls[-1] if calls and calls[-1].id == call_id else None
+        if call is None:  # a repeated call id: the Worker drops it, never runs it
+            return [_input_error(call_id, "", {}, "the model repeated this call id; dropped")]
+        if call.error is not None:
+            return [_input_error(call_id, call.name, call.raw_input, call.error)]
+        chunk: Chunk = {
+            "type": "tool-input-available",
+            "toolCallId": call_id,
+            "toolName": call.name,
+            "input": call.input,
+        }
+        if isinstance(part, ToolUsePart) and part.id == call_id and (hidden := opaque(part)):
+            chunk["providerMetadata"] = {KEY: hidden}
+        return [chunk]
+
+    def _block_abort(self, event: BlockAbort) -> list[Chunk]:
+        ident = self._ids.pop(event.index, None)
+        if ident is None:
+            return []
+        aborted = {KEY: {"aborted": event.reason}}
+        if event.block_type is BlockType.TOOL_USE:
+            return [
+                _input_error(ident, "", {}, f"aborted: {event.reason}")
+                | {"providerMetadata": aborted}
+            ]
+        kind = "reasoning" if event.block_type is BlockType.THINKING else "text"
+        return [{"type": f"{kind}-end", "id": ident, "providerMetadata": aborted}]
+
+    def _status(self, event: StatusEvent) -> list[Chunk]:
+        if event.status is ResponseStatus.STARTED:
+            self._asm = Assembler(self._origin)
+            self._ids.clear()
+            self._step_usage = UsageEvent()
+            return [{"type": "start-step"}]
+        chunks: list[Chunk] = []
+        if usage := usage_dict(self._step_usage):
+            data = {"usage": usage, "model": event.model}
+            chunks.append({"type": "data-llm-worker-usage", "data": data, "transient": True})
+        chunks.append({"type": "finish-step"})
+        return chunks
+
+    def _result(self, result: ToolResult) -> list[Chunk]:
+        call_id = result.tool_use_id
+        chunks: list[Chunk] = []
+        output = result.output
+        if isinstance(output, StoredOutput) and output.blob_id is not None:
+            blob = {"toolCallId": call_id, "blobId": str(output.blob_id), "size": _size(output)}
+            chunks.append({"type": "data-llm-worker-blob", "id": f"blob_{call_id}", "data": blob})
+        if call_id in self._denied:
+            chunks.append({"type": "tool-output-denied", "toolCallId": call_id})
+        elif result.is_error:
+            chunks.append(
+                {"type": "tool-output-error", "toolCallId": call_id, "errorText": result.content}
+            )
+        else:
+            chunks.append(
+                {"type": "tool-output-available", "toolCallId": call_id, "output": result.content}
+            )
+        return chunks
+
+    def _completed(self, result: RunResult) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        if result.status is RunStatus.PAUSED and result.state is not None:
+            for p in result.state.pending:
+                if p.status == "pending":
+                    approval = {"type": "tool-approval-request", "toolCallId": p.call.id}
+                    chunks.append(approval | {"approvalId": f"approval_{p.call.id}"})
+        meta = {
+            KEY: {
+                "status": result.status.value,
+                "usage": usage_dict(result.usage),
+                "requests": result.requests,
+            }
+        }
+        if result.status is RunStatus.CANCELLED:
+            chunks.append({"type": "message-metadata", "messageMetadata": meta})
+            chunks.append({"type": "abort", "reason": result.reason or "cancelled"})
+            return chunks
+        reason = "other" if result.stop_reason is None else _FINISH.get(result.stop_reason, "other")
+        if result.status is RunStatus.PAUSED:
+            reason = "tool-calls"
+        chunks.append({"type": "finish", "finishReason": reason, "messageMetadata": meta})
+        return chunks
+
+
+_DISPATCH: dict[type, Any] = {
+    BlockDelta: VercelEncoder._delta,  # pyright: ignore[reportPrivateUsage]
+    BlockStart: VercelEncoder._block,  # pyright: ignore[reportPrivateUsage]
+    BlockStop: VercelEncoder._block,  # pyright: ignore[reportPrivateUsage]
+    BlockAbort: VercelEncoder._block,  # pyright: ignore[reportPrivateUsage]
+    UsageEvent: VercelEncoder._usage,  # pyright: ignore[reportPrivateUsage]
+    StatusEvent: VercelEncoder._status,  # pyright: ignore[reportPrivateUsage]
+    ToolResultReady: VercelEncoder._result_ready,  # pyright: ignore[reportPrivateUsage]
+    RunCompleted: VercelEncoder._run_completed,  # pyright: ignore[reportPrivateUsage]
+}
+
+
+def _text(ident: str, text: str) -> Chunk:
+    return {"type": "text-delta", "id": ident, "delta": text}
+
+
+def _reasoning(ident: str, text: str) -> Chunk:
+    return {"type": "reasoning-delta", "id": ident, "delta": text}
+
+
+def _input_error(call_id: str, name: str, raw: object, error: str) -> Chunk:
+    return {
+        "type": "tool-input-error",
+        "toolCallId": call_id,
+        "toolName": name,
+        "input": raw,
+        "errorText": error,
+    }
+
+
+def _size(output: StoredOutput) -> int:
+    content = output.content
+    if isinstance(content, TextContent):
+        return len(content.text.encode())
+    if isinstance(content, StructuredContent):
+        return len(orjson.dumps(content.value))
+    return 0
+
+
+async def to_vercel_stream(
+    stream: AsyncIterable[object],
+    *,
+    message_id: str,
+    origin: Origin | None = None,
+    denied: Collection[str] = (),
+) -> AsyncIterator[str]:
+    """A Worker's run (`worker.stream(...)`) as the SSE events of a UI message stream.
+
+    Send them with the headers in `HEADERS` (`x-vercel-ai-ui-message-stream: v1`). The last
+    event is `data: [DONE]`. An exception of the run becomes an `error` chunk and a `finish`
+    with reason `error`, so the client shows it instead of waiting.
+
+    Args:
+        stream: The run's events, e.g. `worker.stream(messages)`.
+        message_id: The assistant message's id.
+        origin: The Worker's provider and model (`Origin(client.provider, client.model)`),
+            stamped on opaque data the way the Worker stamps it.
+        denied: Call ids denied by the decisions of a resumed run.
+    """
+    encoder = VercelEncoder(message_id, origin or Origin("", ""), denied=denied)
+    for chunk in encoder.start():
+        yield sse(chunk)
+    try:
+        async for event in stream:
+            for chunk in encoder.encode(event):
+                yield sse(chunk)
+    except Exception as exc:  # the run's failure is the client's to show, not a broken pipe
+        for chunk in encoder.error(exc):
+            yield sse(chunk)
+    yield _DONE

@@ -1,0 +1,240 @@
+"""The history as the `ai` package's `UIMessage`s and back, without loss.
+
+One assistant `UIMessage` holds a whole run: each model request is a step (a `step-start`
+part), each tool call one `tool-<name>` part that carries its result. Going back, each step
+becomes an assistant `Message` followed by a user message with its results, as the Worker
+keeps them; opaque provider data comes back from `providerMetadata.llmWorker`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from llm_worker._json import as_dict, as_list, as_str
+from llm_worker.errors import InvalidMessagesError
+from llm_worker.messages import (
+    Message,
+    Part,
+    ProviderPart,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    ToolUsePart,
+)
+from llm_worker.state import Decision
+from llm_worker.ui._parts import KEY, opaque, rebuild
+
+__all__ = ("DENIED", "decisions_from_ui", "messages_from_ui", "messages_to_ui")
+
+DENIED = "Denied: "
+"""How the Worker's result of a denied call begins (`Decision.deny`)."""
+_DEFAULT_DENIAL = "denied by the user"
+_IGNORED = frozenset({"step-start", "source-url", "source-document"})
+
+
+# -- from the browser ----------------------------------------------------------------------
+
+
+def messages_from_ui(ui_messages: Iterable[object]) -> list[Message]:
+    """`UIMessage`s (as `useChat` sends them) as the history the Worker produced.
+
+    Text and reasoning parts become text and thinking parts with their signatures and item ids
+    (from `providerMetadata.llmWorker`); each tool part becomes the call and, once it has one,
+    its result (output, error or denial). Parts no model reads (`step-start`, sources, `data-*`
+    parts other than llm-worker's provider blocks) are left out; a tool call still waiting
+    for its input or its approval is kept without a result.
+
+    Raises:
+        InvalidMessagesError: A message is not a UIMessage (no role or parts, an unknown
+            role), or holds a part llm-worker cannot send to a model (a file).
+    """
+    out: list[Message] = []
+    for n, raw in enumerate(ui_messages):
+        try:
+            out.extend(_message(as_dict(raw)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidMessagesError(f"UI message {n} is not valid: {exc}") from exc
+    return out
+
+
+def _message(message: dict[str, Any]) -> list[Message]:
+    role = message.get("role")
+    parts = [as_dict(p) for p in as_list(message.get("parts"))]
+    if role == "user":
+        texts: list[Part] = [TextPart(str(p["text"])) for p in parts if _kind(p) == "text"]
+        _refuse_files(parts)
+        return [Message("user", texts)] if texts else []
+    if role == "assistant":
+        return _assistant(parts)
+    raise InvalidMessagesError(
+        f"role {role!r} is not supported (user or assistant; give a system prompt to the Worker)"
+    )
+
+
+def _kind(part: dict[str, Any]) -> str:
+    kind = part.get("type")
+    if not isinstance(kind, str):
+        raise ValueError(f"a part has no type: {part!r}")
+    return kind
+
+
+def _refuse_files(parts: list[dict[str, Any]]) -> None:
+    for p in parts:
+        if _kind(p) == "file":
+            raise InvalidMessagesError("file parts are not supported by llm_worker.ui yet")
+
+
+def _assistant(parts: list[dict[str, Any]]) -> list[Message]:
+    out: list[Message] = []
+    calls: list[Part] = []
+    results: list[Part] = []
+    for p in parts:
+        kind = _kind(p)
+        if kind == "step-start" and calls:
+            _flush(out, calls, results)
+            calls, results = [], []
+        elif kind == "file":
+            _refuse_files([p])
+        elif kind not in _IGNORED:
+            _part(p, kind, calls, results)
+    _flush(out, calls, results)
+    return out
+
+
+def _flush(out: list[Message], parts: list[Part], results: list[Part]) -> None:
+    if parts:
+        out.append(Message("assistant", parts))
+    if results:
+        out.append(Message("user", results))
+
+
+def _hidden(meta: object) -> Any:
+    hidden = as_dict(meta).get(KEY)
+    return hidden if isinstance(hidden, dict) else {}
+
+
+def _part(p: dict[str, Any], kind: str, parts: list[Part], results: list[Part]) -> None:
+    hidden = _hidden(p.get("providerMetadata"))
+    if "aborted" in hidden:
+        return  # a block the provider broke off: the Worker never keeps it
+    if kind == "text":
+        text = str(p.get("text") or "")
+        if text or hidden:
+            parts.append(rebuild("text", {"text": text}, hidden))
+    elif kind == "reasoning":
+        parts.append(rebuild("thinking", {"text": str(p.get("text") or "")}, hidden))
+    elif kind == "data-llm-worker-provider":
+        data = as_dict(p.get("data"))
+        parts.append(rebuild("provider", {"data": as_dict(data.get("data"))}, data))
+    elif kind.startswith("tool-") or kind == "dynamic-tool":
+        _tool(p, kind, parts, results)
+
+
+def _tool(p: dict[str, Any], kind: str, parts: list[Part], results: list[Part]) -> None:
+    state = p.get("state")
+    hidden = _hidden(p.get("callProviderMetadata"))
+    if state == "input-streaming" or "aborted" in hidden:
+        return  # never a complete call
+    name = str(p["toolName"]) if kind == "dynamic-tool" else kind[len("tool-") :]
+    call_id = str(p["toolCallId"])
+    broken = state == "output-error" and p.get("input") is None and "rawInput" in p
+    args = {} if broken else as_dict(p.get("input"))
+    parts.append(rebuild("tool_use", {"id": call_id, "name": name, "input": args}, hidden))
+    result = _result(p, state, call_id, name)
+    if result is not None:
+        results.append(result)
+
+
+def _result(p: dict[str, Any], state: object, call_id: str, name: str) -> ToolResultPart | None:
+    if state == "output-available":
+        output = p.get("output")
+        text = output if isinstance(output, str) else orjson.dumps(output).decode()
+        return ToolResultPart(call_id, text, name=name)
+    if state == "output-error":
+        return ToolResultPart(call_id, str(p.get("errorText") or ""), is_error=True, name=name)
+    if state == "output-denied":
+        reason = as_str(as_dict(p.get("approval")).get("reason")) or _DEFAULT_DENIAL
+        return ToolResultPart(call_id, DENIED + reason, is_error=True, name=name)
+    return None
+
+
+def decisions_from_ui(ui_messages: list[object]) -> dict[str, Decision]:
+    """The approvals answered in the last assistant message, by call id.
+
+    A tool part in state `approval-responded` carries `approval: {id, approved, reason}`;
+    llm-worker also reads an optional `approval.input` (edited arguments) the `ai` client
+    passes through untouched.
+    """
+    last = next((as_dict(m) for m in reversed(ui_messages) if as_dict(m).get("role") == "assistant"), {})
+    decisions: dict[str, Decision] = {}
+    for p in as_list(last.get("parts")):
+        part = as_dict(p)
+        if part.get("state") != "approval-responded":
+            continue
+        approval = as_dict(part.get("approval"))
+        call_id = str(part.get("toolCallId"))
+        if approval.get("approved") is True:
+            edited = approval.get("input")
+            decisions[call_id] = Decision.approve(input=as_dict(edited) if edited else None)
+        else:
+            decisions[call_id] = Decision.deny(as_str(approval.get("reason")) or _DEFAULT_DENIAL)
+    return decisions
+
+
+# -- to the browser ------------------------------------------------------------------------
+
+
+def messages_to_ui(history: Iterable[Message]) -> list[dict[str, Any]]:
+    """The history as `UIMessage`s, to show a stored conversation (`useChat({messages})`).
+
+    The inverse of `messages_from_ui`: a run's assistant messages and their tool results
+    become one assistant `UIMessage` with a `step-start` per model request.
+    """
+    out: list[dict[str, Any]] = []
+    results: dict[str, ToolResultPart] = {}
+    messages = list(history)
+    for m in messages:
+        results.update({r.tool_use_id: r for r in m.tool_results})
+    for m in messages:
+        if m.role == "user":
+            texts = [{"type": "text", "text": p.text} for p in m.content if isinstance(p, TextPart)]
+            if texts:
+                out.append({"id": f"msg_{len(out)}", "role": "user", "parts": texts})
+            continue
+        if not out or out[-1]["role"] != "assistant":
+            out.append({"id": f"msg_{len(out)}", "role": "assistant", "parts": []})
+        parts: list[dict[str, Any]] = out[-1]["parts"]
+        parts.append({"type": "step-start"})
+        parts.extend(_ui_part(p, results) for p in m.content if not isinstance(p, ToolResultPart))
+    return out
+
+
+def _ui_part(part: Part, results: dict[str, ToolResultPart]) -> dict[str, Any]:
+    hidden = opaque(part)
+    meta = {"providerMetadata": {KEY: hidden}} if hidden else {}
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text, "state": "done", **meta}
+    if isinstance(part, ThinkingPart):
+        return {"type": "reasoning", "text": part.text, "state": "done", **meta}
+    if isinstance(part, ProviderPart):
+        return {"type": "data-llm-worker-provider", "data": hidden | {"data": part.data}}
+    assert isinstance(part, ToolUsePart)
+    out: dict[str, Any] = {"type": f"tool-{part.name}", "toolCallId": part.id, "input": part.input}
+    if hidden:
+        out["callProviderMetadata"] = {KEY: hidden}
+    return out | _ui_result(part.id, results.get(part.id))
+
+
+def _ui_result(call_id: str, result: ToolResultPart | None) -> dict[str, Any]:
+    if result is None:
+        return {"state": "input-available"}
+    if result.is_error and result.content.startswith(DENIED):
+        reason = result.content[len(DENIED) :]
+        approval = {"id": f"approval_{call_id}", "approved": False, "reason": reason}
+        return {"state": "output-denied", "approval": approval}
+    if result.is_error:
+        return {"state": "output-error", "errorText": result.content}
+    return {"state": "output-available", "output": result.content}

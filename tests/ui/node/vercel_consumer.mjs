@@ -1,0 +1,91 @@
+// The `ai` package (6.x) consuming llm-worker's UI message stream, as a browser would.
+// argv: <url> <plan JSON>. The plan: [{send: "text"} | {approve: true|false, reason?}].
+// "chat" mode drives AbstractChat over DefaultChatTransport (each chunk validated by
+// uiMessageChunkSchema); after each step the raw chunks of the same answer are also checked
+// one by one against uiMessageChunkSchema, and readUIMessageStream assembles them.
+// Prints {messages, errors, chunks, requests} as JSON.
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  readUIMessageStream,
+  uiMessageChunkSchema,
+} from "ai";
+
+const [url, planText] = process.argv.slice(2);
+const plan = JSON.parse(planText);
+const errors = [];
+const chunks = [];
+const requests = [];
+const assembled = [];
+
+class State {
+  constructor() { this.status = "ready"; this.error = undefined; this.messages = []; }
+  pushMessage(m) { this.messages = this.messages.concat([m]); }
+  popMessage() { this.messages = this.messages.slice(0, -1); }
+  replaceMessage(i, m) { this.messages = this.messages.map((x, j) => (j === i ? m : x)); }
+  snapshot(thing) { return structuredClone(thing); }
+}
+
+class Chat extends AbstractChat {
+  constructor(init) { super({ ...init, state: new State() }); }
+}
+
+// Tee every response: the chat reads one copy, the other is validated chunk by chunk and
+// assembled by readUIMessageStream on its own.
+const schema = uiMessageChunkSchema();
+async function recordingFetch(input, init) {
+  requests.push(JSON.parse(init.body));
+  const response = await fetch(input, init);
+  if (!response.body) return response;
+  const [a, b] = response.body.tee();
+  validateAndAssemble(b, response.headers.get("x-vercel-ai-ui-message-stream"));
+  return new Response(a, { status: response.status, headers: response.headers });
+}
+
+let pending = Promise.resolve();
+function validateAndAssemble(body, header) {
+  pending = pending.then(async () => {
+    if (header !== "v1") errors.push(`header x-vercel-ai-ui-message-stream is ${header}`);
+    const text = await new Response(body).text();
+    const parsed = [];
+    for (const event of text.split("\n\n")) {
+      if (!event.startsWith("data: ")) continue;
+      const data = event.slice(6);
+      if (data === "[DONE]") continue;
+      const chunk = JSON.parse(data);
+      const check = await schema.validate(chunk);
+      if (!check.success) errors.push(`invalid chunk ${data}: ${check.error}`);
+      chunks.push(chunk);
+      parsed.push(chunk);
+    }
+    if (!text.trimEnd().endsWith("data: [DONE]")) errors.push("stream does not end with [DONE]");
+    const stream = new ReadableStream({
+      start(c) { for (const p of parsed) c.enqueue(p); c.close(); },
+    });
+    let last;
+    for await (const m of readUIMessageStream({ stream, onError: (e) => errors.push(`read: ${e}`) })) last = m;
+    assembled.push(last);
+  });
+}
+
+const chat = new Chat({
+  id: "chat-1",
+  transport: new DefaultChatTransport({ api: url, fetch: recordingFetch }),
+  onError: (e) => errors.push(`chat: ${e.message}`),
+});
+
+for (const step of plan) {
+  if (step.send !== undefined) {
+    await chat.sendMessage({ text: step.send });
+  } else {
+    const last = chat.messages[chat.messages.length - 1];
+    for (const part of last.parts) {
+      if (part.state === "approval-requested") {
+        await chat.addToolApprovalResponse({ id: part.approval.id, approved: step.approve, reason: step.reason });
+      }
+    }
+    await chat.sendMessage();
+  }
+  await pending;
+}
+console.log(JSON.stringify({ messages: chat.messages, status: chat.status, errors, chunks, requests, assembled }));

@@ -1,0 +1,144 @@
+"""The `ai` package's own client consuming VercelAIAdapter, over the four wire formats."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llm_worker import Message, TextPart, ThinkingPart, ToolUsePart, Worker, tool
+from llm_worker.errors import InvalidRequestError
+from llm_worker.testing import ScriptedModelServer, ScriptedResponse
+from llm_worker.ui import VercelAIAdapter, messages_from_ui
+
+from .conftest import run_node, serve
+from .vercel_chunks import check_chunk_fields
+
+pytestmark = pytest.mark.anyio
+
+PROVIDERS = ["anthropic", "openai_chat", "openai_responses", "gemini"]
+SIGNED = ["anthropic", "openai_responses", "gemini"]  # carry a thinking signature back
+
+
+@tool(effect="read_only")
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"{city}: sunny"
+
+
+@tool(requires_approval=True)
+def book(city: str) -> str:
+    """Book a trip (a person approves each call)."""
+    return f"booked {city}"
+
+
+def thinking_and_tools() -> list[ScriptedResponse]:
+    return [
+        ScriptedResponse(
+            [
+                ThinkingPart("I should check both cities.", signature="sig-turn-1"),
+                TextPart("Checking the weather."),
+                ToolUsePart("", "weather", {"city": "Kyoto"}),
+                ToolUsePart("", "weather", {"city": "Oslo"}),
+            ]
+        ),
+        ScriptedResponse.text("Sunny in Kyoto and in Oslo."),
+    ]
+
+
+class Factory:
+    """Makes one Worker per request against the scripted server; keeps them to inspect."""
+
+    def __init__(self, server: ScriptedModelServer[Any]) -> None:
+        self.server = server
+        self.workers: list[Worker] = []
+
+    def __call__(self) -> Worker:
+        worker = Worker(self.server.client(), tools=[weather, book])
+        self.workers.append(worker)
+        return worker
+
+
+async def consume(node_modules: Path, url: str, plan: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = await run_node(node_modules, "vercel_consumer.mjs", url, json.dumps(plan))
+    assert out["errors"] == []
+    for chunk in out["chunks"]:
+        check_chunk_fields(chunk)
+    return out
+
+
+def without_ids(messages: list[Message]) -> list[Message]:
+    return messages
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_thinking_and_parallel_tool_calls_assemble_into_the_workers_history(
+    provider: str, node_modules: Path
+) -> None:
+    async with ScriptedModelServer(provider, thinking_and_tools()) as server:
+        factory = Factory(server)
+        async with serve(VercelAIAdapter(factory)) as url:
+            out = await consume(node_modules, url, [{"send": "Weather in Kyoto and Oslo?"}])
+    history = factory.workers[0].history
+    assert messages_from_ui(out["messages"]) == history
+    assert messages_from_ui(out["assembled"][:1]) == history[1:]
+    assistant = out["messages"][1]
+    kinds = [p["type"] for p in assistant["parts"]]
+    assert kinds == [
+        "step-start",
+        "reasoning",
+        "text",
+        "tool-weather",
+        "tool-weather",
+        "step-start",
+        "text",
+    ]
+    tools = [p for p in assistant["parts"] if p["type"] == "tool-weather"]
+    assert [(t["state"], t["output"]) for t in tools] == [
+        ("output-available", "Kyoto: sunny"),
+        ("output-available", "Oslo: sunny"),
+    ]
+    assert assistant["parts"][1]["text"] == "I should check both cities."
+    assert "sig-turn-1" not in json.dumps([p.get("text") for p in assistant["parts"]])
+    usage = assistant["metadata"]["llmWorker"]["usage"]
+    assert usage["output_tokens"] > 0
+    assert out["status"] == "ready"
+
+
+@pytest.mark.parametrize("provider", SIGNED)
+async def test_the_second_turn_sends_the_first_turns_signature_back(
+    provider: str, node_modules: Path
+) -> None:
+    script = [*thinking_and_tools(), ScriptedResponse.text("You are welcome.")]
+    async with ScriptedModelServer(provider, script) as server:
+        factory = Factory(server)
+        async with serve(VercelAIAdapter(factory)) as url:
+            plan = [{"send": "Weather in Kyoto and Oslo?"}, {"send": "Thanks!"}]
+            out = await consume(node_modules, url, plan)
+        third = server.requests[2].body.decode()
+    assert "sig-turn-1" in third
+    assert messages_from_ui(out["messages"]) == factory.workers[1].history
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_an_error_mid_stream_reaches_the_client_and_the_history_stays_valid(
+    provider: str, node_modules: Path
+) -> None:
+    broken = ScriptedResponse(
+        [TextPart("Half an ans"), TextPart("wer")], fail_with=InvalidRequestError("slow down", error_type="invalid_request_error")
+    )
+    async with ScriptedModelServer(provider, [broken] * 4) as server:
+        factory = Factory(server)
+        async with serve(VercelAIAdapter(factory)) as url:
+            out: dict[str, Any] = await run_node(
+                node_modules, "vercel_consumer.mjs", url, json.dumps([{"send": "Hi"}])
+            )
+    assert out["status"] == "error"
+    assert any("slow down" in e for e in out["errors"])
+    errors = [c for c in out["chunks"] if c["type"] == "error"]
+    assert len(errors) == 1
+    assert out["chunks"][-1] == {"type": "finish", "finishReason": "error"}
+    for chunk in out["chunks"]:
+        check_chunk_fields(chunk)
