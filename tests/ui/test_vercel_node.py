@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from llm_worker import Message, TextPart, ThinkingPart, ToolUsePart, Worker, tool
+from llm_worker import TextPart, ThinkingPart, ToolUsePart, Worker, tool
 from llm_worker.errors import InvalidRequestError
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 from llm_worker.ui import VercelAIAdapter, messages_from_ui
@@ -51,12 +51,12 @@ def thinking_and_tools() -> list[ScriptedResponse]:
 class Factory:
     """Makes one Worker per request against the scripted server; keeps them to inspect."""
 
-    def __init__(self, server: ScriptedModelServer[Any]) -> None:
-        self.server = server
+    def __init__(self, client: Any) -> None:
+        self.client = client
         self.workers: list[Worker] = []
 
     def __call__(self) -> Worker:
-        worker = Worker(self.server.client(), tools=[weather, book])
+        worker = Worker(self.client, tools=[weather, book])
         self.workers.append(worker)
         return worker
 
@@ -69,16 +69,12 @@ async def consume(node_modules: Path, url: str, plan: list[dict[str, Any]]) -> d
     return out
 
 
-def without_ids(messages: list[Message]) -> list[Message]:
-    return messages
-
-
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_thinking_and_parallel_tool_calls_assemble_into_the_workers_history(
     provider: str, node_modules: Path
 ) -> None:
-    async with ScriptedModelServer(provider, thinking_and_tools()) as server:
-        factory = Factory(server)
+    async with ScriptedModelServer(provider, thinking_and_tools()) as server, server.client() as client:
+        factory = Factory(client)
         async with serve(VercelAIAdapter(factory)) as url:
             out = await consume(node_modules, url, [{"send": "Weather in Kyoto and Oslo?"}])
     history = factory.workers[0].history
@@ -112,8 +108,8 @@ async def test_the_second_turn_sends_the_first_turns_signature_back(
     provider: str, node_modules: Path
 ) -> None:
     script = [*thinking_and_tools(), ScriptedResponse.text("You are welcome.")]
-    async with ScriptedModelServer(provider, script) as server:
-        factory = Factory(server)
+    async with ScriptedModelServer(provider, script) as server, server.client() as client:
+        factory = Factory(client)
         async with serve(VercelAIAdapter(factory)) as url:
             plan = [{"send": "Weather in Kyoto and Oslo?"}, {"send": "Thanks!"}]
             out = await consume(node_modules, url, plan)
@@ -129,8 +125,8 @@ async def test_an_error_mid_stream_reaches_the_client_and_the_history_stays_vali
     broken = ScriptedResponse(
         [TextPart("Half an ans"), TextPart("wer")], fail_with=InvalidRequestError("slow down", error_type="invalid_request_error")
     )
-    async with ScriptedModelServer(provider, [broken] * 4) as server:
-        factory = Factory(server)
+    async with ScriptedModelServer(provider, [broken] * 4) as server, server.client() as client:
+        factory = Factory(client)
         async with serve(VercelAIAdapter(factory)) as url:
             out: dict[str, Any] = await run_node(
                 node_modules, "vercel_consumer.mjs", url, json.dumps([{"send": "Hi"}])
@@ -140,5 +136,65 @@ async def test_an_error_mid_stream_reaches_the_client_and_the_history_stays_vali
     errors = [c for c in out["chunks"] if c["type"] == "error"]
     assert len(errors) == 1
     assert out["chunks"][-1] == {"type": "finish", "finishReason": "error"}
+    # The half answer the provider broke off is not history, on either side.
+    assert messages_from_ui(out["messages"]) == factory.workers[0].history
     for chunk in out["chunks"]:
         check_chunk_fields(chunk)
+
+
+def booking(answer: str) -> list[ScriptedResponse]:
+    return [
+        ScriptedResponse(
+            [
+                TextPart("Let me check and book."),
+                ToolUsePart("", "weather", {"city": "Kyoto"}),
+                ToolUsePart("", "book", {"city": "Kyoto"}),
+            ]
+        ),
+        ScriptedResponse.text(answer),
+    ]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_an_approval_pauses_and_the_decision_continues_the_same_message(
+    provider: str, node_modules: Path
+) -> None:
+    async with ScriptedModelServer(provider, booking("Booked.")) as server, server.client() as client:
+        factory = Factory(client)
+        adapter = VercelAIAdapter(factory)
+        async with serve(adapter) as url:
+            plan = [{"send": "Book Kyoto if sunny"}, {"approve": True}]
+            out = await consume(node_modules, url, plan)
+    approvals = [c for c in out["chunks"] if c["type"] == "tool-approval-request"]
+    assert [a["toolCallId"][-6:] for a in approvals] == ["call_1"]  # gemini_call_1 on Gemini
+    first, second = out["requests"]
+    assistant = out["messages"][1]
+    assert second["trigger"] == "submit-message"
+    assert second["messageId"] == assistant["id"]
+    assert [m["role"] for m in first["messages"]] == ["user"]
+    assert len(out["messages"]) == 2  # the answer continued the paused message
+    book_part = next(p for p in assistant["parts"] if p["type"] == "tool-book")
+    assert book_part["state"] == "output-available"
+    assert book_part["output"] == "booked Kyoto"
+    assert book_part["approval"]["approved"] is True
+    assert (assistant["parts"][-1]["text"], assistant["parts"][-1]["state"]) == ("Booked.", "done")
+    assert messages_from_ui(out["messages"]) == factory.workers[1].history
+    assert len(adapter.store) == 0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "gemini"])
+async def test_a_denial_shows_as_output_denied_and_the_model_reads_the_reason(
+    provider: str, node_modules: Path
+) -> None:
+    async with ScriptedModelServer(provider, booking("Not booked.")) as server, server.client() as client:
+        factory = Factory(client)
+        async with serve(VercelAIAdapter(factory)) as url:
+            plan = [{"send": "Book Kyoto"}, {"approve": False, "reason": "too expensive"}]
+            out = await consume(node_modules, url, plan)
+        last_request = server.requests[-1].body.decode()
+    assert "Denied: too expensive" in last_request
+    denied = [c for c in out["chunks"] if c["type"] == "tool-output-denied"]
+    assert [(c["toolCallId"][-6:], len(c)) for c in denied] == [("call_1", 2)]
+    book_part = next(p for p in out["messages"][1]["parts"] if p["type"] == "tool-book")
+    assert book_part["state"] == "output-denied"
+    assert messages_from_ui(out["messages"]) == factory.workers[1].history

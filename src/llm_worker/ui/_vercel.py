@@ -131,9 +131,12 @@ class VercelEncoder:
 
     def error(self, exc: BaseException) -> list[Chunk]:
         """The chunks that end a run that raised."""
-        text = str(exc) or type(exc).__name__
+        text = f"{type(exc).__name__}: {str(exc) or 'no message'}"
+        # The failed step's finished parts never reach the Worker's history: the marker lets
+        # `messages_from_ui` drop them too.
         return [
-            {"type": "error", "errorText": f"{type(exc).__name__}: {text}"},
+            {"type": "data-llm-worker-error", "data": {"errorText": text}},
+            {"type": "error", "errorText": text},
             {"type": "finish", "finishReason": "error"},
         ]
 

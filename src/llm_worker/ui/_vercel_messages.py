@@ -96,6 +96,8 @@ def _assistant(parts: list[dict[str, Any]]) -> list[Message]:
         if kind == "step-start" and calls:
             _flush(out, calls, results)
             calls, results = [], []
+        elif kind == "data-llm-worker-error":
+            calls, results = [], []  # the step failed: the Worker kept none of it
         elif kind == "file":
             _refuse_files([p])
         elif kind not in _IGNORED:

@@ -34,16 +34,20 @@ class Chat extends AbstractChat {
 // assembled by readUIMessageStream on its own.
 const schema = uiMessageChunkSchema();
 async function recordingFetch(input, init) {
-  requests.push(JSON.parse(init.body));
+  const body = JSON.parse(init.body);
+  requests.push(body);
   const response = await fetch(input, init);
   if (!response.body) return response;
   const [a, b] = response.body.tee();
-  validateAndAssemble(b, response.headers.get("x-vercel-ai-ui-message-stream"));
+  // An answer that continues an assistant message (after an approval) is read on top of it.
+  const last = body.messages[body.messages.length - 1];
+  const base = last && last.role === "assistant" ? structuredClone(last) : undefined;
+  validateAndAssemble(b, response.headers.get("x-vercel-ai-ui-message-stream"), base);
   return new Response(a, { status: response.status, headers: response.headers });
 }
 
 let pending = Promise.resolve();
-function validateAndAssemble(body, header) {
+function validateAndAssemble(body, header, base) {
   pending = pending.then(async () => {
     if (header !== "v1") errors.push(`header x-vercel-ai-ui-message-stream is ${header}`);
     const text = await new Response(body).text();
@@ -63,7 +67,7 @@ function validateAndAssemble(body, header) {
       start(c) { for (const p of parsed) c.enqueue(p); c.close(); },
     });
     let last;
-    for await (const m of readUIMessageStream({ stream, onError: (e) => errors.push(`read: ${e}`) })) last = m;
+    for await (const m of readUIMessageStream({ message: base, stream, onError: (e) => errors.push(`read: ${e}`) })) last = m;
     assembled.push(last);
   });
 }
