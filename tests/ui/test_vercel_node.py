@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,15 @@ class Factory:
         return worker
 
 
+@asynccontextmanager
+async def scripted(
+    provider: str, script: list[ScriptedResponse]
+) -> AsyncIterator[tuple[ScriptedModelServer[Any], Factory]]:
+    """A scripted model behind `provider`'s wire format, and a factory of Workers using it."""
+    async with ScriptedModelServer(provider, script) as server, server.client() as client:
+        yield server, Factory(client)
+
+
 async def consume(node_modules: Path, url: str, plan: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = await run_node(node_modules, "vercel_consumer.mjs", url, json.dumps(plan))
     assert out["errors"] == []
@@ -73,10 +84,11 @@ async def consume(node_modules: Path, url: str, plan: list[dict[str, Any]]) -> d
 async def test_thinking_and_parallel_tool_calls_assemble_into_the_workers_history(
     provider: str, node_modules: Path
 ) -> None:
-    async with ScriptedModelServer(provider, thinking_and_tools()) as server, server.client() as client:
-        factory = Factory(client)
-        async with serve(VercelAIAdapter(factory)) as url:
-            out = await consume(node_modules, url, [{"send": "Weather in Kyoto and Oslo?"}])
+    async with (
+        scripted(provider, thinking_and_tools()) as (_, factory),
+        serve(VercelAIAdapter(factory)) as url,
+    ):
+        out = await consume(node_modules, url, [{"send": "Weather in Kyoto and Oslo?"}])
     history = factory.workers[0].history
     assert messages_from_ui(out["messages"]) == history
     assert messages_from_ui(out["assembled"][:1]) == history[1:]
@@ -108,8 +120,7 @@ async def test_the_second_turn_sends_the_first_turns_signature_back(
     provider: str, node_modules: Path
 ) -> None:
     script = [*thinking_and_tools(), ScriptedResponse.text("You are welcome.")]
-    async with ScriptedModelServer(provider, script) as server, server.client() as client:
-        factory = Factory(client)
+    async with scripted(provider, script) as (server, factory):
         async with serve(VercelAIAdapter(factory)) as url:
             plan = [{"send": "Weather in Kyoto and Oslo?"}, {"send": "Thanks!"}]
             out = await consume(node_modules, url, plan)
@@ -123,14 +134,16 @@ async def test_an_error_mid_stream_reaches_the_client_and_the_history_stays_vali
     provider: str, node_modules: Path
 ) -> None:
     broken = ScriptedResponse(
-        [TextPart("Half an ans"), TextPart("wer")], fail_with=InvalidRequestError("slow down", error_type="invalid_request_error")
+        [TextPart("Half an ans"), TextPart("wer")],
+        fail_with=InvalidRequestError("slow down", error_type="invalid_request_error"),
     )
-    async with ScriptedModelServer(provider, [broken] * 4) as server, server.client() as client:
-        factory = Factory(client)
-        async with serve(VercelAIAdapter(factory)) as url:
-            out: dict[str, Any] = await run_node(
-                node_modules, "vercel_consumer.mjs", url, json.dumps([{"send": "Hi"}])
-            )
+    async with (
+        scripted(provider, [broken] * 4) as (_, factory),
+        serve(VercelAIAdapter(factory)) as url,
+    ):
+        out: dict[str, Any] = await run_node(
+            node_modules, "vercel_consumer.mjs", url, json.dumps([{"send": "Hi"}])
+        )
     assert out["status"] == "error"
     assert any("slow down" in e for e in out["errors"])
     errors = [c for c in out["chunks"] if c["type"] == "error"]
@@ -159,8 +172,7 @@ def booking(answer: str) -> list[ScriptedResponse]:
 async def test_an_approval_pauses_and_the_decision_continues_the_same_message(
     provider: str, node_modules: Path
 ) -> None:
-    async with ScriptedModelServer(provider, booking("Booked.")) as server, server.client() as client:
-        factory = Factory(client)
+    async with scripted(provider, booking("Booked.")) as (_, factory):
         adapter = VercelAIAdapter(factory)
         async with serve(adapter) as url:
             plan = [{"send": "Book Kyoto if sunny"}, {"approve": True}]
@@ -186,8 +198,7 @@ async def test_an_approval_pauses_and_the_decision_continues_the_same_message(
 async def test_a_denial_shows_as_output_denied_and_the_model_reads_the_reason(
     provider: str, node_modules: Path
 ) -> None:
-    async with ScriptedModelServer(provider, booking("Not booked.")) as server, server.client() as client:
-        factory = Factory(client)
+    async with scripted(provider, booking("Not booked.")) as (server, factory):
         async with serve(VercelAIAdapter(factory)) as url:
             plan = [{"send": "Book Kyoto"}, {"approve": False, "reason": "too expensive"}]
             out = await consume(node_modules, url, plan)

@@ -50,4 +50,6 @@ def check_chunk_fields(chunk: dict[str, Any]) -> None:
     required, optional = FIELDS[kind]
     fields = set(chunk) - {"type"}
     assert required <= fields, f"{kind} lacks {required - fields}: {chunk}"
-    assert fields <= required | optional, f"{kind} has unknown fields {fields - required - optional}"
+    assert fields <= required | optional, (
+        f"{kind} has unknown fields {fields - required - optional}"
+    )

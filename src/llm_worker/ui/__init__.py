@@ -19,7 +19,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from llm_worker.ui._agui import AGUIAdapter, to_agui_events
+    from llm_worker.ui._agui import to_agui_events
+    from llm_worker.ui._agui_app import AGUIAdapter
     from llm_worker.ui._agui_messages import messages_from_agui, messages_to_agui
     from llm_worker.ui._store import MemoryPauseStore, PauseStore
     from llm_worker.ui._vercel import to_vercel_stream
@@ -40,7 +41,7 @@ __all__ = (
 )
 
 _LAZY = {
-    "AGUIAdapter": "llm_worker.ui._agui",
+    "AGUIAdapter": "llm_worker.ui._agui_app",
     "to_agui_events": "llm_worker.ui._agui",
     "messages_from_agui": "llm_worker.ui._agui_messages",
     "messages_to_agui": "llm_worker.ui._agui_messages",

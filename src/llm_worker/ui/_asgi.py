@@ -1,9 +1,11 @@
-"""The plain ASGI the adapters need: a JSON body read with a bound, an SSE body that stops
-when the browser goes away."""
+"""The plain ASGI the adapters need.
+
+A JSON body read with a bound; an SSE body that stops when the browser goes away.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, MutableMapping
 from contextlib import aclosing
 from typing import Any
 
@@ -52,7 +54,7 @@ async def send_json(send: Send, status: int, data: object) -> None:
 
 
 async def stream_sse(
-    receive: Receive, send: Send, events: AsyncIterator[str], headers: Mapping[str, str]
+    receive: Receive, send: Send, events: AsyncGenerator[str, None], headers: Mapping[str, str]
 ) -> bool:
     """Send `events` as the response body until they end or the client disconnects.
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection
 from typing import Any
 
 from llm_worker._json import as_dict, as_list, as_str
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import Message, Origin
-from llm_worker.state import RunCompleted, RunStatus
+from llm_worker.state import RunCompleted
 from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
 from llm_worker.ui._store import MemoryPauseStore, PauseStore
 from llm_worker.ui._vercel import HEADERS, VercelEncoder, sse
@@ -19,20 +19,31 @@ from llm_worker.worker import RunStream, Worker
 
 __all__ = ("VercelAIAdapter", "WorkerFactory", "make_worker", "origin_of", "store_pauses")
 
-WorkerFactory = Callable[[], "Worker | Awaitable[Worker]"]
-"""What the adapters call once per request: a fresh `Worker` (tools, system prompt, model)."""
+WorkerFactory = Callable[..., "Worker | Awaitable[Worker]"]
+"""What the adapters call once per request for a fresh `Worker` (tools, system prompt, model):
+with no argument, or with the request's JSON body when it takes one (to read a thread id,
+AG-UI `state` / `context`, or your own `body` fields)."""
 
 _MAX_BODY = 32 << 20
 
 
-async def make_worker(factory: WorkerFactory) -> Worker:
-    """The factory's Worker (a coroutine factory is awaited)."""
-    worker = factory()
+async def make_worker(factory: WorkerFactory, body: dict[str, Any]) -> Worker:
+    """The factory's Worker (given the body if it takes an argument; awaited if async)."""
+    worker = factory(body) if _takes_argument(factory) else factory()
     if inspect.isawaitable(worker):
         worker = await worker
-    if not isinstance(worker, Worker):
+    if not isinstance(worker, Worker):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise TypeError(f"the worker factory returned {worker!r}, not a Worker")
     return worker
+
+
+def _takes_argument(factory: WorkerFactory) -> bool:
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable: called without arguments
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return any(p.kind in kinds or p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
 
 
 def origin_of(worker: Worker) -> Origin:
@@ -45,9 +56,8 @@ async def store_pauses(
 ) -> AsyncIterator[object]:
     """The run's events; a pause is stored before the browser can see it (and answer it)."""
     async for event in run:
-        if isinstance(event, RunCompleted) and event.result.status is RunStatus.PAUSED:
-            if event.result.state is not None:
-                await store.put(chat_id, event.result.state)
+        if isinstance(event, RunCompleted) and event.result.state is not None:
+            await store.put(chat_id, event.result.state)
         yield event
 
 
@@ -104,7 +114,7 @@ class VercelAIAdapter:
             return
         await stream_sse(receive, send, events, HEADERS)
 
-    async def _events(self, body: dict[str, Any]) -> AsyncIterator[str]:
+    async def _events(self, body: dict[str, Any]) -> AsyncGenerator[str, None]:
         chat_id = as_str(body.get("id")) or ""
         ui = as_list(body.get("messages"))
         decisions = decisions_from_ui(ui)
@@ -112,13 +122,16 @@ class VercelAIAdapter:
         if not decisions:
             history = messages_from_ui(ui)
             await self.store.take(chat_id)  # a new message leaves an unanswered pause behind
-            worker = await make_worker(self.worker_factory)
+            worker = await make_worker(self.worker_factory, body)
             return self._run(worker, lambda: _start(worker, history), chat_id, message_id, ())
         state = await self.store.take(chat_id)
         if state is None:
-            return _refused(message_id, "no paused run waits for this chat: it was answered "
-                            "already, or the server restarted")
-        worker = await make_worker(self.worker_factory)
+            return _refused(
+                message_id,
+                "no paused run waits for this chat: it was answered "
+                "already, or the server restarted",
+            )
+        worker = await make_worker(self.worker_factory, body)
         denied = [i for i, d in decisions.items() if not d.allow]
         start = lambda: worker.resume_stream(state, decisions=decisions)  # noqa: E731
         return self._run(worker, start, chat_id, message_id, denied)
@@ -130,7 +143,7 @@ class VercelAIAdapter:
         chat_id: str,
         message_id: str,
         denied: Collection[str],
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str, None]:
         encoder = VercelEncoder(message_id, origin_of(worker), denied=denied)
         try:
             for chunk in encoder.start():
@@ -164,10 +177,8 @@ def _message_id(body: dict[str, Any], ui: list[Any]) -> str:
     return f"msg_{uuid.uuid4().hex}"
 
 
-async def _refused(message_id: str, text: str) -> AsyncIterator[str]:
+async def _refused(message_id: str, text: str) -> AsyncGenerator[str, None]:
     yield sse({"type": "start", "messageId": message_id})
     yield sse({"type": "error", "errorText": text})
     yield sse({"type": "finish", "finishReason": "error"})
     yield "data: [DONE]\n\n"
-
-

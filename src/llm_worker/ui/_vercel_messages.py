@@ -113,9 +113,8 @@ def _flush(out: list[Message], parts: list[Part], results: list[Part]) -> None:
         out.append(Message("user", results))
 
 
-def _hidden(meta: object) -> Any:
-    hidden = as_dict(meta).get(KEY)
-    return hidden if isinstance(hidden, dict) else {}
+def _hidden(meta: object) -> dict[str, Any]:
+    return as_dict(as_dict(meta).get(KEY))
 
 
 def _part(p: dict[str, Any], kind: str, parts: list[Part], results: list[Part]) -> None:
@@ -170,7 +169,8 @@ def decisions_from_ui(ui_messages: list[object]) -> dict[str, Decision]:
     llm-worker also reads an optional `approval.input` (edited arguments) the `ai` client
     passes through untouched.
     """
-    last = next((as_dict(m) for m in reversed(ui_messages) if as_dict(m).get("role") == "assistant"), {})
+    assistants = [as_dict(m) for m in ui_messages if as_dict(m).get("role") == "assistant"]
+    last: dict[str, Any] = assistants[-1] if assistants else {}
     decisions: dict[str, Decision] = {}
     for p in as_list(last.get("parts")):
         part = as_dict(p)

@@ -1,0 +1,345 @@
+"""A Worker's run as AG-UI 1.0 events (`to_agui_events`), and `AGUIAdapter`, its endpoint.
+
+Each model request is a step (`STEP_STARTED` / `STEP_FINISHED`); its texts and tool calls
+belong to one assistant message (`parentMessageId`), its thinking to reasoning messages whose
+opaque data travels as `REASONING_ENCRYPTED_VALUE`. The run ends with `MESSAGES_SNAPSHOT`
+(the exact history, which `messages_from_agui` reads back) and `RUN_FINISHED` with its usage
+and outcome: success, an interrupt per call waiting for approval, or cancelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Collection
+from typing import Any
+
+import orjson
+
+from llm_worker.blobs import StoredOutput
+from llm_worker.events import (
+    BlockAbort,
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    BlockType,
+    InputJsonDelta,
+    ResponseStatus,
+    StatusEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolUseMetadata,
+    UsageEvent,
+)
+from llm_worker.messages import Message, Origin, ThinkingPart, ToolUsePart
+from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
+from llm_worker.ui._agui_messages import encrypted, messages_to_agui
+from llm_worker.ui._parts import opaque
+from llm_worker.worker._assembler import Assembler
+
+__all__ = ("HEADERS", "AGUIEncoder", "to_agui_events")
+
+HEADERS = {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    "x-accel-buffering": "no",
+}
+"""The response headers of an AG-UI event stream."""
+
+Event = dict[str, Any]
+_APPROVAL = "approval_"
+
+
+def sse(event: Event) -> str:
+    """One AG-UI event as an SSE event."""
+    return "data: " + orjson.dumps(event).decode() + "\n\n"
+
+
+class AGUIEncoder:
+    """Turns one run's events into AG-UI events.
+
+    Args:
+        thread_id: `RunAgentInput.threadId`.
+        run_id: `RunAgentInput.runId`.
+        origin: The Worker's provider and model (stamped on opaque data, as in its history).
+        frontend_tools: Names of the tools the front end runs: their pending calls end the run
+            with `pendingToolCallIds` rather than an interrupt.
+        history: The AG-UI messages the snapshot at the end starts with (those the request
+            sent, for instance).
+        skip: How many of the run's first messages `history` holds already (the run's input).
+    """
+
+    def __init__(
+        self,
+        thread_id: str,
+        run_id: str,
+        origin: Origin,
+        *,
+        frontend_tools: Collection[str] = (),
+        history: list[dict[str, Any]] | None = None,
+        skip: int = 0,
+    ) -> None:
+        self._skip = skip
+        self.thread_id, self.run_id = thread_id, run_id
+        self._origin = origin
+        self._frontend = frozenset(frontend_tools)
+        self._history = history or []
+        self._asm = Assembler(origin)
+        self._open: dict[int, tuple[BlockType, str]] = {}
+        self._step = 0
+        self._text_used = False
+
+    @property
+    def _message_id(self) -> str:
+        return f"{self.run_id}-s{self._step}"
+
+    def start(self) -> list[Event]:
+        """The events that open the run."""
+        return [{"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}]
+
+    def encode(self, event: object) -> list[Event]:
+        """The AG-UI events of one run event."""
+        if isinstance(event, BlockDelta):
+            return self._delta(event)
+        if isinstance(event, BlockStart | BlockStop | BlockAbort | UsageEvent):
+            return self._block(event)
+        if isinstance(event, StatusEvent):
+            return self._status(event)
+        if isinstance(event, ToolResultReady):
+            return self._result(event)
+        if isinstance(event, RunCompleted):
+            return self.finish(event.result)
+        return []
+
+    def _block(self, event: BlockStart | BlockStop | BlockAbort | UsageEvent) -> list[Event]:
+        self._asm.feed(event)
+        if isinstance(event, BlockStart):
+            return self._start(event)
+        if isinstance(event, BlockStop | BlockAbort):
+            return self._stop(event.index, isinstance(event, BlockAbort))
+        return []
+
+    def error(self, exc: BaseException) -> list[Event]:
+        """The event that ends a run that raised."""
+        message = f"{type(exc).__name__}: {str(exc) or 'no message'}"
+        return [{"type": "RUN_ERROR", "message": message, "code": type(exc).__name__}]
+
+    def _delta(self, event: BlockDelta) -> list[Event]:
+        self._asm.feed(event)
+        delta = event.delta
+        opened: list[Event] = []
+        if event.index not in self._open and isinstance(delta, TextDelta | ThinkingDelta):
+            kind = BlockType.TEXT if isinstance(delta, TextDelta) else BlockType.THINKING
+            opened = self._open_block(event.index, kind, None)
+        block = self._open.get(event.index)
+        if block is None:
+            return opened
+        ident = block[1]
+        if isinstance(delta, TextDelta) and delta.text:
+            return [*opened, _content("TEXT_MESSAGE_CONTENT", ident, delta.text)]
+        if isinstance(delta, ThinkingDelta) and delta.text:
+            return [*opened, _content("REASONING_MESSAGE_CONTENT", ident, delta.text)]
+        if isinstance(delta, InputJsonDelta) and delta.partial_json:
+            return [{"type": "TOOL_CALL_ARGS", "toolCallId": ident, "delta": delta.partial_json}]
+        return opened
+
+    def _start(self, event: BlockStart) -> list[Event]:
+        meta = event.metadata
+        call = meta if isinstance(meta, ToolUseMetadata) else None
+        return self._open_block(event.index, event.block_type, call)
+
+    def _open_block(self, index: int, kind: BlockType, call: ToolUseMetadata | None) -> list[Event]:
+        if kind is BlockType.TEXT:
+            ident = self._message_id if not self._text_used else f"{self._message_id}-t{index}"
+            self._text_used = True
+            self._open[index] = (kind, ident)
+            return [{"type": "TEXT_MESSAGE_START", "messageId": ident, "role": "assistant"}]
+        if kind is BlockType.THINKING:
+            ident = f"{self._message_id}-r{index}"
+            self._open[index] = (kind, ident)
+            return [
+                {"type": "REASONING_START", "messageId": ident},
+                {"type": "REASONING_MESSAGE_START", "messageId": ident, "role": "reasoning"},
+            ]
+        if call is not None:
+            self._open[index] = (kind, call.id)
+            return [
+                {
+                    "type": "TOOL_CALL_START",
+                    "toolCallId": call.id,
+                    "toolCallName": call.name,
+                    "parentMessageId": self._message_id,
+                }
+            ]
+        return []
+
+    def _stop(self, index: int, aborted: bool) -> list[Event]:
+        block = self._open.pop(index, None)
+        if block is None:
+            return []
+        kind, ident = block
+        part = None if aborted or not self._asm.parts else self._asm.parts[-1]
+        if kind is BlockType.TEXT:
+            return [{"type": "TEXT_MESSAGE_END", "messageId": ident}]
+        if kind is BlockType.THINKING:
+            out: list[Event] = [{"type": "REASONING_MESSAGE_END", "messageId": ident}]
+            if isinstance(part, ThinkingPart) and (hidden := opaque(part)):
+                out.append(_encrypted("message", ident, hidden))
+            return [*out, {"type": "REASONING_END", "messageId": ident}]
+        out = [{"type": "TOOL_CALL_END", "toolCallId": ident}]
+        if isinstance(part, ToolUsePart) and part.id == ident and (hidden := opaque(part)):
+            out.append(_encrypted("tool-call", ident, hidden))
+        return out
+
+    def _status(self, event: StatusEvent) -> list[Event]:
+        name = f"request {self._step}"
+        if event.status is ResponseStatus.STARTED:
+            self._step += 1
+            self._asm = Assembler(self._origin)
+            self._open.clear()
+            self._text_used = False
+            return [{"type": "STEP_STARTED", "stepName": f"request {self._step}"}]
+        out: list[Event] = []
+        for index in list(self._open):  # a broken-off answer: its blocks close here
+            out.extend(self._stop(index, aborted=True))
+        if self._text_used or self._asm.calls:  # the client holds this step's message
+            layout = messages_to_agui([Message("assistant", self._asm.parts)])[-1]
+            out.append(
+                {
+                    **_encrypted("message", self._message_id, {}),
+                    "encryptedValue": layout["encryptedValue"],
+                }
+            )
+        return [*out, {"type": "STEP_FINISHED", "stepName": name}]
+
+    def _result(self, event: ToolResultReady) -> list[Event]:
+        result = event.result
+        out: list[Event] = []
+        output = result.output
+        if isinstance(output, StoredOutput) and output.blob_id is not None:
+            blob = {"toolCallId": result.tool_use_id, "blobId": str(output.blob_id)}
+            out.append({"type": "CUSTOM", "name": "llm-worker.blob", "value": blob})
+        out.append(
+            {
+                "type": "TOOL_CALL_RESULT",
+                "messageId": f"{self.run_id}-result-{result.tool_use_id}",
+                "toolCallId": result.tool_use_id,
+                "content": result.content,
+                "role": "tool",
+            }
+        )
+        return out
+
+    def finish(self, result: RunResult) -> list[Event]:
+        """The snapshot and `RUN_FINISHED` of a run that returned."""
+        snapshot = self._history + messages_to_agui(
+            result.messages[self._skip :], prefix=self.run_id
+        )
+        finished: Event = {
+            "type": "RUN_FINISHED",
+            "threadId": self.thread_id,
+            "runId": self.run_id,
+            "outcome": self._outcome(result),
+        }
+        if usage := _token_usage(result.usage, self._origin):
+            finished["usage"] = [usage]
+        return [{"type": "MESSAGES_SNAPSHOT", "messages": snapshot}, finished]
+
+    def _outcome(self, result: RunResult) -> dict[str, Any]:
+        if result.status is RunStatus.CANCELLED:
+            return {"type": "cancelled"}
+        pending = (
+            []
+            if result.state is None
+            else [p for p in result.state.pending if p.status == "pending"]
+        )
+        interrupts = [
+            _interrupt(p.call.id, p.call.name, p.call.input)
+            for p in pending
+            if p.call.name not in self._frontend
+        ]
+        if interrupts:
+            return {"type": "interrupt", "interrupts": interrupts}
+        frontend = [p.call.id for p in pending if p.call.name in self._frontend]
+        return (
+            {"type": "success", "pendingToolCallIds": frontend} if frontend else {"type": "success"}
+        )
+
+
+def _interrupt(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": _APPROVAL + call_id,
+        "reason": "tool_approval",
+        "message": f"Approve the call of {name}?",
+        "toolCallId": call_id,
+        "responseSchema": {
+            "type": "object",
+            "properties": {
+                "approved": {"type": "boolean"},
+                "reason": {"type": "string"},
+                "input": {"type": "object"},
+            },
+            "required": ["approved"],
+        },
+        "metadata": {"toolName": name, "input": args},
+    }
+
+
+def _content(kind: str, ident: str, text: str) -> Event:
+    return {"type": kind, "messageId": ident, "delta": text}
+
+
+def _encrypted(subtype: str, entity: str, data: dict[str, Any]) -> Event:
+    return {
+        "type": "REASONING_ENCRYPTED_VALUE",
+        "subtype": subtype,
+        "entityId": entity,
+        "encryptedValue": encrypted(data),
+    }
+
+
+def _token_usage(usage: UsageEvent, origin: Origin) -> dict[str, Any]:
+    fields = {
+        "inputTokens": usage.input_tokens,
+        "outputTokens": usage.output_tokens,
+        "totalTokens": usage.total_tokens,
+        "reasoningTokens": usage.reasoning_tokens,
+        "cachedInputTokens": usage.cache_read_input_tokens,
+        "cacheWriteInputTokens": usage.cache_creation_input_tokens,
+    }
+    counts = {k: v for k, v in fields.items() if v is not None}
+    if not counts:
+        return {}
+    return {"provider": origin.provider, "model": origin.model, **counts}
+
+
+async def to_agui_events(
+    stream: AsyncIterable[object],
+    *,
+    thread_id: str,
+    run_id: str,
+    origin: Origin | None = None,
+    frontend_tools: Collection[str] = (),
+    history: list[dict[str, Any]] | None = None,
+    skip: int = 0,
+) -> AsyncIterator[str]:
+    """A Worker's run (`worker.stream(...)`) as AG-UI SSE events, `RUN_STARTED` first.
+
+    An exception of the run ends the stream with `RUN_ERROR`. See `AGUIEncoder` for the
+    arguments; `history` is the AG-UI messages before the run (the snapshot starts with them).
+    """
+    encoder = AGUIEncoder(
+        thread_id,
+        run_id,
+        origin or Origin("", ""),
+        frontend_tools=frontend_tools,
+        history=history,
+        skip=skip,
+    )
+    for event in encoder.start():
+        yield sse(event)
+    try:
+        async for item in stream:
+            for event in encoder.encode(item):
+                yield sse(event)
+    except Exception as exc:  # the client shows the run's failure
+        for event in encoder.error(exc):
+            yield sse(event)

@@ -1,0 +1,250 @@
+"""The history as AG-UI 1.0 messages and back, without loss.
+
+Each assistant `Message` becomes its reasoning messages (one per thinking part, opaque data in
+`encryptedValue`) and one assistant message: its texts joined in `content`, its calls in
+`toolCalls`. The assistant message's `encryptedValue` holds the layout — the order of its
+parts, each text's length, each part's opaque data — so the exact parts come back. Tool
+results are `tool` messages (`error` set for a failed call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from llm_worker._json import as_dict, as_list, as_str
+from llm_worker.errors import InvalidMessagesError
+from llm_worker.messages import (
+    Message,
+    Part,
+    ProviderPart,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    ToolUsePart,
+)
+from llm_worker.ui._parts import KEY, opaque, rebuild
+
+__all__ = ("encrypted", "messages_from_agui", "messages_to_agui")
+
+
+def encrypted(data: dict[str, Any]) -> str:
+    """Opaque data as the string an `encryptedValue` field holds."""
+    return orjson.dumps({KEY: data}).decode()
+
+
+def _decrypted(value: object) -> dict[str, Any]:
+    if not isinstance(value, str):
+        return {}
+    try:
+        return as_dict(as_dict(orjson.loads(value)).get(KEY))
+    except orjson.JSONDecodeError:
+        return {}  # another producer's value: not ours to read
+
+
+# -- to the browser ------------------------------------------------------------------------
+
+
+def messages_to_agui(history: Iterable[Message], *, prefix: str = "m") -> list[dict[str, Any]]:
+    """The history as AG-UI messages (ids `<prefix>-<n>`), e.g. for `MESSAGES_SNAPSHOT`."""
+    out: list[dict[str, Any]] = []
+    for m in history:
+        if m.role == "assistant":
+            out.extend(_assistant(m, f"{prefix}-{len(out)}"))
+            continue
+        texts = [p.text for p in m.content if isinstance(p, TextPart)]
+        if texts:
+            out.append({"id": f"{prefix}-{len(out)}", "role": "user", "content": "".join(texts)})
+        out.extend(_tool_message(r, f"{prefix}-{len(out)}-{r.tool_use_id}") for r in m.tool_results)
+    return out
+
+
+def _tool_message(result: ToolResultPart, ident: str) -> dict[str, Any]:
+    message = {
+        "id": ident,
+        "role": "tool",
+        "toolCallId": result.tool_use_id,
+        "content": result.content,
+    }
+    if result.is_error:
+        message["error"] = result.content
+    if result.name:
+        message["encryptedValue"] = encrypted({"name": result.name})
+    return message
+
+
+def _assistant(message: Message, ident: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    layout: list[dict[str, Any]] = []
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for n, part in enumerate(message.content):
+        hidden = opaque(part)
+        if isinstance(part, ThinkingPart):
+            reasoning = {"id": f"{ident}-r{n}", "role": "reasoning", "content": part.text}
+            if hidden:
+                reasoning["encryptedValue"] = encrypted(hidden)
+            out.append(reasoning)
+            layout.append({"type": "thinking"})
+        elif isinstance(part, TextPart):
+            texts.append(part.text)
+            layout.append({"type": "text", "length": len(part.text), **hidden})
+        elif isinstance(part, ToolUsePart):
+            calls.append(tool_call(part))
+            layout.append({"type": "tool_use", "id": part.id})
+        elif isinstance(part, ProviderPart):
+            layout.append({"type": "provider", "data": part.data, **hidden})
+    body: dict[str, Any] = {"id": ident, "role": "assistant", "content": "".join(texts)}
+    if calls:
+        body["toolCalls"] = calls
+    body["encryptedValue"] = encrypted({"layout": layout})
+    out.append(body)
+    return out
+
+
+def tool_call(part: ToolUsePart) -> dict[str, Any]:
+    """A call as an AG-UI `ToolCall` (opaque data in its `encryptedValue`)."""
+    call: dict[str, Any] = {
+        "id": part.id,
+        "type": "function",
+        "function": {"name": part.name, "arguments": orjson.dumps(part.input).decode()},
+    }
+    if hidden := opaque(part):
+        call["encryptedValue"] = encrypted(hidden)
+    return call
+
+
+# -- from the browser ----------------------------------------------------------------------
+
+
+def messages_from_agui(messages: Iterable[object]) -> list[Message]:
+    """AG-UI messages (`RunAgentInput.messages`) as the history the Worker produced.
+
+    Reasoning messages become the thinking parts of the assistant message after them; an
+    assistant message's `encryptedValue` (written by `messages_to_agui` or the stream)
+    restores its parts' order and opaque data; consecutive tool messages become one user
+    message of results. Activity messages (UI only) are left out.
+
+    Raises:
+        InvalidMessagesError: A message is not valid, or has a role llm-worker does not send
+            to a model (system, developer: give the Worker its system prompt instead).
+    """
+    reader = _Reader()
+    for n, raw in enumerate(messages):
+        try:
+            reader.read(as_dict(raw))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidMessagesError(f"AG-UI message {n} is not valid: {exc}") from exc
+    return reader.out
+
+
+class _Reader:
+    def __init__(self) -> None:
+        self.out: list[Message] = []
+        self.reasoning: list[dict[str, Any]] = []
+        self.names: dict[str, str] = {}
+
+    def read(self, message: dict[str, Any]) -> None:
+        role = message.get("role")
+        if role == "reasoning":
+            self.reasoning.append(message)
+        elif role == "assistant":
+            self.out.append(Message("assistant", self._assistant(message)))
+            self.reasoning = []
+        elif role == "tool":
+            self._tool(message)
+        elif role == "user":
+            self.out.append(Message("user", _user_content(message.get("content"))))
+        elif role != "activity":
+            raise InvalidMessagesError(
+                f"role {role!r} is not supported (user, assistant, tool, reasoning; give a "
+                "system prompt to the Worker)"
+            )
+
+    def _assistant(self, message: dict[str, Any]) -> list[Part]:
+        calls = {str(as_dict(c)["id"]): as_dict(c) for c in as_list(message.get("toolCalls"))}
+        for ident, call in calls.items():
+            self.names[ident] = str(as_dict(call.get("function")).get("name"))
+        layout = [
+            as_dict(e) for e in as_list(_decrypted(message.get("encryptedValue")).get("layout"))
+        ]
+        content = as_str(message.get("content")) or ""
+        if not layout:
+            layout = [{"type": "thinking"} for _ in self.reasoning]
+            layout += [{"type": "text", "length": len(content)}] if content else []
+            layout += [{"type": "tool_use", "id": i} for i in calls]
+        return _parts(layout, content, list(self.reasoning), calls)
+
+    def _tool(self, message: dict[str, Any]) -> None:
+        call_id = str(message["toolCallId"])
+        hidden = _decrypted(message.get("encryptedValue"))
+        name = as_str(hidden.get("name")) or self.names.get(call_id)
+        error = message.get("error")
+        content = message.get("content")
+        text = content if isinstance(content, str) else _joined(content)
+        part = ToolResultPart(call_id, text, is_error=error is not None, name=name)
+        last = self.out[-1] if self.out else None
+        if last is not None and last.role == "user" and last.tool_results:
+            last.content.append(part)
+        else:
+            self.out.append(Message("user", [part]))
+
+
+def _parts(
+    layout: list[dict[str, Any]],
+    content: str,
+    reasoning: list[dict[str, Any]],
+    calls: dict[str, dict[str, Any]],
+) -> list[Part]:
+    parts: list[Part] = []
+    at = 0
+    for entry in layout:
+        kind = entry.get("type")
+        if kind == "thinking" and reasoning:
+            r = reasoning.pop(0)
+            hidden = _decrypted(r.get("encryptedValue"))
+            parts.append(rebuild("thinking", {"text": str(r.get("content") or "")}, hidden))
+        elif kind == "text":
+            length = int(entry.get("length") or 0)
+            hidden = {k: v for k, v in entry.items() if k != "length"}
+            parts.append(rebuild("text", {"text": content[at : at + length]}, hidden))
+            at += length
+        elif kind == "tool_use" and str(entry.get("id")) in calls:
+            parts.append(_call(calls.pop(str(entry["id"]))))
+        elif kind == "provider":
+            parts.append(rebuild("provider", {"data": as_dict(entry.get("data"))}, entry))
+    if at < len(content):  # text the front end added: kept, as a text part of its own
+        parts.append(TextPart(content[at:]))
+    parts.extend(_call(c) for c in calls.values())
+    return parts
+
+
+def _call(call: dict[str, Any]) -> Part:
+    function = as_dict(call.get("function"))
+    raw = as_str(function.get("arguments")) or "{}"
+    try:
+        args = as_dict(orjson.loads(raw))
+    except orjson.JSONDecodeError:
+        args = {}  # the Worker keeps a call with broken arguments with empty ones too
+    visible = {"id": str(call["id"]), "name": str(function["name"]), "input": args}
+    return rebuild("tool_use", visible, _decrypted(call.get("encryptedValue")))
+
+
+def _user_content(content: object) -> list[Part]:
+    if isinstance(content, str):
+        return [TextPart(content)]
+    parts: list[Part] = []
+    for item in as_list(content):
+        entry = as_dict(item)
+        if entry.get("type") != "text":
+            raise InvalidMessagesError(
+                f"user content of type {entry.get('type')!r} is not supported by llm_worker.ui yet"
+            )
+        parts.append(TextPart(str(entry.get("text") or "")))
+    return parts
+
+
+def _joined(content: object) -> str:
+    return "".join(str(as_dict(c).get("text") or "") for c in as_list(content))

@@ -1,0 +1,41 @@
+"""Tools the front end declares and runs itself (`RunAgentInput.tools`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llm_worker.errors import ToolError
+from llm_worker.tools import ToolMeta
+
+__all__ = ("FrontendTool",)
+
+
+class FrontendTool:
+    """A tool the model may call but the browser runs: a call pauses the run, never executes.
+
+    The adapter ends the run with the call pending (AG-UI `pendingToolCallIds`); the browser
+    runs it and sends its result in the next request's messages.
+    """
+
+    def __init__(self, name: str, description: str, input_schema: dict[str, Any]) -> None:
+        schema = input_schema or {"type": "object", "properties": {}}
+        self.meta = ToolMeta(name, description, schema, requires_approval=True)
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self.meta.name
+
+    @property
+    def description(self) -> str:
+        """What the tool does, for the model."""
+        return self.meta.description
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """JSON Schema of the arguments."""
+        return self.meta.input_schema
+
+    async def execute(self, input_json: str) -> str:
+        """Never runs here: the browser runs the call."""
+        raise ToolError(f"{self.name} runs in the browser; its result comes with the next request")
