@@ -1,4 +1,4 @@
-"""The `llm-worker` command: `demo`, `chat` and `run`.
+"""The `llm-worker` command: `demo`, `chat`, `run` and `serve`.
 
 Imported only by the console script (and `python -m llm_worker.cli`), so `import llm_worker`
 never pays for argparse or rich. rich comes with the `cli` extra (`pip install
@@ -14,6 +14,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="llm-worker",
         description="Put LLMs to work: stream answers, call tools, step in with hooks.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,chat,run}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,chat,run,serve}")
 
     demo = sub.add_parser(
         "demo",
@@ -71,7 +72,23 @@ def _parser() -> argparse.ArgumentParser:
         )
         cmd.add_argument("--max-tokens", type=int, help="output token limit per request")
         cmd.add_argument("--tools", action="store_true", help="let the model read this folder")
+    _serve_parser(sub)
     return parser
+
+
+def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="serve a Worker to a web front end (Vercel AI SDK or AG-UI)",
+        description="Serve MODULE:FACTORY (a callable returning a fresh Worker per request) "
+        "at /api/chat, speaking the Vercel AI SDK UI message stream or AG-UI (the 'web' "
+        "extra: starlette and uvicorn).",
+    )
+    serve.add_argument("target", metavar="MODULE:FACTORY", help="e.g. app:make_worker")
+    serve.add_argument("--protocol", choices=("vercel", "ag-ui"), default="vercel")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--static", type=Path, help="a folder of files served at / (a page)")
 
 
 _NO_RICH = (
@@ -121,6 +138,11 @@ def _dispatch(console: Console, args: argparse.Namespace) -> int:
                 yes=args.yes,
             )
         )
+    if args.command == "serve":
+        from llm_worker.ui._serve import run_server
+
+        run_server(args.target, args.protocol, host=args.host, port=args.port, static=args.static)
+        return 0
     from llm_worker.cli._chat import run_chat, run_once
 
     if args.command == "chat":
