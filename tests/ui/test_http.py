@@ -99,11 +99,14 @@ async def test_a_decision_with_no_paused_run_is_an_error_the_client_shows() -> N
              "input": {"city": "Kyoto"}, "approval": approval},
         ],
     }  # fmt: skip
-    async with scripted("anthropic", []) as (_, factory):
-        async with serve(VercelAIAdapter(factory)) as url, httpx.AsyncClient(timeout=10) as http:
-            body = {"id": "c1", "messages": [USER, assistant], "messageId": "a1"}
-            with anyio.fail_after(10):
-                response = await http.post(url, json=body)
+    async with (
+        scripted("anthropic", []) as (_, factory),
+        serve(VercelAIAdapter(factory)) as url,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        body = {"id": "c1", "messages": [USER, assistant], "messageId": "a1"}
+        with anyio.fail_after(10):
+            response = await http.post(url, json=body)
     assert '"type":"error"' in response.text
     assert "no paused run waits for this chat" in response.text
     assert factory.workers == []  # nothing ran: a forged approval runs no tool

@@ -15,7 +15,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _serve_parser(sub: Any) -> None:  # argparse's subparsers type is private
     serve = sub.add_parser(
         "serve",
         help="serve a Worker to a web front end (Vercel AI SDK or AG-UI)",

@@ -61,7 +61,7 @@ def web_app(adapter: Any, *, static: Path | None = None, path: str = API_PATH) -
     """
     applications = require_extra("starlette.applications", "web", feature="llm_worker.ui")
     routing = require_extra("starlette.routing", "web", feature="llm_worker.ui")
-    routes: list[Any] = [routing.Mount(path, app=adapter)]
+    routes: list[Any] = [routing.Route(path, endpoint=adapter)]  # an ASGI app: every method
     if static is not None:
         files = require_extra("starlette.staticfiles", "web", feature="llm_worker.ui")
         routes.append(routing.Mount("/", app=files.StaticFiles(directory=static, html=True)))
