@@ -9,8 +9,9 @@ and outcome: success, an interrupt per call waiting for approval, or cancelled.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Collection
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -29,7 +30,7 @@ from llm_worker.events import (
     ToolUseMetadata,
     UsageEvent,
 )
-from llm_worker.messages import Message, Origin, ThinkingPart, ToolUsePart
+from llm_worker.messages import Message, Origin, Part, ThinkingPart, ToolUsePart
 from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
 from llm_worker.ui._agui_messages import encrypted, messages_to_agui
 from llm_worker.ui._parts import opaque
@@ -45,6 +46,9 @@ HEADERS = {
 """The response headers of an AG-UI event stream."""
 
 Event = dict[str, Any]
+_TEXT_CONTENT = 'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"'
+_REASONING_CONTENT = 'data: {"type":"REASONING_MESSAGE_CONTENT","messageId":"'
+_DELTA_FIELD = '","delta":'
 _APPROVAL = "approval_"
 
 
@@ -84,12 +88,15 @@ class AGUIEncoder:
         self._history = history or []
         self._asm = Assembler(origin)
         self._open: dict[int, tuple[BlockType, str]] = {}
+        self._chars: dict[int, int] = {}  # characters of text streamed per open block
         self._step = 0
         self._text_used = False
+        # Our own ids, never the client's: the fast path writes them into JSON unescaped.
+        self._token = "run-" + uuid.uuid4().hex[:12]
 
     @property
     def _message_id(self) -> str:
-        return f"{self.run_id}-s{self._step}"
+        return f"{self._token}-s{self._step}"
 
     def start(self) -> list[Event]:
         """The events that open the run."""
@@ -97,25 +104,50 @@ class AGUIEncoder:
 
     def encode(self, event: object) -> list[Event]:
         """The AG-UI events of one run event."""
-        if isinstance(event, BlockDelta):
-            return self._delta(event)
-        if isinstance(event, BlockStart | BlockStop | BlockAbort | UsageEvent):
-            return self._block(event)
-        if isinstance(event, StatusEvent):
-            return self._status(event)
-        if isinstance(event, ToolResultReady):
-            return self._result(event)
-        if isinstance(event, RunCompleted):
-            return self.finish(event.result)
-        return []
+        handler = _DISPATCH.get(type(event))
+        return [] if handler is None else handler(self, event)
+
+    def _result_ready(self, event: ToolResultReady) -> list[Event]:
+        return self._result(event)
+
+    def _run_completed(self, event: RunCompleted) -> list[Event]:
+        return self.finish(event.result)
 
     def _block(self, event: BlockStart | BlockStop | BlockAbort | UsageEvent) -> list[Event]:
+        parts = self._asm.parts
+        before = len(parts)
+        if isinstance(event, BlockStop | BlockAbort) and (chars := self._chars.pop(event.index, 0)):
+            # The text's length stands in for it: the part is made exactly when the Worker
+            # makes it (a non-empty text), and AG-UI's layout gets the real length.
+            self._asm.feed(BlockDelta(event.index, TextDelta(" " * chars)))
         self._asm.feed(event)
         if isinstance(event, BlockStart):
             return self._start(event)
         if isinstance(event, BlockStop | BlockAbort):
-            return self._stop(event.index, isinstance(event, BlockAbort))
+            # The part this stop finished, if it made one (an empty text block makes none).
+            return self._stop(event.index, parts[-1] if len(parts) > before else None)
         return []
+
+    def fast_delta(self, event: BlockDelta) -> str | None:
+        """The SSE event of a text or reasoning delta of an open block, written directly.
+
+        `None` for anything else (then use `encode`): the hot path skips the event dict.
+        """
+        delta = event.delta
+        kind = type(delta)
+        if kind is TextDelta:
+            head = _TEXT_CONTENT
+        elif kind is ThinkingDelta:
+            head = _REASONING_CONTENT
+        else:
+            return None
+        text = cast("TextDelta | ThinkingDelta", delta).text  # the type was checked above
+        block = self._open.get(event.index)
+        if block is None or not text:
+            return None
+        if kind is TextDelta:
+            self._chars[event.index] = self._chars.get(event.index, 0) + len(text)
+        return head + block[1] + _DELTA_FIELD + orjson.dumps(text).decode() + "}\n\n"
 
     def error(self, exc: BaseException) -> list[Event]:
         """The event that ends a run that raised."""
@@ -123,8 +155,13 @@ class AGUIEncoder:
         return [{"type": "RUN_ERROR", "message": message, "code": type(exc).__name__}]
 
     def _delta(self, event: BlockDelta) -> list[Event]:
-        self._asm.feed(event)
         delta = event.delta
+        if not isinstance(delta, TextDelta | ThinkingDelta):
+            # The assembler is fed for opaque data and arguments only: the text is not needed
+            # (its length is counted, see `_block`).
+            self._asm.feed(event)
+        elif isinstance(delta, TextDelta):
+            self._chars[event.index] = self._chars.get(event.index, 0) + len(delta.text)
         opened: list[Event] = []
         if event.index not in self._open and isinstance(delta, TextDelta | ThinkingDelta):
             kind = BlockType.TEXT if isinstance(delta, TextDelta) else BlockType.THINKING
@@ -171,12 +208,11 @@ class AGUIEncoder:
             ]
         return []
 
-    def _stop(self, index: int, aborted: bool) -> list[Event]:
+    def _stop(self, index: int, part: Part | None) -> list[Event]:
         block = self._open.pop(index, None)
         if block is None:
             return []
         kind, ident = block
-        part = None if aborted or not self._asm.parts else self._asm.parts[-1]
         if kind is BlockType.TEXT:
             return [{"type": "TEXT_MESSAGE_END", "messageId": ident}]
         if kind is BlockType.THINKING:
@@ -195,11 +231,12 @@ class AGUIEncoder:
             self._step += 1
             self._asm = Assembler(self._origin)
             self._open.clear()
+            self._chars.clear()
             self._text_used = False
             return [{"type": "STEP_STARTED", "stepName": f"request {self._step}"}]
         out: list[Event] = []
         for index in list(self._open):  # a broken-off answer: its blocks close here
-            out.extend(self._stop(index, aborted=True))
+            out.extend(self._stop(index, None))
         if self._text_used or self._asm.calls:  # the client holds this step's message
             layout = messages_to_agui([Message("assistant", self._asm.parts)])[-1]
             out.append(
@@ -262,6 +299,18 @@ class AGUIEncoder:
         return (
             {"type": "success", "pendingToolCallIds": frontend} if frontend else {"type": "success"}
         )
+
+
+_DISPATCH: dict[type, Any] = {
+    BlockDelta: AGUIEncoder._delta,  # pyright: ignore[reportPrivateUsage]
+    BlockStart: AGUIEncoder._block,  # pyright: ignore[reportPrivateUsage]
+    BlockStop: AGUIEncoder._block,  # pyright: ignore[reportPrivateUsage]
+    BlockAbort: AGUIEncoder._block,  # pyright: ignore[reportPrivateUsage]
+    UsageEvent: AGUIEncoder._block,  # pyright: ignore[reportPrivateUsage]
+    StatusEvent: AGUIEncoder._status,  # pyright: ignore[reportPrivateUsage]
+    ToolResultReady: AGUIEncoder._result_ready,  # pyright: ignore[reportPrivateUsage]
+    RunCompleted: AGUIEncoder._run_completed,  # pyright: ignore[reportPrivateUsage]
+}
 
 
 def _interrupt(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -338,6 +387,9 @@ async def to_agui_events(
         yield sse(event)
     try:
         async for item in stream:
+            if type(item) is BlockDelta and (fast := encoder.fast_delta(item)) is not None:
+                yield fast
+                continue
             for event in encoder.encode(item):
                 yield sse(event)
     except Exception as exc:  # the client shows the run's failure

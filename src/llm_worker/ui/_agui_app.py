@@ -7,6 +7,7 @@ from typing import Any
 
 from llm_worker._json import as_dict, as_list, as_str
 from llm_worker.errors import InvalidMessagesError
+from llm_worker.events import BlockDelta
 from llm_worker.state import Decision, PauseState
 from llm_worker.ui._agui import _APPROVAL, HEADERS, AGUIEncoder, sse  # pyright: ignore[reportPrivateUsage]
 from llm_worker.ui._agui_messages import messages_from_agui, messages_to_agui
@@ -125,6 +126,9 @@ class AGUIAdapter:
                 yield sse(event)
             async with start() as run:
                 async for item in store_pauses(run, self.store, thread_id):
+                    if type(item) is BlockDelta and (fast := encoder.fast_delta(item)):
+                        yield fast
+                        continue
                     for event in encoder.encode(item):
                         yield sse(event)
         except Exception as exc:  # the client shows the run's failure

@@ -8,8 +8,9 @@ its end in `providerMetadata.llmWorker`, so `messages_from_ui` rebuilds the exac
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Collection
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -29,7 +30,7 @@ from llm_worker.events import (
     ToolUseMetadata,
     UsageEvent,
 )
-from llm_worker.messages import Origin, ProviderPart, TextPart, ThinkingPart, ToolUsePart
+from llm_worker.messages import Origin, Part, ProviderPart, TextPart, ThinkingPart, ToolUsePart
 from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
 from llm_worker.tools import ToolResult
 from llm_worker.ui._parts import KEY, opaque
@@ -55,6 +56,11 @@ _FINISH = {
     StopReason.REFUSAL: "content-filter",
 }
 _DONE = "data: [DONE]\n\n"
+# Our text and reasoning ids are ASCII letters, digits and `_`: safe inside a JSON string.
+_TEXT_DELTA = 'data: {"type":"text-delta","id":"'
+_REASONING_DELTA = 'data: {"type":"reasoning-delta","id":"'
+_DELTA_FIELD = '","delta":'
+
 Chunk = dict[str, Any]
 
 
@@ -90,7 +96,17 @@ class VercelEncoder:
         denied: Call ids a decision denied: their results are `tool-output-denied`.
     """
 
-    __slots__ = ("_asm", "_denied", "_ids", "_n", "_origin", "_step_usage", "message_id")
+    __slots__ = (
+        "_asm",
+        "_chars",
+        "_denied",
+        "_ids",
+        "_n",
+        "_origin",
+        "_step_usage",
+        "_token",
+        "message_id",
+    )
 
     def __init__(self, message_id: str, origin: Origin, *, denied: Collection[str] = ()) -> None:
         self.message_id = message_id
@@ -98,8 +114,11 @@ class VercelEncoder:
         self._denied = frozenset(denied)
         self._asm = Assembler(origin)
         self._ids: dict[int, str] = {}
+        self._chars: dict[int, int] = {}  # characters of text streamed per open block
         self._n = 0
         self._step_usage = UsageEvent()
+        # Our own ids, never the client's: the fast path writes them into JSON unescaped.
+        self._token = uuid.uuid4().hex[:12]
 
     def start(self) -> list[Chunk]:
         """The chunks that open the stream."""
@@ -111,11 +130,18 @@ class VercelEncoder:
         return [] if handler is None else handler(self, event)
 
     def _block(self, event: BlockStart | BlockStop | BlockAbort) -> list[Chunk]:
+        parts = self._asm.parts
+        before = len(parts)
+        if isinstance(event, BlockStop | BlockAbort) and (chars := self._chars.pop(event.index, 0)):
+            # The text's length stands in for it: the part is made exactly when the Worker
+            # makes it (a non-empty text), and AG-UI's layout gets the real length.
+            self._asm.feed(BlockDelta(event.index, TextDelta(" " * chars)))
         self._asm.feed(event)
         if isinstance(event, BlockStart):
             return self._block_start(event)
         if isinstance(event, BlockStop):
-            return self._block_stop(event)
+            # The part this stop finished, if it made one (an empty text block makes none).
+            return self._block_stop(event, parts[-1] if len(parts) > before else None)
         return self._block_abort(event)
 
     def _usage(self, event: UsageEvent) -> list[Chunk]:
@@ -128,6 +154,28 @@ class VercelEncoder:
 
     def _run_completed(self, event: RunCompleted) -> list[Chunk]:
         return self._completed(event.result)
+
+    def fast_delta(self, event: BlockDelta) -> str | None:
+        """The SSE event of a text or reasoning delta, written directly; `None` otherwise.
+
+        The hot path: most events of a run are these, and skipping the chunk dict and the
+        generic encoding is what keeps the stream close to the bare run's cost.
+        """
+        delta = event.delta
+        kind = type(delta)
+        if kind is TextDelta:
+            head = _TEXT_DELTA
+        elif kind is ThinkingDelta:
+            head = _REASONING_DELTA
+        else:
+            return None
+        ident = self._ids.get(event.index)
+        if ident is None:
+            return None
+        text = cast("TextDelta | ThinkingDelta", delta).text  # the type was checked above
+        if kind is TextDelta:
+            self._chars[event.index] = self._chars.get(event.index, 0) + len(text)
+        return head + ident + _DELTA_FIELD + orjson.dumps(text).decode() + "}\n\n"
 
     def error(self, exc: BaseException) -> list[Chunk]:
         """The chunks that end a run that raised."""
@@ -142,12 +190,17 @@ class VercelEncoder:
 
     def _id(self, index: int, prefix: str) -> str:
         self._n += 1
-        ident = self._ids[index] = f"{prefix}_{self.message_id}_{self._n}"
+        ident = self._ids[index] = f"{prefix}_{self._token}_{self._n}"
         return ident
 
     def _delta(self, event: BlockDelta) -> list[Chunk]:
-        self._asm.feed(event)
         delta = event.delta
+        if not isinstance(delta, TextDelta | ThinkingDelta):
+            # The assembler is fed for opaque data and arguments only: the text is not needed
+            # (its length is counted, see `_block`).
+            self._asm.feed(event)
+        elif isinstance(delta, TextDelta):
+            self._chars[event.index] = self._chars.get(event.index, 0) + len(delta.text)
         ident = self._ids.get(event.index)
         if isinstance(delta, TextDelta):
             if ident is None:  # a delta with no start: the event model's implicit start
@@ -180,10 +233,8 @@ class VercelEncoder:
             return [{"type": "tool-input-start", "toolCallId": meta.id, "toolName": meta.name}]
         return []
 
-    def _block_stop(self, event: BlockStop) -> list[Chunk]:
+    def _block_stop(self, event: BlockStop, part: Part | None) -> list[Chunk]:
         ident = self._ids.pop(event.index, None)
-        parts = self._asm.parts
-        part = parts[-1] if parts else None
         if isinstance(part, ProviderPart) and event.block_type is BlockType.PROVIDER:
             return [
                 {"type": "data-llm-worker-provider", "data": opaque(part) | {"data": part.data}}
@@ -232,6 +283,7 @@ class VercelEncoder:
         if event.status is ResponseStatus.STARTED:
             self._asm = Assembler(self._origin)
             self._ids.clear()
+            self._chars.clear()
             self._step_usage = UsageEvent()
             return [{"type": "start-step"}]
         chunks: list[Chunk] = []
@@ -349,6 +401,9 @@ async def to_vercel_stream(
         yield sse(chunk)
     try:
         async for event in stream:
+            if type(event) is BlockDelta and (fast := encoder.fast_delta(event)) is not None:
+                yield fast
+                continue
             for chunk in encoder.encode(event):
                 yield sse(chunk)
     except Exception as exc:  # the run's failure is the client's to show, not a broken pipe

@@ -9,6 +9,7 @@ from typing import Any
 
 from llm_worker._json import as_dict, as_list, as_str
 from llm_worker.errors import InvalidMessagesError
+from llm_worker.events import BlockDelta
 from llm_worker.messages import Message, Origin
 from llm_worker.state import RunCompleted
 from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
@@ -150,6 +151,9 @@ class VercelAIAdapter:
                 yield sse(chunk)
             async with start() as run:
                 async for event in store_pauses(run, self.store, chat_id):
+                    if type(event) is BlockDelta and (fast := encoder.fast_delta(event)):
+                        yield fast
+                        continue
                     for chunk in encoder.encode(event):
                         yield sse(chunk)
         except Exception as exc:  # the client shows the run's failure

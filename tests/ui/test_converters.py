@@ -1,0 +1,117 @@
+"""The message converters both ways, every opaque field included."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_worker import Message
+from llm_worker.errors import InvalidMessagesError
+from llm_worker.messages import (
+    Citation,
+    Origin,
+    ProviderPart,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    ToolUsePart,
+)
+from llm_worker.ui import messages_from_agui, messages_from_ui, messages_to_agui, messages_to_ui
+
+ORIGIN = Origin("anthropic", "claude")
+HISTORY = [
+    Message.user("Plan my day"),
+    Message(
+        "assistant",
+        [
+            ThinkingPart("hmm", signature="sig-1", origin=ORIGIN),
+            ThinkingPart("", redacted="opaque-blob", origin=ORIGIN),
+            TextPart(
+                "Looking",
+                item_id="msg_1",
+                phase="commentary",
+                origin=ORIGIN,
+                citations=[Citation({"type": "url"}, url="https://example.com", title="Ex")],
+            ),
+            ProviderPart({"type": "server_tool_use", "id": "srv_1"}, origin=ORIGIN),
+            ToolUsePart("c1", "calendar", {"day": "Mon"}, signature="ts", origin=ORIGIN),
+            ThinkingPart("then more", signature="sig-2", origin=ORIGIN),
+            TextPart(" and booking."),
+            ToolUsePart("c2", "book", {"slot": 9}, caller={"type": "direct"}, origin=ORIGIN),
+            ToolUsePart("c3", "email", {}),
+        ],
+    ),
+    Message(
+        "user",
+        [
+            ToolResultPart("c1", "free at 9", name="calendar"),
+            ToolResultPart("c2", "Denied: not now", is_error=True, name="book"),
+            ToolResultPart("c3", "TypeError: boom", is_error=True, name="email"),
+        ],
+    ),
+    Message("assistant", [TextPart("Monday 9 is free; I did not book.")]),
+    Message.user("Thanks"),
+]
+
+
+def test_ui_messages_round_trip_the_history_exactly() -> None:
+    ui = messages_to_ui(HISTORY)
+    assert [m["role"] for m in ui] == ["user", "assistant", "user"]
+    assert messages_from_ui(ui) == HISTORY
+    states = [p.get("state") for p in ui[1]["parts"] if p["type"].startswith("tool-")]
+    assert states == ["output-available", "output-denied", "output-error"]
+    shown = " ".join(str(p.get("text", "")) for p in ui[1]["parts"])
+    assert "sig-1" not in shown
+    assert "opaque-blob" not in shown
+
+
+def test_agui_messages_round_trip_the_history_exactly() -> None:
+    agui = messages_to_agui(HISTORY)
+    roles = [m["role"] for m in agui]
+    assert roles == [
+        "user", "reasoning", "reasoning", "reasoning", "assistant", "tool", "tool", "tool",
+        "assistant", "user",
+    ]  # fmt: skip
+    assert messages_from_agui(agui) == HISTORY
+    tools = [m for m in agui if m["role"] == "tool"]
+    assert [("error" in m) for m in tools] == [False, True, True]
+
+
+def test_agui_messages_without_llm_worker_data_still_make_a_history() -> None:
+    plain = [
+        {"id": "1", "role": "user", "content": "hi"},
+        {"id": "2", "role": "reasoning", "content": "thinking"},
+        {
+            "id": "3",
+            "role": "assistant",
+            "content": "calling",
+            "toolCalls": [
+                {"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
+        {"id": "4", "role": "tool", "toolCallId": "t1", "content": "ok"},
+        {"id": "5", "role": "activity", "activityType": "progress", "content": {}},
+    ]
+    assert messages_from_agui(plain) == [
+        Message.user("hi"),
+        Message(
+            "assistant", [ThinkingPart("thinking"), TextPart("calling"), ToolUsePart("t1", "f", {})]
+        ),
+        Message("user", [ToolResultPart("t1", "ok", name="f")]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("convert", "messages", "needle"),
+    [
+        (messages_from_ui, [{"role": "system", "parts": []}], "system"),
+        (messages_from_ui, [{"role": "user", "parts": [{"type": "file", "url": "x"}]}], "file"),
+        (messages_from_ui, ["not a message"], "None"),
+        (messages_from_agui, [{"id": "1", "role": "developer", "content": "x"}], "developer"),
+        (messages_from_agui, [{"id": "1", "role": "tool", "content": "x"}], "toolCallId"),
+    ],
+)
+def test_messages_that_are_not_valid_get_a_typed_error(
+    convert: object, messages: list[object], needle: str
+) -> None:
+    with pytest.raises(InvalidMessagesError, match=needle):
+        convert(messages)  # type: ignore[operator]
