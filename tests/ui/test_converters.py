@@ -8,6 +8,8 @@ from llm_worker import Message
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
     Citation,
+    DocumentPart,
+    ImagePart,
     Origin,
     ProviderPart,
     TextPart,
@@ -104,7 +106,6 @@ def test_agui_messages_without_llm_worker_data_still_make_a_history() -> None:
     ("convert", "messages", "needle"),
     [
         (messages_from_ui, [{"role": "system", "parts": []}], "system"),
-        (messages_from_ui, [{"role": "user", "parts": [{"type": "file", "url": "x"}]}], "file"),
         (messages_from_ui, ["not a message"], "None"),
         (messages_from_agui, [{"id": "1", "role": "developer", "content": "x"}], "developer"),
         (messages_from_agui, [{"id": "1", "role": "tool", "content": "x"}], "toolCallId"),
@@ -115,3 +116,38 @@ def test_messages_that_are_not_valid_get_a_typed_error(
 ) -> None:
     with pytest.raises(InvalidMessagesError, match=needle):
         convert(messages)  # type: ignore[operator]
+
+
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
+WITH_MEDIA = [
+    Message(
+        "user",
+        [
+            TextPart("What is in these?"),
+            ImagePart.from_bytes(PNG, detail="low"),
+            ImagePart.from_url("https://example.com/cat.png"),
+            DocumentPart.from_text("meeting notes", name="notes.txt"),
+        ],
+    ),
+    Message.assistant("A pixel, a cat and your notes."),
+]
+
+
+def test_user_images_and_documents_round_trip_through_both_protocols() -> None:
+    ui = messages_to_ui(WITH_MEDIA)
+    files = [p for p in ui[0]["parts"] if p["type"] == "file"]
+    assert [f["mediaType"] for f in files] == ["image/png", "image/png", "text/plain"]
+    assert files[0]["url"].startswith("data:image/png;base64,")
+    assert messages_from_ui(ui) == WITH_MEDIA
+    agui = messages_to_agui(WITH_MEDIA)
+    assert [c["type"] for c in agui[0]["content"]] == ["text", "image", "image", "document"]
+    assert messages_from_agui(agui) == WITH_MEDIA
+
+
+def test_a_file_that_is_not_its_media_type_is_refused() -> None:
+    part = {"type": "file", "mediaType": "image/png", "url": "data:image/png;base64,aGVsbG8="}
+    with pytest.raises(InvalidMessagesError):
+        messages_from_ui([{"role": "user", "parts": [part]}])

@@ -9,14 +9,16 @@ results are `tool` messages (`error` set for a failed call).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 import orjson
 
 from llm_worker._json import as_dict, as_list, as_str
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
+    DocumentPart,
+    ImagePart,
     Message,
     Part,
     ProviderPart,
@@ -25,6 +27,7 @@ from llm_worker.messages import (
     ToolResultPart,
     ToolUsePart,
 )
+from llm_worker.ui._media import agui_media, media_from_agui
 from llm_worker.ui._parts import KEY, opaque, rebuild
 
 __all__ = ("encrypted", "messages_from_agui", "messages_to_agui")
@@ -54,10 +57,22 @@ def messages_to_agui(history: Iterable[Message], *, prefix: str = "m") -> list[d
         if m.role == "assistant":
             out.extend(_assistant(m, f"{prefix}-{len(out)}"))
             continue
-        texts = [p.text for p in m.content if isinstance(p, TextPart)]
-        if texts:
-            out.append({"id": f"{prefix}-{len(out)}", "role": "user", "content": "".join(texts)})
+        shown = [p for p in m.content if not isinstance(p, ToolResultPart)]
+        if shown:
+            out.append({"id": f"{prefix}-{len(out)}", "role": "user", "content": _content(shown)})
         out.extend(_tool_message(r, f"{prefix}-{len(out)}-{r.tool_use_id}") for r in m.tool_results)
+    return out
+
+
+def _content(parts: Sequence[Part]) -> str | list[dict[str, Any]]:
+    if all(isinstance(p, TextPart) for p in parts) and len(parts) == 1:
+        return cast(TextPart, parts[0]).text
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        if isinstance(p, ImagePart | DocumentPart):
+            out.append(agui_media(p))
+        elif isinstance(p, TextPart):
+            out.append({"type": "text", "text": p.text})
     return out
 
 
@@ -238,11 +253,15 @@ def _user_content(content: object) -> list[Part]:
     parts: list[Part] = []
     for item in as_list(content):
         entry = as_dict(item)
-        if entry.get("type") != "text":
+        kind = entry.get("type")
+        if kind == "text":
+            parts.append(TextPart(str(entry.get("text") or "")))
+        elif kind in ("image", "document"):
+            parts.append(media_from_agui(entry))
+        else:
             raise InvalidMessagesError(
-                f"user content of type {entry.get('type')!r} is not supported by llm_worker.ui yet"
+                f"user content of type {kind!r} is not supported by llm_worker.ui yet"
             )
-        parts.append(TextPart(str(entry.get("text") or "")))
     return parts
 
 

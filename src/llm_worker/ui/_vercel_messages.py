@@ -16,6 +16,8 @@ import orjson
 from llm_worker._json import as_dict, as_list, as_str
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
+    DocumentPart,
+    ImagePart,
     Message,
     Part,
     ProviderPart,
@@ -25,6 +27,7 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.state import Decision
+from llm_worker.ui._media import data_url, media_from_url, media_hidden
 from llm_worker.ui._parts import KEY, opaque, rebuild
 
 __all__ = ("DENIED", "decisions_from_ui", "messages_from_ui", "messages_to_ui")
@@ -41,7 +44,9 @@ _IGNORED = frozenset({"step-start", "source-url", "source-document"})
 def messages_from_ui(ui_messages: Iterable[object]) -> list[Message]:
     """`UIMessage`s (as `useChat` sends them) as the history the Worker produced.
 
-    Text and reasoning parts become text and thinking parts with their signatures and item ids
+    A user's text and `file` parts become text, image (`image/*`) and document parts, in
+    order (a `data:` URL is decoded and checked). Text and reasoning parts become text and
+    thinking parts with their signatures and item ids
     (from `providerMetadata.llmWorker`); each tool part becomes the call and, once it has one,
     its result (output, error or denial). Parts no model reads (`step-start`, sources, `data-*`
     parts other than llm-worker's provider blocks) are left out; a tool call still waiting
@@ -49,7 +54,8 @@ def messages_from_ui(ui_messages: Iterable[object]) -> list[Message]:
 
     Raises:
         InvalidMessagesError: A message is not a UIMessage (no role or parts, an unknown
-            role), or holds a part llm-worker cannot send to a model (a file).
+            role), a user's file is not of its media type (`MediaError`), or an assistant's
+            message holds a file.
     """
     out: list[Message] = []
     for n, raw in enumerate(ui_messages):
@@ -64,9 +70,8 @@ def _message(message: dict[str, Any]) -> list[Message]:
     role = message.get("role")
     parts = [as_dict(p) for p in as_list(message.get("parts"))]
     if role == "user":
-        texts: list[Part] = [TextPart(str(p["text"])) for p in parts if _kind(p) == "text"]
-        _refuse_files(parts)
-        return [Message("user", texts)] if texts else []
+        content = [_user_part(p) for p in parts if _kind(p) in ("text", "file")]
+        return [Message("user", content)] if content else []
     if role == "assistant":
         return _assistant(parts)
     raise InvalidMessagesError(
@@ -81,10 +86,13 @@ def _kind(part: dict[str, Any]) -> str:
     return kind
 
 
-def _refuse_files(parts: list[dict[str, Any]]) -> None:
-    for p in parts:
-        if _kind(p) == "file":
-            raise InvalidMessagesError("file parts are not supported by llm_worker.ui yet")
+def _user_part(p: dict[str, Any]) -> Part:
+    if _kind(p) == "text":
+        return TextPart(str(p["text"]))
+    hidden = _hidden(p.get("providerMetadata"))
+    name = as_str(p.get("filename"))
+    url, media_type = str(p["url"]), as_str(p.get("mediaType"))
+    return media_from_url(url, media_type, name=name, detail=hidden.get("detail"))
 
 
 def _assistant(parts: list[dict[str, Any]]) -> list[Message]:
@@ -99,7 +107,7 @@ def _assistant(parts: list[dict[str, Any]]) -> list[Message]:
         elif kind == "data-llm-worker-error":
             calls, results = [], []  # the step failed: the Worker kept none of it
         elif kind == "file":
-            _refuse_files([p])
+            raise InvalidMessagesError("files an assistant generated are not supported yet")
         elif kind not in _IGNORED:
             _part(p, kind, calls, results)
     _flush(out, calls, results)
@@ -202,9 +210,9 @@ def messages_to_ui(history: Iterable[Message]) -> list[dict[str, Any]]:
         results.update({r.tool_use_id: r for r in m.tool_results})
     for m in messages:
         if m.role == "user":
-            texts = [{"type": "text", "text": p.text} for p in m.content if isinstance(p, TextPart)]
-            if texts:
-                out.append({"id": f"msg_{len(out)}", "role": "user", "parts": texts})
+            shown = [_ui_user_part(p) for p in m.content if not isinstance(p, ToolResultPart)]
+            if shown:
+                out.append({"id": f"msg_{len(out)}", "role": "user", "parts": shown})
             continue
         if not out or out[-1]["role"] != "assistant":
             out.append({"id": f"msg_{len(out)}", "role": "assistant", "parts": []})
@@ -212,6 +220,18 @@ def messages_to_ui(history: Iterable[Message]) -> list[dict[str, Any]]:
         parts.append({"type": "step-start"})
         parts.extend(_ui_part(p, results) for p in m.content if not isinstance(p, ToolResultPart))
     return out
+
+
+def _ui_user_part(part: Part) -> dict[str, Any]:
+    if isinstance(part, ImagePart | DocumentPart):
+        out: dict[str, Any] = {"type": "file", "mediaType": part.media_type, "url": data_url(part)}
+        if isinstance(part, DocumentPart) and part.name:
+            out["filename"] = part.name
+        if hidden := media_hidden(part):
+            out["providerMetadata"] = {KEY: hidden}
+        return out
+    assert isinstance(part, TextPart), part  # a user message holds text, media and results
+    return {"type": "text", "text": part.text}
 
 
 def _ui_part(part: Part, results: dict[str, ToolResultPart]) -> dict[str, Any]:
