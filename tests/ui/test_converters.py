@@ -151,3 +151,31 @@ def test_a_file_that_is_not_its_media_type_is_refused() -> None:
     part = {"type": "file", "mediaType": "image/png", "url": "data:image/png;base64,aGVsbG8="}
     with pytest.raises(InvalidMessagesError):
         messages_from_ui([{"role": "user", "parts": [part]}])
+
+
+def test_images_a_tool_returned_stay_with_its_result() -> None:
+    history = [
+        Message.user("Screenshot it"),
+        Message("assistant", [ToolUsePart("s1", "screenshot", {})]),
+        Message(
+            "user",
+            [ToolResultPart("s1", "done", name="screenshot", media=[ImagePart.from_bytes(PNG)])],
+        ),
+        Message.assistant("A single pixel."),
+    ]
+    assert messages_from_ui(messages_to_ui(history)) == history
+    assert messages_from_agui(messages_to_agui(history)) == history
+
+
+def test_the_stream_carries_a_tool_results_images_to_the_browser() -> None:
+    from llm_worker.state import ToolResultReady
+    from llm_worker.tools import ToolResult
+    from llm_worker.ui._vercel import VercelEncoder
+
+    encoder = VercelEncoder("m1", ORIGIN)
+    result = ToolResult("s1", "screenshot", "done", media=[ImagePart.from_bytes(PNG)])
+    [chunk] = encoder.encode(ToolResultReady(result))
+    assert chunk["type"] == "tool-output-available"
+    [media] = chunk["providerMetadata"]["llmWorker"]["media"]
+    assert media["type"] == "image"
+    assert media["media_type"] == "image/png"

@@ -77,12 +77,11 @@ def _content(parts: Sequence[Part]) -> str | list[dict[str, Any]]:
 
 
 def _tool_message(result: ToolResultPart, ident: str) -> dict[str, Any]:
-    message = {
-        "id": ident,
-        "role": "tool",
-        "toolCallId": result.tool_use_id,
-        "content": result.content,
-    }
+    message: dict[str, Any] = {"id": ident, "role": "tool", "toolCallId": result.tool_use_id}
+    message["content"] = result.content
+    if result.media:  # images a tool returned: AG-UI tool content may hold them
+        text = [{"type": "text", "text": result.content}]
+        message["content"] = text + [agui_media(m) for m in result.media]
     if result.is_error:
         message["error"] = result.content
     if result.name:
@@ -199,7 +198,8 @@ class _Reader:
         error = message.get("error")
         content = message.get("content")
         text = content if isinstance(content, str) else _joined(content)
-        part = ToolResultPart(call_id, text, is_error=error is not None, name=name)
+        media = [media_from_agui(as_dict(c)) for c in as_list(content) if _is_media(c)]
+        part = ToolResultPart(call_id, text, is_error=error is not None, name=name, media=media)
         last = self.out[-1] if self.out else None
         if last is not None and last.role == "user" and last.tool_results:
             last.content.append(part)
@@ -263,6 +263,10 @@ def _user_content(content: object) -> list[Part]:
                 f"user content of type {kind!r} is not supported by llm_worker.ui yet"
             )
     return parts
+
+
+def _is_media(item: object) -> bool:
+    return as_dict(item).get("type") in ("image", "document")
 
 
 def _joined(content: object) -> str:

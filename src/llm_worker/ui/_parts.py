@@ -7,11 +7,12 @@ fields into such a JSON object, and rebuilds the part from the visible fields an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from llm_worker.messages import Message, Part
+from llm_worker.messages import MediaPart, Message, Part, ToolResultPart
 
-__all__ = ("KEY", "opaque", "rebuild")
+__all__ = ("KEY", "media_json", "opaque", "rebuild")
 
 KEY = "llmWorker"
 """The key under which llm-worker's data travels in `providerMetadata` and custom fields."""
@@ -38,3 +39,10 @@ def rebuild(kind: str, visible: dict[str, Any], hidden: object) -> Part:
     fields.update(visible)
     fields["type"] = kind
     return Message.from_dict({"role": "assistant", "content": [fields]}).content[0]
+
+
+def media_json(media: Sequence[MediaPart]) -> list[Any]:
+    """Images and documents as JSON (bytes in base64), as a tool result's `media` saves them."""
+    part = ToolResultPart("", "", media=list(media))
+    content: list[Any] = Message("user", [part]).to_dict()["content"]
+    return content[0]["media"]

@@ -33,7 +33,7 @@ from llm_worker.events import (
 from llm_worker.messages import Origin, Part, ProviderPart, TextPart, ThinkingPart, ToolUsePart
 from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
 from llm_worker.tools import ToolResult
-from llm_worker.ui._parts import KEY, opaque
+from llm_worker.ui._parts import KEY, media_json, opaque
 from llm_worker.worker._assembler import Assembler
 
 __all__ = ("HEADERS", "VercelEncoder", "sse", "to_vercel_stream", "usage_dict")
@@ -56,6 +56,10 @@ _FINISH = {
     StopReason.REFUSAL: "content-filter",
 }
 _DONE = "data: [DONE]\n\n"
+_OUTPUT_FIELDS = {
+    "tool-output-available": ("providerMetadata",),
+    "tool-output-error": ("providerMetadata",),
+}
 # Our text and reasoning ids are ASCII letters, digits and `_`: safe inside a JSON string.
 _TEXT_DELTA = 'data: {"type":"text-delta","id":"'
 _REASONING_DELTA = 'data: {"type":"reasoning-delta","id":"'
@@ -310,6 +314,9 @@ class VercelEncoder:
             chunks.append(
                 {"type": "tool-output-available", "toolCallId": call_id, "output": result.content}
             )
+        if result.media and chunks[-1]["type"] != "tool-output-denied":
+            # Images a tool returned: kept with the result, so the history comes back whole.
+            chunks[-1]["providerMetadata"] = {KEY: {"media": media_json(result.media)}}
         return chunks
 
     def _completed(self, result: RunResult) -> list[Chunk]:

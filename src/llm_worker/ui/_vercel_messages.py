@@ -28,7 +28,7 @@ from llm_worker.messages import (
 )
 from llm_worker.state import Decision
 from llm_worker.ui._media import data_url, media_from_url, media_hidden
-from llm_worker.ui._parts import KEY, opaque, rebuild
+from llm_worker.ui._parts import KEY, media_json, opaque, rebuild
 
 __all__ = ("DENIED", "decisions_from_ui", "messages_from_ui", "messages_to_ui")
 
@@ -157,13 +157,17 @@ def _tool(p: dict[str, Any], kind: str, parts: list[Part], results: list[Part]) 
         results.append(result)
 
 
-def _result(p: dict[str, Any], state: object, call_id: str, name: str) -> ToolResultPart | None:
+def _result(p: dict[str, Any], state: object, call_id: str, name: str) -> Part | None:
+    hidden = _hidden(p.get("resultProviderMetadata"))
     if state == "output-available":
         output = p.get("output")
         text = output if isinstance(output, str) else orjson.dumps(output).decode()
-        return ToolResultPart(call_id, text, name=name)
+        visible = {"tool_use_id": call_id, "content": text, "name": name}
+        return rebuild("tool_result", visible, {"media": hidden.get("media") or []})
     if state == "output-error":
-        return ToolResultPart(call_id, str(p.get("errorText") or ""), is_error=True, name=name)
+        text = str(p.get("errorText") or "")
+        visible = {"tool_use_id": call_id, "content": text, "name": name, "is_error": True}
+        return rebuild("tool_result", visible, {"media": hidden.get("media") or []})
     if state == "output-denied":
         reason = as_str(as_dict(p.get("approval")).get("reason")) or _DEFAULT_DENIAL
         return ToolResultPart(call_id, DENIED + reason, is_error=True, name=name)
@@ -257,6 +261,8 @@ def _ui_result(call_id: str, result: ToolResultPart | None) -> dict[str, Any]:
         reason = result.content[len(DENIED) :]
         approval = {"id": f"approval_{call_id}", "approved": False, "reason": reason}
         return {"state": "output-denied", "approval": approval}
+    meta = {"resultProviderMetadata": {KEY: {"media": media_json(result.media)}}}
+    extra = meta if result.media else {}
     if result.is_error:
-        return {"state": "output-error", "errorText": result.content}
-    return {"state": "output-available", "output": result.content}
+        return {"state": "output-error", "errorText": result.content, **extra}
+    return {"state": "output-available", "output": result.content, **extra}
