@@ -12,7 +12,7 @@ import pytest
 
 from llm_worker import TextPart, ThinkingPart, ToolUsePart, Worker, tool
 from llm_worker.errors import InvalidRequestError
-from llm_worker.testing import ScriptedModelServer, ScriptedResponse
+from llm_worker.testing import ScriptedModelServer, ScriptedResponse, decode_request
 from llm_worker.ui import VercelAIAdapter, messages_from_ui
 
 from .conftest import run_node, serve
@@ -208,4 +208,30 @@ async def test_a_denial_shows_as_output_denied_and_the_model_reads_the_reason(
     assert [(c["toolCallId"][-6:], len(c)) for c in denied] == [("call_1", 2)]
     book_part = next(p for p in out["messages"][1]["parts"] if p["type"] == "tool-book")
     assert book_part["state"] == "output-denied"
+    assert messages_from_ui(out["messages"]) == factory.workers[1].history
+
+
+async def test_a_front_end_tool_is_run_by_the_browser_and_its_output_continues_the_run(
+    node_modules: Path,
+) -> None:
+    from llm_worker.messages import ToolSpec
+
+    script = [
+        ScriptedResponse([TextPart("Let me ask."), ToolUsePart("", "pick_color", {"of": "car"})]),
+        ScriptedResponse.text("Red it is."),
+    ]
+    schema = {"type": "object", "properties": {"of": {"type": "string"}}}
+    spec = ToolSpec("pick_color", "Ask the user to pick a color", schema)
+    async with scripted("gemini", script) as (server, factory):
+        adapter = VercelAIAdapter(factory, frontend_tools=[spec])
+        async with serve(adapter) as url:
+            plan = [{"send": "Pick a color"}, {"clientTool": "red"}]
+            out = await consume(node_modules, url, plan)
+        second = decode_request("gemini", json.loads(server.requests[1].body))
+    assert not [c for c in out["chunks"] if c["type"] == "tool-approval-request"]
+    results = [r for m in second.messages for r in m.tool_results]
+    assert [(r.tool_use_id[-6:], r.content) for r in results] == [("call_0", "red")]
+    tool_part = next(p for p in out["messages"][1]["parts"] if p["type"] == "tool-pick_color")
+    assert (tool_part["state"], tool_part["output"]) == ("output-available", "red")
+    assert out["messages"][1]["parts"][-1]["text"] == "Red it is."
     assert messages_from_ui(out["messages"]) == factory.workers[1].history

@@ -6,13 +6,13 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from llm_worker._json import as_dict, as_list, as_str
-from llm_worker.errors import InvalidMessagesError
+from llm_worker.errors import ConfigurationError, InvalidMessagesError
 from llm_worker.events import BlockDelta
 from llm_worker.state import Decision, PauseState
 from llm_worker.ui._agui import _APPROVAL, HEADERS, AGUIEncoder, sse  # pyright: ignore[reportPrivateUsage]
 from llm_worker.ui._agui_messages import messages_from_agui, messages_to_agui
 from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
-from llm_worker.ui._frontend import FrontendTool
+from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
 from llm_worker.ui._store import MemoryPauseStore, PauseStore
 from llm_worker.ui._vercel_app import WorkerFactory, make_worker, origin_of, store_pauses
 from llm_worker.worker import RunStream, Worker
@@ -159,10 +159,10 @@ def _frontend_tools(body: dict[str, Any]) -> list[FrontendTool]:
 
 
 def _add_tools(worker: Worker, tools: list[FrontendTool]) -> None:
-    for t in tools:
-        if t.name in worker.tools.names:
-            raise BadRequest(400, f"the front-end tool {t.name!r} has the name of a server tool")
-        worker.add_tool(t)
+    try:
+        add_frontend_tools(worker, tools)
+    except ConfigurationError as exc:  # the request's tools: the client's mistake
+        raise BadRequest(400, str(exc)) from exc
 
 
 def _decisions(resume: list[dict[str, Any]], state: PauseState) -> dict[str, Decision]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_worker.errors import ToolError
+from llm_worker.errors import ConfigurationError, ToolError
 from llm_worker.tools import ToolMeta
 
-__all__ = ("FrontendTool",)
+__all__ = ("FrontendTool", "add_frontend_tools")
 
 
 class FrontendTool:
@@ -39,3 +39,15 @@ class FrontendTool:
     async def execute(self, input_json: str) -> str:
         """Never runs here: the browser runs the call."""
         raise ToolError(f"{self.name} runs in the browser; its result comes with the next request")
+
+
+def add_frontend_tools(worker: Any, tools: list[FrontendTool]) -> None:
+    """Offer the browser's tools to the model through `worker`.
+
+    Raises:
+        ConfigurationError: A front-end tool has the name of one of the Worker's tools.
+    """
+    for t in tools:
+        if t.name in worker.tools.names:
+            raise ConfigurationError(f"the front-end tool {t.name!r} has the name of a server tool")
+        worker.add_tool(t)

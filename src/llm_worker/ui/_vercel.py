@@ -98,12 +98,14 @@ class VercelEncoder:
         origin: The provider and model of the Worker, stamped on opaque data as the Worker
             stamps it in its history (so it is sent back only to that provider).
         denied: Call ids a decision denied: their results are `tool-output-denied`.
+        frontend: Names of tools the browser runs: their pending calls ask no approval.
     """
 
     __slots__ = (
         "_asm",
         "_chars",
         "_denied",
+        "_frontend",
         "_ids",
         "_n",
         "_origin",
@@ -112,7 +114,15 @@ class VercelEncoder:
         "message_id",
     )
 
-    def __init__(self, message_id: str, origin: Origin, *, denied: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        message_id: str,
+        origin: Origin,
+        *,
+        denied: Collection[str] = (),
+        frontend: Collection[str] = (),
+    ) -> None:
+        self._frontend = frozenset(frontend)
         self.message_id = message_id
         self._origin = origin
         self._denied = frozenset(denied)
@@ -323,7 +333,7 @@ class VercelEncoder:
         chunks: list[Chunk] = []
         if result.status is RunStatus.PAUSED and result.state is not None:
             for p in result.state.pending:
-                if p.status == "pending":
+                if p.status == "pending" and p.call.name not in self._frontend:
                     approval = {"type": "tool-approval-request", "toolCallId": p.call.id}
                     chunks.append(approval | {"approvalId": f"approval_{p.call.id}"})
         meta = {

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 from llm_worker._json import as_dict, as_list, as_str
-from llm_worker.errors import InvalidMessagesError
+from llm_worker.errors import ConfigurationError, InvalidMessagesError
 from llm_worker.events import BlockDelta
-from llm_worker.messages import Message, Origin
+from llm_worker.messages import Message, Origin, ToolSpec
 from llm_worker.state import RunCompleted
 from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
+from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
 from llm_worker.ui._store import MemoryPauseStore, PauseStore
 from llm_worker.ui._vercel import HEADERS, VercelEncoder, sse
 from llm_worker.ui._vercel_messages import decisions_from_ui, messages_from_ui
@@ -80,6 +81,10 @@ class VercelAIAdapter:
     Args:
         worker_factory: Returns the `Worker` for one request (may be async).
         store: Where paused runs wait (`MemoryPauseStore()` by default).
+        frontend_tools: Tools the browser runs (the `ai` client's `onToolCall` +
+            `addToolOutput`): offered to the model; a call ends the answer with the call's
+            input available and no approval asked, and its output comes back with the
+            browser's next POST.
         max_body_bytes: Larger request bodies are refused with 413.
 
     Raises:
@@ -91,9 +96,13 @@ class VercelAIAdapter:
         worker_factory: WorkerFactory,
         *,
         store: PauseStore | None = None,
+        frontend_tools: Sequence[ToolSpec] = (),
         max_body_bytes: int = _MAX_BODY,
     ) -> None:
         self.worker_factory = worker_factory
+        self.frontend_tools = [
+            FrontendTool(t.name, t.description, t.input_schema) for t in frontend_tools
+        ]
         self.store: PauseStore = store if store is not None else MemoryPauseStore()
         self.max_body_bytes = max_body_bytes
 
@@ -123,7 +132,7 @@ class VercelAIAdapter:
         if not decisions:
             history = messages_from_ui(ui)
             await self.store.take(chat_id)  # a new message leaves an unanswered pause behind
-            worker = await make_worker(self.worker_factory, body)
+            worker = await self._worker(body)
             return self._run(worker, lambda: _start(worker, history), chat_id, message_id, ())
         state = await self.store.take(chat_id)
         if state is None:
@@ -132,10 +141,19 @@ class VercelAIAdapter:
                 "no paused run waits for this chat: it was answered "
                 "already, or the server restarted",
             )
-        worker = await make_worker(self.worker_factory, body)
+        worker = await self._worker(body)
         denied = [i for i, d in decisions.items() if not d.allow]
         start = lambda: worker.resume_stream(state, decisions=decisions)  # noqa: E731
         return self._run(worker, start, chat_id, message_id, denied)
+
+    async def _worker(self, body: dict[str, Any]) -> Worker:
+        worker = await make_worker(self.worker_factory, body)
+        try:
+            add_frontend_tools(worker, self.frontend_tools)
+        except ConfigurationError:
+            await worker.aclose()
+            raise
+        return worker
 
     async def _run(
         self,
@@ -145,7 +163,8 @@ class VercelAIAdapter:
         message_id: str,
         denied: Collection[str],
     ) -> AsyncGenerator[str, None]:
-        encoder = VercelEncoder(message_id, origin_of(worker), denied=denied)
+        names = [t.name for t in self.frontend_tools]
+        encoder = VercelEncoder(message_id, origin_of(worker), denied=denied, frontend=names)
         try:
             for chunk in encoder.start():
                 yield sse(chunk)

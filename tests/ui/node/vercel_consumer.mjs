@@ -1,5 +1,6 @@
 // The `ai` package (6.x) consuming llm-worker's UI message stream, as a browser would.
-// argv: <url> <plan JSON>. The plan: [{send: "text"} | {approve: true|false, reason?}].
+// argv: <url> <plan JSON>. The plan: [{send: "text"} | {approve: true|false, reason?} |
+// {clientTool: "output"}].
 // "chat" mode drives AbstractChat over DefaultChatTransport (each chunk validated by
 // uiMessageChunkSchema); after each step the raw chunks of the same answer are also checked
 // one by one against uiMessageChunkSchema, and readUIMessageStream assembles them.
@@ -81,6 +82,15 @@ const chat = new Chat({
 for (const step of plan) {
   if (step.send !== undefined) {
     await chat.sendMessage({ text: step.send });
+  } else if (step.clientTool !== undefined) {
+    // The browser runs the front-end tool calls the answer left waiting, then goes on.
+    const last = chat.messages[chat.messages.length - 1];
+    for (const part of last.parts) {
+      if (part.state === "input-available") {
+        await chat.addToolOutput({ tool: part.type.slice(5), toolCallId: part.toolCallId, output: step.clientTool });
+      }
+    }
+    await chat.sendMessage();
   } else {
     const last = chat.messages[chat.messages.length - 1];
     for (const part of last.parts) {
