@@ -56,6 +56,8 @@ from llm_worker._json import as_dict, as_int, as_str
 from llm_worker.errors import ConfigurationError
 from llm_worker.messages import (
     Citation,
+    DocumentPart,
+    ImagePart,
     Message,
     Origin,
     Part,
@@ -69,6 +71,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
+from llm_worker.providers._anthropic_media import media_block, result_content
 from llm_worker.providers._anthropic_thinking import (
     DEFAULT_THINKING_BUDGET,
     ThinkingPlan,
@@ -286,7 +289,10 @@ def build_messages(messages: list[Message], *, model: str) -> list[Block]:
     out: list[Block] = []
     for message in messages:
         for part in message.content:
-            block = _block(part, model)
+            if isinstance(part, ImagePart | DocumentPart):
+                block = media_block(part, message.role)
+            else:
+                block = _block(part, model)
             if block is None:
                 continue
             role = _role(part, message.role)
@@ -320,8 +326,8 @@ def _block(part: Part, model: str) -> Block | None:
     if not isinstance(part, ToolResultPart):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise unsupported_part(part)
     block: Block = {"type": "tool_result", "tool_use_id": _call_id(part.tool_use_id)}
-    if part.content:
-        block["content"] = part.content
+    if part.content or part.media:
+        block["content"] = result_content(part)
     if part.is_error:
         block["is_error"] = True
     return block

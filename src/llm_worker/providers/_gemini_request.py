@@ -50,6 +50,8 @@ from typing import Any, Final
 
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
+    DocumentPart,
+    ImagePart,
     Message,
     Origin,
     Part,
@@ -65,6 +67,7 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
+from llm_worker.providers._gemini_media import media_part, with_media
 from llm_worker.providers._gemini_metadata import METADATA_KEYS
 from llm_worker.providers._gemini_schema import gemini_schema
 
@@ -100,7 +103,7 @@ def _contents(messages: list[Message], model: str) -> list[dict[str, Any]]:
     contents: list[dict[str, Any]] = []
     for message in messages:
         _check_roles(message)
-        parts = [p for p in (_part(part, own, calls) for part in message.content) if p]
+        parts = [p for part in message.content for p in _parts(part, own, calls)]
         if not parts:
             continue
         role = "model" if message.role == "assistant" else "user"
@@ -125,6 +128,17 @@ def _check_roles(message: Message) -> None:
                 f"a {message.role} message holds a {part.type} part; {part.type} parts belong "
                 f"to {owner} messages"
             )
+
+
+def _parts(part: Part, own: Origin, calls: dict[str, ToolUsePart]) -> list[dict[str, Any]]:
+    if isinstance(part, ImagePart | DocumentPart):
+        return [media_part(part)]
+    out = _part(part, own, calls)
+    if out is None:
+        return []
+    if isinstance(part, ToolResultPart):
+        return with_media(out, part, nested=_validates_signatures(own.model))
+    return [out]
 
 
 def _part(part: Part, own: Origin, calls: dict[str, ToolUsePart]) -> dict[str, Any] | None:

@@ -29,6 +29,8 @@ import orjson
 
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
+    DocumentPart,
+    ImagePart,
     Message,
     Origin,
     ProviderPart,
@@ -42,6 +44,12 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
+from llm_worker.providers._openai_media import (
+    chat_part,
+    chat_result_media,
+    chat_tool_text,
+    misplaced,
+)
 
 __all__ = ("PROVIDER", "build_chat_body", "chat_messages")
 
@@ -113,15 +121,18 @@ def chat_messages(request: Request, model: str) -> list[dict[str, Any]]:
 
 
 def _user(message: Message, out: list[dict[str, Any]]) -> None:
-    texts: list[str] = []
+    content: list[dict[str, Any]] = []
+    results_media: list[dict[str, Any]] = []  # after every tool message: see _openai_media
     for part in message.content:
         match part:
             case ToolResultPart():
-                out.append(
-                    {"role": "tool", "tool_call_id": part.tool_use_id, "content": part.content}
-                )
+                tool = {"role": "tool", "tool_call_id": part.tool_use_id}
+                out.append({**tool, "content": chat_tool_text(part)})
+                results_media.extend(chat_result_media(part))
             case TextPart():
-                texts.append(part.text)
+                content.append({"type": "text", "text": part.text})
+            case ImagePart() | DocumentPart():
+                content.append(chat_part(part))
             case ThinkingPart() | ProviderPart():
                 pass  # no reasoning to send; provider-native content: see the module docstring
             case ToolUsePart():
@@ -131,14 +142,15 @@ def _user(message: Message, out: list[dict[str, Any]]) -> None:
                 )
             case _:
                 raise unsupported_part(part)
-    if texts:
-        out.append({"role": "user", "content": _content(texts)})
+    content = results_media + content
+    if content:
+        out.append({"role": "user", "content": _content(content)})
 
 
-def _content(texts: list[str]) -> str | list[dict[str, str]]:
-    if len(texts) == 1:
-        return texts[0]
-    return [{"type": "text", "text": text} for text in texts]
+def _content(content: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    if len(content) == 1 and content[0]["type"] == "text":
+        return content[0]["text"]
+    return content
 
 
 def _assistant(message: Message, own: Origin) -> dict[str, Any]:
@@ -156,6 +168,8 @@ def _assistant(message: Message, own: Origin) -> dict[str, Any]:
                     reasoning.append(part.text)
             case ProviderPart():
                 pass  # Chat has no kind for it: see the module docstring
+            case ImagePart() | DocumentPart():
+                raise misplaced(part)
             case ToolResultPart():
                 raise InvalidMessagesError(
                     f"an assistant message holds a tool result (for {part.tool_use_id!r}); "

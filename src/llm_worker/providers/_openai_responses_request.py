@@ -81,6 +81,8 @@ import orjson
 from llm_worker.errors import ConfigurationError, InvalidMessagesError
 from llm_worker.messages import (
     Citation,
+    DocumentPart,
+    ImagePart,
     Message,
     Origin,
     Part,
@@ -96,6 +98,7 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
+from llm_worker.providers._openai_media import misplaced, responses_output, responses_part
 
 __all__ = ("PROVIDER", "build_body")
 
@@ -211,6 +214,9 @@ def _user_items(parts: Sequence[Part]) -> list[dict[str, Any]]:
         if isinstance(part, TextPart):
             texts.append({"type": "input_text", "text": part.text})
             continue
+        if isinstance(part, ImagePart | DocumentPart):
+            texts.append(responses_part(part))
+            continue
         if isinstance(part, ProviderPart):
             continue  # output items belong to assistant messages: see the module docstring
         # Parts are typed, but a history built at run time may hold anything (an image).
@@ -224,7 +230,11 @@ def _user_items(parts: Sequence[Part]) -> list[dict[str, Any]]:
             items.append(_message("user", texts))
             texts = []
         items.append(
-            {"type": "function_call_output", "call_id": part.tool_use_id, "output": part.content}
+            {
+                "type": "function_call_output",
+                "call_id": part.tool_use_id,
+                "output": responses_output(part),
+            }
         )
     if texts:
         items.append(_message("user", texts))
@@ -264,6 +274,8 @@ class _AssistantItems:
                 self._call(part)
             elif isinstance(part, ProviderPart):
                 self._provider(part)
+            elif isinstance(part, ImagePart | DocumentPart):
+                raise misplaced(part)
             elif not isinstance(part, ToolResultPart):  # pyright: ignore[reportUnnecessaryIsInstance]
                 raise unsupported_part(part)
             else:

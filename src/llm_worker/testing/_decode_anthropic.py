@@ -1,12 +1,12 @@
 """An Anthropic `POST /v1/messages` body read back into the neutral `Request`.
 
 The inverse of `providers._anthropic_request.build_body`: `system` (a string or text blocks),
-`messages` (a string or blocks: `text`, `thinking` with its signature, `redacted_thinking`,
-`tool_use`, `tool_result` with text or text-block content and `is_error`; any other block, a
-server-tool or MCP block, becomes a `ProviderPart`), `tools` with an `input_schema` (server
-tools stay in `options`), `tool_choice` (`any` is "required"), `max_tokens`, `temperature`,
-`stop_sequences`, and `thinking` (`enabled` with its budget, `adaptive`) with
-`output_config.effort`.
+`messages` (a string or blocks: `text`, `image`, `document`, `thinking` with its signature,
+`redacted_thinking`, `tool_use`, `tool_result` with text or block content and `is_error`;
+any other block, a server-tool or MCP block, becomes a `ProviderPart`), `tools` with an
+`input_schema` (server tools stay in `options`), `tool_choice` (`any` is "required"),
+`max_tokens`, `temperature`, `stop_sequences`, and `thinking` (`enabled` with its budget,
+`adaptive`) with `output_config.effort`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
+from llm_worker.testing._decode_media import anthropic_media
 from llm_worker.testing._decoding import (
     choice,
     finished,
@@ -97,6 +98,11 @@ def _message(wire: dict[str, Any], origin: Origin) -> Message:
 
 
 def _part(block: dict[str, Any], origin: Origin) -> Part:
+    media = anthropic_media(block)
+    return media if media is not None else _other(block, origin)
+
+
+def _other(block: dict[str, Any], origin: Origin) -> Part:
     match block.get("type"):
         case "text":
             return TextPart(as_str(block.get("text")) or "")
@@ -109,10 +115,13 @@ def _part(block: dict[str, Any], origin: Origin) -> Part:
             name = as_str(block.get("name")) or ""
             return ToolUsePart(as_str(block.get("id")) or "", name, as_dict(block.get("input")))
         case "tool_result":
+            content = block.get("content")
+            media = [anthropic_media(as_dict(b)) for b in as_list(content)]
             return ToolResultPart(
                 as_str(block.get("tool_use_id")) or "",
-                "".join(texts(block.get("content"))),
+                "".join(texts(content)),
                 is_error=block.get("is_error") is True,
+                media=[m for m in media if m is not None],
             )
         case _:
             # cache_control markers are the client's, not the model's: not part of the block.

@@ -38,6 +38,7 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.providers._gemini_request import SKIP_SIGNATURE
+from llm_worker.testing._decode_media import gemini_media
 from llm_worker.testing._decoding import choice, finished, leftover, named_choice, number
 from llm_worker.testing._decoding import thinking_config as _config
 
@@ -103,6 +104,9 @@ class _Contents:
             return self._call(as_dict(part["functionCall"]), signature, origin)
         if "functionResponse" in part:
             return self._result(as_dict(part["functionResponse"]))
+        media = gemini_media(part)
+        if media is not None:
+            return media
         text = as_str(part.get("text"))
         if text is None:
             return ProviderPart(dict(part), origin=self._origin)
@@ -132,7 +136,14 @@ class _Contents:
             raise InvalidMessagesError(
                 f"the result of {name!r} cannot be written as JSON: {exc}"
             ) from exc
-        return ToolResultPart(call_id, text, is_error=is_error, name=name or None)
+        media = [gemini_media(as_dict(p)) for p in as_list(response.get("parts"))]
+        return ToolResultPart(
+            call_id,
+            text,
+            is_error=is_error,
+            name=name or None,
+            media=[m for m in media if m is not None],
+        )
 
     def _answered(self, name: str) -> str:
         for n, call in enumerate(self._pending):

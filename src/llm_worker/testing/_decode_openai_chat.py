@@ -28,6 +28,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
+from llm_worker.testing._decode_media import chat_content
 from llm_worker.testing._decoding import (
     arguments,
     choice,
@@ -95,7 +96,7 @@ def _message(wire: dict[str, Any], origin: Origin, system: list[str], out: list[
         case "system" | "developer":
             system.append("".join(texts(content)))
         case "user":
-            out.append(Message("user", [TextPart(t) for t in texts(content)]))
+            out.append(Message("user", chat_content(content)))
         case "tool":
             call_id = as_str(wire.get("tool_call_id")) or ""
             result = ToolResultPart(call_id, "".join(texts(content)))

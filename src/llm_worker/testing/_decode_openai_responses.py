@@ -34,6 +34,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
+from llm_worker.testing._decode_media import media_of, responses_content
 from llm_worker.testing._decoding import (
     arguments,
     choice,
@@ -95,7 +96,8 @@ def _item(item: dict[str, Any], origin: Origin, system: list[str]) -> Message | 
         return _message(item, origin, system)
     if kind == "function_call_output":
         call_id = as_str(item.get("call_id")) or ""
-        return Message("user", [ToolResultPart(call_id, "".join(texts(item.get("output"))))])
+        text, media = media_of(responses_content(item.get("output")))
+        return Message("user", [ToolResultPart(call_id, text, media=media)])
     if kind == "function_call":
         name = as_str(item.get("name")) or ""
         call = ToolUsePart(
@@ -119,7 +121,7 @@ def _message(item: dict[str, Any], origin: Origin, system: list[str]) -> Message
         system.append("".join(pieces))
         return None
     if role == "user":
-        return Message("user", [TextPart(t) for t in pieces])
+        return Message("user", responses_content(item.get("content")))
     if role != "assistant":
         raise InvalidMessagesError(f"a Responses message item has no known role: {role!r}")
     item_id = as_str(item.get("id"))

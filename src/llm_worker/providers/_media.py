@@ -1,0 +1,176 @@
+"""What each provider accepts as images and documents, checked before anything is sent.
+
+Each client checks every `ImagePart` / `DocumentPart` of a request against its `MediaRules`
+while building the body, and raises `MediaError` naming the provider, the type or size and
+what it accepts — a refusal the API would give only after the upload, or never clearly.
+
+The limits are the providers' documented ones (checked on the base64 form, which is what
+travels and what the APIs measure):
+
+- Anthropic (platform.claude.com/docs/en/build-with-claude/vision, "Before you upload"; and
+  .../pdf-support, "PDF support"): JPEG, PNG, GIF and WebP images of at most 5 MB each
+  (the API answers `image exceeds 5 MB maximum`); PDF and plain-text documents; 32 MB per
+  request.
+- OpenAI (platform.openai.com/docs/guides/images-vision, "Image input requirements"; and
+  .../pdf-files): PNG, JPEG, WebP and non-animated GIF images, 50 MB of payload per request;
+  PDF files as `file_data`, up to the same 50 MB.
+- Gemini (ai.google.dev/gemini-api/docs/image-understanding and .../document-processing,
+  "Inline data"): PNG, JPEG, WebP, HEIC and HEIF images, PDF and plain-text documents;
+  inline data counts against the 20 MB request size limit.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Final
+
+from llm_worker._sniff import check_content
+from llm_worker.errors import MediaError
+from llm_worker.messages import DocumentPart, ImagePart, MediaPart
+
+__all__ = (
+    "ANTHROPIC",
+    "GEMINI",
+    "OPENAI_CHAT",
+    "OPENAI_RESPONSES",
+    "MediaRules",
+    "b64",
+    "check",
+    "data_url",
+    "document_text",
+)
+
+_MB: Final = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class MediaRules:
+    """The images and documents one provider accepts.
+
+    Attributes:
+        provider: The provider's name as a person reads it.
+        images: Image media types it accepts.
+        documents: Document media types it accepts as files (inline bytes).
+        max_image_bytes: The largest image it accepts (base64 size).
+        max_document_bytes: The largest document it accepts (base64 size).
+        url_documents: Document media types it fetches from a URL.
+    """
+
+    provider: str
+    images: frozenset[str]
+    documents: frozenset[str]
+    max_image_bytes: int
+    max_document_bytes: int
+    url_documents: frozenset[str] = frozenset()
+
+
+_PDF: Final = frozenset({"application/pdf"})
+_PDF_AND_TEXT: Final = frozenset({"application/pdf", "text/plain"})
+
+ANTHROPIC: Final = MediaRules(
+    "Anthropic",
+    frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"}),
+    _PDF_AND_TEXT,
+    max_image_bytes=5 * _MB,
+    max_document_bytes=32 * _MB,
+    url_documents=_PDF,
+)
+_OPENAI_IMAGES: Final = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"})
+# Plain text goes to OpenAI as text (see `document_text`), so only PDFs are files there.
+OPENAI_CHAT: Final = MediaRules("OpenAI Chat Completions", _OPENAI_IMAGES, _PDF, 50 * _MB, 50 * _MB)
+OPENAI_RESPONSES: Final = MediaRules(
+    "OpenAI Responses", _OPENAI_IMAGES, _PDF, 50 * _MB, 50 * _MB, url_documents=_PDF
+)
+GEMINI: Final = MediaRules(
+    "Gemini",
+    frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"}),
+    _PDF_AND_TEXT,
+    max_image_bytes=20 * _MB,
+    max_document_bytes=20 * _MB,
+    url_documents=_PDF_AND_TEXT,
+)
+
+
+def check(part: MediaPart, rules: MediaRules) -> None:
+    """Refuse a part that `rules` do not accept.
+
+    Raises:
+        MediaError: Its media type is not one the provider accepts (the message lists those
+            it does), its bytes are not of that type, or it is over the provider's limit.
+    """
+    if isinstance(part, ImagePart):
+        _check_type(part, rules.images, rules, "image")
+        limit = rules.max_image_bytes
+    else:
+        kinds = rules.documents if part.data is not None else rules.url_documents
+        _check_type(part, kinds | _text_ok(part, rules), rules, "document")
+        limit = rules.max_document_bytes
+    if part.data is not None:
+        if part.media_type is not None:
+            check_content(part.data, part.media_type, type(part).__name__)
+        _check_size(part, limit, rules)
+
+
+def _text_ok(part: DocumentPart, rules: MediaRules) -> frozenset[str]:
+    # OpenAI takes plain text as text: any text document given as bytes goes.
+    if part.data is not None and "text/plain" not in rules.documents:
+        return frozenset({"text/plain"})
+    return frozenset()
+
+
+def _check_type(part: MediaPart, kinds: frozenset[str], rules: MediaRules, what: str) -> None:
+    if part.media_type in kinds:
+        return
+    how = "by URL" if part.data is None else "as data"
+    if part.media_type is None:
+        raise MediaError(
+            f"{rules.provider} needs the media type of the {what} at {part.url!r}: pass "
+            f"media_type= to {type(part).__name__}.from_url ({_listed(kinds)})"
+        )
+    accepted = _listed(kinds) if kinds else "none"
+    raise MediaError(
+        f"{rules.provider} does not accept {part.media_type} {what}s {how}; it accepts {accepted}"
+    )
+
+
+def _check_size(part: MediaPart, limit: int, rules: MediaRules) -> None:
+    size = _b64_size(len(part.data or b""))
+    if size > limit:
+        raise MediaError(
+            f"{rules.provider} accepts {part.type}s of at most {limit // _MB} MB (base64); "
+            f"this {part.media_type} {part.type} is {size / _MB:.1f} MB: make it smaller"
+        )
+
+
+def _b64_size(n: int) -> int:
+    return 4 * ((n + 2) // 3)
+
+
+def _listed(kinds: frozenset[str]) -> str:
+    return ", ".join(sorted(kinds))
+
+
+def b64(data: bytes) -> str:
+    """`data` as standard base64 text."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def data_url(part: MediaPart) -> str:
+    """The `data:` URL of a part given as bytes, else its URL."""
+    if part.data is None:
+        return part.url or ""
+    return f"data:{part.media_type};base64,{b64(part.data)}"
+
+
+def document_text(part: DocumentPart) -> str | None:
+    """A plain-text document as the text a provider without text files reads, else `None`.
+
+    The text is wrapped in a `<document>` element naming the file, so the model can tell it
+    from the prompt around it.
+    """
+    text = part.text
+    if text is None:
+        return None
+    name = f' name="{part.name}"' if part.name else ""
+    return f"<document{name}>\n{text}\n</document>"
