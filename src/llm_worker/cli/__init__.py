@@ -26,6 +26,7 @@ _WIRE_FORMATS = ("anthropic", "openai_chat", "openai_responses", "gemini")
 
 
 def _parser() -> argparse.ArgumentParser:
+    from llm_worker.cli._attach import add_options
     from llm_worker.cli._chat import parse_thinking
 
     parser = argparse.ArgumentParser(
@@ -72,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
         )
         cmd.add_argument("--max-tokens", type=int, help="output token limit per request")
         cmd.add_argument("--tools", action="store_true", help="let the model read this folder")
+        add_options(cmd)
     _serve_parser(sub)
     return parser
 

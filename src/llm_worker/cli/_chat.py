@@ -23,9 +23,10 @@ import orjson
 from rich.console import Console
 from rich.markup import escape
 
+from llm_worker.cli._attach import attached, describe, prompt_message
 from llm_worker.cli._render import Renderer
 from llm_worker.errors import ConfigurationError, LLMWorkerError
-from llm_worker.messages import ThinkingConfig
+from llm_worker.messages import MediaPart, Message, ThinkingConfig
 from llm_worker.state import RunCompleted, RunResult, RunStatus
 from llm_worker.worker import Worker
 
@@ -125,7 +126,7 @@ def _sigint_cancels(worker: Worker) -> Generator[None]:
         loop.remove_signal_handler(signal.SIGINT)
 
 
-async def _turn(worker: Worker, render: Renderer, prompt: str) -> RunResult | None:
+async def _turn(worker: Worker, render: Renderer, prompt: str | Message) -> RunResult | None:
     result = None
     with _sigint_cancels(worker):
         async for event in worker.stream(prompt):
@@ -155,21 +156,26 @@ def _prompt(console: Console, editing: bool) -> str:
 
 def run_chat(console: Console, args: argparse.Namespace) -> int:
     """The interactive session: one turn per line, until end of input."""
+    parts = attached(args)
     worker = build_worker(args)
     prompt = _prompt(console, _line_editing())
     console.print(
         f"[bold]llm-worker chat[/] — [cyan]{escape(args.model)}[/] "
         "[dim](Ctrl-C cancels a turn, Ctrl-D quits)[/]"
     )
+    if parts:
+        console.print(f"[dim]{escape(describe(args, parts))} — sent with your first message[/]")
     with asyncio.Runner() as runner:
         try:
-            _session(runner, worker, console, prompt)
+            _session(runner, worker, console, prompt, parts)
         finally:
             runner.run(_close(worker))
     return 0
 
 
-def _session(runner: asyncio.Runner, worker: Worker, console: Console, prompt: str) -> None:
+def _session(
+    runner: asyncio.Runner, worker: Worker, console: Console, prompt: str, parts: list[MediaPart]
+) -> None:
     while True:
         try:
             line = input(prompt)
@@ -181,11 +187,14 @@ def _session(runner: asyncio.Runner, worker: Worker, console: Console, prompt: s
             continue
         if not sys.stdin.isatty():  # piped input is not echoed: show what was read
             console.print(line, markup=False, highlight=False)
-        if line.strip():
-            _chat_turn(runner, worker, console, line)
+        if line.strip() and _chat_turn(runner, worker, console, prompt_message(line, parts)):
+            parts = []  # the files went with this turn
 
 
-def _chat_turn(runner: asyncio.Runner, worker: Worker, console: Console, line: str) -> None:
+def _chat_turn(
+    runner: asyncio.Runner, worker: Worker, console: Console, line: str | Message
+) -> bool:
+    """One turn; whether it was kept in the history."""
     kept = len(worker.history)
     render = Renderer(console)
     try:
@@ -197,6 +206,8 @@ def _chat_turn(runner: asyncio.Runner, worker: Worker, console: Console, line: s
         render.stop_spinner()
         del worker.history[kept:]
         print_error(f"{exc} — this turn was not kept; send it again to retry")
+        return False
+    return True
 
 
 async def _close(worker: Worker) -> None:
@@ -210,16 +221,20 @@ async def run_once(console: Console, args: argparse.Namespace) -> int:
 
     Returns 0 when the model answered, 1 when the run did not finish (cancelled).
     """
+    parts = attached(args)
+    message = prompt_message(args.prompt, parts)
     worker = build_worker(args)
     try:
         if args.json:
             with _sigint_cancels(worker):
-                result = await worker.run(args.prompt)
+                result = await worker.run(message)
             sys.stdout.write(orjson.dumps(_as_json(result), option=orjson.OPT_INDENT_2).decode())
             sys.stdout.write("\n")
         else:
             info = Console(stderr=True, highlight=False)
-            result = await _turn(worker, Renderer(console, info=info), args.prompt)
+            if parts:
+                info.print(escape(describe(args, parts)), style="dim")
+            result = await _turn(worker, Renderer(console, info=info), message)
     finally:
         await _close(worker)
     return 0 if result is not None and result.status is RunStatus.FINISHED else 1
