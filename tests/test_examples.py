@@ -88,6 +88,16 @@ EXPECTED: dict[str, list[str]] = {
         "final answer: Saved: three papers on logical clocks.",
         "notes saved: ['Lamport 1978; Fidge 1988; Mattern 1989']",
     ],
+    "image_input.py": [
+        "attached: ImagePart(<80 bytes>, 'image/png')",
+        "attached: DocumentPart(<26 bytes>, 'text/plain', name='notes.txt')",
+        "(offline: a scripted model behind the anthropic wire format on 127.0.0.1)",
+        "model: Your picture and your screen both show a red square.",
+        "request 1: TextPart, ImagePart, DocumentPart",
+        "  as sent: text, image, document",
+        "request 2: the screenshot's result holds 'The screen, 16x16 pixels:' and "
+        "[ImagePart(<80 bytes>, 'image/png')]",
+    ],
     "subscriber.py": [
         "── turn 0 starts",
         "tool call: convert({'amount': 20, 'currency': 'JPY'})",

@@ -64,7 +64,7 @@ def last_results(request: RecordedRequest) -> list[WireResult]:
 
 def test_the_readme_has_the_snippets_these_tests_run() -> None:
     # A new snippet needs a test here; a removed one needs its test removed.
-    assert len(SNIPPETS) == 6
+    assert len(SNIPPETS) == 7
 
 
 @pytest.mark.anyio
@@ -278,6 +278,35 @@ async def test_large_outputs_are_stored_summarised_inspected_and_masked(
     assert all(b"hunter2" not in r.body for r in server.requests)
     [blob] = [p for p in (tmp_path / "blobs").rglob("*") if p.is_file()]
     assert "hit 120 for errors: token hunter2" in blob.read_text()  # the raw output is kept
+
+
+@pytest.mark.anyio
+async def test_images_and_documents_in_the_prompt_and_from_a_tool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from support.media import PDF, png
+
+    monkeypatch.chdir(tmp_path)  # the snippet reads mockup.png and spec.pdf from here
+    (tmp_path / "mockup.png").write_bytes(png(2, 2))
+    (tmp_path / "spec.pdf").write_bytes(PDF)
+    script = [
+        ScriptedResponse([ToolUsePart("", "screenshot", {})]),
+        ScriptedResponse.text("They match."),
+    ]
+    async with ScriptedModelServer(PROVIDER, script) as server:
+        client = server.client()
+        namespace = {"client": client, "grab_screen": lambda: png(4, 4)}
+        namespace = await run(snippet(6), namespace)
+        await client.aclose()
+    assert namespace["result"].text == "They match."
+    first = server.requests[0].json()["messages"][0]["content"]
+    assert [block["type"] for block in first] == ["text", "image", "document"]
+    [result] = [
+        block
+        for block in server.requests[1].json()["messages"][-1]["content"]
+        if block["type"] == "tool_result"
+    ]
+    assert [block["type"] for block in result["content"]] == ["text", "image"]
 
 
 def test_every_file_the_readme_names_exists() -> None:

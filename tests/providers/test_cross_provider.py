@@ -287,8 +287,9 @@ _UNSUPPORTED: list[Any] = [
 def test_a_part_of_no_known_kind_is_refused_clearly(
     client_class: type[HttpClient], role: Any, part: Any
 ) -> None:
-    # Images and files have no part kind yet: such input must fail with a clear error, never
-    # be dropped silently (Chat did) or end in an AttributeError (the others did).
+    # A raw provider block (an image as a dict, not an ImagePart) or a bare string is no part:
+    # it must fail with a clear error, never be dropped silently (Chat did) or end in an
+    # AttributeError (the others did).
     from llm_worker.errors import InvalidMessagesError
 
     message = Message(role, [TextPart("look"), part])

@@ -252,15 +252,15 @@ def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]
 
 
 def unsupported_part(part: object) -> InvalidMessagesError:
-    """The error for a message part of no known kind (an image, a raw dict, a bare string).
+    """The error for a message part of no known kind (a raw dict, a bare string).
 
     Request builders raise it rather than drop the part or fail on a missing attribute.
     """
     kind = as_dict(part).get("type")
     name = repr(kind) if isinstance(kind, str) else type(part).__name__
     return InvalidMessagesError(
-        f"a message part of type {name} is not supported: parts are TextPart, ThinkingPart, "
-        "ToolUsePart and ToolResultPart (images and files are not supported)"
+        f"a message part of type {name} is not supported: parts are TextPart, ImagePart, "
+        "DocumentPart, ThinkingPart, ToolUsePart, ToolResultPart and ProviderPart"
     )
 
 
