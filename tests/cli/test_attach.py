@@ -130,3 +130,19 @@ def test_a_bad_attachment_is_one_error_line_before_any_request(
     assert err.count("\n") == 1 and err.startswith("error: ")
     assert re.search(message, err), err
     assert server.requests == []
+
+
+def test_a_tool_result_image_is_shown_as_what_it_is_not_as_bytes() -> None:
+    from rich.console import Console
+
+    from llm_worker import ImagePart
+    from llm_worker.cli._render import Renderer
+    from llm_worker.state import ToolResultReady
+    from llm_worker.tools import ToolResult
+
+    console = Console(record=True, width=100, color_system=None)
+    result = ToolResult("c1", "screenshot", "the screen", media=[ImagePart.from_bytes(PNG)])
+    Renderer(console)(ToolResultReady(result))
+    shown = console.export_text()
+    assert "← screenshot\n  │ the screen\n  │ [image: image/png]\n" in shown
+    assert "PNG" not in shown

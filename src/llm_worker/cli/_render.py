@@ -189,6 +189,9 @@ class Renderer:
         self.line(_result_header(result))
         for text in _clip(result.content):
             self.info.print(f"  │ {escape(text)}", style="dim", highlight=False, soft_wrap=True)
+        for part in result.media:  # shown as what it is; its bytes go to the model only
+            shown = f"  │ [{part.type}: {part.media_type or part.url}]"
+            self.info.print(escape(shown), style="dim", highlight=False, soft_wrap=True)
 
     def _completed(self, event: RunCompleted) -> None:
         self._spinning = ""
