@@ -182,3 +182,24 @@ async def test_a_list_of_other_values_is_still_json_text() -> None:
     with anyio.fail_after(5):
         result = await execute_call(numbers, ToolCall("c1", "numbers", {}))
     assert (result.content, result.media) == ("[1,2]", [])
+
+
+def test_the_bytes_of_a_part_are_decoded_once_per_validation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # pydantic tries a part against each media kind: the base64 must not be decoded per kind.
+    import binascii
+
+    calls: list[int] = []
+    real = binascii.a2b_base64
+
+    def counting(data: str | bytes, *, strict_mode: bool = False) -> bytes:
+        calls.append(len(data))
+        return real(data, strict_mode=strict_mode)
+
+    history = [Message.user("a", ImagePart.from_bytes(PNG), DocumentPart.from_bytes(PDF))]
+    text = messages_to_json(history)
+    monkeypatch.setattr(binascii, "a2b_base64", counting)
+    assert messages_from_json(text) == history
+    assert Message.from_json(messages_to_json(history)[1:-1]) == history[0]
+    assert len(calls) == 4  # two parts, two validations

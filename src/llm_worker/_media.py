@@ -211,7 +211,8 @@ def media_from_json(data: object) -> list[MediaPart]:
     Raises:
         pydantic.ValidationError: The data is not a list of images and documents.
     """
-    return _media_adapter().validate_python(data)
+    with _sniff.decoding():
+        return _media_adapter().validate_python(data)
 
 
 @cache

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote, urlsplit
@@ -29,6 +31,7 @@ __all__ = (
     "check_content",
     "checked_type",
     "decode_data_url",
+    "decoding",
     "guess_from_name",
     "normal_type",
     "read",
@@ -158,8 +161,8 @@ def decode_data_url(url: str) -> tuple[bytes, str] | None:
     if "base64" not in (p.strip().lower() for p in params[1:]):
         return unquote(payload).encode(), media_type
     try:
-        return base64.b64decode(payload, validate=True), media_type
-    except binascii.Error as exc:
+        return binascii.a2b_base64(payload, strict_mode=True), media_type
+    except (binascii.Error, ValueError) as exc:
         raise MediaError(f"a data: URL whose base64 data does not decode: {exc}") from exc
 
 
@@ -168,14 +171,42 @@ def url_name(url: str) -> str:
     return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
 
 
+# pydantic tries a part against every kind of the union, so the same base64 text would be
+# decoded once per media kind: within one validation (`decoding()`), it is decoded once.
+_decoded: ContextVar[dict[int, tuple[str, bytes]] | None] = ContextVar("_decoded", default=None)
+
+
+@contextmanager
+def decoding() -> Generator[None]:
+    """Decode each base64 text once while validating one message or history."""
+    token = _decoded.set({})
+    try:
+        yield
+    finally:
+        _decoded.reset(token)
+
+
 def _from_json(value: object) -> bytes:
     if isinstance(value, bytes):
         return value
     if not isinstance(value, str):
         raise ValueError("expected base64 text")  # pydantic reports a ValueError
+    seen = _decoded.get()
+    if seen is None:
+        return _decode(value)
+    hit = seen.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    data = _decode(value)
+    seen[id(value)] = (value, data)  # the text is kept too: its id stays its own
+    return data
+
+
+def _decode(value: str) -> bytes:
     try:
-        return base64.b64decode(value, validate=True)
-    except binascii.Error as exc:
+        # strict_mode checks in C what b64decode(validate=True) checks with a slow regex.
+        return binascii.a2b_base64(value, strict_mode=True)
+    except (binascii.Error, ValueError) as exc:  # ValueError: a non-ASCII character
         raise ValueError(f"not valid base64: {exc}") from exc
 
 

@@ -26,6 +26,7 @@ import orjson
 
 from llm_worker._json import as_dict, as_list
 from llm_worker._media import DocumentPart, ImagePart, MediaPart
+from llm_worker._sniff import decoding
 from llm_worker.errors import InvalidMessagesError
 
 if TYPE_CHECKING:
@@ -303,7 +304,8 @@ class Message:
         from pydantic import ValidationError
 
         try:
-            return _message_adapter().validate_python(data)
+            with decoding():
+                return _message_adapter().validate_python(data)
         except ValidationError as exc:
             raise InvalidMessagesError(
                 f"not a valid message: {_describe(exc, data, 'message')}"
@@ -338,7 +340,8 @@ def messages_from_json(text: str | bytes) -> list[Message]:
 
     data = _loads(text)
     try:
-        return _messages_adapter().validate_python(data)
+        with decoding():
+            return _messages_adapter().validate_python(data)
     except ValidationError as exc:
         raise InvalidMessagesError(
             f"not a valid list of messages: {_describe(exc, data, 'messages')}"
