@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from llm_worker import (
+    HookError,
     ImagePart,
     MemoryBlobStore,
     Message,
@@ -18,6 +19,7 @@ from llm_worker import (
 )
 from llm_worker.blobs import TextContent
 from llm_worker.collectors import ToolCall
+from llm_worker.hooks import ToolResultContext
 from llm_worker.state import PendingCall
 from llm_worker.testing import ScriptedClient, ScriptedResponse
 from llm_worker.tools import ToolResult
@@ -72,3 +74,27 @@ async def test_a_finished_result_with_an_image_survives_a_pause_state_as_json() 
     [pending] = PauseState.from_json(state.to_json()).pending
     assert pending.result is not None
     assert (pending.result.content, pending.result.media) == ("the screen", [SHOT])
+
+
+async def test_a_hook_may_replace_the_image_but_not_with_something_else() -> None:
+    other = ImagePart.from_bytes(png(1, 1))
+
+    async def swap(ctx: ToolResultContext) -> None:
+        ctx.result = ToolResult.success(ctx.call.id, "swapped", media=[other])
+
+    async def spoil(ctx: ToolResultContext) -> None:
+        ctx.result.media = ["a screenshot"]  # type: ignore[list-item]
+
+    script = [ScriptedResponse([ToolUsePart("c1", "screenshot", {})]), ScriptedResponse.text("ok")]
+    client = ScriptedClient(list(script))
+    worker = Worker(client, tools=[screenshot])
+    worker.add_after_tool_call_hook(swap)
+    with anyio.fail_after(5):
+        await worker.run("look")
+    [result] = client.requests[1].messages[-1].tool_results
+    assert (result.content, result.media) == ("swapped", [other])
+
+    spoiled = Worker(ScriptedClient(list(script)), tools=[screenshot])
+    spoiled.add_after_tool_call_hook(spoil)
+    with anyio.fail_after(5), pytest.raises(HookError, match=r"result\.media to something other"):
+        await spoiled.run("look")

@@ -32,7 +32,7 @@ import inspect
 import math
 import re
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
@@ -287,9 +287,19 @@ class ToolResult:
     media: list[MediaPart] = field(default_factory=lambda: [])
 
     @classmethod
-    def success(cls, tool_use_id: str, content: str, *, name: str = "") -> ToolResult:
-        """A result answering call `tool_use_id` (`name` left empty: the Worker fills it in)."""
-        return cls(tool_use_id, name, content)
+    def success(
+        cls,
+        tool_use_id: str,
+        content: str,
+        *,
+        name: str = "",
+        media: Sequence[MediaPart] = (),
+    ) -> ToolResult:
+        """A result answering call `tool_use_id` (`name` left empty: the Worker fills it in).
+
+        `media`: images and documents the model should see with the text.
+        """
+        return cls(tool_use_id, name, content, media=list(media))
 
     @classmethod
     def error(cls, tool_use_id: str, content: str, *, name: str = "") -> ToolResult:

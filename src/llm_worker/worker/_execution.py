@@ -40,7 +40,7 @@ from llm_worker.hooks import (
     ToolOutcome,
     ToolResultContext,
 )
-from llm_worker.messages import Message, Part, ToolResultPart
+from llm_worker.messages import DocumentPart, ImagePart, Message, Part, ToolResultPart
 from llm_worker.state import PendingCall, ToolResultReady
 from llm_worker.tools import Tool, ToolResult, execute_call, tool_meta
 from llm_worker.worker._intercept import ToolStep, intercepted
@@ -334,6 +334,8 @@ def _result_edits(call: ToolCall) -> Callable[[ToolResultContext], str | None]:
         content = cast("object", result.content)
         if not isinstance(content, str):
             return f"set result.content to {type(content).__name__}, not text (a str)"
+        if not _all_media(cast("object", result.media)):
+            return "set result.media to something other than a list of ImagePart / DocumentPart"
         if result.tool_use_id != call.id:
             return (
                 f"set a result for call {result.tool_use_id!r} in ctx.result, which answers "
@@ -342,6 +344,11 @@ def _result_edits(call: ToolCall) -> Callable[[ToolResultContext], str | None]:
         return None
 
     return problem
+
+
+def _all_media(media: object) -> bool:
+    items = cast("list[object]", media) if isinstance(media, list) else None
+    return items is not None and all(isinstance(m, ImagePart | DocumentPart) for m in items)
 
 
 def _settled(result: ToolResult, call: ToolCall) -> ToolResult:
