@@ -8,6 +8,8 @@ from pathlib import Path
 import anyio
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_worker import DocumentPart, ImagePart, MediaError, Message, TextPart, ToolResultPart
 from llm_worker.collectors import ToolCall
@@ -203,3 +205,45 @@ def test_the_bytes_of_a_part_are_decoded_once_per_validation(
     assert messages_from_json(text) == history
     assert Message.from_json(messages_to_json(history)[1:-1]) == history[0]
     assert len(calls) == 4  # two parts, two validations
+
+
+MEDIA_TYPES = ["image/png", "image/jpeg", "image/gif", "application/pdf", "text/plain", "x/y"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.binary(max_size=64) | st.sampled_from([PNG, JPEG, GIF, PDF, b"%PDF-", b"RIFF"]),
+    media_type=st.none() | st.sampled_from(MEDIA_TYPES),
+)
+def test_any_bytes_make_a_part_or_a_media_error(data: bytes, media_type: str | None) -> None:
+    for kind in (ImagePart, DocumentPart):
+        try:
+            part = kind.from_bytes(data, media_type)
+        except MediaError:
+            continue
+        assert part.data == data and part.media_type is not None
+        assert Message.from_json(Message.user(part).to_json()).content == [part]
+
+
+@settings(max_examples=200, deadline=None)
+@given(url=st.text(max_size=40).map(lambda t: "data:" + t) | st.text(max_size=40))
+def test_any_url_makes_a_part_or_a_media_error(url: str) -> None:
+    for kind in (ImagePart, DocumentPart):
+        try:
+            part = kind.from_url(url)
+        except MediaError:
+            continue
+        inline = url[:5].lower() == "data:"
+        assert (part.url, part.data is not None) == ((None, True) if inline else (url, False))
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.text(max_size=24))
+def test_any_base64_text_in_json_is_a_part_or_an_invalid_messages_error(data: str) -> None:
+    try:
+        message = Message.from_dict({"role": "user", "content": [{"type": "image", "data": data}]})
+    except InvalidMessagesError as exc:
+        assert "not valid base64" in str(exc)  # noqa: PT017 - the error of this input
+        return
+    [part] = message.content
+    assert isinstance(part, ImagePart) and part.data == base64.b64decode(data)
