@@ -29,7 +29,10 @@ LLMWorkerError
 ├── PauseStateError               a pause state that cannot be resumed
 └── BlobError                     a blob that cannot be stored or loaded
     ├── BlobNotFoundError
-    └── InvalidBlobIdError
+    ├── InvalidBlobIdError
+    ├── BlobAccessDeniedError     the object store refused the credentials
+    ├── BlobContainerNotFoundError    the bucket or container does not exist
+    └── BlobStoreUnavailableError     the object store failed or throttled past its retries
 ```
 
 Foreign exceptions (httpx, JSON decoders) are translated at one seam each and chained with
@@ -44,8 +47,11 @@ __all__ = (
     "APITimeoutError",
     "Aborted",
     "AuthenticationError",
+    "BlobAccessDeniedError",
+    "BlobContainerNotFoundError",
     "BlobError",
     "BlobNotFoundError",
+    "BlobStoreUnavailableError",
     "ConfigurationError",
     "ContentFilterError",
     "HookError",
@@ -304,3 +310,15 @@ class BlobNotFoundError(BlobError, LookupError):
 
 class InvalidBlobIdError(BlobError, ValueError):
     """The text is not a blob id (a UUID); it never names a file."""
+
+
+class BlobAccessDeniedError(BlobError, PermissionError):
+    """The object store refused the credentials (unknown key, bad signature, no permission)."""
+
+
+class BlobContainerNotFoundError(BlobError):
+    """The object store's bucket or container does not exist."""
+
+
+class BlobStoreUnavailableError(BlobError):
+    """The object store failed, throttled or dropped the connection after its client's retries."""

@@ -23,9 +23,10 @@ OBJECT = {
 }
 
 
-@pytest.fixture(params=["memory", "fs"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> BlobStore:
-    return MemoryBlobStore() if request.param == "memory" else FsBlobStore(tmp_path / "blobs")
+@pytest.fixture
+def store(any_store: BlobStore) -> BlobStore:
+    """Every store: memory, folder, obstore's local files, S3 (moto)."""
+    return any_store
 
 
 @pytest.fixture

@@ -36,9 +36,10 @@ RECORDS = [
 LOG = "".join(f"{n:05d} {'ERROR disk full' if n % 1000 == 7 else 'ok'}\n" for n in range(20_000))
 
 
-@pytest.fixture(params=["memory", "fs"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> BlobStore:
-    return MemoryBlobStore() if request.param == "memory" else FsBlobStore(tmp_path / "blobs")
+@pytest.fixture
+def store(any_store: BlobStore) -> BlobStore:
+    """Every store: memory, folder, obstore's local files, S3 (moto)."""
+    return any_store
 
 
 async def inspect(store: BlobStore, content: Content, selector: str, cap: int = 16_000) -> str:

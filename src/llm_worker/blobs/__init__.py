@@ -4,7 +4,9 @@ Owns `ToolOutput` and `Content` (`_output`), the `BlobStore` protocol, the memor
 stores and `externalize` (`_store`), the summaries a model reads in place of a stored output
 (`_summaries`), JSON scanned entry by entry (`_json_scan`), and the `inspect` tool
 (`_inspect`) with its selectors (`_selectors`) and its readers of text and JSON
-(`_inspect_text`, `_inspect_json`).
+(`_inspect_text`, `_inspect_json`, and `_inspect_window` through a blob's index, `_index`);
+`ObjectBlobStore` (`_object_store`) keeps blobs in an object store through obstore, imported
+only when one is made (`llm-worker[obstore]`).
 
 May import: the model layer (`llm_worker.errors`, `llm_worker._json`, `events`, `messages`).
 Never the timeline, tools, the Worker, providers or the CLI. Modules inside import each other
@@ -12,6 +14,8 @@ directly, never through this package.
 """
 
 from llm_worker.blobs._inspect import InspectTool
+from llm_worker.blobs._index import BlobIndex, IndexedBlobStore
+from llm_worker.blobs._object_store import ObjectBlobStore
 from llm_worker.blobs._output import (
     BlobId,
     Content,
@@ -36,13 +40,16 @@ from llm_worker.blobs._summaries import summarize
 
 __all__ = (
     "BlobId",
+    "BlobIndex",
     "BlobStore",
     "Content",
     "FsBlobStore",
+    "IndexedBlobStore",
     "InlineOutput",
     "InspectTool",
     "JsonValue",
     "MemoryBlobStore",
+    "ObjectBlobStore",
     "OutputPolicy",
     "StoredOutput",
     "StructuredContent",

@@ -2,7 +2,8 @@
 
 `InspectTool` checks its arguments and the blob id, then hands the blob to the reader of its
 kind: `_inspect_text` (read as a stream of bytes when the store can, `TextStreamStore`) or
-`_inspect_json`. Every bad input becomes a `ToolError`, which the model receives as an error
+`_inspect_json`; through the blob's index when the store keeps one (`_inspect_window`,
+ranged reads of a window). Every bad input becomes a `ToolError`, which the model receives as an error
 result.
 """
 
@@ -13,8 +14,10 @@ from typing import Any, Literal
 import anyio.to_thread
 import orjson
 
+from llm_worker.blobs._index import IndexedBlobStore
 from llm_worker.blobs._inspect_json import inspect_json
 from llm_worker.blobs._inspect_text import inspect_text, str_chunks
+from llm_worker.blobs._inspect_window import inspect_window
 from llm_worker.blobs._json_scan import dict_or_none
 from llm_worker.blobs._output import OutputPolicy, StructuredContent, TextContent, parse_blob_id
 from llm_worker.blobs._selectors import Selector, parse_selector
@@ -150,6 +153,10 @@ class InspectTool:
     async def _inspect(self, blob_id: str, selector: Selector) -> str:
         tag = f"[blob:{blob_id}]"
         cap = self._policy.inspect_max_chars
+        if isinstance(self._store, IndexedBlobStore):
+            out = await inspect_window(self._store, blob_id, tag, selector, cap)
+            if out is not None:
+                return out
         if isinstance(self._store, TextStreamStore):
             stream = await self._store.stream_text(blob_id)
             if stream is not None:

@@ -38,7 +38,7 @@ from llm_worker.blobs._selectors import (
 from llm_worker.blobs._summaries import ELLIPSIS, entry_schema, scalar_header
 from llm_worker.errors import ToolError
 
-__all__ = ("inspect_json",)
+__all__ = ("array_selector_error", "counted_bounds", "inspect_json", "render_array")
 
 
 def _entries(text: str, start: int, stop: int, need: int) -> tuple[int, list[str], bool, Any]:
@@ -93,15 +93,47 @@ def _grep_object(tag: str, text: str, selector: GrepSelector, cap: int) -> str:
 def _inspect_array(tag: str, text: str, selector: Selector, cap: int) -> str:
     if isinstance(selector, GrepSelector):
         return _grep_array(tag, text, selector, cap)
-    if isinstance(selector, LinesSelector | KeySelector):
-        kind = "lines:" if isinstance(selector, LinesSelector) else "key:"
-        raise ToolError(
-            f"{tag} is a json_array: {kind} does not apply; select entries, e.g. slice:0..10"
-        )
+    if not isinstance(selector, SliceSelector | WholeSelector):
+        raise array_selector_error(tag, selector)
+    start, stop = (0, _ALL) if isinstance(selector, WholeSelector) else _slice_bounds(text, selector)
+    need = selector.offset + cap - RESERVE + 1
+    count, parts, complete, first = _entries(text, start, stop, need)
+    return render_array(tag, selector, (start, stop), (count, parts, complete, first), cap)
+
+
+def array_selector_error(tag: str, selector: Selector) -> ToolError:
+    """The error for a `lines:` or `key:` selector on an array."""
+    kind = "lines:" if isinstance(selector, LinesSelector) else "key:"
+    return ToolError(
+        f"{tag} is a json_array: {kind} does not apply; select entries, e.g. slice:0..10"
+    )
+
+
+def counted_bounds(selector: SliceSelector | WholeSelector, count: int) -> tuple[int, int]:
+    """The entries `selector` asks for, `start` and `stop`, once the array's length is known."""
+    if isinstance(selector, WholeSelector):
+        return 0, _ALL
+    start, stop = selector.start, selector.stop
+    if (start or 0) < 0 or (stop or 0) < 0:
+        start, stop, _ = slice(start, stop).indices(count)
+    return start or 0, _ALL if stop is None else stop
+
+
+def render_array(
+    tag: str,
+    selector: Selector,
+    bounds: tuple[int, int],
+    found: tuple[int, list[str], bool, Any],
+    cap: int,
+) -> str:
+    """What `inspect` answers for entries `bounds` of an array.
+
+    `found` is the array's length, the entries rendered (one JSON text each), whether they are
+    all the entries asked for, and the first entry (for the overview's schema).
+    """
+    (start, stop), (count, parts, complete, first) = bounds, found
     budget = cap - RESERVE
     whole = isinstance(selector, WholeSelector)
-    start, stop = (0, _ALL) if whole else _slice_bounds(text, selector)
-    count, parts, complete, first = _entries(text, start, stop, selector.offset + budget + 1)
     low, high = min(start, count), max(min(stop, count), min(start, count))
     header = f"{tag} json_array | {count} entries"
     notes: list[str] = []

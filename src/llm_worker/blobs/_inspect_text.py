@@ -49,12 +49,12 @@ def _after_newline(data: bytes, nth: int, start: int = 0) -> int:
 class _LineScanner:
     """Feeds chunks of UTF-8 bytes, keeps the bytes of lines `first`..`last` (at most `limit`)."""
 
-    def __init__(self, first: int, last: int | None, limit: int) -> None:
+    def __init__(self, first: int, last: int | None, limit: int, seen: int = 0) -> None:
         self.first, self.limit = first, limit
         self.want = None if last is None else last - first + 1  # newlines that end the range
         self.taken = 0  # newlines inside the window
-        self.seen = 0  # newlines before the current chunk
-        self.state: Literal["seek", "take", "done"] = "seek" if first > 1 else "take"
+        self.seen = seen  # newlines before the current chunk
+        self.state: Literal["seek", "take", "done"] = "seek" if first > seen + 1 else "take"
         self.scan = _LineScan()
         self.ends_with_newline = True
 
@@ -86,12 +86,13 @@ class _LineScanner:
             del window[self.limit :]
             self.state, self.scan.complete = "done", False
 
-    def finish(self) -> _LineScan:
+    def finish(self, total: int | None = None) -> _LineScan:
         if self.state == "take":  # the range runs to the end of the text
             self.scan.complete = True
             if self.scan.window.endswith(b"\n"):  # it ends the last line; it is not a line
                 del self.scan.window[-1:]
-        self.scan.total = self.seen + (0 if self.ends_with_newline else 1)
+        counted = self.seen + (0 if self.ends_with_newline else 1)
+        self.scan.total = counted if total is None else total
         return self.scan
 
 
@@ -168,8 +169,20 @@ async def _grep_text(
     return render_grep(f"{tag} text | {lines.count} lines", grep, units, cap)
 
 
-async def inspect_text(tag: str, chunks: AsyncIterator[bytes], selector: Selector, cap: int) -> str:
+async def inspect_text(
+    tag: str,
+    chunks: AsyncIterator[bytes],
+    selector: Selector,
+    cap: int,
+    *,
+    start_line: int = 1,
+    total: int | None = None,
+) -> str:
     """What `selector` reads of the text in `chunks`, at most `cap` characters.
+
+    `chunks` may start at the beginning of line `start_line` rather than of the text (a point
+    of the blob's index); with the text's line count `total` known, reading stops as soon as
+    the window is complete.
 
     Raises:
         ToolError: A selector for JSON, or a grep pattern that is not a regular expression.
@@ -183,10 +196,13 @@ async def inspect_text(tag: str, chunks: AsyncIterator[bytes], selector: Selecto
         selector if isinstance(selector, LinesSelector) else LinesSelector(1, None, selector.offset)
     )
     budget = cap - RESERVE
-    scanner = _LineScanner(max(lines.first, 1), lines.last, 4 * (lines.offset + budget + 1) + 4)
+    limit = 4 * (lines.offset + budget + 1) + 4
+    scanner = _LineScanner(max(lines.first, 1), lines.last, limit, start_line - 1)
     async for chunk in chunks:
         scanner.feed(chunk)
-    scan = scanner.finish()
+        if total is not None and scanner.state == "done":
+            break
+    scan = scanner.finish(total)
     first, last, notes = _line_notes(lines, scan.total)
     text = _decode(scan.window, scan.complete) if first <= last else ""
     whole = isinstance(selector, WholeSelector)

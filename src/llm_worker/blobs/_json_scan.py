@@ -26,10 +26,12 @@ if TYPE_CHECKING:
 __all__ = (
     "JsonShape",
     "array_items",
+    "array_walk",
     "content_shape",
     "describe",
     "dict_or_none",
     "dumps_json",
+    "entries_at",
     "json_kind",
     "json_shape",
     "key_text",
@@ -94,6 +96,15 @@ def array_items(text: str) -> Iterator[Any]:
     Raises:
         _NotJson: `text` is not a JSON array (raised when the iteration reaches the fault).
     """
+    return (value for value, _ in array_walk(text))
+
+
+def array_walk(text: str) -> Iterator[tuple[Any, int]]:
+    """Each entry of the JSON array `text` with the index of its first character.
+
+    Raises:
+        _NotJson: `text` is not a JSON array (raised when the iteration reaches the fault).
+    """
     pos = _skip(text, 0)
     if not text.startswith("[", pos):
         raise _NotJson("not an array")
@@ -102,8 +113,9 @@ def array_items(text: str) -> Iterator[Any]:
         _expect_end(text, pos + 1)
         return
     while True:
+        start = pos
         value, pos = _value_at(text, pos)
-        yield value
+        yield value, start
         if text.startswith(",", pos):  # compact JSON: no regex needed
             pos += 1
             if text[pos : pos + 1] in _SPACES:
@@ -116,6 +128,26 @@ def array_items(text: str) -> Iterator[Any]:
         if after.group(1) == "]":
             _expect_end(text, pos)
             return
+
+
+def entries_at(text: str, pos: int = 0) -> Iterator[Any]:
+    """The array entries in `text` from `pos` on, up to its end or a closing `]`.
+
+    `text` is a run of entries cut out of an array at an entry's start (an index point).
+
+    Raises:
+        _NotJson: An entry or a separator is not JSON.
+    """
+    pos = _skip(text, pos)
+    while pos < len(text) and not text.startswith("]", pos):
+        value, pos = _value_at(text, pos)
+        yield value
+        after = _AFTER_ENTRY.match(text, pos)
+        if after is None:
+            if _skip(text, pos) == len(text):
+                return
+            raise _NotJson(f"expected ',' or ']' at {pos}")
+        pos = after.end() if after.group(1) == "," else after.start(1)
 
 
 def object_members(text: str) -> Iterator[tuple[str, Any]]:

@@ -1,0 +1,188 @@
+"""The index written beside a blob: where lines or array entries start, so a window is a ranged read.
+
+A store that keeps one (`IndexedBlobStore`, e.g. `ObjectBlobStore`) writes it before the blob,
+and `inspect` then fetches only the bytes around the lines or entries asked for, not the
+whole object. The format (version 1, UTF-8 JSON, documented in docs/internals.md):
+
+    {"format": "llm-worker.blob-index", "version": 1, "kind": "text" | "array",
+     "bytes": <blob size>, "count": <lines | entries>, "points": [[number, offset], ...]}
+
+For text a point is `[line, offset]`: line `line` (1-based) starts at byte `offset`; for a JSON
+array it is `[entry, offset]`: entry `entry` (0-based) starts at byte `offset`. A point is kept
+every `every` lines or entries, and sooner when `span` bytes have passed since the last one, so
+a window never starts more than about `span` bytes (or one long line) before what it needs.
+An index of another format or version is ignored: the reader falls back to a streamed read.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import AsyncGenerator, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import orjson
+
+from llm_worker._json import as_dict, as_int, as_list, as_str
+from llm_worker.blobs._json_scan import array_walk
+
+__all__ = (
+    "INDEX_FORMAT",
+    "INDEX_VERSION",
+    "BlobIndex",
+    "IndexedBlobStore",
+    "array_index",
+    "text_index",
+)
+
+INDEX_FORMAT = "llm-worker.blob-index"
+INDEX_VERSION = 1
+EVERY = 1000  # lines or entries between points
+SPAN = 1 << 18  # bytes after which a point comes sooner
+
+
+@dataclass(slots=True, frozen=True)
+class BlobIndex:
+    """Where the lines of a text blob, or the entries of a JSON array blob, start.
+
+    Attributes:
+        kind: `"text"` or `"array"`.
+        size: The blob's size in bytes.
+        count: Its lines (text) or entries (array).
+        points: `(number, offset)` pairs in order: line `number` (1-based) or entry `number`
+            (0-based) starts at byte `offset`.
+    """
+
+    kind: Literal["text", "array"]
+    size: int
+    count: int
+    points: tuple[tuple[int, int], ...]
+
+    def point_at(self, number: int) -> tuple[int, int]:
+        """The last point at or before line / entry `number` (the first point if none)."""
+        numbers = [n for n, _ in self.points]
+        at = max(bisect.bisect_right(numbers, number) - 1, 0)
+        return self.points[at] if self.points else (self._first, 0)
+
+    def segments(self, number: int) -> list[tuple[int, int, int]]:
+        """`(first number, start, end)` byte ranges from the point at or before `number` on."""
+        if not self.points:
+            return []
+        numbers = [n for n, _ in self.points]
+        at = max(bisect.bisect_right(numbers, number) - 1, 0)
+        ends = [offset for _, offset in self.points[at + 1 :]] + [self.size]
+        return [(n, start, end) for (n, start), end in zip(self.points[at:], ends, strict=True)]
+
+    @property
+    def _first(self) -> int:
+        return 1 if self.kind == "text" else 0
+
+    def to_json(self) -> bytes:
+        """The index as the versioned JSON document stored beside the blob."""
+        return orjson.dumps(
+            {
+                "format": INDEX_FORMAT,
+                "version": INDEX_VERSION,
+                "kind": self.kind,
+                "bytes": self.size,
+                "count": self.count,
+                "points": [list(point) for point in self.points],
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes) -> BlobIndex | None:
+        """The index in `data`, or `None` if it is not an index of this format and version."""
+        try:
+            doc = as_dict(orjson.loads(data))
+            if doc.get("format") != INDEX_FORMAT or doc.get("version") != INDEX_VERSION:
+                return None
+            kind = as_str(doc.get("kind"))
+            if kind not in ("text", "array"):
+                return None
+            points = tuple(_point(item) for item in as_list(doc.get("points")))
+        except (orjson.JSONDecodeError, ValueError):
+            return None
+        size, count = as_int(doc.get("bytes")), as_int(doc.get("count"))
+        if size is None or count is None:
+            return None
+        return cls("text" if kind == "text" else "array", size, count, points)
+
+
+def _point(item: Any) -> tuple[int, int]:
+    pair = [as_int(n) for n in as_list(item)]
+    if len(pair) != 2 or pair[0] is None or pair[1] is None:
+        raise ValueError("a point is [number, offset]")
+    return pair[0], pair[1]
+
+
+@runtime_checkable
+class IndexedBlobStore(Protocol):
+    """Optional for a store: an index beside each blob and ranged reads of the blob.
+
+    `inspect` then reads a window of lines or entries with a few small reads.
+    """
+
+    async def blob_index(self, blob_id: str) -> BlobIndex | None:
+        """The index of blob `blob_id`, or `None` when it has none (a JSON object, or none).
+
+        Raises:
+            InvalidBlobIdError: `blob_id` is not a blob id.
+            BlobError: The index could not be read.
+        """
+        ...
+
+    def read_range(
+        self, blob_id: str, index: BlobIndex, start: int, end: int
+    ) -> AsyncGenerator[bytes, None]:
+        """The blob's bytes from `start` to `end`, in chunks fetched one at a time.
+
+        A reader that stops early (closing the generator) fetches no further chunk.
+
+        Raises:
+            BlobError: The blob could not be read (raised by the iteration).
+        """
+        ...
+
+
+def text_index(chunks: Iterable[bytes], every: int = EVERY, span: int = SPAN) -> BlobIndex:
+    """The index of the UTF-8 text whose bytes are `chunks`."""
+    points: list[tuple[int, int]] = [(1, 0)]
+    newlines = size = 0
+    ends_with_newline = True
+    for chunk in chunks:
+        pos = chunk.find(b"\n")
+        while pos >= 0:
+            newlines += 1
+            line, start = newlines + 1, size + pos + 1
+            last_line, last_start = points[-1]
+            if line - last_line >= every or start - last_start >= span:
+                points.append((line, start))
+            pos = chunk.find(b"\n", pos + 1)
+        size += len(chunk)
+        if chunk:
+            ends_with_newline = chunk.endswith(b"\n")
+    if points[-1][1] >= size and len(points) > 1:
+        points.pop()  # the "line" after a final newline does not exist
+    lines = newlines + (0 if ends_with_newline else 1)
+    return BlobIndex("text", size, lines, tuple(points))
+
+
+def array_index(text: str, every: int = EVERY, span: int = SPAN) -> BlobIndex:
+    """The index of the JSON array `text` (stored as UTF-8).
+
+    Raises:
+        ValueError: `text` is not a JSON array.
+    """
+    ascii_only = text.isascii()
+    points: list[tuple[int, int]] = []
+    count = char = offset = 0
+    for count, (_, start) in enumerate(array_walk(text), 1):
+        if not ascii_only:  # byte offsets: encode what lies between two starts
+            offset += len(text[char:start].encode("utf-8", "surrogatepass"))
+            char = start
+        at = start if ascii_only else offset
+        if not points or count - 1 - points[-1][0] >= every or at - points[-1][1] >= span:
+            points.append((count - 1, at))
+    size = len(text) if ascii_only else offset + len(text[char:].encode("utf-8", "surrogatepass"))
+    return BlobIndex("array", size, count, tuple(points))
