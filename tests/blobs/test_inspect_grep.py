@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -14,7 +13,6 @@ import pytest
 from llm_worker import (
     BlobStore,
     Content,
-    FsBlobStore,
     MemoryBlobStore,
     OutputPolicy,
     RunStatus,

@@ -132,7 +132,13 @@ class FaultProxy:
 
     def fail(self, method: str, count: int, fault: Fault) -> None:
         with self._lock:
-            self._faults.extend([(method, fault)] * count)
+            self._faults.extend((method, fault) for _ in range(count))
+
+    @property
+    def faults_left(self) -> int:
+        """Faults asked for and not yet served."""
+        with self._lock:
+            return len(self._faults)
 
     def reset(self) -> None:
         with self._lock:

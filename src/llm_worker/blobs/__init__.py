@@ -13,8 +13,8 @@ Never the timeline, tools, the Worker, providers or the CLI. Modules inside impo
 directly, never through this package.
 """
 
-from llm_worker.blobs._inspect import InspectTool
 from llm_worker.blobs._index import BlobIndex, IndexedBlobStore
+from llm_worker.blobs._inspect import InspectTool
 from llm_worker.blobs._object_store import ObjectBlobStore
 from llm_worker.blobs._output import (
     BlobId,

@@ -1,4 +1,4 @@
-"""The index written beside a blob: where lines or array entries start, so a window is a ranged read.
+"""The index beside a blob: where its lines or array entries start, so a window is a ranged read.
 
 A store that keeps one (`IndexedBlobStore`, e.g. `ObjectBlobStore`) writes it before the blob,
 and `inspect` then fetches only the bytes around the lines or entries asked for, not the

@@ -3,8 +3,8 @@
 `InspectTool` checks its arguments and the blob id, then hands the blob to the reader of its
 kind: `_inspect_text` (read as a stream of bytes when the store can, `TextStreamStore`) or
 `_inspect_json`; through the blob's index when the store keeps one (`_inspect_window`,
-ranged reads of a window). Every bad input becomes a `ToolError`, which the model receives as an error
-result.
+ranged reads of a window). Every bad input becomes a `ToolError`, which the model receives as
+an error result.
 """
 
 from __future__ import annotations

@@ -95,7 +95,9 @@ def _inspect_array(tag: str, text: str, selector: Selector, cap: int) -> str:
         return _grep_array(tag, text, selector, cap)
     if not isinstance(selector, SliceSelector | WholeSelector):
         raise array_selector_error(tag, selector)
-    start, stop = (0, _ALL) if isinstance(selector, WholeSelector) else _slice_bounds(text, selector)
+    start, stop = (
+        (0, _ALL) if isinstance(selector, WholeSelector) else _slice_bounds(text, selector)
+    )
     need = selector.offset + cap - RESERVE + 1
     count, parts, complete, first = _entries(text, start, stop, need)
     return render_array(tag, selector, (start, stop), (count, parts, complete, first), cap)

@@ -9,6 +9,7 @@ blob fetches a few hundred KiB, not the object. The answers are those of the str
 from __future__ import annotations
 
 import contextlib
+
 import anyio.to_thread
 
 from llm_worker.blobs._index import BlobIndex, IndexedBlobStore
@@ -56,13 +57,14 @@ async def inspect_window(
             )
     if isinstance(selector, LinesSelector):
         raise array_selector_error(tag, selector)
-    return await _array_window(store, blob_id, index, tag, selector, cap)
+    return await _array_window(store, blob_id, index, tag=tag, selector=selector, cap=cap)
 
 
 async def _array_window(
     store: IndexedBlobStore,
     blob_id: str,
     index: BlobIndex,
+    *,
     tag: str,
     selector: SliceSelector | WholeSelector,
     cap: int,

@@ -378,5 +378,4 @@ def _public_url(url: str) -> str:
     # Neither user info nor a query (a SAS token, a signature) goes into a repr.
     parts = urlsplit(url)
     host = parts.hostname or ""
-    return f"{parts.scheme}://{host}{parts.path}" if parts.scheme else url.split("?")[0]
-
+    return f"{parts.scheme}://{host}{parts.path}" if parts.scheme else url.split("?", maxsplit=1)[0]
