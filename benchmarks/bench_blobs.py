@@ -1,6 +1,11 @@
-"""Large tool outputs: promotion + summary + FsBlobStore store, and inspect of a line range.
+"""Large tool outputs: promotion + summary + store, and inspect of a line range.
 
-Run: `uv run python benchmarks/bench_blobs.py [--runs 3] [--mb 100] [--entries 1000000]`
+Run: `uv run python benchmarks/bench_blobs.py [--runs 3] [--mb 100] [--entries 1000000]
+[--only fs|s3]`
+
+The stores: `FsBlobStore` on the local disk, and `ObjectBlobStore` on moto's S3 server
+(started here on 127.0.0.1, in its own process, so its memory is not counted). For S3,
+`fetched` is what one `inspect` call downloads: the index document plus every ranged read.
 
 Each measurement runs in a fresh child process, so that its memory figure is its own:
 
@@ -94,12 +99,17 @@ def child(case: str, megabytes: int, entries: int, folder: str) -> dict[str, flo
 
     from llm_worker.blobs import FsBlobStore, OutputPolicy, StoredOutput, externalize
 
+    if case.startswith("s3-inspect"):
+        return s3_inspect_case(case, folder)
     if case.startswith("inspect"):
         return inspect_case(case, folder)
-    store = FsBlobStore(folder)
+    s3 = case.startswith("s3-")
+    case = case.removeprefix("s3-")
+    store = s3_store(folder) if s3 else FsBlobStore(folder)
     # Warm up (imports, the worker thread) so that the figures are the step's own.
     warm = make_text(1) if case.startswith("text") else make_array(10_000)
-    anyio.run(externalize, warm, FsBlobStore(Path(folder) / "warm-up"), OutputPolicy())
+    warm_store = s3_store(folder + "-warm-up") if s3 else FsBlobStore(Path(folder) / "warm-up")
+    anyio.run(externalize, warm, warm_store, OutputPolicy())
     del warm
     release_free_memory()
     baseline = rss_kib("VmRSS")
@@ -167,13 +177,132 @@ def inspect_case(case: str, folder: str) -> dict[str, float]:
     return result
 
 
+# -- S3 (moto) ---------------------------------------------------------------------------------
+
+BUCKET = "bench-blobs"
+
+
+def s3_store(where: str) -> Any:
+    """An `ObjectBlobStore` on moto; `where` is `endpoint|prefix`."""
+    from llm_worker.blobs import ObjectBlobStore
+
+    endpoint, prefix = where.split("|")
+    return ObjectBlobStore.from_url(
+        f"s3://{BUCKET}/{prefix}",
+        endpoint=endpoint,
+        region="us-east-1",
+        access_key_id="bench",
+        secret_access_key="bench",
+        client_options={"allow_http": True, "timeout": "120s"},
+    )
+
+
+def s3_inspect_case(case: str, where: str) -> dict[str, float]:
+    import anyio
+    import obstore
+
+    from llm_worker.blobs import InspectTool
+
+    text = case == "s3-inspect-lines"
+    store = s3_store(where)
+    fetched = [0]
+    read_range, blob_index = store.read_range, store.blob_index
+
+    async def counted_range(*args: Any) -> Any:
+        async for chunk in read_range(*args):
+            fetched[0] += len(chunk)
+            yield chunk
+
+    async def counted_index(blob_id: str) -> Any:
+        index = await blob_index(blob_id)
+        fetched[0] += len(index.to_json()) if index is not None else 0
+        return index
+
+    store.read_range, store.blob_index = counted_range, counted_index
+    suffix = ".txt" if text else ".json"
+    names = [m["path"] for batch in obstore.list(store._store) for m in batch]
+    blob_id = next(n for n in names if n.endswith(suffix)).removesuffix(suffix)
+    selector = "lines:500000-500050" if text else "slice:500000..500050"
+    args = json.dumps({"blob_id": blob_id, "selector": selector})
+    tool = InspectTool(store)
+
+    def ours() -> None:
+        fetched[0] = 0
+        out = anyio.run(tool.execute, args)
+        first, last = (
+            (LINE.format(499_999), LINE.format(500_049))
+            if text
+            else ('"id":500000,', '"id":500049,')
+        )
+        assert first in out + "\n"
+        assert last in out + "\n"
+
+    ours()  # warm up: imports, the connection
+    release_free_memory()
+    result = measure(ours, 1 << 20, rss_kib("VmRSS"))
+    result["fetched_kib"] = fetched[0] / 1024
+    del result["peak_x"]
+    return result
+
+
+class Moto:
+    """moto's S3 server in its own process on 127.0.0.1, with the benchmark's bucket."""
+
+    def __init__(self) -> None:
+        import re
+        import urllib.request
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", "0"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:  # its first lines say where it listens
+            found = re.search(rb"Running on (http://127\.0\.0\.1:\d+)", raw)
+            if found:
+                self.endpoint = found.group(1).decode()
+                break
+        # Its request log goes nowhere: a full pipe would block the server.
+        self.proc.stderr.close()
+        request = urllib.request.Request(f"{self.endpoint}/{BUCKET}", method="PUT")
+        urllib.request.urlopen(request, timeout=30).close()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def s3_report(name: str, ours: dict[str, float]) -> None:
+    line = f"{name:36} {ours['seconds']:6.3f} s"
+    if "peak_x" in ours:
+        line += f"  peak {ours['peak_x']:.2f}x of {ours['size_mb']:.0f} MB"
+    if "fetched_kib" in ours:
+        line += f"  fetched {ours['fetched_kib']:.0f} KiB"
+    print(line, flush=True)
+
+
+def run_s3(args: argparse.Namespace) -> None:
+    moto = Moto()
+    try:
+        text, array = f"{moto.endpoint}|text", f"{moto.endpoint}|array"
+        s3_report(f"S3 text {args.mb} MB: externalize", best("s3-text", args, text))
+        s3_report(f"S3 json array {args.entries:,}", best("s3-array", args, array))
+        s3_report("S3 inspect lines:500000-500050", best("s3-inspect-lines", args, text))
+        s3_report("S3 inspect slice:500000..500050", best("s3-inspect-slice", args, array))
+    finally:
+        moto.stop()
+
+
 # -- the parent --------------------------------------------------------------------------------
 
 
 def run_child(case: str, args: argparse.Namespace, folder: str) -> dict[str, float]:
     command = [sys.executable, __file__, "--child", case, "--mb", str(args.mb)]
     command += ["--entries", str(args.entries), "--dir", folder]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"{case} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -202,11 +331,16 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--child")
     parser.add_argument("--dir")
+    parser.add_argument("--only", choices=["fs", "s3"])
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.mb, args.entries, args.dir)))
         return
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
+    if args.only != "fs":
+        run_s3(args)
+    if args.only == "s3":
+        return
     with tempfile.TemporaryDirectory() as folder:
         text = Path(folder) / "text"
         array = Path(folder) / "array"

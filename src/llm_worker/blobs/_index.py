@@ -19,12 +19,13 @@ from __future__ import annotations
 import bisect
 from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import orjson
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
-from llm_worker.blobs._json_scan import array_walk
+from llm_worker.blobs._json_scan import array_points
 
 __all__ = (
     "INDEX_FORMAT",
@@ -151,14 +152,18 @@ def text_index(chunks: Iterable[bytes], every: int = EVERY, span: int = SPAN) ->
     newlines = size = 0
     ends_with_newline = True
     for chunk in chunks:
-        pos = chunk.find(b"\n")
-        while pos >= 0:
-            newlines += 1
-            line, start = newlines + 1, size + pos + 1
+        # Where each line after a newline starts, counted in C (split, len, accumulate).
+        ends = list(accumulate(map(len, chunk.split(b"\n")[:-1])))
+        starts = [end + j + 1 for j, end in enumerate(ends)]
+        while True:  # the next point: `every` lines on, or the first line `span` bytes on
             last_line, last_start = points[-1]
-            if line - last_line >= every or start - last_start >= span:
-                points.append((line, start))
-            pos = chunk.find(b"\n", pos + 1)
+            by_count = max(last_line + every - newlines - 2, 0)
+            by_span = bisect.bisect_left(starts, last_start + span - size)
+            j = min(by_count, by_span)
+            if j >= len(starts):
+                break
+            points.append((newlines + j + 2, size + starts[j]))
+        newlines += len(starts)
         size += len(chunk)
         if chunk:
             ends_with_newline = chunk.endswith(b"\n")
@@ -169,20 +174,19 @@ def text_index(chunks: Iterable[bytes], every: int = EVERY, span: int = SPAN) ->
 
 
 def array_index(text: str, every: int = EVERY, span: int = SPAN) -> BlobIndex:
-    """The index of the JSON array `text` (stored as UTF-8).
+    """The index of the JSON array `text` (stored as UTF-8; `span` counts characters here).
 
     Raises:
         ValueError: `text` is not a JSON array.
     """
-    ascii_only = text.isascii()
+    count, found = array_points(text, every, span)
+    if text.isascii():
+        return BlobIndex("array", len(text), count, tuple(found))
     points: list[tuple[int, int]] = []
-    count = char = offset = 0
-    for count, (_, start) in enumerate(array_walk(text), 1):
-        if not ascii_only:  # byte offsets: encode what lies between two starts
-            offset += len(text[char:start].encode("utf-8", "surrogatepass"))
-            char = start
-        at = start if ascii_only else offset
-        if not points or count - 1 - points[-1][0] >= every or at - points[-1][1] >= span:
-            points.append((count - 1, at))
-    size = len(text) if ascii_only else offset + len(text[char:].encode("utf-8", "surrogatepass"))
+    char = offset = 0
+    for number, start in found:  # byte offsets: encode what lies between two points
+        offset += len(text[char:start].encode("utf-8", "surrogatepass"))
+        char = start
+        points.append((number, offset))
+    size = offset + len(text[char:].encode("utf-8", "surrogatepass"))
     return BlobIndex("array", size, count, tuple(points))
