@@ -72,6 +72,15 @@ EXPECTED: dict[str, list[str]] = {
         "model: There are 250 pending orders",
         "files in the blob store: ['.json']",
     ],
+    "object_store_blobs.py": [
+        "machine 1 stored the log; the model read a",
+        "] text | 5000 lines",
+        "machine 2 read with inspect:",
+        "── lines 4210-4214 ──",
+        "step 4212 FAILED: module_4212.c:88: undefined reference to `frobnicate'",
+        "model: Step 4212 failed",
+        "objects in the store: ['.idx', '.txt']",
+    ],
     "streaming_worker.py": [
         "── run starts",
         "Let me search the catalogue.",

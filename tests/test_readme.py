@@ -296,7 +296,7 @@ async def test_images_and_documents_in_the_prompt_and_from_a_tool(
     async with ScriptedModelServer(PROVIDER, script) as server:
         client = server.client()
         namespace = {"client": client, "grab_screen": lambda: png(4, 4)}
-        namespace = await run(snippet(6), namespace)
+        namespace = await run(snippet(7), namespace)
         await client.aclose()
     assert namespace["result"].text == "They match."
     first = server.requests[0].json()["messages"][0]["content"]
@@ -307,6 +307,39 @@ async def test_images_and_documents_in_the_prompt_and_from_a_tool(
         if block["type"] == "tool_result"
     ]
     assert [block["type"] for block in result["content"]] == ["text", "image"]
+
+
+@pytest.mark.anyio
+async def test_blobs_in_an_object_store(moto_server: Any) -> None:
+    from llm_worker.blobs import ObjectBlobStore
+    from support.blob_stores import BUCKET
+    from support.object_store import s3_options
+
+    @tool(effect="read_only")
+    async def search(query: str) -> str:
+        """Search the logs."""
+        return "".join(f"hit {n:03d} for {query}\n" for n in range(1, 121))
+
+    script = [
+        ScriptedResponse([ToolUsePart("", "search", {"query": "errors"})]),
+        stored_answer,
+        ScriptedResponse.text("Found them."),
+    ]
+    swaps = {'"s3://my-bucket/blobs", region="eu-west-1"': f'"s3://{BUCKET}/readme", **__s3__'}
+    async with ScriptedModelServer(PROVIDER, script) as server:
+        client = server.client()
+        namespace = {"client": client, "search": search, "__s3__": s3_options(moto_server.endpoint)}
+        namespace = await run(snippet(6, swaps), namespace)
+        with anyio.fail_after(TIMEOUT):
+            result = await namespace["worker"].run("Find the errors.")
+        await client.aclose()
+    assert result.text == "Found them."
+    [summary] = last_results(server.requests[1])
+    [inspected] = last_results(server.requests[2])
+    assert "hit 020 for errors" in inspected.output and "hit 051" not in inspected.output
+    blob_id = BLOB.search(summary.output)
+    reader = ObjectBlobStore.from_url(f"s3://{BUCKET}/readme", **s3_options(moto_server.endpoint))
+    assert blob_id is not None and await reader.exists(blob_id.group(1))
 
 
 def test_every_file_the_readme_names_exists() -> None:

@@ -1,27 +1,13 @@
-"""The blob stores every protocol test runs against, and the S3 server they need."""
+"""The blob stores every protocol test runs against (the S3 server: tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from llm_worker import BlobStore
-from support.blob_stores import BUCKET, STORE_KINDS, make_store, need
-from support.object_store import MotoServer
-
-
-@pytest.fixture(scope="session")
-def moto_server() -> Iterator[MotoServer]:
-    """moto's S3 server on 127.0.0.1, once per session, with the tests' bucket."""
-    need("moto")
-    server = MotoServer()
-    try:
-        server.create_bucket(BUCKET)
-        yield server
-    finally:
-        server.stop()
+from support.blob_stores import STORE_KINDS, make_store
 
 
 @pytest.fixture(params=STORE_KINDS)
