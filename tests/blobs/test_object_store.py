@@ -110,6 +110,21 @@ async def test_layout_the_blob_and_its_index_beside_it(tmp_path: Path) -> None:
     )
 
 
+async def test_a_promoted_array_is_indexed_from_promotions_scan(tmp_path: Path) -> None:
+    # Promotion's one pass kept where entries start; the index must be what a scan gives.
+    from llm_worker.blobs import StoredOutput, externalize
+    from llm_worker.blobs._index import array_index
+
+    text = json.dumps([{"n": i, "s": "ü" * (i % 3)} for i in range(5000)], ensure_ascii=False)
+    store = ObjectBlobStore.from_url(tmp_path.as_uri())
+    with anyio.fail_after(30):
+        out = await externalize(text, store)
+        assert isinstance(out, StoredOutput) and out.blob_id
+        index = await store.blob_index(out.blob_id)
+    assert index == array_index(text) and len(index.points) == 5
+    assert (tmp_path / f"{out.blob_id}.json").read_bytes() == text.encode()
+
+
 async def test_an_index_of_another_version_is_ignored(tmp_path: Path) -> None:
     store = ObjectBlobStore.from_url(tmp_path.as_uri(), index_every=10)
     with anyio.fail_after(30):

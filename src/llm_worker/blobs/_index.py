@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import orjson
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
-from llm_worker.blobs._json_scan import array_points
+from llm_worker.blobs._json_scan import POINT_EVERY, POINT_SPAN, array_points
 
 __all__ = (
     "INDEX_FORMAT",
@@ -38,8 +38,8 @@ __all__ = (
 
 INDEX_FORMAT = "llm-worker.blob-index"
 INDEX_VERSION = 1
-EVERY = 1000  # lines or entries between points
-SPAN = 1 << 18  # bytes after which a point comes sooner
+EVERY = POINT_EVERY  # lines or entries between points
+SPAN = POINT_SPAN  # bytes (for arrays: characters) after which a point comes sooner
 
 
 @dataclass(slots=True, frozen=True)
@@ -173,13 +173,21 @@ def text_index(chunks: Iterable[bytes], every: int = EVERY, span: int = SPAN) ->
     return BlobIndex("text", size, lines, tuple(points))
 
 
-def array_index(text: str, every: int = EVERY, span: int = SPAN) -> BlobIndex:
+def array_index(
+    text: str,
+    every: int = EVERY,
+    span: int = SPAN,
+    scanned: tuple[int, list[tuple[int, int]]] | None = None,
+) -> BlobIndex:
     """The index of the JSON array `text` (stored as UTF-8; `span` counts characters here).
+
+    `scanned` is what `array_points(text, every, span)` returned, when a scan already ran
+    (promotion's, kept on the content's shape): the text is not scanned again.
 
     Raises:
         ValueError: `text` is not a JSON array.
     """
-    count, found = array_points(text, every, span)
+    count, found = scanned if scanned is not None else array_points(text, every, span)
     if text.isascii():
         return BlobIndex("array", len(text), count, tuple(found))
     points: list[tuple[int, int]] = []

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from llm_worker.blobs._output import StructuredContent
 
 __all__ = (
+    "POINT_EVERY",
+    "POINT_SPAN",
     "JsonShape",
     "array_items",
     "array_points",
@@ -312,20 +314,30 @@ class JsonShape:
         count: Entries of an array, distinct keys of an object.
         head: An array's first entries (as many as asked, at least one); a scalar's value.
         keys: An object's keys, in order, each with `describe(value)`.
+        points: For an array scanned from its text: where some entries start, as
+            `array_points(text, POINT_EVERY, POINT_SPAN)` finds them (a blob index reuses
+            them instead of scanning again); else `None`.
     """
 
     kind: Literal["json_array", "json_object", "json_scalar"]
     count: int = 0
     head: list[Any] = field(default_factory=lambda: [])
     keys: dict[str, str] = field(default_factory=lambda: {})
+    points: list[tuple[int, int]] | None = None
+
+
+POINT_EVERY = 1000  # entries between two points of an array's scan (and of a blob index)
+POINT_SPAN = 1 << 18  # characters after which a point comes sooner
 
 
 def _scan_shape(text: str, head: int) -> JsonShape:
     kind = json_kind(text)
     if kind == "array":
-        items = array_items(text)
-        first = list(islice(items, max(head, 1)))
-        return JsonShape("json_array", len(first) + sum(1 for _ in items), first)
+        # Counting by points is the one full pass: no faster without them, and an index of
+        # the blob then needs no second pass.
+        count, points = array_points(text, POINT_EVERY, POINT_SPAN)
+        first = list(islice(array_items(text), max(head, 1)))
+        return JsonShape("json_array", count, first, points=points)
     if kind == "object":
         keys = {key: describe(value) for key, value in object_members(text)}
         return JsonShape("json_object", len(keys), keys=keys)

@@ -25,7 +25,7 @@ import anyio.to_thread
 
 from llm_worker._extras import require_extra
 from llm_worker.blobs._index import BlobIndex, array_index, text_index
-from llm_worker.blobs._json_scan import json_kind
+from llm_worker.blobs._json_scan import POINT_EVERY, json_kind
 from llm_worker.blobs._output import (
     BlobId,
     Content,
@@ -132,7 +132,8 @@ class ObjectBlobStore:
         """
         text, suffix = _text_of(content)
         blob_id = new_blob_id()
-        index = await anyio.to_thread.run_sync(_index_of, text, suffix, self._every)
+        scanned = _scanned(content) if self._every == POINT_EVERY else None
+        index = await anyio.to_thread.run_sync(_index_of, text, suffix, self._every, scanned)
         if index is not None:
             await self._put(f"{blob_id}.idx", index.to_json(), blob_id)
         try:
@@ -295,7 +296,19 @@ def _text_of(content: Content) -> tuple[str, str]:
     raise TypeError(f"not a Content.Text or Content.Structured: {content!r}")
 
 
-def _index_of(text: str, suffix: str, every: int) -> BlobIndex | None:
+def _scanned(content: Content) -> tuple[int, list[tuple[int, int]]] | None:
+    # Promotion scanned a JSON array already and kept where its entries start.
+    if not isinstance(content, StructuredContent):
+        return None
+    shape = content._shape  # pyright: ignore[reportPrivateUsage]  # the cache blobs keeps
+    if shape is None or shape.points is None:
+        return None
+    return shape.count, shape.points
+
+
+def _index_of(
+    text: str, suffix: str, every: int, scanned: tuple[int, list[tuple[int, int]]] | None
+) -> BlobIndex | None:
     if suffix == ".txt":
         step = _CHUNK_CHARS
         pieces = (
@@ -305,7 +318,7 @@ def _index_of(text: str, suffix: str, every: int) -> BlobIndex | None:
     if json_kind(text) != "array":
         return None
     try:
-        return array_index(text, every)
+        return array_index(text, every, scanned=scanned)
     except ValueError:
         return None  # not valid JSON after all: inspect reads it whole and says so
 
