@@ -121,7 +121,7 @@ async def test_a_promoted_array_is_indexed_from_promotions_scan(tmp_path: Path) 
         out = await externalize(text, store)
         assert isinstance(out, StoredOutput) and out.blob_id
         index = await store.blob_index(out.blob_id)
-    assert index == array_index(text) and len(index.points) == 5
+    assert index is not None and index == array_index(text) and len(index.points) == 5
     assert (tmp_path / f"{out.blob_id}.json").read_bytes() == text.encode()
 
 
