@@ -179,6 +179,36 @@ async def test_a_large_blob_goes_up_in_parts(proxy: FaultProxy) -> None:
     assert loaded == Content.Text(text)
 
 
+async def test_a_blob_is_invisible_until_its_upload_completes(
+    proxy: FaultProxy, moto_server: MotoServer
+) -> None:
+    import threading
+
+    store = s3_store(proxy.endpoint)
+    reader = ObjectBlobStore.from_url(repr(store).split("'")[1], **s3_options(moto_server.endpoint))
+    prefix = repr(store).split("/")[-1].rstrip("')")
+    proxy.gate = threading.Event()
+    text = big_text(300_000)
+    stored: list[str] = []
+
+    async def upload() -> None:
+        stored.append(await store.store(Content.Text(text)))
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(upload)
+            # Every part is up; the completing request waits at the gate.
+            assert await anyio.to_thread.run_sync(proxy.held.wait, 30)
+            [index_name] = [k for k in await _list(moto_server.endpoint, prefix)]
+            blob_id = index_name.rsplit("/", 1)[1].removesuffix(".idx")
+            assert not await reader.exists(blob_id)  # the index alone is not a blob
+            with pytest.raises(ToolError, match="no blob"):
+                await inspect(reader, blob_id, "lines:1-3")
+            proxy.gate.set()
+        assert stored == [blob_id]
+        assert await reader.load(blob_id) == Content.Text(text)
+
+
 async def test_two_machines_storing_at_once_never_collide(moto_server: MotoServer) -> None:
     first = s3_store(moto_server.endpoint)
     prefix = repr(first).split("'")[1]

@@ -112,6 +112,8 @@ class FaultProxy:
         self.requests: list[tuple[str, str]] = []
         self._faults: list[tuple[str, Fault]] = []
         self._lock = threading.Lock()
+        self.gate: threading.Event | None = None  # set: completing a multipart upload waits
+        self.held = threading.Event()  # a completion is waiting at the gate
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -165,6 +167,10 @@ class FaultProxy:
             req.close_connection = True
             return
         body = req.rfile.read(length) if length else b""
+        gate = self.gate
+        if gate is not None and req.command == "POST" and "uploadId=" in req.path:
+            self.held.set()
+            gate.wait(timeout=30)
         if fault == "slowdown":
             self._answer(req, 503, {"Content-Type": "application/xml"}, _SLOW_DOWN)
             return
