@@ -190,6 +190,7 @@ async def test_a_blob_is_invisible_until_its_upload_completes(
     proxy.gate = threading.Event()
     text = big_text(300_000)
     stored: list[str] = []
+    blob_id = ""
 
     async def upload() -> None:
         stored.append(await store.store(Content.Text(text)))
