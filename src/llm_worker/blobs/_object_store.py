@@ -65,7 +65,8 @@ class ObjectBlobStore:
     Every machine that opens the same bucket and prefix reads the same blobs: a blob stored by
     a tool on one machine can be inspected on another. Same ids, same bytes and same summaries
     as `FsBlobStore`. `inspect` reads windows of large blobs through an index stored beside
-    each one (`{id}.idx`), with ranged reads. Needs the `llm-worker[obstore]` extra.
+    each one (`{id}.idx`), with ranged reads. Needs the `llm-worker[obstore]` extra, and an
+    asyncio event loop (obstore's async client runs on asyncio, not trio).
 
     Args:
         store: An obstore store (`obstore.store.S3Store`, `LocalStore`, …); its prefix is the
