@@ -4,6 +4,7 @@ import pytest
 
 from support.blob_stores import BUCKET, need
 from support.object_store import MotoServer
+from llm_worker.providers._http_backend import TRANSPORT_ENV
 
 
 @pytest.fixture
@@ -21,3 +22,11 @@ def moto_server() -> Iterator[MotoServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(params=["httpx", "aiohttp"])
+def http_transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test using it runs once per transport: the clients it builds default to it."""
+    name: str = request.param
+    monkeypatch.setenv(TRANSPORT_ENV, name)
+    return name

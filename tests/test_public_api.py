@@ -20,7 +20,7 @@ import llm_worker
 import llm_worker.providers
 
 PACKAGES = [llm_worker, llm_worker.providers]
-HEAVY = ("httpx", "httpcore", "pydantic", "pydantic_core", "anyio")
+HEAVY = ("httpx", "httpcore", "aiohttp", "pydantic", "pydantic_core", "anyio")
 
 
 def lazy_map(module: ModuleType) -> dict[str, str]:

@@ -21,7 +21,7 @@ from support.e2e import (
 )
 from support.wire_bodies import WireResult
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
 MODEL = "claude-sonnet-4-5"
 SIGNATURE = "EqQBCkYIBxgCKkBsignature+of/the==thinking"

@@ -24,7 +24,7 @@ from support.e2e import (
 )
 from support.wire_bodies import WireCall, WireResult
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
 MODEL = "gemini-2.5-flash"
 SIGNATURE = "CikB0e2Kbw5tJ9dwYB9m1I9W28H1signature=="

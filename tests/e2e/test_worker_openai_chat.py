@@ -22,7 +22,7 @@ from support.e2e import (
 )
 from support.wire_bodies import WireCall, WireResult
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
 MODEL = "gpt-4.1-mini"
 FIRST = [

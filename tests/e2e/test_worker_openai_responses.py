@@ -22,7 +22,7 @@ from support.e2e import (
 )
 from support.wire_bodies import WireResult
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
 MODEL = "gpt-5-mini"
 ENCRYPTED = "gAAAAABoEncrypted-reasoning-of-the-model=="

@@ -54,7 +54,7 @@ from llm_worker.providers._http import RetryPolicy
 from llm_worker.testing import Chunking, WireResponse
 from support.recorded import load, requires_fixtures
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_delay=0.01, max_delay=0.02)
 

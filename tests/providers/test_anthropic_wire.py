@@ -44,7 +44,7 @@ from llm_worker.testing import (
 )
 from llm_worker.testing._wire_anthropic import encode
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
 USAGE = UsageEvent(
     input_tokens=140,

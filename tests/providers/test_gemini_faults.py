@@ -40,7 +40,7 @@ from llm_worker.providers._http import RetryPolicy
 from llm_worker.testing import Chunking, WireResponse
 from support.recorded import load, requires_fixtures
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
 
 def _text_before(body: str, cut: int) -> str:

@@ -39,7 +39,7 @@ from llm_worker.messages import (
 from llm_worker.testing import ScriptedClient, ScriptedResponse, WireResponse
 from llm_worker.testing._wire_gemini import encode
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
 USAGE = UsageEvent(
     input_tokens=120,

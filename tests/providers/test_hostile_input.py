@@ -48,6 +48,9 @@ from llm_worker.testing import (
 )
 from support import streams
 
+# Every test runs over both transports (httpx and aiohttp).
+pytestmark = pytest.mark.usefixtures("http_transport")
+
 PROVIDERS = ("anthropic", "openai_chat", "openai_responses", "gemini")
 _CLIENTS: dict[str, tuple[type[HttpClient], str]] = {
     "anthropic": (AnthropicClient, ""),
@@ -133,8 +136,11 @@ async def lookup(city: str) -> str:
 @pytest.mark.anyio
 async def test_the_worker_gets_the_typed_error_not_a_type_error() -> None:
     body = responses_stream("response.output_text.delta", [1, 2])
-    async with WireServer([WireResponse(body)]) as server:
-        worker = Worker(client("openai_responses", server), tools=[lookup])
+    async with (
+        WireServer([WireResponse(body)]) as server,
+        client("openai_responses", server) as llm,  # closed: aiohttp warns of an open pool
+    ):
+        worker = Worker(llm, tools=[lookup])
         with anyio.fail_after(10), pytest.raises(MalformedStreamError, match="delta"):
             await worker.run("hi")
 
@@ -220,8 +226,11 @@ async def test_the_worker_never_runs_a_call_twice() -> None:
         return city
 
     parts: list[Part] = [ToolUsePart("dup", "count", {"city": "Oslo"}) for _ in range(2)]
-    async with ScriptedModelServer("anthropic", [ScriptedResponse(parts)]) as server:
-        worker = Worker(server.client(retry=RetryPolicy.disabled()), tools=[count])
+    async with (
+        ScriptedModelServer("anthropic", [ScriptedResponse(parts)]) as server,
+        server.client(retry=RetryPolicy.disabled()) as llm,
+    ):
+        worker = Worker(llm, tools=[count])
         with anyio.fail_after(10), pytest.raises(MalformedStreamError, match="'dup'"):
             await worker.run("hi")
     assert len(ran) <= 1  # the first call may have started; never a second with its id

@@ -45,6 +45,9 @@ from llm_worker.providers._sse import ServerSentEvent
 from llm_worker.testing import Chunking, WireResponse, WireServer
 from support import recorded
 
+# Every test runs over both transports (httpx and aiohttp).
+pytestmark = pytest.mark.usefixtures("http_transport")
+
 T = TypeVar("T")
 SECRET = "sk-test-SECRET-0123456789abcdef"
 FAST = RetryPolicy(initial_delay=0.001, max_delay=0.01, jitter=0.0)

@@ -44,7 +44,7 @@ from llm_worker.providers._http import RetryPolicy
 from llm_worker.testing import Chunking, WireResponse, WireServer
 from support.recorded import have_fixtures, load, requires_fixtures
 
-pytestmark = [pytest.mark.anyio, requires_fixtures]
+pytestmark = [pytest.mark.anyio, requires_fixtures, pytest.mark.usefixtures("http_transport")]
 
 PLAIN = "plain_text_with_usage_chunk"  # finish chunk, then a usage chunk, then [DONE]
 UNICODE = "deepseek_text_usage"  # non-ASCII text; usage rides on the finish chunk

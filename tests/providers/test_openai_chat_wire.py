@@ -24,7 +24,7 @@ from llm_worker.testing import Chunking, ScriptedClient, ScriptedResponse, WireR
 from llm_worker.testing._model_server import ScriptedModelServer
 from llm_worker.testing._wire_openai_chat import encode
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
 USAGE = UsageEvent(
     input_tokens=120,

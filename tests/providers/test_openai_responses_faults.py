@@ -54,6 +54,9 @@ from llm_worker.providers._http import RetryPolicy
 from llm_worker.testing import Chunking, WireResponse
 from support.recorded import load
 
+# Every test runs over both transports (httpx and aiohttp).
+pytestmark = pytest.mark.usefixtures("http_transport")
+
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_delay=0.01, max_delay=0.05)
 RECORDING = "message_phase_reasoning_function_call"  # reasoning, then text, then a call
 

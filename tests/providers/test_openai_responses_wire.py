@@ -26,6 +26,9 @@ from llm_worker.testing import Chunking, ScriptedClient, ScriptedResponse, WireR
 from llm_worker.testing._wire_openai_responses import encode
 from support.recorded import load
 
+# Every test runs over both transports (httpx and aiohttp).
+pytestmark = pytest.mark.usefixtures("http_transport")
+
 USAGE = UsageEvent(
     input_tokens=40,
     output_tokens=12,

@@ -36,6 +36,9 @@ from llm_worker.providers._http import RetryPolicy, Transport
 from llm_worker.providers._secrets import Scrubber, header_secrets, url_secrets
 from llm_worker.testing import WireResponse, WireServer
 
+# Every test runs over both transports (httpx and aiohttp).
+pytestmark = pytest.mark.usefixtures("http_transport")
+
 KEY = "sk-proj-Sc4nK3y0123456789abcdefGHIJKLmnopqrstuvWXYZ"
 PROVIDERS = ("anthropic", "openai_chat", "openai_responses", "gemini")
 _CLIENTS: dict[str, tuple[type[HttpClient], str]] = {

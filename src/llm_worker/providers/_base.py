@@ -5,17 +5,19 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Generator, Mapping
 from contextlib import contextmanager
-from typing import Any, ClassVar, Final, Protocol, Self, cast, runtime_checkable
-
-import httpx
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, cast, runtime_checkable
 
 from llm_worker._json import as_dict
 from llm_worker.errors import ConfigurationError, InvalidMessagesError
 from llm_worker.events import Event
 from llm_worker.messages import Request, SpecificTool, ToolChoice
 from llm_worker.providers._blocks import StreamMapper, drive
-from llm_worker.providers._http import RetryPolicy, Transport
+from llm_worker.providers._http import RetryPolicy, Transport, TransportName
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES
+
+if TYPE_CHECKING:
+    import aiohttp
+    import httpx
 
 __all__ = ("HttpClient", "LLMClient", "checked_tool_choice", "deep_merge", "unsupported_part")
 
@@ -58,28 +60,27 @@ class HttpClient:
         model: str,
         api_key: str | None = None,
         base_url: str | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout | None = None,
+        http_client: httpx.AsyncClient | aiohttp.ClientSession | None = None,
+        timeout: float | httpx.Timeout | aiohttp.ClientTimeout | None = None,
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         max_concurrency: int | None = 100,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        transport: TransportName | None = None,
     ) -> None:
         """Create a client.
 
         Args:
             model: The model name, as the provider spells it.
-            api_key: The API key; by default read from the provider's usual environment
-                variable. Optional when a base URL (given or from the environment) points at
-                a server that needs none.
-            base_url: The API root (OpenAI-compatible servers, proxies, local test servers).
-                By default read as each official SDK reads it: `OPENAI_BASE_URL` (with `/v1`),
-                `ANTHROPIC_BASE_URL`, `GOOGLE_GEMINI_BASE_URL` (without the API version);
-                else the provider's own API.
-            http_client: A shared `httpx.AsyncClient` (proxies, custom auth, mocking). It is
-                not closed by this client.
-            timeout: Seconds, or an `httpx.Timeout`; the read timeout bounds the silence
-                between two chunks of a stream.
+            api_key: The API key; by default the provider's usual environment variable.
+                Optional when a base URL (given or from the environment) needs none.
+            base_url: The API root (OpenAI-compatible servers, proxies, local servers); by
+                default as each official SDK reads it: `OPENAI_BASE_URL` (with `/v1`),
+                `ANTHROPIC_BASE_URL`, `GOOGLE_GEMINI_BASE_URL` (without the API version).
+            http_client: A shared `httpx.AsyncClient` or `aiohttp.ClientSession` (proxies,
+                custom auth, TLS settings); not closed by this client.
+            timeout: Seconds, or an `httpx.Timeout` / `aiohttp.ClientTimeout`; the read
+                timeout bounds the silence between two chunks of a stream.
             retry: The retry policy for failures before the answer begins
                 (`RetryPolicy.disabled()` turns retries off).
             headers: Extra headers sent with every request (beta flags, organization).
@@ -88,17 +89,17 @@ class HttpClient:
                 set it to your pool size when you pass an `http_client` with more connections.
             max_event_bytes: The most bytes one unfinished event (an SSE line or event, a JSON
                 answer) may hold; past it the stream fails (16 MiB; `docs/guarantees.md`).
+            transport: `"httpx"` or `"aiohttp"` (extra `llm-worker[aiohttp]`; asyncio only;
+                less CPU per event). By default `http_client`'s library, else the
+                `LLM_WORKER_TRANSPORT` environment variable, else httpx.
 
         Raises:
-            ConfigurationError: No API key was given or found for the provider's own API, or
-                the base URL (given or from the environment) is not an http(s) URL, or
-                `max_event_bytes` is not a positive integer.
+            ConfigurationError: No API key for the provider's own API, a base URL that is not
+                http(s), a bad `max_event_bytes`, or transport settings that do not fit.
+            MissingExtraError: `transport="aiohttp"` without the `llm-worker[aiohttp]` extra.
         """
         self._model = model
-        key = api_key if api_key is not None else _env_key(self.api_key_env)
-        variable, base_url = _base_url(self.provider, base_url)
-        if key is None and base_url is None:
-            raise _no_key(self.provider, self.api_key_env)
+        key, variable, base_url = _key_and_base(self, api_key, base_url)
         all_headers = {**_STREAM_HEADERS, **self.auth_headers(key), **(headers or {})}
         with _naming(variable):
             self.transport = Transport(
@@ -111,6 +112,7 @@ class HttpClient:
                 retry=retry,
                 max_concurrency=max_concurrency,
                 max_event_bytes=max_event_bytes,
+                transport=transport,
             )
 
     @property
@@ -183,6 +185,17 @@ _BASE_URL_ENV: Final[dict[str, tuple[str, str]]] = {
     "anthropic": ("ANTHROPIC_BASE_URL", ""),
     "gemini": ("GOOGLE_GEMINI_BASE_URL", "/v1beta"),
 }
+
+
+def _key_and_base(
+    client: HttpClient, api_key: str | None, base_url: str | None
+) -> tuple[str | None, str | None, str | None]:
+    """`(key, variable, base URL)`; without a key, a base URL is needed (a local server)."""
+    key = api_key if api_key is not None else _env_key(client.api_key_env)
+    variable, base_url = _base_url(client.provider, base_url)
+    if key is None and base_url is None:
+        raise _no_key(client.provider, client.api_key_env)
+    return key, variable, base_url
 
 
 def _base_url(provider: str, given: str | None) -> tuple[str | None, str | None]:

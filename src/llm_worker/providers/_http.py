@@ -1,56 +1,73 @@
 """The one HTTP seam: POST a request, turn failures into typed errors, retry before the answer.
 
-Every provider client sends through [`Transport`][]. It is the only place that touches httpx
-exceptions (translated here, chained with `from`), HTTP statuses and error bodies, and the
-retry policy. A request is retried only while nothing of the answer has reached the caller:
-after the first body byte has been handed on, a failure is raised, never retried silently.
+Every provider client sends through [`Transport`][]. It is the only place that turns the HTTP
+library's failures (httpx or aiohttp, through a backend: `_http_backend`) into typed errors,
+chained with `from`, reads HTTP statuses and error bodies, and applies the retry policy. A
+request is retried only while nothing of the answer has reached the caller: after the first
+body byte has been handed on, a failure is raised, never retried silently.
 """
 
 from __future__ import annotations
 
-import email.utils
+import os
 import random
+import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, get_args
+from urllib.parse import urlencode
 
 import anyio
-import httpx
 import orjson
 
-from llm_worker._json import as_dict, as_list, as_str
 from llm_worker.errors import (
     APIConnectionError,
     APIStatusError,
     APITimeoutError,
-    AuthenticationError,
-    ContentFilterError,
-    InvalidRequestError,
-    NotFoundError,
-    OverloadedError,
-    PermissionDeniedError,
+    ConfigurationError,
     ProviderError,
-    RateLimitError,
-    ServerError,
     StreamInterruptedError,
+)
+from llm_worker.providers._http_backend import (
+    TRANSPORT_ENV,
+    Answer,
+    Backend,
+    BodyFailed,
+    ConnectFailed,
+    TransportName,
+)
+from llm_worker.providers._http_errors import (
+    error_class,
+    error_from_status,
+    is_error_body,
+    parse_error_body,
+    retry_after_seconds,
 )
 from llm_worker.providers._secrets import (
     Scrubber,
     chain_leaks,
     header_secrets,
     install_log_filter,
-    scrub_error,
     url_secrets,
 )
 from llm_worker.providers._settings import checked_base_url, checked_headers, checked_limit
 from llm_worker.providers._sse import BLANK, DEFAULT_MAX_EVENT_BYTES, event_too_large
 
-__all__ = ("DEFAULT_TIMEOUT", "RetryPolicy", "Transport", "error_from_status")
+if TYPE_CHECKING:
+    import aiohttp
+    import httpx
 
-DEFAULT_TIMEOUT: Final = httpx.Timeout(connect=15.0, read=300.0, write=60.0, pool=60.0)
-"""Connect in 15 s; the read timeout bounds the silence between two chunks of a stream."""
+__all__ = (
+    "RetryPolicy",
+    "Transport",
+    "TransportName",
+    "error_class",
+    "error_from_status",
+    "parse_error_body",
+    "retry_after_seconds",
+)
 
 _MAX_ERROR_BODY = 64 * 1024
 # 429s that no wait cures: the account's quota or billing, not the request rate.
@@ -104,30 +121,31 @@ class RetryPolicy:
 
 
 class Transport:
-    """POSTs JSON to one provider and streams the answer's bytes.
+    """POSTs JSON to one provider and streams the answer's bytes, over httpx or aiohttp.
 
     Holds the API key inside its headers; neither `repr` nor any error shows it, nor a
     credential carried by `base_url` or a credential header (see `_secrets`).
 
     Raises:
         ConfigurationError: `base_url` is not an `http://` or `https://` URL (checked here, so
-            that a typo fails at once instead of being retried as a connection error), or
-            `max_event_bytes` is not a positive integer.
+            that a typo fails at once instead of being retried as a connection error),
+            `max_event_bytes` is not a positive integer, or the transport, `http_client` and
+            `timeout` do not fit together.
+        MissingExtraError: The aiohttp transport without the `llm-worker[aiohttp]` extra.
     """
 
     __slots__ = (
-        "_base",
-        "_client",
+        "_backend",
         "_gate",
         "_headers",
-        "_owns_client",
+        "_prefix",
+        "_query",
         "_scrubber",
         "base_url",
         "max_concurrency",
         "max_event_bytes",
         "provider",
         "retry",
-        "timeout",
     )
 
     def __init__(
@@ -137,57 +155,57 @@ class Transport:
         base_url: str,
         headers: Mapping[str, str],
         secret: str | None,
-        http_client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout | None = None,
+        http_client: httpx.AsyncClient | aiohttp.ClientSession | None = None,
+        timeout: float | httpx.Timeout | aiohttp.ClientTimeout | None = None,
         retry: RetryPolicy | None = None,
         max_concurrency: int | None = 100,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        transport: TransportName | None = None,
     ) -> None:
         self.provider = provider
         self._scrubber = Scrubber([secret, *url_secrets(base_url), *header_secrets(headers)])
         if self._scrubber:
             install_log_filter()
-        self._base = checked_base_url(base_url, self._scrubber.scrub)
-        self.base_url = base_url.split("?", 1)[0].rstrip("/") + (
-            "?" + self._base.query.decode("ascii") if self._base.query else ""
-        )
+        parts = checked_base_url(base_url, self._scrubber.scrub)
+        self._prefix = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+        self._query = parts.query
+        self.base_url = self._prefix + (f"?{parts.query}" if parts.query else "")
         self._headers = checked_headers(headers, secret)
-        self._client = http_client
-        self._owns_client = http_client is None
-        self.timeout = _timeout(timeout)
         self.retry = retry if retry is not None else RetryPolicy()
         self.max_concurrency = max_concurrency
         self.max_event_bytes = checked_limit(max_event_bytes)
         self._gate: anyio.Semaphore | None = None
+        self._backend: Backend = make_backend(
+            transport, http_client, timeout, max_concurrency or 100
+        )
 
     def __repr__(self) -> str:
         return f"Transport(provider={self.provider!r}, base_url={self.scrub(self.base_url)!r})"
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            size = self.max_concurrency or 100
-            limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
-            self._client = httpx.AsyncClient(timeout=self.timeout, limits=limits)
-        return self._client
+    @property
+    def timeout(self) -> object:
+        """The timeouts, in the HTTP library's type (`httpx.Timeout`, `aiohttp.ClientTimeout`)."""
+        return self._backend.timeout
+
+    @property
+    def transport(self) -> TransportName:
+        """The HTTP library the requests go through: `"httpx"` or `"aiohttp"`."""
+        return self._backend.name
 
     async def aclose(self) -> None:
         """Close the HTTP client if this transport created it."""
-        if self._client is not None and self._owns_client:
-            await self._client.aclose()
-            self._client = None
+        await self._backend.aclose()
 
     def scrub(self, text: str) -> str:
         """Mask the client's credentials in a text that may echo them (see `_secrets`)."""
         return self._scrubber.scrub(text)
 
-    def url(self, path: str, params: Mapping[str, str] | None = None) -> httpx.URL:
+    def url(self, path: str, params: Mapping[str, str] | None = None) -> str:
         """The URL of `path` below `base_url`: the path joined, the base's query kept."""
-        base = self._base
-        raw = base.raw_path.split(b"?", 1)[0].rstrip(b"/") + path.encode("ascii")
-        if base.query:
-            raw += b"?" + base.query
-        url = base.copy_with(raw_path=raw, fragment=None)  # a fragment is never sent
-        return url.copy_merge_params(params) if params else url
+        query = self._query
+        if params:
+            query = f"{query}&{urlencode(params)}" if query else urlencode(params)
+        return f"{self._prefix}{path}?{query}" if query else self._prefix + path
 
     async def stream(
         self,
@@ -236,38 +254,40 @@ class Transport:
             self._gate = anyio.Semaphore(self.max_concurrency)
         return self._gate
 
-    async def _attempt(self, url: httpx.URL, content: bytes) -> AsyncGenerator[bytes, None]:
-        request = self._http().build_request(
-            "POST", url, content=content, headers=self._headers, timeout=self.timeout
-        )
+    async def _attempt(self, url: str, content: bytes) -> AsyncGenerator[bytes, None]:
         try:
-            response = await self._http().send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise APITimeoutError(
-                self.scrub(f"no answer from {self.base_url} in time ({type(exc).__name__})"),
-                provider=self.provider,
-            ) from self._cause(exc)
-        except httpx.HTTPError as exc:
-            raise APIConnectionError(
-                self.scrub(f"could not reach {self.base_url}: {type(exc).__name__}: {exc}"),
-                provider=self.provider,
-            ) from self._cause(exc)
+            answer = await self._backend.send(url, content, self._headers)
+        except ConnectFailed as failed:
+            raise self._unreachable(failed.cause, timeout=failed.timeout) from self._cause(
+                failed.cause
+            )
         try:
-            if not response.is_success:
-                raise await self._status_error(response, response.aiter_bytes())
-            content_type = response.headers.get("content-type", "")
+            if not 200 <= answer.status_code < 300:
+                raise await self._status_error(answer, answer.chunks())
+            content_type = answer.headers.get("content-type", "")
             if content_type.startswith("text/html"):
-                raise await self._status_error(response, response.aiter_bytes())
-            body = self._body(response)
+                raise await self._status_error(answer, answer.chunks())
+            body = self._body(answer)
             if content_type.startswith("application/json"):
-                body = self._json_body(response, body, content_type)
+                body = self._json_body(answer, body, content_type)
             async for chunk in body:
                 yield chunk
         finally:
-            await response.aclose()
+            await answer.aclose()
+
+    def _unreachable(self, exc: BaseException, *, timeout: bool) -> ProviderError:
+        if timeout:
+            return APITimeoutError(
+                self.scrub(f"no answer from {self.base_url} in time ({type(exc).__name__})"),
+                provider=self.provider,
+            )
+        return APIConnectionError(
+            self.scrub(f"could not reach {self.base_url}: {type(exc).__name__}: {exc}"),
+            provider=self.provider,
+        )
 
     async def _json_body(
-        self, response: httpx.Response, body: AsyncIterator[bytes], content_type: str
+        self, answer: Answer, body: AsyncIterator[bytes], content_type: str
     ) -> AsyncIterator[bytes]:
         # A JSON object instead of a stream is one whole answer (some servers ignore
         # `stream: true`) or an error object sent with status 200, which must surface with
@@ -285,25 +305,25 @@ class Transport:
             if size > self.max_event_bytes:
                 raise event_too_large(self.max_event_bytes, "a JSON answer", self.provider)
         raw = b"".join(pieces)
-        if _is_error_body(raw):
+        if is_error_body(raw):
             raise error_from_status(
-                response.status_code,
+                answer.status_code,
                 raw,
                 content_type=content_type,
-                headers=response.headers,
+                headers=answer.headers,
                 provider=self.provider,
                 scrub=self.scrub,
             )
         if raw:
             yield raw
 
-    async def _body(self, response: httpx.Response) -> AsyncIterator[bytes]:
+    async def _body(self, answer: Answer) -> AsyncIterator[bytes]:
         received = 0
         # The leading blank bytes, held until the first byte that says what the body is: an
         # HTML page (a proxy's login or error page, whatever its content type and status) is
         # raised as the error it is, for every client alike.
         head: bytes | None = b""
-        chunks = response.aiter_bytes()
+        chunks = answer.chunks()
         try:
             async for chunk in chunks:
                 received += len(chunk)
@@ -313,20 +333,14 @@ class Transport:
                 head += chunk
                 first = head.lstrip(BLANK)[:1]
                 if first == b"<":
-                    raise await self._status_error(response, chunks, head, "text/html")
+                    raise await self._status_error(answer, chunks, head, "text/html")
                 if first or len(head) >= _MAX_ERROR_BODY:
                     yield head
                     head = None
             if head:
                 yield head
-        except httpx.TimeoutException as exc:
-            raise APITimeoutError(
-                f"the stream went silent for longer than the read timeout after {received} bytes",
-                provider=self.provider,
-                streamed=received > 0,
-            ) from exc
-        except (httpx.TransportError, httpx.DecodingError) as exc:
-            raise self._broken(exc, received) from self._cause(exc)
+        except BodyFailed as failed:
+            raise self._broken(failed, received) from self._cause(failed.cause)
 
     def _cause(self, exc: BaseException) -> BaseException | None:
         """`exc` to chain as the cause, or `None` when its text holds a credential.
@@ -336,7 +350,14 @@ class Transport:
         """
         return None if chain_leaks(exc, self.scrub) else exc
 
-    def _broken(self, exc: httpx.HTTPError, received: int) -> ProviderError:
+    def _broken(self, failed: BodyFailed, received: int) -> ProviderError:
+        if failed.timeout:
+            return APITimeoutError(
+                f"the stream went silent for longer than the read timeout after {received} bytes",
+                provider=self.provider,
+                streamed=received > 0,
+            )
+        exc = failed.cause
         detail = f"{type(exc).__name__}: {str(exc) or 'no detail'}"
         if not received:
             # Headers but no byte of the answer: nothing was handed on, so this is a
@@ -354,7 +375,7 @@ class Transport:
 
     async def _status_error(
         self,
-        response: httpx.Response,
+        answer: Answer,
         chunks: AsyncIterator[bytes],
         raw: bytes = b"",
         content_type: str | None = None,
@@ -364,207 +385,67 @@ class Transport:
                 raw += chunk
                 if len(raw) >= _MAX_ERROR_BODY:
                     break
-        except httpx.HTTPError:
+        except BodyFailed:
             pass  # the status alone still says what happened
         return error_from_status(
-            response.status_code,
+            answer.status_code,
             raw,
-            content_type=content_type or response.headers.get("content-type", ""),
-            headers=response.headers,
+            content_type=content_type or answer.headers.get("content-type", ""),
+            headers=answer.headers,
             provider=self.provider,
             scrub=self.scrub,
         )
 
 
-def _timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:
-    if timeout is None:
-        return DEFAULT_TIMEOUT
-    if isinstance(timeout, httpx.Timeout):
-        return timeout
-    return httpx.Timeout(timeout)
+def make_backend(
+    transport: str | None, http_client: object, timeout: object, pool_size: int
+) -> Backend:
+    """The backend named by `transport`, else by `http_client`'s type, else by the environment.
 
-
-_BY_TYPE: Final[dict[str, type[APIStatusError]]] = {
-    "overloaded_error": OverloadedError,
-    "rate_limit_error": RateLimitError,
-    "rate_limit_exceeded": RateLimitError,
-    "RESOURCE_EXHAUSTED": RateLimitError,
-    "UNAVAILABLE": OverloadedError,
-    "authentication_error": AuthenticationError,
-    "invalid_api_key": AuthenticationError,
-    "UNAUTHENTICATED": AuthenticationError,
-    "permission_error": PermissionDeniedError,
-    "PERMISSION_DENIED": PermissionDeniedError,
-    "not_found_error": NotFoundError,
-    "model_not_found": NotFoundError,
-    "NOT_FOUND": NotFoundError,
-    "invalid_request_error": InvalidRequestError,
-    "INVALID_ARGUMENT": InvalidRequestError,
-    "FAILED_PRECONDITION": InvalidRequestError,
-    "api_error": ServerError,
-    "server_error": ServerError,
-    "INTERNAL": ServerError,
-    "content_filter": ContentFilterError,
-}
-
-_BY_STATUS: Final[dict[int, type[APIStatusError]]] = {
-    400: InvalidRequestError,
-    401: AuthenticationError,
-    403: PermissionDeniedError,
-    404: NotFoundError,
-    408: ServerError,
-    409: ServerError,
-    413: InvalidRequestError,
-    422: InvalidRequestError,
-    429: RateLimitError,
-    503: OverloadedError,
-    529: OverloadedError,
-}
-
-
-def error_class(status_code: int | None, error_type: str | None) -> type[APIStatusError]:
-    """The exception class for an HTTP status and a provider error type."""
-    if status_code is not None and status_code in _BY_STATUS and status_code != 400:
-        by_status = _BY_STATUS[status_code]
-        # An explicit overload beats the status (Anthropic sends overloaded_error with 529/500).
-        if error_type is not None and _BY_TYPE.get(error_type) is OverloadedError:
-            return OverloadedError
-        return by_status
-    if error_type is not None and error_type in _BY_TYPE:
-        return _BY_TYPE[error_type]
-    if status_code is None:
-        return APIStatusError
-    if status_code in _BY_STATUS:
-        return _BY_STATUS[status_code]
-    return ServerError if status_code >= 500 else APIStatusError
-
-
-def error_from_status(
-    status_code: int,
-    raw: bytes,
-    *,
-    content_type: str,
-    headers: Mapping[str, str] | None = None,
-    provider: str | None = None,
-    scrub: Callable[[str], str] | None = None,
-) -> APIStatusError:
-    """Build the typed error for an HTTP error answer (status, body, headers).
-
-    `scrub` is applied to every text copied from the answer (message, error type, request id).
+    Raises:
+        ConfigurationError: An unknown transport name, or an `http_client` or `timeout` of the
+            other library.
+        MissingExtraError: `"aiohttp"` without the `llm-worker[aiohttp]` extra installed.
     """
-    error_type, message, request_id = parse_error_body(raw, content_type)
-    if not message:
-        message = f"HTTP {status_code} with no error message"
-    hdrs = headers or {}
-    cls = error_class(status_code, error_type)
-    error = cls(
-        message,
-        provider=provider,
-        status_code=status_code,
-        error_type=error_type,
-        request_id=request_id or hdrs.get("request-id") or hdrs.get("x-request-id"),
-        retry_after=_pick_wait(retry_after_seconds(hdrs), _retry_info(raw)),
+    name = _chosen(transport, http_client)
+    if name == "aiohttp":
+        from llm_worker.providers._http_aiohttp import AiohttpBackend
+
+        return AiohttpBackend(http_client, timeout, pool_size)
+    from llm_worker.providers._http_httpx import HttpxBackend
+
+    return HttpxBackend(http_client, timeout, pool_size)
+
+
+def _chosen(transport: str | None, http_client: object) -> TransportName:
+    lent = _library_of(http_client)
+    if transport is None:
+        transport = lent or os.environ.get(TRANSPORT_ENV, "").strip() or "httpx"
+        source = f"{TRANSPORT_ENV}={transport!r}" if lent is None else "http_client"
+    else:
+        source = "transport"
+    if transport in ("httpx", "aiohttp"):
+        if lent is not None and lent != transport:
+            raise ConfigurationError(
+                f"{source} names the {transport} transport, but http_client is {lent}'s "
+                f"{type(http_client).__name__}: pass transport={lent!r}, or a client of {transport}"
+            )
+        return "httpx" if transport == "httpx" else "aiohttp"
+    names = " or ".join(repr(n) for n in get_args(TransportName))
+    raise ConfigurationError(f"unknown transport {transport!r} (from {source}): use {names}")
+
+
+def _library_of(http_client: object) -> TransportName | None:
+    """The library of a lent client, without importing either library."""
+    if http_client is None:
+        return None
+    httpx = sys.modules.get("httpx")
+    if httpx is not None and isinstance(http_client, httpx.AsyncClient):
+        return "httpx"
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is not None and isinstance(http_client, aiohttp.ClientSession):
+        return "aiohttp"
+    raise ConfigurationError(
+        f"http_client must be an httpx.AsyncClient or an aiohttp.ClientSession, not "
+        f"{type(http_client).__name__}"
     )
-    if scrub is not None:
-        scrub_error(error, scrub)
-    return error
-
-
-def _pick_wait(header: float | None, body: float | None) -> float | None:
-    return body if header is None else header
-
-
-def _retry_info(raw: bytes) -> float | None:
-    """The wait a Google error body names in its `google.rpc.RetryInfo` detail, if any.
-
-    Gemini sends no `Retry-After` header; its 429 carries `"retryDelay": "21.5s"` instead.
-    """
-    if b"retryDelay" not in raw:
-        return None
-    try:
-        data: Any = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    items = as_list(data)
-    error = as_dict(as_dict(items[0] if items else data).get("error"))
-    for detail in as_list(error.get("details")):
-        delay = as_str(as_dict(detail).get("retryDelay"))
-        if delay is not None and delay.endswith("s"):
-            try:
-                return max(0.0, float(delay[:-1]))
-            except ValueError:
-                return None
-    return None
-
-
-def _is_error_body(raw: bytes) -> bool:
-    try:
-        data: Any = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return False
-    items = as_list(data)
-    body = as_dict(items[0] if items else data)
-    return isinstance(body.get("error"), dict | str)
-
-
-def parse_error_body(raw: bytes, content_type: str) -> tuple[str | None, str, str | None]:
-    """Read `(error_type, message, request_id)` from any provider's error body.
-
-    Knows OpenAI `{"error": {"message", "type", "code"}}`, Anthropic
-    `{"type": "error", "error": {"type", "message"}, "request_id"}`, Gemini
-    `{"error": {"code", "message", "status"}}` (also wrapped in a list), and falls back to the
-    text (the `<title>` of an HTML page).
-    """
-    text = raw.decode("utf-8", "replace").strip()
-    try:
-        data: Any = orjson.loads(raw) if raw else None
-    except orjson.JSONDecodeError:
-        data = None
-    items = as_list(data)
-    if items:
-        data = items[0]  # Gemini wraps its error object in an array on some endpoints
-    body = as_dict(data)
-    error = as_dict(body.get("error"))
-    if error:
-        kind = error.get("type") or error.get("status") or error.get("code")
-        request_id = as_str(body.get("request_id"))
-        return (
-            str(kind) if kind is not None else None,
-            str(error.get("message") or ""),
-            request_id,
-        )
-    if isinstance(body.get("error"), str):
-        return None, str(body["error"]), None
-    if "html" in content_type or text.lower().startswith(("<!doctype", "<html")):
-        return None, _html_summary(text), None
-    return None, text[:500], None
-
-
-def _html_summary(text: str) -> str:
-    lower = text.lower()
-    start = lower.find("<title>")
-    end = lower.find("</title>")
-    title = text[start + 7 : end].strip() if 0 <= start < end else ""
-    return f"an HTML page instead of an API answer{': ' + title if title else ''}"
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """Seconds from `retry-after-ms` / `retry-after` (seconds or an HTTP date), if present."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())

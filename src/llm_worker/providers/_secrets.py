@@ -185,7 +185,7 @@ _LIVE: weakref.WeakSet[Scrubber] = weakref.WeakSet()
 
 
 class _LogScrubber(logging.Filter):
-    """Scrubs the records of the httpx and httpcore loggers (httpx's INFO line: the URL)."""
+    """Scrubs the records of the HTTP libraries' loggers (httpx's INFO line: the URL)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         scrubbers = list(_LIVE)
@@ -213,6 +213,8 @@ _HTTP_LOGGERS: Final = (
     "httpcore.http2",
     "httpcore.proxy",
     "httpcore.socks",
+    "aiohttp.client",
+    "aiohttp.internal",
 )
 
 

@@ -8,24 +8,24 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from typing import Final
-from urllib.parse import urlsplit
-
-import httpx
+from urllib.parse import SplitResult, urlsplit
 
 from llm_worker.errors import ConfigurationError
 
 __all__ = ("checked_base_url", "checked_headers", "checked_limit")
 
 
-def checked_base_url(base_url: str, scrub: Callable[[str], str]) -> httpx.URL:
+def checked_base_url(base_url: str, scrub: Callable[[str], str]) -> SplitResult:
     """`base_url` parsed, or a `ConfigurationError` that shows no more of it than is safe."""
     try:
-        url = httpx.URL(base_url)
-    except httpx.InvalidURL as exc:
+        url = urlsplit(base_url)
+        url.port  # noqa: B018  (a port out of range or not a number raises here)
+        host = url.hostname
+    except ValueError as exc:
         raise ConfigurationError(
             scrub(f"base_url {_described(base_url)} is not a valid URL: {exc}")
         ) from None  # the cause's text may hold the URL, key included
-    if url.scheme not in ("http", "https") or not url.host or _has_space(base_url):
+    if url.scheme not in ("http", "https") or not host or _has_space(base_url):
         raise ConfigurationError(
             scrub(
                 f"base_url {_described(base_url)} must be an http:// or https:// URL with a "

@@ -47,9 +47,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Mapping
-from typing import Any, ClassVar, Final, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
-import httpx
 import orjson
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
@@ -74,8 +73,12 @@ from llm_worker.providers._anthropic_request import (
 )
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, wrong_type
-from llm_worker.providers._http import RetryPolicy, error_class
+from llm_worker.providers._http import RetryPolicy, TransportName, error_class
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent
+
+if TYPE_CHECKING:
+    import aiohttp
+    import httpx
 
 __all__ = ("AnthropicClient",)
 
@@ -137,8 +140,8 @@ class AnthropicClient(HttpClient):
         model: str,
         api_key: str | None = None,
         base_url: str | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout | None = None,
+        http_client: httpx.AsyncClient | aiohttp.ClientSession | None = None,
+        timeout: float | httpx.Timeout | aiohttp.ClientTimeout | None = None,
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         max_concurrency: int | None = 100,
@@ -146,6 +149,7 @@ class AnthropicClient(HttpClient):
         betas: Collection[str] = (),
         prompt_cache: Collection[CacheBreakpoint] = (),
         prompt_cache_ttl: Literal["5m", "1h"] | None = None,
+        transport: TransportName | None = None,
     ) -> None:
         """Create a client.
 
@@ -153,8 +157,9 @@ class AnthropicClient(HttpClient):
             model: The model name (`"claude-sonnet-4-5"`, …).
             api_key: The API key; `ANTHROPIC_API_KEY` by default.
             base_url: The API root, without `/v1`.
-            http_client: A shared `httpx.AsyncClient`, not closed by this client.
-            timeout: Seconds, or an `httpx.Timeout`.
+            http_client: A shared `httpx.AsyncClient` or `aiohttp.ClientSession`, not
+                closed by this client.
+            timeout: Seconds, or an `httpx.Timeout` / `aiohttp.ClientTimeout`.
             retry: The retry policy for failures before the answer begins.
             headers: Extra headers for every request (they win over the ones set here).
             max_concurrency: Requests in flight at once through this client (see
@@ -164,6 +169,7 @@ class AnthropicClient(HttpClient):
             betas: Beta feature names, sent as the `anthropic-beta` header.
             prompt_cache: Where to put prompt-cache breakpoints in every request.
             prompt_cache_ttl: Their cache lifetime (`"5m"` or `"1h"`).
+            transport: `"httpx"` or `"aiohttp"` (see `HttpClient`).
 
         Raises:
             ConfigurationError: No API key, or an unknown prompt-cache breakpoint.
@@ -181,6 +187,7 @@ class AnthropicClient(HttpClient):
             headers=all_headers,
             max_concurrency=max_concurrency,
             max_event_bytes=max_event_bytes,
+            transport=transport,
         )
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:

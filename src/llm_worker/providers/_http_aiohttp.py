@@ -1,0 +1,119 @@
+"""The aiohttp backend of the Transport (`transport="aiohttp"`, the `llm-worker[aiohttp]` extra).
+
+aiohttp reads a stream with less work per network read than httpx (one `readany()` per read,
+no layers of byte iterators), which is most of a client's cost when events arrive one per
+read. It runs on asyncio only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import ClassVar
+
+from llm_worker._extras import require_extra
+from llm_worker.errors import ConfigurationError
+from llm_worker.providers._http_backend import BodyFailed, ConnectFailed, TransportName
+
+# This module is imported only when the aiohttp transport is chosen: without the extra, that
+# choice fails here with the error naming it.
+require_extra("aiohttp", "aiohttp", feature='transport="aiohttp"')
+
+import aiohttp  # noqa: E402  (after the check: a missing extra is a MissingExtraError)
+
+__all__ = ("AiohttpBackend",)
+
+
+class AiohttpBackend:
+    """Sends through an `aiohttp.ClientSession`: the caller's, or one made on first use."""
+
+    __slots__ = ("_owns", "_pool_size", "_session", "timeout")
+    name: ClassVar[TransportName] = "aiohttp"
+
+    def __init__(self, http_client: object, timeout: object, pool_size: int) -> None:
+        self._session = http_client if isinstance(http_client, aiohttp.ClientSession) else None
+        self._owns = self._session is None
+        self._pool_size = pool_size
+        self.timeout = _timeout(timeout)
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=0)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
+        return self._session
+
+    async def send(self, url: str, content: bytes, headers: Mapping[str, str]) -> _AiohttpAnswer:
+        """POST `content` to `url` and return the answer once its headers are in."""
+        try:
+            response = await self._http().request(
+                "POST",
+                url,
+                data=content,
+                headers=headers,
+                timeout=self.timeout,
+                allow_redirects=False,  # as httpx: a redirect is an answer, not followed
+            )
+        except TimeoutError as exc:  # aiohttp's timeouts are TimeoutErrors
+            raise ConnectFailed(exc, timeout=True) from exc
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            raise ConnectFailed(exc, timeout=False) from exc
+        return _AiohttpAnswer(response)
+
+    async def aclose(self) -> None:
+        """Close the session if this backend made it (the next request makes a new one)."""
+        if self._session is not None and self._owns:
+            await self._session.close()
+            self._session = None
+
+
+class _AiohttpAnswer:
+    __slots__ = ("_response", "headers", "status_code")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status_code = response.status
+        self.headers: Mapping[str, str] = response.headers
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The decoded body as it arrives: what one network read brought."""
+        content = self._response.content
+        try:
+            while chunk := await content.readany():
+                yield chunk
+        except TimeoutError as exc:
+            raise BodyFailed(exc, timeout=True) from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise BodyFailed(exc, timeout=False) from exc
+
+    async def aclose(self) -> None:
+        """Release the connection: back to the pool if the body was read to its end."""
+        self._response.release()
+
+
+def _timeout(timeout: object) -> aiohttp.ClientTimeout:
+    # As httpx's defaults: 15 s to connect (60 more to wait for a pooled connection) and
+    # 300 s of silence between two reads; no bound on a whole stream.
+    if timeout is None:
+        return aiohttp.ClientTimeout(total=None, connect=75.0, sock_connect=15.0, sock_read=300.0)
+    if isinstance(timeout, aiohttp.ClientTimeout):
+        return timeout
+    if type(timeout).__module__.startswith("httpx"):
+        return _from_httpx(timeout)
+    if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
+        seconds = float(timeout)
+        return aiohttp.ClientTimeout(
+            total=None, connect=seconds, sock_connect=seconds, sock_read=seconds
+        )
+    raise ConfigurationError(
+        f"timeout must be a positive number of seconds, an aiohttp.ClientTimeout or an "
+        f"httpx.Timeout for the aiohttp transport, not {type(timeout).__name__}"
+    )
+
+
+def _from_httpx(timeout: object) -> aiohttp.ClientTimeout:
+    """An `httpx.Timeout`'s phases in aiohttp's terms (httpx is not imported for it)."""
+    connect: float | None = getattr(timeout, "connect", None)
+    pool: float | None = getattr(timeout, "pool", None)
+    read: float | None = getattr(timeout, "read", None)
+    # aiohttp's `connect` covers the wait for a pooled connection and the connecting.
+    both = None if connect is None or pool is None else connect + pool
+    return aiohttp.ClientTimeout(total=None, connect=both, sock_connect=connect, sock_read=read)

@@ -1,0 +1,92 @@
+"""The httpx backend of the Transport (the default): its failures as ConnectFailed, BodyFailed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import ClassVar, Final
+
+import httpx
+
+from llm_worker.errors import ConfigurationError
+from llm_worker.providers._http_backend import BodyFailed, ConnectFailed, TransportName
+
+__all__ = ("DEFAULT_TIMEOUT", "HttpxBackend")
+
+DEFAULT_TIMEOUT: Final = httpx.Timeout(connect=15.0, read=300.0, write=60.0, pool=60.0)
+"""Connect in 15 s; the read timeout bounds the silence between two chunks of a stream."""
+
+
+class HttpxBackend:
+    """Sends through an `httpx.AsyncClient`: the caller's, or one made on first use."""
+
+    __slots__ = ("_client", "_owns", "_pool_size", "timeout")
+    name: ClassVar[TransportName] = "httpx"
+
+    def __init__(self, http_client: object, timeout: object, pool_size: int) -> None:
+        self._client = http_client if isinstance(http_client, httpx.AsyncClient) else None
+        self._owns = self._client is None
+        self._pool_size = pool_size
+        self.timeout = _timeout(timeout)
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            size = self._pool_size
+            limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+            self._client = httpx.AsyncClient(timeout=self.timeout, limits=limits)
+        return self._client
+
+    async def send(self, url: str, content: bytes, headers: Mapping[str, str]) -> _HttpxAnswer:
+        """POST `content` to `url` and return the answer once its headers are in."""
+        http = self._http()
+        try:
+            request = http.build_request(
+                "POST", url, content=content, headers=headers, timeout=self.timeout
+            )
+            response = await http.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise ConnectFailed(exc, timeout=True) from exc
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise ConnectFailed(exc, timeout=False) from exc
+        return _HttpxAnswer(response)
+
+    async def aclose(self) -> None:
+        """Close the client if this backend made it (the next request makes a new one)."""
+        if self._client is not None and self._owns:
+            await self._client.aclose()
+            self._client = None
+
+
+class _HttpxAnswer:
+    __slots__ = ("_response", "headers", "status_code")
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self.status_code = response.status_code
+        self.headers: Mapping[str, str] = response.headers
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The decoded body as it arrives."""
+        try:
+            async for chunk in self._response.aiter_bytes():
+                yield chunk
+        except httpx.TimeoutException as exc:
+            raise BodyFailed(exc, timeout=True) from exc
+        except (httpx.TransportError, httpx.DecodingError) as exc:
+            raise BodyFailed(exc, timeout=False) from exc
+
+    async def aclose(self) -> None:
+        """Release the connection."""
+        await self._response.aclose()
+
+
+def _timeout(timeout: object) -> httpx.Timeout:
+    if timeout is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(timeout, httpx.Timeout):
+        return timeout
+    if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
+        return httpx.Timeout(float(timeout))
+    raise ConfigurationError(
+        f"timeout must be a positive number of seconds or an httpx.Timeout for the httpx "
+        f"transport, not {type(timeout).__name__}"
+    )
