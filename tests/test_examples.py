@@ -107,6 +107,14 @@ EXPECTED: dict[str, list[str]] = {
         "request 2: the screenshot's result holds 'The screen, 16x16 pixels:' and "
         "[ImagePart(<80 bytes>, 'image/png')]",
     ],
+    "aiohttp_transport.py": [
+        "(offline: a scripted model behind the openai_chat wire format on 127.0.0.1)",
+        "transport: aiohttp",
+        "50 runs done, 100 text pieces streamed in ",
+        "requests through our session: 50",
+        "httpx imported: False",
+        "session still open after the client closed: True",
+    ],
     "subscriber.py": [
         "── turn 0 starts",
         "tool call: convert({'amount': 20, 'currency': 'JPY'})",

@@ -1,0 +1,193 @@
+"""llm-worker against raw HTTP baselines and the libraries users would pick instead.
+
+Run (the peers come from the `bench` dependency group, never from the runtime ones):
+
+    uv sync --group bench
+    uv run --group bench python benchmarks/peers.py --rounds 3
+
+One local server (`_wire.py`, a child process) serves the same streams in the Chat
+Completions and the Anthropic shape: `text` (20,000 text deltas in one write), `paced` (2,000
+deltas, one per millisecond, so one per network read) and `tool` (a tool call whose arguments
+come in 200 fragments). Every measurement runs in a fresh interpreter; the subjects alternate
+within each round, so load on the machine falls on all of them alike. Reported per subject
+(median of the rounds): µs per event of wall and CPU time, the CPU ratio to raw aiohttp +
+orjson of the same round, the peak RSS, and `python -c "import X"` time.
+`--concurrent` adds 1,000 concurrent streams of 200 events on one event loop (our clients and
+the raw baselines): CPU per event, time to first event p50/p99, memory per stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import _peer_subjects as subjects
+import _wire
+
+STREAMS = {"text": "text-{n}-0", "paced": "text-{n}-1", "tool": "tool-{n}-0"}
+SIZES = {"text": 20_000, "paced": 2_000, "tool": 200}
+# litellm fetches a price list from GitHub at import unless told to use its own copy.
+ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+def measure(subject: str, shape: str, model: str, base_url: str, extra: list[str]) -> dict:
+    """One measurement in a fresh interpreter."""
+    command = [sys.executable, str(Path(__file__).parent / "_peer_subjects.py"), subject, shape]
+    result = subprocess.run(
+        [*command, model, base_url, *extra],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=ENV,
+    )
+    if result.returncode != 0:
+        return {"error": (result.stderr.strip().splitlines() or ["?"])[-1][:120]}
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def import_ms(subject: str, runs: int) -> float:
+    code = subjects.IMPORTS[subject]
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, env=ENV)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def _median(rows: list[dict], key: str) -> float | None:
+    values = [r[key] for r in rows if key in r]
+    return statistics.median(values) if values else None
+
+
+def run_streams(args: argparse.Namespace, server: _wire.Server) -> None:
+    for stream in args.streams:
+        n = args.events if stream == "text" and args.events else SIZES[stream]
+        model = STREAMS[stream].format(n=n)
+        for shape in ("chat", "anthropic"):
+            names = [s for s in args.subjects if shape in subjects.SHAPES[s]]
+            if stream == "tool":
+                names = [s for s in names if s not in subjects.TEXT_ONLY]
+            rows: dict[str, list[dict]] = {s: [] for s in names}
+            for _ in range(args.rounds):
+                for name in names:
+                    rows[name].append(measure(name, shape, model, server.base_url, []))
+                _ratios(rows, names)
+            _print_table(f"{stream} ({model}, {shape} shape, {n} events)", rows)
+
+
+def _ratios(rows: dict[str, list[dict]], names: list[str]) -> None:
+    """Each subject's CPU over the raw aiohttp baselines' of the same round."""
+    for key, baseline in (("ratio", "raw_aiohttp"), ("ratio_lines", "raw_aiohttp_lines")):
+        base = rows.get(baseline, [{}])[-1].get("cpu_us")
+        for name in names:
+            last = rows[name][-1]
+            if base and "cpu_us" in last:
+                last[key] = last["cpu_us"] / base
+
+
+_COLUMNS = (("wall_us", ".1f"), ("cpu_us", ".1f"), ("ratio", ".2f"), ("ratio_lines", ".2f"),
+            ("rss_mib", ".0f"))  # fmt: skip
+
+
+def _cell(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def _print_table(title: str, rows: dict[str, list[dict]]) -> None:
+    print(f"\n### {title}\n")
+    print("| subject | wall µs/event | CPU µs/event | CPU ÷ raw aiohttp (bytes) | (lines) "
+          "| peak RSS MiB |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for name, runs in rows.items():
+        errors = [r["error"] for r in runs if "error" in r]
+        if errors:
+            print(f"| {name} | failed: {errors[0]} | | | | |")
+            continue
+        cells = [_cell(_median(runs, k), f) for k, f in _COLUMNS]
+        print(f"| {name} | {' | '.join(cells)} |")
+    sys.stdout.flush()
+
+
+def run_concurrent(args: argparse.Namespace, server: _wire.Server) -> None:
+    names = [s for s in ("raw_aiohttp", "raw_httpx", "ours_aiohttp", "ours_httpx")
+             if s in args.subjects]  # fmt: skip
+    model = f"text-{args.stream_events}-0"
+    rows: dict[str, list[dict]] = {s: [] for s in names}
+    extra = ["--streams", str(args.concurrent)]
+    for _ in range(args.rounds):
+        for name in names:
+            rows[name].append(measure(name, "chat", model, server.base_url, extra))
+    print(f"\n### {args.concurrent} concurrent streams of {args.stream_events} events (chat)\n")
+    print("| subject | CPU µs/event | first event p50 ms | p99 ms | all done s | KiB/stream |")
+    print("|---|---|---|---|---|---|")
+    for name, runs in rows.items():
+        errors = [r["error"] for r in runs if "error" in r]
+        if errors:
+            print(f"| {name} | failed: {errors[0]} | | | | |")
+            continue
+        cells = [_median(runs, k) for k in ("cpu_us", "ttfe_p50", "ttfe_p99", "wall_s", "kib")]
+        print("| {} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.0f} |".format(name, *cells))
+
+
+def run_imports(args: argparse.Namespace) -> None:
+    print("\n### import time (median of fresh interpreters)\n")
+    print("| subject | import | over bare Python |")
+    print("|---|---|---|")
+    bare = _bare_ms()
+    for name in args.subjects:
+        ms = import_ms(name, args.import_runs)
+        print(f"| {name} | {ms:.0f} ms | +{ms - bare:.0f} ms |")
+
+
+def _bare_ms() -> float:
+    times = []
+    for _ in range(7):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--subjects", nargs="*", default=list(subjects.SHAPES))
+    parser.add_argument("--streams", nargs="*", default=list(STREAMS), choices=list(STREAMS))
+    parser.add_argument("--events", type=int, default=0, help="deltas of the text stream")
+    parser.add_argument("--concurrent", type=int, default=0, help="e.g. 1000 (0: skip)")
+    parser.add_argument("--stream-events", type=int, default=200)
+    parser.add_argument("--import-runs", type=int, default=0, help="e.g. 7 (0: skip)")
+    args = parser.parse_args()
+    missing = [s for s in args.subjects if s not in subjects.SHAPES]
+    if missing:
+        parser.error(f"unknown subjects {missing}; known: {list(subjects.SHAPES)}")
+    load = os.getloadavg()[0]
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load average {load:.1f}; "
+          f"Python {platform.python_version()}; {when}")  # fmt: skip
+    print("versions:", subjects.versions())
+    server = _wire.start()
+    try:
+        run_streams(args, server)
+        if args.concurrent:
+            run_concurrent(args, server)
+    finally:
+        server.close()
+    if args.import_runs:
+        run_imports(args)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
