@@ -64,7 +64,7 @@ def last_results(request: RecordedRequest) -> list[WireResult]:
 
 def test_the_readme_has_the_snippets_these_tests_run() -> None:
     # A new snippet needs a test here; a removed one needs its test removed.
-    assert len(SNIPPETS) == 8
+    assert len(SNIPPETS) == 9
 
 
 @pytest.mark.anyio
@@ -340,6 +340,29 @@ async def test_blobs_in_an_object_store(moto_server: Any) -> None:
     blob_id = BLOB.search(summary.output)
     reader = ObjectBlobStore.from_url(f"s3://{BUCKET}/readme", **s3_options(moto_server.endpoint))
     assert blob_id is not None and await reader.exists(blob_id.group(1))
+
+
+@pytest.mark.anyio
+async def test_the_aiohttp_transport_snippet(monkeypatch: pytest.MonkeyPatch) -> None:
+    import aiohttp
+
+    from llm_worker.providers import AnthropicClient, OpenAIChatClient
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    code = snippet(8)
+    assert 'transport="aiohttp"' in code
+    namespace = await run(
+        code,
+        {
+            "aiohttp": aiohttp,
+            "AnthropicClient": AnthropicClient,
+            "OpenAIChatClient": OpenAIChatClient,
+        },
+    )
+    # Both clients are on aiohttp: one by name, one by the session it was given.
+    assert namespace["client"].transport.transport == "aiohttp"
+    assert namespace["session"].closed  # the snippet's `async with` closed it, not the client
 
 
 def test_every_file_the_readme_names_exists() -> None:
