@@ -2,9 +2,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from llm_worker.providers._http_backend import TRANSPORT_ENV
 from support.blob_stores import BUCKET, need
 from support.object_store import MotoServer
-from llm_worker.providers._http_backend import TRANSPORT_ENV
 
 
 @pytest.fixture
