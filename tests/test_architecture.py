@@ -47,6 +47,7 @@ LAYERS: Layers = (
     ("worker", ("llm_worker.worker", "llm_worker.hooks", "llm_worker.state")),
     ("testing", ("llm_worker.testing",)),
     ("ui", ("llm_worker.ui",)),
+    ("durable", ("llm_worker.durable",)),
     ("cli", ("llm_worker.cli",)),
 )
 FACADE = ("llm_worker",)
@@ -62,6 +63,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "worker": ("model", "providers", "timeline", "blobs", "tools"),
     "testing": LOWER[:-1],
     "ui": LOWER[:-1],  # beside testing: the web adapters never import the test doubles
+    "durable": LOWER[:-1],  # beside testing: never the test doubles
     "cli": (*LOWER, "ui"),
 }
 

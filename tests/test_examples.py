@@ -43,6 +43,14 @@ EXPECTED: dict[str, list[str]] = {
         "process 2: the request carried process 1's conversation: True",
         "process 2: finished: Done: Friday 14:00 was free and Ana is invited.",
     ],
+    "durable_approval.py": [
+        "process 1 (pid {pid1}): starting run invite-ana",
+        "process 1: paused — send_invitation requires approval (call ",
+        "process 2 (pid {pid2}): approved send_invitation({'to': 'ana@example.com', "
+        "'when': 'Friday 14:00'})",
+        "[pid {pid1}] >>> invitation sent to ana@example.com for Friday 14:00",
+        "process 1: finished after 2 requests: Done: Ana is invited for Friday 14:00.",
+    ],
     "json_fix_on_turn_end.py": [
         "✗ answer 1 is not a valid Forecast: temperature_c: Input should be a valid number",
         "conditions: Field required",
@@ -156,21 +164,22 @@ def test_every_example_is_tested() -> None:
     assert {p.name for p in EXAMPLES.glob("[!_]*.py")} == set(EXPECTED)
 
 
-@pytest.mark.parametrize("name", sorted(set(EXPECTED) - {"approval_pause_resume.py"}))
+TWO_PROCESSES = {"approval_pause_resume.py", "durable_approval.py"}
+
+
+@pytest.mark.parametrize("name", sorted(set(EXPECTED) - TWO_PROCESSES))
 def test_example(name: str) -> None:
     assert_in_order(run_example(name), EXPECTED[name])
 
 
-def test_pause_and_resume_happen_in_two_processes() -> None:
-    out = run_example("approval_pause_resume.py")
+@pytest.mark.parametrize("name", sorted(TWO_PROCESSES))
+def test_pause_and_resume_happen_in_two_processes(name: str) -> None:
+    out = run_example(name)
     pids = re.findall(r"process (\d) \(pid (\d+)\)", out)
     assert [n for n, _ in pids] == ["1", "2"]
     pid1, pid2 = (p for _, p in pids)
     assert pid1 != pid2
-    expected = [
-        line.replace("{pid1}", pid1).replace("{pid2}", pid2)
-        for line in EXPECTED["approval_pause_resume.py"]
-    ]
+    expected = [line.replace("{pid1}", pid1).replace("{pid2}", pid2) for line in EXPECTED[name]]
     assert_in_order(out, expected)
     assert out.count(">>> invitation sent") == 1  # approved once, run once
 

@@ -64,7 +64,7 @@ def last_results(request: RecordedRequest) -> list[WireResult]:
 
 def test_the_readme_has_the_snippets_these_tests_run() -> None:
     # A new snippet needs a test here; a removed one needs its test removed.
-    assert len(SNIPPETS) == 9
+    assert len(SNIPPETS) == 10
 
 
 @pytest.mark.anyio
@@ -350,7 +350,7 @@ async def test_the_aiohttp_transport_snippet(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    code = snippet(8)
+    code = snippet(9)
     assert 'transport="aiohttp"' in code
     namespace = await run(
         code,
@@ -426,3 +426,36 @@ def test_every_cli_command_the_readme_shows_answers_help(command: str) -> None:
         options += re.findall(r"(--[\w-]+)", quick_start)
     for option in options:
         assert option in done.stdout, f"{command} --help does not show {option}"
+
+
+@pytest.mark.anyio
+async def test_durable_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    @tool
+    def book_hotel(city: str) -> str:
+        """Book a hotel."""
+        return f"booked in {city}"
+
+    @tool(requires_approval=True)
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        return f"paid {amount}"
+
+    script = [
+        ScriptedResponse([ToolUsePart("b1", "book_hotel", {"city": "Kyoto"})]),
+        ScriptedResponse.text("Booked."),
+        ScriptedResponse([ToolUsePart("p1", "pay", {"amount": 100})]),
+        ScriptedResponse.text("Paid."),
+    ]
+    database = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    async with ScriptedModelServer(PROVIDER, script) as server, server.client() as client:
+        code = snippet(8, {"sqlite:///runs.sqlite": database})
+        namespace = await run(code, {"client": client, "book_hotel": book_hotel, "pay": pay})
+        assert len(server.requests) == 4  # the second start of trip-42 asked nothing
+    assert namespace["result"].text == namespace["again"].text == "Booked."
+    assert namespace["paid"].text == "Paid."
+    assert capsys.readouterr().out.splitlines()[-4:] == [
+        "answer",
+        "paused",
+        "tool_result",
+        "answer",
+    ]

@@ -111,6 +111,27 @@ class Assembler:
         self._ids: set[str] = set()
         self.response_id: str | None = None
 
+    @classmethod
+    def recorded(
+        cls,
+        origin: Origin,
+        message: Message,
+        calls: list[ToolCall],
+        usage: UsageEvent,
+        *,
+        response_id: str | None = None,
+        stop: BlockStop | None = None,
+    ) -> Assembler:
+        """An assembler holding an answer recorded earlier, as if it had just streamed.
+
+        A durable run gives it back in place of a request it already made: the parts, the
+        calls (already parsed and checked), the usage, the response id and the stop.
+        """
+        answer = cls(origin)
+        answer.parts, answer.calls, answer.usage = list(message.content), list(calls), usage
+        answer.response_id, answer.stop = response_id, stop
+        return answer
+
     def feed(self, event: Event) -> Completed | None:
         """Take one event; return what it completed, if anything."""
         if isinstance(event, BlockDelta):

@@ -19,6 +19,7 @@ hooks run, and the history can be sent again: no tool call without a result, no 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import (
     Callable,
     Iterable,
@@ -213,6 +214,21 @@ class Worker(Registrations):
                 `inspect` tool included).
         """
         add_tool(self._cfg.registry, tool)
+
+    def fork(self, history: Iterable[Message] = ()) -> Worker:
+        """A Worker sharing this one's client, tools, hooks, handlers and settings.
+
+        The fork has a history of its own (`history`, empty by default), so it runs a
+        conversation beside this Worker's: what a durable run or a server does to run many
+        conversations with one configuration. Registrations made on either later apply to
+        both. The client stays this Worker's: closing the fork never closes it.
+        """
+        twin = copy.copy(self)
+        twin._owned = None
+        twin.history = list(history)
+        twin._turns, twin._scope, twin._done = 0, None, None
+        twin._paused, twin._last_response = None, None
+        return twin
 
     # -- running -----------------------------------------------------------------------------
 

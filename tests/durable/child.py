@@ -1,0 +1,101 @@
+"""A process serving durable runs, for the crash, fleet and approval tests (not a test itself).
+
+Usage: `python child.py '<json>'` with `url` (the system database), `model_url` (the
+scripted model server), `name`, `log` (the file the side-effecting tool appends to),
+`executor` (this process's executor id), `effect` (the appending tool's effect), `hang` (the
+appending tool blocks after writing, until the process is killed), `runs` (ids to start and
+wait for; each run's input is its id), `wait` (ids to wait for without starting them),
+`decide` (run id: wait for its pause and approve every pending call), `serve` (serve runs
+until killed).
+It prints one JSON line per event: `{"tool": ...}` when the tool wrote, `{"run": id, "result": ...}`
+per finished run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from typing import Any
+
+import anyio
+
+from llm_worker import Decision, Worker, tool
+from llm_worker.durable import DurableWorker
+from llm_worker.durable._records import run_record
+from llm_worker.providers import AnthropicClient
+from llm_worker.tools import Tool
+
+
+def say(data: dict[str, Any]) -> None:
+    print(json.dumps(data), flush=True)
+
+
+def tools(config: dict[str, Any]) -> list[Tool]:
+    log: str = config["log"]
+
+    @tool(effect=config.get("effect", "side_effect"))
+    def append_line(text: str) -> str:
+        """Append a line to the log file."""
+        with open(log, "a") as f:
+            f.write(text + "\n")
+        say({"tool": "append_line", "text": text})
+        if config.get("hang"):
+            threading.Event().wait()  # until the process is killed
+        return f"appended {text}"
+
+    @tool(effect="read_only")
+    def read_log() -> str:
+        """Read the log file."""
+        with open(log) as f:
+            return f.read()
+
+    @tool(requires_approval=True)
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        with open(log, "a") as f:
+            f.write(f"pay {amount}\n")
+        return f"paid {amount}"
+
+    return [append_line, read_log, pay]
+
+
+async def serve(config: dict[str, Any]) -> None:
+    client = AnthropicClient(model="scripted-model", base_url=config["model_url"], api_key="k")
+    async with client:
+        worker = Worker(client, tools=tools(config))
+        durable = DurableWorker(
+            worker,
+            name=config["name"],
+            database_url=config["url"],
+            executor_id=config.get("executor", "local"),
+            app_version="test",
+            worker_concurrency=config.get("worker_concurrency"),
+            poll_interval=0.05,
+        )
+        async with durable, anyio.create_task_group() as tg:
+            say({"ready": True})
+            if "decide" in config:
+                state = await durable.paused(config["decide"])
+                assert state is not None
+                await durable.decide(
+                    config["decide"], {p.call.id: Decision.approve() for p in state.pending}
+                )
+                say({"decided": config["decide"]})
+            for run_id in config.get("runs", []):
+                tg.start_soon(_run, durable, run_id, True)
+            for run_id in config.get("wait", []):
+                tg.start_soon(_run, durable, run_id, False)
+            if config.get("serve"):
+                await anyio.sleep_forever()
+
+
+async def _run(durable: DurableWorker, run_id: str, start: bool) -> None:
+    if start:
+        await durable.start(run_id, run_id=run_id)
+    result = await durable.result(run_id)
+    say({"run": run_id, "result": run_record(result)})
+
+
+if __name__ == "__main__":
+    anyio.run(serve, json.loads(sys.argv[1]))
