@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -39,7 +41,8 @@ async def test_closing_a_fork_leaves_the_client_to_the_worker_that_made_it(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     worker = Worker("anthropic:claude-sonnet-4-5")  # the Worker made the client: it closes it
     closed: list[str] = []
-    real = worker.client.aclose
+    client: Any = worker.client
+    real = client.aclose
 
     async def aclose() -> None:
         closed.append("closed")
