@@ -34,6 +34,7 @@ MODEL = (
     "llm_worker._extras",
     "llm_worker._media",
     "llm_worker._sniff",
+    "llm_worker._strict",
 )
 LAYERS: Layers = (
     (

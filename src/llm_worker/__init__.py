@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         MediaError,
         MissingExtraError,
         NotFoundError,
+        OutputValidationError,
         OverloadedError,
         PauseStateError,
         PermissionDeniedError,
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
         MediaPart,
         Message,
         Origin,
+        OutputSchema,
         ProviderPart,
         Request,
         SpecificTool,
@@ -101,6 +103,7 @@ if TYPE_CHECKING:
     )
     from llm_worker.state import (
         Decision,
+        OutputPartial,
         PauseState,
         RunCompleted,
         RunEvent,
@@ -167,6 +170,7 @@ _LAZY: dict[str, str] = {
             "MediaError",
             "MissingExtraError",
             "NotFoundError",
+            "OutputValidationError",
             "OverloadedError",
             "PauseStateError",
             "PermissionDeniedError",
@@ -211,6 +215,7 @@ _LAZY: dict[str, str] = {
         (
             "Message",
             "Origin",
+            "OutputSchema",
             "Citation",
             "DocumentPart",
             "ImagePart",
@@ -264,6 +269,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(
         (
             "Decision",
+            "OutputPartial",
             "PauseState",
             "RunCompleted",
             "RunEvent",
@@ -323,7 +329,10 @@ __all__ = (
     "MissingExtraError",
     "NotFoundError",
     "Origin",
+    "OutputPartial",
     "OutputPolicy",
+    "OutputSchema",
+    "OutputValidationError",
     "OverloadedError",
     "PauseState",
     "PauseStateError",

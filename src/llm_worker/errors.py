@@ -26,6 +26,7 @@ LLMWorkerError
 ├── HookError                     a hook raised or timed out (names the hook)
 ├── Aborted                       a hook aborted the run
 ├── LimitExceededError            a loop bound was reached
+├── OutputValidationError         the final answer never fit the output type (retries spent)
 ├── PauseStateError               a pause state that cannot be resumed
 └── BlobError                     a blob that cannot be stored or loaded
     ├── BlobNotFoundError
@@ -64,6 +65,7 @@ __all__ = (
     "MediaError",
     "MissingExtraError",
     "NotFoundError",
+    "OutputValidationError",
     "OverloadedError",
     "PauseStateError",
     "PermissionDeniedError",
@@ -294,6 +296,22 @@ class LimitExceededError(LLMWorkerError):
         super().__init__(message)
         self.limit = limit
         self.value = value
+
+
+class OutputValidationError(LLMWorkerError):
+    """The model's final answer did not fit the output type, after every retry.
+
+    Attributes:
+        raw: The last answer as the model sent it (JSON text, or a tool call's arguments).
+        errors: What was wrong with it, one line per error (`path: message`).
+        attempts: How many answers were checked.
+    """
+
+    def __init__(self, message: str, *, raw: str, errors: list[str], attempts: int) -> None:
+        super().__init__(message)
+        self.raw = raw
+        self.errors = errors
+        self.attempts = attempts
 
 
 class PauseStateError(LLMWorkerError, ValueError):

@@ -262,12 +262,16 @@ class TurnEndContext:
         response: The final assistant message.
         continuations: How many times on_turn_end hooks have continued this run so far.
         resumed: True when seen again by `Worker.resume` after an on_turn_end pause.
+        output: The answer's validated output (an instance of the Worker's `output_type`),
+            or its text without one; `None` after a refusal. A hook may replace it: the run's
+            `RunResult.output` is what it holds when the hooks accept the answer.
     """
 
     history: list[Message]
     response: Message
     continuations: int = 0
     resumed: bool = False
+    output: Any = None
 
     @property
     def text(self) -> str:

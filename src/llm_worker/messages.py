@@ -40,6 +40,7 @@ __all__ = (
     "MediaPart",
     "Message",
     "Origin",
+    "OutputSchema",
     "Part",
     "ProviderPart",
     "Request",
@@ -474,6 +475,31 @@ class ThinkingConfig:
     include_thoughts: bool | None = None
 
 
+@dataclass(slots=True, frozen=True)
+class OutputSchema:
+    """The shape the model's final answer must have: structured output.
+
+    Every client asks the provider to answer with JSON text of this schema (Chat
+    `response_format`, Responses `text.format`, Anthropic `output_config.format`, Gemini
+    `responseJsonSchema`).
+
+    Attributes:
+        schema: The JSON Schema of the answer. OpenAI and Anthropic take an object at the
+            root; `Worker(output_type=...)` wraps other types in one for you.
+        name: Its name, shown to the model (letters, digits, `_` and `-`).
+        description: What the answer is, for the model (OpenAI sends it).
+        strict: Ask for the schema to be enforced exactly. The clients then send its strict
+            form (every object closed, every property required, an optional one nullable);
+            a schema that form cannot express (free-form keys) is sent as it is, not strict.
+    """
+
+    schema: dict[str, Any]
+    _: KW_ONLY
+    name: str = "output"
+    description: str | None = None
+    strict: bool = True
+
+
 @dataclass(slots=True)
 class Request:
     """A provider-neutral request.
@@ -492,6 +518,8 @@ class Request:
         thinking: Reasoning settings; `None` leaves the provider's default.
         options: Provider-specific fields merged into the request body last (deep-merged for
             objects), e.g. `{"top_k": 5}` or `{"metadata": {...}}`.
+        output_schema: The schema the answer must follow (structured output), or `None` for
+            free text.
     """
 
     messages: list[Message]
@@ -505,6 +533,7 @@ class Request:
     stop_sequences: list[str] = field(default_factory=lambda: [])
     thinking: ThinkingConfig | None = None
     options: dict[str, Any] = field(default_factory=lambda: {})
+    output_schema: OutputSchema | None = None
 
 
 # pydantic is imported on first use only: it would double the cost of `import llm_worker`.

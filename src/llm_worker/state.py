@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, cast, get_args
 
 import orjson
+from typing_extensions import TypeVar
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker._media import media_from_json, media_to_json
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = (
     "CallStatus",
     "Decision",
+    "OutputPartial",
     "PauseState",
     "PendingCall",
     "RunCompleted",
@@ -360,8 +362,12 @@ def _pending_from_dict(data: object) -> PendingCall:
     return PendingCall(call, status, result, approved=body.get("approved") is True)
 
 
+OutputT = TypeVar("OutputT", default=str)
+"""The type of a run's output: `str` without an output type, else the output type."""
+
+
 @dataclass(slots=True)
-class RunResult:
+class RunResult(Generic[OutputT]):
     """What `Worker.run` / `Worker.resume` return.
 
     Attributes:
@@ -378,6 +384,11 @@ class RunResult:
             `CONTENT_FILTER` / `REFUSAL` that the provider held it back).
         response_ids: The provider's ids of this run's answers, in order (where the provider
             gives them): what support requests and `previous_response_id` name.
+        output: The validated output when FINISHED: an instance of the Worker's `output_type`
+            (`RunResult[Invoice]`), or the final text (`RunResult[str]`) without one. `None`
+            when the run did not finish or the model refused.
+        refusal: The model's refusal (its text, or the reason the provider gave) when it
+            declined to answer; `output` is then `None`.
     """
 
     status: RunStatus
@@ -389,6 +400,10 @@ class RunResult:
     reason: str | None = None
     stop_reason: StopReason | None = None
     response_ids: list[str] = field(default_factory=lambda: [])
+    # `None` stands in until the run finishes (see the docstring); typed as the output for
+    # the common case of a finished run.
+    output: OutputT = cast(Any, None)  # noqa: RUF009 (evaluated once: None)
+    refusal: str | None = None
 
 
 @dataclass(slots=True)
@@ -435,10 +450,29 @@ class ToolResultReady:
 
 
 @dataclass(slots=True)
+class OutputPartial:
+    """The structured output validated so far, while its JSON streams (`Worker.stream`).
+
+    Sent while the answer streams. The JSON so far is validated again only once at least
+    256 characters, and an eighth of what had come before, have arrived since the last try:
+    the cost stays linear in the answer's size, however small its deltas. The last one is not
+    the final output; `RunResult.output` is (checked whole, retried when invalid).
+
+    Attributes:
+        value: The output built from the JSON received so far (a model instance with the
+            fields complete so far, a partial list, …); incomplete fields are left out.
+        size: Characters of the answer's JSON received so far.
+    """
+
+    value: Any
+    size: int
+
+
+@dataclass(slots=True)
 class RunCompleted:
     """The last item of `Worker.stream`: the run's result."""
 
-    result: RunResult
+    result: RunResult[Any]
 
 
 RunEvent: TypeAlias = (
@@ -448,6 +482,7 @@ RunEvent: TypeAlias = (
     | TextComplete
     | ToolCallComplete
     | ToolResultReady
+    | OutputPartial
     | RunCompleted
 )
 """What `Worker.stream` yields: the provider events plus the Worker's own."""

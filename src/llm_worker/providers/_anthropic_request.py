@@ -60,6 +60,7 @@ from llm_worker.messages import (
     ImagePart,
     Message,
     Origin,
+    OutputSchema,
     Part,
     ProviderPart,
     Request,
@@ -78,6 +79,7 @@ from llm_worker.providers._anthropic_thinking import (
     thinking_plan,
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
+from llm_worker.providers._output import sent_schema
 
 __all__ = (
     "CONTAINER",
@@ -183,6 +185,8 @@ def build_body(
         body["container"] = container
     if plan is not None:
         _add_thinking(body, plan, pending_loop_ok=_turn_starts_thinking(messages))
+    if request.output_schema is not None:
+        add_output_format(body, request.output_schema)
     if cache is not None and cache.breakpoints:
         _mark_cache(body, cache)
     body = deep_merge(body, request.options)
@@ -496,6 +500,12 @@ def _add_thinking(body: Block, plan: ThinkingPlan, *, pending_loop_ok: bool) -> 
         body["output_config"] = {"effort": plan.effort}
     if pending_loop_ok and plan.thinking is not None:
         body["thinking"] = dict(plan.thinking)
+
+
+def add_output_format(body: Block, output: OutputSchema) -> None:
+    """Structured output as `output_config.format`, beside the `effort` that may be there."""
+    schema = sent_schema(output).schema
+    body.setdefault("output_config", {})["format"] = {"type": "json_schema", "schema": schema}
 
 
 def _turn_starts_thinking(messages: list[Block]) -> bool:

@@ -70,6 +70,7 @@ from llm_worker.providers._base import checked_tool_choice, deep_merge, unsuppor
 from llm_worker.providers._gemini_media import media_part, with_media
 from llm_worker.providers._gemini_metadata import METADATA_KEYS
 from llm_worker.providers._gemini_schema import gemini_schema
+from llm_worker.providers._output import sent_schema
 
 __all__ = ("SKIP_SIGNATURE", "build_body")
 
@@ -247,6 +248,9 @@ def _generation(request: Request, model: str) -> dict[str, Any]:
         config["stopSequences"] = list(request.stop_sequences)
     if request.thinking is not None:
         config["thinkingConfig"] = _thinking(request.thinking, model)
+    if request.output_schema is not None:
+        config["responseMimeType"] = "application/json"
+        config["responseJsonSchema"] = sent_schema(request.output_schema).schema
     return config
 
 

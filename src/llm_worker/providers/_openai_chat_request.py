@@ -33,6 +33,7 @@ from llm_worker.messages import (
     ImagePart,
     Message,
     Origin,
+    OutputSchema,
     ProviderPart,
     Request,
     SpecificTool,
@@ -50,6 +51,7 @@ from llm_worker.providers._openai_media import (
     chat_tool_text,
     misplaced,
 )
+from llm_worker.providers._output import sent_schema
 
 __all__ = ("PROVIDER", "build_chat_body", "chat_messages")
 
@@ -92,6 +94,8 @@ def build_chat_body(request: Request, model: str) -> dict[str, Any]:
     if request.thinking is not None and request.thinking.effort is not None:
         effort: str = request.thinking.effort
         body["reasoning_effort"] = _EFFORTS.get(effort, effort)
+    if request.output_schema is not None:
+        body["response_format"] = chat_response_format(request.output_schema)
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
     deep_merge(body, request.options)
@@ -99,6 +103,15 @@ def build_chat_body(request: Request, model: str) -> dict[str, Any]:
         if value is None:
             body.pop(key, None)
     return body
+
+
+def chat_response_format(output: OutputSchema) -> dict[str, Any]:
+    """Structured output as Chat's `response_format` (`json_schema`)."""
+    sent = sent_schema(output)
+    spec: dict[str, Any] = {"name": sent.name, "schema": sent.schema, "strict": sent.strict}
+    if sent.description:
+        spec["description"] = sent.description
+    return {"type": "json_schema", "json_schema": spec}
 
 
 def chat_messages(request: Request, model: str) -> list[dict[str, Any]]:

@@ -85,6 +85,7 @@ from llm_worker.messages import (
     ImagePart,
     Message,
     Origin,
+    OutputSchema,
     Part,
     ProviderPart,
     Request,
@@ -99,6 +100,7 @@ from llm_worker.messages import (
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
 from llm_worker.providers._openai_media import misplaced, responses_output, responses_part
+from llm_worker.providers._output import sent_schema
 
 __all__ = ("PROVIDER", "build_body")
 
@@ -178,7 +180,23 @@ def build_body(request: Request, *, model: str) -> dict[str, Any]:
         body["reasoning"] = reasoning
     if store_false and request.thinking is not None:
         body["include"] = [_ENCRYPTED]
+    _add_text_format(body, request.output_schema)
     return deep_merge(body, request.options)
+
+
+def _add_text_format(body: dict[str, Any], output: OutputSchema | None) -> None:
+    if output is not None:
+        body["text"] = {"format": text_format(output)}
+
+
+def text_format(output: OutputSchema) -> dict[str, Any]:
+    """Structured output as the Responses `text.format` (`json_schema`)."""
+    sent = sent_schema(output)
+    spec: dict[str, Any] = {"type": "json_schema", "name": sent.name, "schema": sent.schema}
+    spec["strict"] = sent.strict
+    if sent.description:
+        spec["description"] = sent.description
+    return spec
 
 
 def _after_last_answer(messages: Sequence[Message]) -> Sequence[Message]:

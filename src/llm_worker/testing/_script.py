@@ -11,7 +11,7 @@ import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import anyio
 import orjson
@@ -88,6 +88,28 @@ class ScriptedResponse:
     def text(cls, text: str, **options: object) -> ScriptedResponse:
         """An answer of one text block."""
         return cls([TextPart(text)], **options)  # type: ignore[arg-type]
+
+    @classmethod
+    def output(
+        cls, value: object, *, tool: str | None = None, **options: object
+    ) -> ScriptedResponse:
+        """A structured answer: `value` as JSON text, or as a call of the output tool `tool`.
+
+        Args:
+            value: A pydantic model, a dataclass, a TypedDict, a list, … (anything pydantic
+                serializes), or JSON text as it is. A value that is not a JSON object is
+                sent as `{"result": value}`, the form the Worker asks for such types in.
+            tool: The output tool's name in `output_mode="tool"` (`"final_result"` by
+                default there); `None` answers with the JSON as text (native mode).
+            **options: More `ScriptedResponse` fields (`chunk_size`, `stop_reason`, …).
+        """
+        text = value if isinstance(value, str) else _json_text(value)
+        if not isinstance(value, str) and not text.startswith("{"):
+            text = f'{{"result":{text}}}'
+        if tool is None:
+            return cls.text(text, **options)
+        arguments: dict[str, Any] = orjson.loads(text)
+        return cls([ToolUsePart("", tool, arguments)], **options)  # type: ignore[arg-type]
 
     def resolved_stop_reason(self) -> StopReason:
         """The stop reason, defaulted from the parts."""
@@ -177,6 +199,12 @@ def play(step: ScriptStep, call: ScriptedRequest, count: int) -> ScriptedRespons
     if not isinstance(response, ScriptedResponse):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ScriptStepError(f"{where} returned {type(response).__name__}, not a ScriptedResponse")
     return response
+
+
+def _json_text(value: object) -> str:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(Any).dump_json(value).decode()
 
 
 def _part_text(part: Part) -> str:

@@ -1,7 +1,7 @@
 """The tool layer: what a model may call, and how one call becomes one result.
 
 Owns the `Tool` protocol, `@tool` / `FunctionTool` and `ToolMeta` (`_tool`), the function's
-schema and argument validator (`_schema`), OpenAI strict-mode schemas (`_strict`),
+schema and argument validator (`_schema`), OpenAI strict-mode schemas (`llm_worker._strict`),
 `ToolRegistry` (`_registry`), `execute_call` (`_execute`), `check_arguments` (`_validate`: do
 arguments fit a tool, before it runs), a tool's return value as text (`_text`), and every
 text a model reads about a failed call (`_messages`).

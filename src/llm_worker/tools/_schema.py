@@ -30,9 +30,9 @@ from pydantic_core import PydanticSerializationError, from_json, to_json, to_jso
 # pydantic reads `TypedDict` from typing_extensions on Python < 3.12 (pydantic depends on it).
 from typing_extensions import TypedDict
 
+from llm_worker._strict import drop_optional_nulls, strict_schema
 from llm_worker.errors import ConfigurationError, ToolError
 from llm_worker.tools._messages import invalid_arguments
-from llm_worker.tools._strict import drop_optional_nulls, strict_schema
 
 __all__ = ("Arguments", "FunctionShape", "describe_function")
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from llm_worker.providers._base import LLMClient
     from llm_worker.tools import ErrorFormatter, ToolRegistry, ToolResult
     from llm_worker.worker._intercept import Interceptor
+    from llm_worker.worker._output import OutputPlan
     from llm_worker.worker._turn import StreamRetry
 
 __all__ = ("WorkerConfig", "check_limits")
@@ -53,6 +54,8 @@ class WorkerConfig:
     sinks: list[Callable[[Any], None]] = field(default_factory=lambda: [])
     interceptors: list[Interceptor] = field(default_factory=lambda: [])
     """Wrappers of each run, request and tool call (tracing, durable runs), outermost first."""
+    output: OutputPlan | None = None
+    """The structured output asked for and checked (`Worker(output_type=...)`), if any."""
 
     def build_request(self, messages: list[Message]) -> Request:
         """The request for the current history."""
@@ -67,6 +70,9 @@ class WorkerConfig:
             stop_sequences=list(self.stop_sequences),
             thinking=self.thinking,
             options=dict(self.options),
+            output_schema=self.output.schema
+            if self.output is not None and self.output.mode == "native"
+            else None,
         )
 
     async def store_output(self, result: ToolResult) -> ToolResult:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, Self
 
 import anyio
 
 from llm_worker.errors import ConfigurationError
-from llm_worker.state import RunCompleted, RunEvent, RunResult
+from llm_worker.state import OutputT, RunCompleted, RunEvent, RunResult
 
 __all__ = ("RunStream",)
 
 
-class RunStream:
+class RunStream(Generic[OutputT]):
     """One run's events as they happen; what `Worker.stream` and `Worker.resume_stream` return.
 
     The run starts when you begin reading. Read it with `async for event in stream`: the
@@ -29,7 +29,9 @@ class RunStream:
     `async with`, call `await stream.aclose()` when you stop before the end.
     """
 
-    def __init__(self, start: Callable[[Callable[[Any], None]], Awaitable[RunResult]]) -> None:
+    def __init__(
+        self, start: Callable[[Callable[[Any], None]], Awaitable[RunResult[OutputT]]]
+    ) -> None:
         # `start(sink)` runs the run with `sink` receiving its events, and only its own: the
         # Worker registers the sink once the run holds it, so a stream refused because
         # another run is going never shows that run's events.
@@ -37,12 +39,12 @@ class RunStream:
         self._queue: asyncio.Queue[RunEvent | BaseException | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._events: AsyncGenerator[RunEvent, None] | None = None
-        self._result: RunResult | None = None
+        self._result: RunResult[OutputT] | None = None
         self._error: BaseException | None = None
         self._closed = False
         self._reading = False
 
-    def __aiter__(self) -> RunStream:
+    def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> RunEvent:
@@ -56,14 +58,14 @@ class RunStream:
         finally:
             self._reading = False
 
-    async def __aenter__(self) -> RunStream:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     @property
-    def result(self) -> RunResult:
+    def result(self) -> RunResult[OutputT]:
         """The run's result, once the stream has yielded its `RunCompleted`.
 
         Raises:

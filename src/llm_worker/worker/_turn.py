@@ -48,6 +48,13 @@ from llm_worker.worker._assembler import Assembler, Completed
 from llm_worker.worker._execution import Batch
 from llm_worker.worker._history import repair
 from llm_worker.worker._intercept import RequestStep, intercepted
+from llm_worker.worker._output import (
+    Rejected,
+    answer_output,
+    called_output,
+    give_up,
+    rejected_call,
+)
 
 if TYPE_CHECKING:
     from llm_worker.worker._config import WorkerConfig
@@ -107,8 +114,10 @@ class Run:
     chain_from: str | None = None
     """The answer a stored conversation goes on from (the Worker's last, or the pause's)."""
     malformed_calls: int = 0  # answers in a row that were a tool call the provider refused
+    output_attempts: int = 0  # answers that did not fit the output type
+    stop_detail: str | None = None  # the provider's words about the last stop (a refusal's)
 
-    async def loop(self, *, resume: PauseState | None = None) -> RunResult:
+    async def loop(self, *, resume: PauseState | None = None) -> RunResult[Any]:
         """Run until the turn finishes or pauses."""
         if resume is not None:
             outcome = await self._resume(resume)
@@ -121,7 +130,7 @@ class Run:
             if outcome is not None:
                 return outcome
 
-    async def _step(self) -> RunResult | None:
+    async def _step(self) -> RunResult[Any] | None:
         """One request and what follows it; a result ends the run, None goes on."""
         async with _early_group(self.cfg.early_tool_start) as group:
             self.batch = Batch(self, [], group)
@@ -133,6 +142,7 @@ class Run:
                 return await self._run_batch(self.batch, resumed=False)
         self.batch = None
         self.stop_reason = response.stop_reason
+        self.stop_detail = response.stop.stop_message if response.stop is not None else None
         if response.stop_reason in _GOES_ON:
             # A server tool paused the answer, or the context was compacted mid-answer:
             # sending the answer back lets it go on.
@@ -146,22 +156,29 @@ class Run:
             self.malformed_calls = 0
         return await self._turn_end(response.message, resumed=False)
 
-    async def _resume(self, state: PauseState) -> RunResult | None:
+    async def _resume(self, state: PauseState) -> RunResult[Any] | None:
         if state.at == "on_turn_end":
             return await self._turn_end(_last_assistant(self.history), resumed=True)
         return await self._run_batch(Batch(self, state.pending, None, self.decided), resumed=True)
 
-    async def _run_batch(self, batch: Batch, *, resumed: bool) -> RunResult | None:
+    async def _run_batch(self, batch: Batch, *, resumed: bool) -> RunResult[Any] | None:
         self.batch = batch
         paused = await batch.run(resumed=resumed)
         self.batch = None
         if paused is not None:
             return self.paused("before_tool_call", paused.reason, batch.pending)
+        output = self.cfg.output
+        called = called_output(output, batch.pending) if output is not None else None
+        if called is None:
+            return None
+        if called.result is not None and not called.result.is_error:
+            return await self._turn_end(_last_assistant(self.history), resumed=False)
+        self._rejected(rejected_call(called), feedback=False)  # its error result says why
         return None
 
     # -- the request ---------------------------------------------------------------------
 
-    async def _request(self) -> Assembler | RunResult:
+    async def _request(self) -> Assembler | RunResult[Any]:
         cfg = self.cfg
         if self.requests >= cfg.max_requests:
             raise LimitExceededError(
@@ -258,11 +275,19 @@ class Run:
 
     # -- the turn end ----------------------------------------------------------------------
 
-    async def _turn_end(self, response: Message, *, resumed: bool) -> RunResult | None:
+    async def _turn_end(self, response: Message, *, resumed: bool) -> RunResult[Any] | None:
         # The answer is passed in, not looked up: an empty answer (a filtered or truncated
         # one) adds no message, and the last assistant message would be an older answer.
         cfg = self.cfg
-        ctx = TurnEndContext(self.history, response, self.continuations, resumed)
+        refusal = self._refusal(response)
+        output: Any = response.text if refusal is None else None
+        if cfg.output is not None and refusal is None:
+            try:
+                output = answer_output(cfg.output, response)
+            except Rejected as rejected:
+                self._rejected(rejected, feedback=True)
+                return None
+        ctx = TurnEndContext(self.history, response, self.continuations, resumed, output=output)
         decided = await cfg.hooks.chain("on_turn_end", cfg.hooks.on_turn_end, ctx)
         if isinstance(decided, ContinueWithMessages):
             if self.continuations >= cfg.max_continuations:
@@ -278,11 +303,31 @@ class Run:
             return None
         if isinstance(decided, Pause):
             return self.paused("on_turn_end", decided.reason, [])
-        return self.result(RunStatus.FINISHED, text=response.text)
+        output = ctx.output
+        return self.result(RunStatus.FINISHED, text=response.text, output=output, refusal=refusal)
+
+    def _refusal(self, response: Message) -> str | None:
+        if self.stop_reason is not StopReason.REFUSAL:
+            return None
+        return response.text or self.stop_detail or "the model declined to answer"
+
+    def _rejected(self, rejected: Rejected, *, feedback: bool) -> None:
+        """Count an answer that did not fit; send its problems back, or give up past the retries.
+
+        Raises:
+            OutputValidationError: The answers did not fit `output_retries + 1` times.
+        """
+        plan = self.cfg.output
+        assert plan is not None
+        self.output_attempts += 1
+        if self.output_attempts > plan.retries:
+            raise give_up(plan, rejected, self.output_attempts)
+        if feedback:
+            self.history.append(plan.feedback(rejected))
 
     # -- outcomes ------------------------------------------------------------------------
 
-    def result(self, status: RunStatus, **kwargs: Any) -> RunResult:
+    def result(self, status: RunStatus, **kwargs: Any) -> RunResult[Any]:
         """A RunResult with this run's counters."""
         return RunResult(
             status,
@@ -294,7 +339,7 @@ class Run:
             **kwargs,
         )
 
-    def paused(self, at: Any, reason: str | None, pending: list[PendingCall]) -> RunResult:
+    def paused(self, at: Any, reason: str | None, pending: list[PendingCall]) -> RunResult[Any]:
         """The PAUSED result with its state."""
         state = PauseState(
             list(self.history),
@@ -309,7 +354,7 @@ class Run:
         )
         return self.result(RunStatus.PAUSED, state=state, reason=reason)
 
-    async def cancelled(self, reason: str) -> RunResult:
+    async def cancelled(self, reason: str) -> RunResult[Any]:
         """Clean up after a cancellation and give the CANCELLED result."""
         await self.cleanup(reason, "cancelled", None)
         return self.result(RunStatus.CANCELLED, reason=reason)

@@ -26,13 +26,14 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
 
 import anyio
 
 from llm_worker.errors import Aborted, ConfigurationError
 from llm_worker.messages import Message, ThinkingConfig, ToolChoice
 from llm_worker.state import (
+    OutputT,
     PauseState,
     RunResult,
     RunStatus,
@@ -51,6 +52,7 @@ from llm_worker.worker._decisions import (
 )
 from llm_worker.worker._history import as_messages
 from llm_worker.worker._intercept import RunStep, intercepted
+from llm_worker.worker._output import output_plan
 from llm_worker.worker._registration import Registrations
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import announce
@@ -58,19 +60,27 @@ from llm_worker.worker._toolset import add_tool, build_registry, check_resumable
 from llm_worker.worker._turn import Run, StreamRetry
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.providers._base import HttpClient, LLMClient
     from llm_worker.state import Decision
     from llm_worker.tools import ErrorFormatter
+    from llm_worker.worker._options import WorkerOptions
+    from llm_worker.worker._output import OutputMode
 
 __all__ = ("Worker",)
 
 S = TypeVar("S")
+T = TypeVar("T")
 Sink = Callable[[Any], None]
 
 
-class Worker(Registrations):
+class Worker(Registrations, Generic[OutputT]):
     """Runs the agent loop: request, stream, tools, hooks, repeat.
+
+    With `output_type`, the final answer is structured: `Worker(client, output_type=Invoice)`
+    is a `Worker[Invoice]`, and its `RunResult[Invoice].output` is the validated value.
 
     Args:
         client: A provider client, or a model string such as `"anthropic:claude-sonnet-4-5"`
@@ -103,7 +113,41 @@ class Worker(Registrations):
             stays on `ToolResult.exception`, logged with its traceback (`llm_worker` logger).
         inspect_tool_name: The name of the built-in `inspect` tool that comes with
             `blob_store`; rename it when one of your tools is called `inspect`.
+        output_type: The type of the final answer: a pydantic model, a dataclass, a
+            TypedDict, a `list[...]` or union of them, or a JSON Schema dict (the output is
+            then the parsed JSON). `None`: free text (`RunResult.output` is the text).
+        output_mode: `"native"`: the provider's structured output (every client supports
+            it); `"tool"`: a final tool whose arguments are the output, for servers without
+            native support (the run ends when a valid call of it arrives).
+        output_retries: Invalid answers sent back to the model with their validation errors
+            before the run fails with `OutputValidationError`.
+        output_tool_name: The final tool's name in `"tool"` mode.
     """
+
+    @overload
+    def __init__(
+        self: Worker[str],
+        client: LLMClient | str,
+        *,
+        output_type: None = None,
+        **options: Unpack[WorkerOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Worker[T],
+        client: LLMClient | str,
+        *,
+        output_type: type[T],
+        **options: Unpack[WorkerOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Worker[Any],
+        client: LLMClient | str,
+        *,
+        output_type: dict[str, Any],
+        **options: Unpack[WorkerOptions],
+    ) -> None: ...
 
     def __init__(
         self,
@@ -128,13 +172,15 @@ class Worker(Registrations):
         max_tool_arguments: int = DEFAULT_MAX_ARGUMENTS,
         format_tool_error: ErrorFormatter | None = None,
         inspect_tool_name: str = "inspect",
+        output_type: Any = None,
+        output_mode: OutputMode = "native",
+        output_retries: int = 1,
+        output_tool_name: str = "final_result",
     ) -> None:
-        self._owned: HttpClient | None = None
-        if isinstance(client, str):
-            from llm_worker.providers import from_string
-
-            client = self._owned = from_string(client)
+        client, self._owned = _owned_client(client)
         check_limits(max_requests, max_continuations, max_tool_arguments)
+        plan = output_plan(output_type, output_mode, output_retries, output_tool_name)
+        tools = [*tools, plan.tool] if plan is not None and plan.tool is not None else tools
         registry, policy = build_registry(tools, blob_store, output_policy, inspect_tool_name)
         self._cfg = WorkerConfig(
             client=client,
@@ -156,7 +202,11 @@ class Worker(Registrations):
             format_tool_error=format_tool_error,
             blob_store=blob_store,
             inspect_name=inspect_tool_name if blob_store is not None else None,
+            output=plan,
         )
+        self._init_state(history)
+
+    def _init_state(self, history: Iterable[Message]) -> None:
         self.history: list[Message] = list(history)
         """Every message of the conversation, in the provider-neutral model."""
         self._turns = 0
@@ -232,7 +282,7 @@ class Worker(Registrations):
 
     # -- running -----------------------------------------------------------------------------
 
-    async def run(self, input: str | Message | Iterable[Message]) -> RunResult:
+    async def run(self, input: str | Message | Iterable[Message]) -> RunResult[OutputT]:
         """Run one turn: append `input` to the history and loop until the answer is final.
 
         Raises:
@@ -246,14 +296,16 @@ class Worker(Registrations):
         """
         return await self._run(input, None)
 
-    async def _run(self, input: str | Message | Iterable[Message], sink: Sink | None) -> RunResult:
+    async def _run(
+        self, input: str | Message | Iterable[Message], sink: Sink | None
+    ) -> RunResult[OutputT]:
         self._check_idle()
         check_not_paused(self._paused)
         run = Run(self._cfg, self.history, start=len(self.history), chain_from=self._last_response)
         self.history.extend(as_messages(input))
         return await self._go(run, None, sink)
 
-    def run_sync(self, input: str | Message | Iterable[Message]) -> RunResult:
+    def run_sync(self, input: str | Message | Iterable[Message]) -> RunResult[OutputT]:
         """Run like `run()`, from synchronous code (a script, a REPL): returns when done.
 
         ```python
@@ -277,7 +329,7 @@ class Worker(Registrations):
 
     def resume_sync(
         self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Go on with a paused run like `resume()`, from synchronous code, as `run_sync` runs.
 
         Raises:
@@ -291,7 +343,7 @@ class Worker(Registrations):
 
     async def resume(
         self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Go on with a paused run, in this Worker (which may be a new one, in a new process).
 
         Pending calls pass through the before_tool_call hooks again (`resumed=True` for the
@@ -314,7 +366,7 @@ class Worker(Registrations):
 
     async def _resume(
         self, state: PauseState, decisions: Mapping[str, Decision], sink: Sink | None
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         # Check before touching the history: a refused resume leaves the Worker as it was.
         self._check_idle()
         check_not_resumed(self.history, state)
@@ -362,7 +414,7 @@ class Worker(Registrations):
             self._done = None
             done.set()
 
-    def stream(self, input: str | Message | Iterable[Message]) -> RunStream:
+    def stream(self, input: str | Message | Iterable[Message]) -> RunStream[OutputT]:
         """Run like `run()`, yielding every event as it happens, a `RunCompleted` last.
 
         ```python
@@ -382,7 +434,7 @@ class Worker(Registrations):
 
     def resume_stream(
         self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
-    ) -> RunStream:
+    ) -> RunStream[OutputT]:
         """Go on with a paused run like `resume()`, yielding its events like `stream()`.
 
         The errors are those of `resume()`, raised where you read the stream.
@@ -401,7 +453,9 @@ class Worker(Registrations):
                 "the running one first (or use one Worker per conversation)"
             )
 
-    async def _go(self, run: Run, resume: PauseState | None, sink: Sink | None) -> RunResult:
+    async def _go(
+        self, run: Run, resume: PauseState | None, sink: Sink | None
+    ) -> RunResult[OutputT]:
         turn = self._turns
         self._turns += 1
         done = self._done = anyio.Event()
@@ -424,8 +478,8 @@ class Worker(Registrations):
         self._last_response = (result.response_ids or [self._last_response])[-1]
         return result
 
-    async def _guarded(self, run: Run, resume: PauseState | None) -> RunResult:
-        result: RunResult | None = None
+    async def _guarded(self, run: Run, resume: PauseState | None) -> RunResult[OutputT]:
+        result: RunResult[OutputT] | None = None
         try:
             with anyio.CancelScope() as scope:
                 self._scope = scope
@@ -450,3 +504,13 @@ class Worker(Registrations):
                 result = await run.cancelled("cancelled by worker.cancel()")
             self._scope = None
         return result or run.result(RunStatus.CANCELLED, reason="cancelled by worker.cancel()")
+
+
+def _owned_client(client: LLMClient | str) -> tuple[LLMClient, HttpClient | None]:
+    """The client, and the one the Worker made from a model string (it closes that one)."""
+    if not isinstance(client, str):
+        return client, None
+    from llm_worker.providers import from_string
+
+    made = from_string(client)
+    return made, made

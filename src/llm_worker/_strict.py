@@ -1,4 +1,4 @@
-"""Schemas for OpenAI's strict mode, and reading arguments sent against them.
+"""Strict-mode schemas (strict tools, structured outputs), and reading values sent against them.
 
 Strict mode (`ToolMeta.strict`) accepts only closed objects whose properties are all required.
 `strict_schema` rewrites a tool's schema to that form: every object gets
@@ -24,33 +24,39 @@ __all__ = ("drop_optional_nulls", "strict_schema")
 _NULL = {"type": "null"}
 
 
-def strict_schema(schema: dict[str, Any], tool_name: str) -> dict[str, Any]:
+def strict_schema(schema: dict[str, Any], tool_name: str, *, kind: str = "tool") -> dict[str, Any]:
     """A strict-mode form of `schema` (a new object; `schema` is left as it is).
+
+    Args:
+        schema: A JSON Schema (a tool's arguments, or a structured output).
+        tool_name: The name errors give it.
+        kind: What errors call it (`"tool"`, `"output"`).
 
     Raises:
         ConfigurationError: Part of the schema has free-form keys or no type at all.
     """
     result = copy.deepcopy(schema)
-    _close(result, tool_name, "arguments")
+    label = f"{kind} {tool_name!r}"
+    _close(result, label, "arguments" if kind == "tool" else "the value")
     for name, definition in as_dict(result.get("$defs")).items():
-        _close(as_dict(definition), tool_name, name)
+        _close(as_dict(definition), label, name)
     return result
 
 
 _TYPED = ("type", "$ref", "anyOf", "oneOf", "allOf", "enum", "const")
 
 
-def _close(node: dict[str, Any], tool_name: str, where: str) -> None:
+def _close(node: dict[str, Any], label: str, where: str) -> None:
     if not any(key in node for key in _TYPED):
         raise ConfigurationError(
-            f"tool {tool_name!r}: {where} may hold any value, which strict mode cannot express"
+            f"{label}: {where} may hold any value, which strict mode cannot express"
         )
     properties = as_dict(node.get("properties"))
     if node.get("type") == "object" or properties:
         extra = node.get("additionalProperties", False)
         if extra is not False and not properties:
             raise ConfigurationError(
-                f"tool {tool_name!r}: {where} is an object with free-form keys, which strict "
+                f"{label}: {where} is an object with free-form keys, which strict "
                 "mode cannot express; declare its fields (a model or a dataclass)"
             )
         required = set(as_list(node.get("required")))
@@ -58,14 +64,14 @@ def _close(node: dict[str, Any], tool_name: str, where: str) -> None:
             prop = as_dict(value)
             if name not in required:
                 properties[name] = _nullable(prop)
-            _close(prop, tool_name, f"{where}.{name}")
+            _close(prop, label, f"{where}.{name}")
         node["additionalProperties"] = False
         node["required"] = list(properties)
     for key in ("items", "additionalItems"):
         if isinstance(node.get(key), dict):
-            _close(as_dict(node[key]), tool_name, f"{where}[]")
+            _close(as_dict(node[key]), label, f"{where}[]")
     for option in as_list(node.get("anyOf")):
-        _close(as_dict(option), tool_name, where)
+        _close(as_dict(option), label, where)
 
 
 def _nullable(prop: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,294 @@
+"""Structured output: the Worker's `output_type`, asked for, checked and retried.
+
+`OutputPlan` turns an output type (a pydantic model, a dataclass, a TypedDict, a `list[...]` or
+union of them, or a JSON Schema dict) into what a request asks for and into a validator:
+
+- `native` mode: the request's `output_schema`; the answer's text is the JSON;
+- `tool` mode: a final tool whose arguments are the output (for servers without native
+  structured output); the run ends when a call of it validates.
+
+A type whose schema is not an object at the root (a list, a union, a scalar) is wrapped as
+`{"result": ...}`, the only form OpenAI and Anthropic take, and unwrapped before validation.
+Strict-mode schemas turn optional fields into nullable ones; the `null`s that come back are
+dropped before validation, so a field takes its default.
+
+pydantic is imported when a Worker with an output type is made, never by `import llm_worker`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+
+from llm_worker._json import as_dict
+from llm_worker._strict import drop_optional_nulls, strict_schema
+from llm_worker.errors import ConfigurationError, OutputValidationError, ToolError
+from llm_worker.messages import Message, OutputSchema
+from llm_worker.tools import ToolMeta
+from llm_worker.tools._messages import MAX_ERRORS, excerpt
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter, ValidationError
+
+    from llm_worker.state import PendingCall
+
+__all__ = (
+    "OutputMode",
+    "OutputPlan",
+    "OutputTool",
+    "Rejected",
+    "answer_output",
+    "called_output",
+    "give_up",
+    "output_plan",
+    "rejected_call",
+)
+
+OutputMode = Literal["native", "tool"]
+"""How the output is asked for: the provider's structured output, or a final tool."""
+
+_WRAP = "result"
+_MAX_RAW = 200
+
+
+@dataclass(slots=True)
+class Rejected(Exception):
+    """An answer that does not fit the output type, and why (one line per problem)."""
+
+    raw: str
+    errors: list[str]
+
+
+class OutputPlan:
+    """How a Worker asks for its output type and checks the answers."""
+
+    __slots__ = ("_adapter", "_inner", "mode", "retries", "schema", "tool", "wrapped")
+
+    def __init__(self, output_type: Any, mode: OutputMode, retries: int, tool_name: str) -> None:
+        if mode not in ("native", "tool"):
+            raise ConfigurationError(f"output_mode must be 'native' or 'tool', not {mode!r}")
+        if retries < 0:
+            raise ConfigurationError("output_retries must be >= 0")
+        self.mode: OutputMode = mode
+        self.retries = retries
+        self._adapter: TypeAdapter[Any] | None = None
+        schema = as_dict(output_type)
+        if schema:
+            inner: dict[str, Any] = dict(schema)
+            name = str(inner.get("title") or "output")
+        else:
+            self._adapter, inner = _adapter(output_type)
+            name = getattr(output_type, "__name__", None) or "output"
+        self._inner = inner
+        self.wrapped = inner.get("type") != "object"
+        description = inner.get("description")
+        self.schema = OutputSchema(
+            _wrap(inner) if self.wrapped else inner,
+            name=_tool_name(name),
+            description=description if isinstance(description, str) else None,
+        )
+        self.tool = OutputTool(self, tool_name) if mode == "tool" else None
+
+    def check(self, raw: str) -> Any:
+        """The validated output of an answer's JSON text.
+
+        Raises:
+            Rejected: The text is not JSON, or does not fit the output type.
+        """
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise Rejected(raw, [f"not valid JSON: {exc}"]) from None
+        if self.wrapped:
+            wrapper = as_dict(value)
+            if _WRAP not in wrapper:
+                raise Rejected(raw, [f"{_WRAP}: required, but missing"])
+            value = wrapper[_WRAP]
+        drop_optional_nulls(value, self._inner)
+        if self._adapter is None:
+            return value
+        from pydantic import ValidationError
+
+        try:
+            return self._adapter.validate_python(value)
+        except ValidationError as exc:
+            raise Rejected(raw, _problems(exc)) from None
+
+    def partial(self, raw: str) -> Any:
+        """The output validated from incomplete JSON text, or `None` when nothing fits yet."""
+        from pydantic import ValidationError
+        from pydantic_core import from_json
+
+        try:
+            value = from_json(raw, allow_partial=True)
+            if self.wrapped:
+                value = as_dict(value).get(_WRAP)
+                if value is None:
+                    return None
+            if self._adapter is None:
+                return value
+            return self._adapter.validate_python(value, experimental_allow_partial=True)
+        except (ValueError, ValidationError):
+            return None
+
+    def feedback(self, rejected: Rejected) -> Message:
+        """The user message that sends an invalid answer's problems back to the model."""
+        how = (
+            f"call the tool {self.tool.name!r} again with corrected arguments"
+            if self.tool is not None
+            else "answer again with only JSON that matches the required schema"
+        )
+        lines = [f"Your answer does not match the required output ({how}):"]
+        lines.extend(f"- {line}" for line in rejected.errors[:MAX_ERRORS])
+        if len(rejected.errors) > MAX_ERRORS:
+            lines.append(f"- and {len(rejected.errors) - MAX_ERRORS} more")
+        return Message.user("\n".join(lines))
+
+    def missing_call(self) -> Rejected:
+        """An answer in tool mode that never called the output tool."""
+        name = self.tool.name if self.tool is not None else "the output tool"
+        return Rejected("", [f"no call of {name!r}: give your final answer by calling it"])
+
+
+class OutputTool:
+    """Tool mode's final tool: its arguments are the output, checked when it is called."""
+
+    __slots__ = ("meta", "plan")
+
+    def __init__(self, plan: OutputPlan, name: str) -> None:
+        self.plan = plan
+        schema = plan.schema.schema
+        try:
+            schema, strict = strict_schema(schema, name, kind="output"), True
+        except ConfigurationError:
+            strict = False
+        self.meta = ToolMeta(
+            name,
+            "Give your final answer: call this tool once, with the answer as its arguments.",
+            schema,
+            effect="read_only",
+            strict=strict,
+        )
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self.meta.name
+
+    @property
+    def description(self) -> str:
+        """What the model reads about it."""
+        return self.meta.description
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """The output's schema (an object)."""
+        return self.meta.input_schema
+
+    async def execute(self, input_json: str) -> str:
+        """Check the arguments; the model reads the problems when they do not fit.
+
+        Raises:
+            ToolError: The arguments are not a valid output.
+        """
+        try:
+            self.plan.check(input_json)
+        except Rejected as rejected:
+            raise ToolError(self.plan.feedback(rejected).text) from None
+        return "The final answer was accepted."
+
+
+def _adapter(output_type: Any) -> tuple[TypeAdapter[Any], dict[str, Any]]:
+    from pydantic import PydanticUserError, TypeAdapter
+
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+        return adapter, adapter.json_schema()
+    except (PydanticUserError, TypeError) as exc:
+        raise ConfigurationError(
+            f"output_type {output_type!r} cannot be described as JSON Schema: {exc}; use a "
+            "pydantic model, a dataclass, a TypedDict, a list or union of them, or a schema dict"
+        ) from exc
+
+
+def _wrap(schema: dict[str, Any]) -> dict[str, Any]:
+    inner = dict(schema)
+    defs = inner.pop("$defs", None)
+    wrapper: dict[str, Any] = {
+        "type": "object",
+        "properties": {_WRAP: inner},
+        "required": [_WRAP],
+    }
+    if defs is not None:
+        wrapper["$defs"] = defs  # `#/$defs/...` references resolve from the root
+    return wrapper
+
+
+def _tool_name(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64]
+    return cleaned or "output"
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    lines: list[str] = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "(the value)"
+        if error["type"] == "missing":
+            lines.append(f"{where}: required, but missing")
+        else:
+            got = excerpt(repr(error.get("input")), _MAX_RAW)
+            lines.append(f"{where}: {error['msg']} (got {got})")
+    return lines
+
+
+def output_plan(output_type: Any, mode: OutputMode, retries: int, tool: str) -> OutputPlan | None:
+    """The Worker's output plan, or `None` without an output type (free text).
+
+    Raises:
+        ConfigurationError: An unknown mode, negative retries, a type pydantic cannot
+            describe, or (tool mode) a tool name providers reject.
+    """
+    if output_type is None:
+        return None
+    return OutputPlan(output_type, mode, retries, tool)
+
+
+def answer_output(plan: OutputPlan, response: Message) -> Any:
+    """The validated output of a final answer: its text, or its call of the output tool.
+
+    Raises:
+        Rejected: The answer does not fit (or, in tool mode, never called the tool).
+    """
+    if plan.tool is None:
+        return plan.check(response.text)
+    calls = [part for part in response.tool_uses if part.name == plan.tool.name]
+    if not calls:
+        raise plan.missing_call()
+    return plan.check(orjson.dumps(calls[-1].input).decode())
+
+
+def called_output(plan: OutputPlan, pending: list[PendingCall]) -> PendingCall | None:
+    """The last call of the output tool in a batch, if the model made one."""
+    tool = plan.tool
+    calls = [p for p in pending if tool is not None and p.call.name == tool.name]
+    return calls[-1] if calls else None
+
+
+def rejected_call(call: PendingCall) -> Rejected:
+    """A call of the output tool whose arguments did not fit, as a rejection."""
+    text = call.result.content if call.result is not None else "the call was not run"
+    return Rejected(call.call.raw_input or orjson.dumps(call.call.input).decode(), [text])
+
+
+def give_up(plan: OutputPlan, rejected: Rejected, attempts: int) -> OutputValidationError:
+    """The error that ends a run whose answers never fit, after `attempts` answers."""
+    shown = "; ".join(rejected.errors[:3])
+    return OutputValidationError(
+        f"the model's answer did not match the output type after {attempts} attempt"
+        f"{'' if attempts == 1 else 's'} (output_retries={plan.retries}): {shown}",
+        raw=rejected.raw,
+        errors=list(rejected.errors),
+        attempts=attempts,
+    )
