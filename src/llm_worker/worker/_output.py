@@ -17,15 +17,26 @@ pydantic is imported when a Worker with an output type is made, never by `import
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
-from llm_worker._json import as_dict
+from llm_worker._json import as_dict, as_list
 from llm_worker._strict import drop_optional_nulls, strict_schema
 from llm_worker.errors import ConfigurationError, OutputValidationError, ToolError
+from llm_worker.events import (
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    Event,
+    InputJsonDelta,
+    TextDelta,
+    ToolUseMetadata,
+)
 from llm_worker.messages import Message, OutputSchema
+from llm_worker.state import OutputPartial
 from llm_worker.tools import ToolMeta
 from llm_worker.tools._messages import MAX_ERRORS, excerpt
 
@@ -38,6 +49,7 @@ __all__ = (
     "OutputMode",
     "OutputPlan",
     "OutputTool",
+    "PartialFeed",
     "Rejected",
     "answer_output",
     "called_output",
@@ -50,6 +62,7 @@ OutputMode = Literal["native", "tool"]
 """How the output is asked for: the provider's structured output, or a final tool."""
 
 _WRAP = "result"
+_PRUNES = 4  # unfinished tails cut from a partial output before giving up until more arrives
 _MAX_RAW = 200
 
 
@@ -117,21 +130,32 @@ class OutputPlan:
             raise Rejected(raw, _problems(exc)) from None
 
     def partial(self, raw: str) -> Any:
-        """The output validated from incomplete JSON text, or `None` when nothing fits yet."""
+        """The output validated from incomplete JSON text, or `None` when nothing fits yet.
+
+        An unfinished string counts as far as it goes. pydantic leaves out an unfinished last
+        item of a list or dict; for models and dataclasses, which it cannot validate in part,
+        the unfinished tail is cut (at most `_PRUNES` times) until the rest validates.
+        """
         from pydantic import ValidationError
         from pydantic_core import from_json
 
         try:
-            value = from_json(raw, allow_partial=True)
-            if self.wrapped:
-                value = as_dict(value).get(_WRAP)
-                if value is None:
-                    return None
-            if self._adapter is None:
-                return value
-            return self._adapter.validate_python(value, experimental_allow_partial=True)
-        except (ValueError, ValidationError):
+            value = from_json(raw, allow_partial="trailing-strings")
+        except ValueError:
             return None
+        if self.wrapped:
+            value = as_dict(value).get(_WRAP)
+        if value is None or self._adapter is None:
+            return value
+        for _ in range(_PRUNES):
+            try:
+                return self._adapter.validate_python(
+                    value, experimental_allow_partial="trailing-strings"
+                )
+            except ValidationError:
+                if not _cut_tail(value):
+                    return None
+        return None
 
     def feedback(self, rejected: Rejected) -> Message:
         """The user message that sends an invalid answer's problems back to the model."""
@@ -213,6 +237,24 @@ def _adapter(output_type: Any) -> tuple[TypeAdapter[Any], dict[str, Any]]:
         ) from exc
 
 
+def _cut_tail(value: Any) -> bool:
+    """Remove the last entry of the innermost unfinished container; False when none is left."""
+    node: dict[str, Any] | list[Any] = as_dict(value) or as_list(value)
+    while node:
+        last: Any = node[next(reversed(node))] if isinstance(node, dict) else node[-1]
+        child: dict[str, Any] | list[Any] = as_dict(last) or as_list(last)
+        if not child:
+            break
+        node = child
+    if isinstance(node, dict) and node:
+        node.popitem()
+        return True
+    if isinstance(node, list) and node:
+        node.pop()
+        return True
+    return False
+
+
 def _wrap(schema: dict[str, Any]) -> dict[str, Any]:
     inner = dict(schema)
     defs = inner.pop("$defs", None)
@@ -292,3 +334,60 @@ def give_up(plan: OutputPlan, rejected: Rejected, attempts: int) -> OutputValida
         errors=list(rejected.errors),
         attempts=attempts,
     )
+
+
+class PartialFeed:
+    """Watches one answer's events and sends an `OutputPartial` as its JSON grows.
+
+    The JSON so far is validated again only once `min_bytes` characters, and an eighth of what
+    came before (`>> shift`), have arrived since the last try (and once more when its block
+    stops): each validation reads the whole text, so this bounds the total work to a small
+    multiple of the answer's size, however small its deltas.
+    """
+
+    min_bytes = 256
+    shift = 3
+
+    __slots__ = ("_block", "_checked", "_last", "_parts", "_size", "plan", "send")
+
+    def __init__(self, plan: OutputPlan, send: Callable[[OutputPartial], None]) -> None:
+        self.plan = plan
+        self.send = send
+        self._parts: list[str] = []
+        self._size = 0
+        self._checked = 0
+        self._last: Any = None
+        # The block whose deltas are the output: any text block in native mode (-1), the
+        # output tool's call in tool mode (None until it starts).
+        self._block: int | None = -1 if plan.tool is None else None
+
+    def feed(self, event: Event) -> None:
+        """Take one event of the answer."""
+        if type(event) is BlockDelta:
+            delta = event.delta
+            if self._block == -1 and type(delta) is TextDelta:
+                self._grow(delta.text)
+            elif event.index == self._block and type(delta) is InputJsonDelta:
+                self._grow(delta.partial_json)
+        elif type(event) is BlockStart:
+            tool = self.plan.tool
+            metadata = event.metadata
+            if isinstance(metadata, ToolUseMetadata) and tool and metadata.name == tool.name:
+                self._block = event.index
+        elif type(event) is BlockStop and self._size > self._checked:
+            self._check()
+
+    def _grow(self, text: str) -> None:
+        self._parts.append(text)
+        self._size += len(text)
+        if self._size - self._checked >= max(self.min_bytes, self._checked >> self.shift):
+            self._check()
+
+    def _check(self) -> None:
+        text = "".join(self._parts)
+        self._parts = [text]
+        self._checked = self._size
+        value = self.plan.partial(text)
+        if value is not None and value != self._last:
+            self._last = value
+            self.send(OutputPartial(value, self._size))

@@ -49,6 +49,7 @@ from llm_worker.worker._execution import Batch
 from llm_worker.worker._history import repair
 from llm_worker.worker._intercept import RequestStep, intercepted
 from llm_worker.worker._output import (
+    PartialFeed,
     Rejected,
     answer_output,
     called_output,
@@ -249,11 +250,17 @@ class Run:
         cfg = self.cfg
         dispatch = cfg.timeline.dispatch
         sinks = cfg.sinks
+        # Partial outputs go to `Worker.stream` readers; a plain run() never pays for them.
+        partials = (
+            PartialFeed(cfg.output, lambda e: _send(sinks, e)) if cfg.output and sinks else None
+        )
         async with _closing(cfg.client.stream(request)) as events:
             async for event in events:
                 dispatch(event)
                 if sinks:
                     _send(sinks, event)
+                    if partials is not None:
+                        partials.feed(event)
                 completed = assembler.feed(event)
                 if completed is not None:
                     await self._completed(completed)
