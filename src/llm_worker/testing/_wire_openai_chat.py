@@ -126,13 +126,17 @@ class _Writer:
             self.chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
 
     def usage(self, usage: UsageEvent) -> None:
-        # A field the script leaves unknown (None) is left out, as a server that does not
-        # report it would.
-        body: dict[str, Any] = _present(
-            prompt_tokens=usage.input_tokens,
-            completion_tokens=usage.output_tokens,
-            total_tokens=usage.total_tokens,
-        )
+        # The three counts are required (the SDK's `CompletionUsage`): an unknown one is 0,
+        # the total their sum. Other fields the script leaves unknown (None) are left out, as
+        # a server that does not report them would.
+        prompt_tokens = usage.input_tokens or 0
+        completion_tokens = usage.output_tokens or 0
+        total = usage.total_tokens
+        body: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": total if total is not None else prompt_tokens + completion_tokens,
+        }
         prompt = _present(
             cached_tokens=usage.cache_read_input_tokens,
             cache_write_tokens=usage.cache_creation_input_tokens,  # OpenRouter's name

@@ -60,12 +60,16 @@ def encode(response: ScriptedResponse, *, model: str) -> bytes:
     failing = response.fail_with is not None
     writer.parts(response.with_ids(0), refusal=stop is StopReason.REFUSAL, open_last=failing)
     if response.fail_with is not None:
-        # Like `ScriptedClient`, a failed answer reports no usage.
-        error = {
-            "code": response.fail_with.error_type or "server_error",
-            "message": response.fail_with.message,
-        }
-        writer.emit("response.failed", response=writer.response("failed", error=error))
+        # Like `ScriptedClient`, a failed answer reports no usage. A failed response's
+        # `error.code` is one of a fixed few; any other failure (an overload) comes as the
+        # documented `error` event instead.
+        code = response.fail_with.error_type or "server_error"
+        message = response.fail_with.message
+        if code in _FAILED_CODES:
+            error = {"code": code, "message": message}
+            writer.emit("response.failed", response=writer.response("failed", error=error))
+        else:
+            writer.emit("error", code=code, message=message, param=None)
         return b"".join(writer.out)
     usage = _usage(response.resolved_usage())
     if stop in _INCOMPLETE:
@@ -77,10 +81,14 @@ def encode(response: ScriptedResponse, *, model: str) -> bytes:
     return b"".join(writer.out)
 
 
+_FAILED_CODES = frozenset({"server_error", "rate_limit_exceeded", "invalid_prompt"})
+
+
 def _usage(usage: UsageEvent) -> dict[str, Any]:
-    inputs: dict[str, Any] = {"cached_tokens": usage.cache_read_input_tokens or 0}
-    if usage.cache_creation_input_tokens is not None:
-        inputs["cache_write_tokens"] = usage.cache_creation_input_tokens
+    inputs: dict[str, Any] = {
+        "cached_tokens": usage.cache_read_input_tokens or 0,
+        "cache_write_tokens": usage.cache_creation_input_tokens or 0,
+    }
     input_tokens = usage.input_tokens or 0
     output_tokens = usage.output_tokens or 0
     return {
@@ -137,6 +145,11 @@ class _Writer:
             "incomplete_details": None,
             "model": self.model,
             "output": self.items if status != "in_progress" else [],
+            # Required by the API's response object (the SDK's `Response`): the request's
+            # tool settings, echoed; a scripted answer stands for any request.
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
             "usage": usage,
             **extra,
         }
@@ -174,11 +187,13 @@ class _Writer:
         index = self._item({**base, "status": "in_progress", "content": []}, done)
         where = {"item_id": item_id, "output_index": index, "content_index": 0}
         self.emit("response.content_part.added", **where, part={**content, field: ""})
+        # Text events always carry `logprobs` (empty unless asked for); refusal events never.
+        extra: dict[str, Any] = {} if refusal else {"logprobs": []}
         for piece in _pieces(part.text, self.chunk_size):
-            self.emit(f"response.{kind}.delta", **where, delta=piece)
+            self.emit(f"response.{kind}.delta", **where, delta=piece, **extra)
         if not finish:
             return
-        self.emit(f"response.{kind}.done", **where, **{field: part.text})
+        self.emit(f"response.{kind}.done", **where, **{field: part.text}, **extra)
         self.emit("response.content_part.done", **where, part=content)
         self.emit("response.output_item.done", output_index=index, item=done)
 
