@@ -51,6 +51,16 @@ EXPECTED: dict[str, list[str]] = {
         "[pid {pid1}] >>> invitation sent to ana@example.com for Friday 14:00",
         "process 1: finished after 2 requests: Done: Ana is invited for Friday 14:00.",
     ],
+    "structured_output.py": [
+        "(offline: a scripted model behind the openai_responses wire format on 127.0.0.1)",
+        "…  256 chars: 3 line(s) so far",
+        "…  471 chars: 8 line(s) so far",
+        "finished after 2 requests",
+        "invoice INV-2041 for Kyoto Tea House: 8 lines",
+        "   12 x Sencha, 100 g       8.50",
+        "total = 315.00",
+        "asked for: json_schema Invoice",
+    ],
     "json_fix_on_turn_end.py": [
         "✗ answer 1 is not a valid Forecast: temperature_c: Input should be a valid number",
         "conditions: Field required",

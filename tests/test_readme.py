@@ -64,7 +64,7 @@ def last_results(request: RecordedRequest) -> list[WireResult]:
 
 def test_the_readme_has_the_snippets_these_tests_run() -> None:
     # A new snippet needs a test here; a removed one needs its test removed.
-    assert len(SNIPPETS) == 10
+    assert len(SNIPPETS) == 11
 
 
 @pytest.mark.anyio
@@ -350,7 +350,7 @@ async def test_the_aiohttp_transport_snippet(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    code = snippet(9)
+    code = snippet(10)
     assert 'transport="aiohttp"' in code
     namespace = await run(
         code,
@@ -448,7 +448,7 @@ async def test_durable_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     ]
     database = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     async with ScriptedModelServer(PROVIDER, script) as server, server.client() as client:
-        code = snippet(8, {"sqlite:///runs.sqlite": database})
+        code = snippet(9, {"sqlite:///runs.sqlite": database})
         namespace = await run(code, {"client": client, "book_hotel": book_hotel, "pay": pay})
         assert len(server.requests) == 4  # the second start of trip-42 asked nothing
     assert namespace["result"].text == namespace["again"].text == "Booked."
@@ -459,3 +459,18 @@ async def test_durable_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
         "tool_result",
         "answer",
     ]
+async def test_structured_output(capsys: pytest.CaptureFixture[str]) -> None:
+    script = [
+        ScriptedResponse.text('{"number": "INV-7", "total": 12.5}'),
+        ScriptedResponse.text('{"number": "INV-8", "total": 3}', chunk_size=2),
+    ]
+    async with ScriptedModelServer(PROVIDER, script) as server:
+        client = server.client()
+        namespace = await run(snippet(8), {"client": client})
+        await client.aclose()
+    invoice = namespace["invoice"]
+    assert (invoice.number, invoice.total) == ("INV-7", 12.5)
+    assert namespace["stream"].result.output.number == "INV-8"
+    assert capsys.readouterr().out.strip().endswith("number='INV-8' total=3.0")
+    body = server.requests[0].json()
+    assert body["output_config"]["format"]["schema"]["required"] == ["number", "total"]
