@@ -195,3 +195,74 @@ def test_errors_in_a_child_process_are_one_line(offline_env: dict[str, str]) -> 
     assert done.stdout == b""
     line = one_error_line(done.stderr.decode())
     assert "GEMINI_API_KEY or GOOGLE_API_KEY" in line
+
+
+SCHEMA = {
+    "title": "Answer",
+    "type": "object",
+    "properties": {"value": {"type": "integer"}, "unit": {"type": "string"}},
+    "required": ["value", "unit"],
+}
+
+
+def test_run_output_schema_prints_the_validated_json(
+    serve: Any, capsys: pytest.CaptureFixture[str], offline_env: Any, tmp_path: Path
+) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    script = [
+        ScriptedResponse.text("four"),  # not JSON: sent back, then answered right
+        ScriptedResponse.text('{"value": 4, "unit": "apples"}'),
+    ]
+    with serve(ScriptedModelServer("openai_chat", script)) as server:
+        code = main(["run", "2 + 2 apples?", *run_args(server, "--output-schema", str(schema))])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out) == {"value": 4, "unit": "apples"}
+    body = server.requests[0].json()
+    assert body["response_format"]["json_schema"]["name"] == "Answer"
+    assert body["response_format"]["json_schema"]["strict"] is True
+
+
+def test_run_output_schema_with_json_carries_the_output(
+    serve: Any, capsys: pytest.CaptureFixture[str], offline_env: Any, tmp_path: Path
+) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    answer = ScriptedResponse.text('{"value": 4, "unit": "pears"}')
+    with serve(ScriptedModelServer("openai_chat", [answer])) as server:
+        code = main(["run", "?", "--json", *run_args(server, "--output-schema", str(schema))])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert json.loads(out)["output"] == {"value": 4, "unit": "pears"}
+
+
+def test_run_output_schema_that_never_validates_is_one_error_line(
+    serve: Any, capsys: pytest.CaptureFixture[str], offline_env: Any, tmp_path: Path
+) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    script = [ScriptedResponse.text("no"), ScriptedResponse.text('{"value": "x"}')]
+    with serve(ScriptedModelServer("openai_chat", script)) as server:
+        code = main(["run", "?", *run_args(server, "--output-schema", str(schema))])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert out == ""
+    assert "did not match the output type after 2 attempts" in one_error_line(err)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [(None, "cannot read"), ("{not json", "is not JSON"), ("[1]", "is not a JSON Schema")],
+)
+def test_run_output_schema_file_problems_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str | None, problem: str
+) -> None:
+    schema = tmp_path / "schema.json"
+    if content is not None:
+        schema.write_text(content)
+    args = ["run", "?", "--model", "openai:m", "--output-schema", str(schema)]
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    assert problem in capsys.readouterr().err

@@ -27,7 +27,7 @@ _WIRE_FORMATS = ("anthropic", "openai_chat", "openai_responses", "gemini")
 
 def _parser() -> argparse.ArgumentParser:
     from llm_worker.cli._attach import add_options
-    from llm_worker.cli._chat import parse_thinking
+    from llm_worker.cli._chat import parse_thinking, read_schema
 
     parser = argparse.ArgumentParser(
         prog="llm-worker",
@@ -74,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--max-tokens", type=int, help="output token limit per request")
         cmd.add_argument("--tools", action="store_true", help="let the model read this folder")
         add_options(cmd)
+        cmd.add_argument(
+            "--output-schema",
+            type=read_schema,
+            metavar="SCHEMA.json",
+            help="answer with JSON of this JSON Schema (validated; an invalid answer is retried)",
+        )
     _serve_parser(sub)
     return parser
 

@@ -23,6 +23,7 @@ import orjson
 from rich.console import Console
 from rich.markup import escape
 
+from llm_worker._json import as_dict
 from llm_worker.cli._attach import attached, describe, prompt_message
 from llm_worker.cli._render import Renderer
 from llm_worker.errors import ConfigurationError, LLMWorkerError
@@ -30,7 +31,14 @@ from llm_worker.messages import MediaPart, Message, ThinkingConfig
 from llm_worker.state import RunCompleted, RunResult, RunStatus
 from llm_worker.worker import Worker
 
-__all__ = ("build_worker", "parse_thinking", "print_error", "run_chat", "run_once")
+__all__ = (
+    "build_worker",
+    "parse_thinking",
+    "print_error",
+    "read_schema",
+    "run_chat",
+    "run_once",
+)
 
 _EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 
@@ -44,6 +52,20 @@ def parse_thinking(value: str) -> ThinkingConfig:
     raise argparse.ArgumentTypeError(
         f"expected a token budget (e.g. 2048) or an effort ({', '.join(_EFFORTS)}), not {value!r}"
     )
+
+
+def read_schema(path: str) -> dict[str, Any]:
+    """`--output-schema schema.json`: a JSON Schema (an object) read from a file."""
+    try:
+        schema = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {exc.strerror}") from None
+    except orjson.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"{path} is not JSON: {exc}") from None
+    found = as_dict(schema)
+    if not found:
+        raise argparse.ArgumentTypeError(f"{path} is not a JSON Schema (a non-empty object)")
+    return found
 
 
 def print_error(message: str) -> None:
@@ -78,6 +100,7 @@ def build_worker(args: argparse.Namespace) -> Worker:
         system=args.system,
         thinking=args.thinking,
         max_tokens=args.max_tokens,
+        output_type=args.output_schema,
     )
 
 
@@ -225,10 +248,12 @@ async def run_once(console: Console, args: argparse.Namespace) -> int:
     message = prompt_message(args.prompt, parts)
     worker = build_worker(args)
     try:
-        if args.json:
+        if args.json or args.output_schema is not None:
+            # With a schema, stdout is the validated output (JSON), not the streamed text.
             with _sigint_cancels(worker):
                 result = await worker.run(message)
-            sys.stdout.write(orjson.dumps(_as_json(result), option=orjson.OPT_INDENT_2).decode())
+            shown = _as_json(result) if args.json else _output(result)
+            sys.stdout.write(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode())
             sys.stdout.write("\n")
         else:
             info = Console(stderr=True, highlight=False)
@@ -240,11 +265,19 @@ async def run_once(console: Console, args: argparse.Namespace) -> int:
     return 0 if result is not None and result.status is RunStatus.FINISHED else 1
 
 
-def _as_json(result: RunResult) -> dict[str, Any]:
+def _output(result: RunResult[Any]) -> Any:
+    if result.refusal is not None:
+        raise LLMWorkerError(f"the model refused: {result.refusal}")
+    return result.output
+
+
+def _as_json(result: RunResult[Any]) -> dict[str, Any]:
     usage = result.usage
     return {
         "status": result.status.value,
         "text": result.text,
+        "output": result.output if result.output != result.text else None,
+        "refusal": result.refusal,
         "reason": result.reason,
         "requests": result.requests,
         "usage": {

@@ -39,6 +39,7 @@ from llm_worker.messages import Message, OutputSchema
 from llm_worker.state import OutputPartial
 from llm_worker.tools import ToolMeta
 from llm_worker.tools._messages import MAX_ERRORS, excerpt
+from llm_worker.worker._schema_check import schema_problems
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter, ValidationError
@@ -121,6 +122,9 @@ class OutputPlan:
             value = wrapper[_WRAP]
         drop_optional_nulls(value, self._inner)
         if self._adapter is None:
+            problems = schema_problems(value, self._inner)
+            if problems:
+                raise Rejected(raw, problems)
             return value
         from pydantic import ValidationError
 
