@@ -17,10 +17,15 @@ import pytest
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from llm_worker import Message, OutputValidationError, RunStatus, StopReason, Worker
+from llm_worker import Message, OutputValidationError, Request, RunStatus, StopReason, Worker
 from llm_worker.hooks import ContinueWithMessages, TurnEndContext
 from llm_worker.providers import HttpClient
-from llm_worker.testing import WIRE_PROVIDERS, ScriptedModelServer, ScriptedResponse
+from llm_worker.testing import (
+    WIRE_PROVIDERS,
+    ScriptedModelServer,
+    ScriptedRequest,
+    ScriptedResponse,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -265,3 +270,28 @@ async def test_without_an_output_type_the_output_is_the_text(clients: Clients) -
             result = await worker.run("Hello.")
     assert result.output == "Hi."
     assert "response_format" not in server.requests[0].json()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_script_step_reads_the_output_schema_the_request_carried(
+    provider: str, clients: Clients
+) -> None:
+    seen: list[Any] = []
+
+    def answer(call: ScriptedRequest) -> ScriptedResponse:
+        seen.append(call.request.output_schema)
+        return ScriptedResponse.output(Invoice(number="A-1", total=1))
+
+    async with ScriptedModelServer(provider, [answer]) as server:
+        client = clients.open(server)
+        worker = Worker(client, output_type=Invoice)
+        with anyio.fail_after(10):
+            result = await worker.run("Read the invoice.")
+        [decoded] = seen
+        assert decoded is not None
+        assert decoded.schema["required"] == ["number", "total", "paid", "note"]
+        # Decoded and built again, the body is the one the client sent.
+        rebuilt = client.build_body(Request([Message.user("Go.")], output_schema=decoded))
+    assert result.output == Invoice(number="A-1", total=1)
+    assert format_field(provider, rebuilt) == format_field(provider, server.requests[0].json())
+    assert "response_format" not in str(decoded.schema)

@@ -36,6 +36,7 @@ from llm_worker.testing._decoding import (
     leftover,
     named_choice,
     number,
+    output_schema,
     texts,
     thinking_config,
 )
@@ -68,6 +69,7 @@ def decode(body: dict[str, Any], *, model: str) -> Request:
         options["tools"] = server_tools
     config = dict(as_dict(body.get("output_config")))
     level = config.pop("effort", None)
+    output = output_schema(as_dict(config.pop("format", None)), strict=True)
     if config:
         options["output_config"] = config
     return Request(
@@ -80,6 +82,7 @@ def decode(body: dict[str, Any], *, model: str) -> Request:
         stop_sequences=[str(s) for s in as_list(body.get("stop_sequences"))],
         thinking=_thinking(as_dict(body.get("thinking")), level),
         options=options,
+        output_schema=output,
     )
 
 

@@ -39,7 +39,14 @@ from llm_worker.messages import (
 )
 from llm_worker.providers._gemini_request import SKIP_SIGNATURE
 from llm_worker.testing._decode_media import gemini_media
-from llm_worker.testing._decoding import choice, finished, leftover, named_choice, number
+from llm_worker.testing._decoding import (
+    choice,
+    finished,
+    leftover,
+    named_choice,
+    number,
+    output_schema,
+)
 from llm_worker.testing._decoding import thinking_config as _config
 
 __all__ = ("decode",)
@@ -61,6 +68,9 @@ def decode(body: dict[str, Any], *, model: str) -> Request:
             options.setdefault("tools", []).append(tool)
     config = as_dict(body.get("generationConfig"))
     rest = leftover(config, _GENERATION | {"thinkingConfig"})
+    output = output_schema({"schema": rest.pop("responseJsonSchema", None)}, strict=True)
+    if output is not None and rest.get("responseMimeType") == "application/json":
+        del rest["responseMimeType"]
     if rest:
         options["generationConfig"] = rest
     system = as_dict(body.get("systemInstruction")).get("parts")
@@ -76,6 +86,7 @@ def decode(body: dict[str, Any], *, model: str) -> Request:
         stop_sequences=[str(s) for s in as_list(config.get("stopSequences"))],
         thinking=_thinking(config.get("thinkingConfig")),
         options=options,
+        output_schema=output,
     )
 
 

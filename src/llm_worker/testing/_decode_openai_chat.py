@@ -37,6 +37,7 @@ from llm_worker.testing._decoding import (
     leftover,
     named_choice,
     number,
+    output_schema,
     texts,
     thinking_config,
 )
@@ -72,6 +73,9 @@ def decode(body: dict[str, Any], *, model: str) -> Request:
     others = [t for t in tools if t.get("type") != "function"]
     if others:
         options["tools"] = others
+    output = None
+    if as_dict(options.get("response_format")).get("type") == "json_schema":
+        output = output_schema(as_dict(options.pop("response_format").get("json_schema")))
     effort = body.get("reasoning_effort")
     stop = body.get("stop")
     limit = body.get("max_completion_tokens", body.get("max_tokens"))
@@ -86,6 +90,7 @@ def decode(body: dict[str, Any], *, model: str) -> Request:
         stop_sequences=[stop] if isinstance(stop, str) else [str(s) for s in as_list(stop)],
         thinking=thinking_config(level=effort) if effort is not None else None,
         options=options,
+        output_schema=output,
     )
 
 

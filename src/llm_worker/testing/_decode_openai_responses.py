@@ -43,6 +43,7 @@ from llm_worker.testing._decoding import (
     leftover,
     named_choice,
     number,
+    output_schema,
     texts,
     thinking_config,
 )
@@ -77,6 +78,12 @@ def decode(body: dict[str, Any], *, model: str) -> Request:
     if hosted:
         options["tools"] = hosted
     instructions = as_str(body.get("instructions"))
+    text = dict(as_dict(options.pop("text", None)))
+    output = None
+    if as_dict(text.get("format")).get("type") == "json_schema":
+        output = output_schema(as_dict(text.pop("format")))
+    if text:
+        options["text"] = text
     return Request(
         finished(m for m in messages if m is not None),
         system="\n\n".join([instructions or "", *system]).strip() or None,
@@ -87,6 +94,7 @@ def decode(body: dict[str, Any], *, model: str) -> Request:
         temperature=number(body.get("temperature")),
         thinking=_thinking(body.get("reasoning")),
         options=options,
+        output_schema=output,
     )
 
 

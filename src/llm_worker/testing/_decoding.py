@@ -15,6 +15,7 @@ from llm_worker._json import as_dict, as_list, as_str
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
     Message,
+    OutputSchema,
     SpecificTool,
     ThinkingConfig,
     ToolChoice,
@@ -129,4 +130,23 @@ def thinking_config(
     """A `ThinkingConfig` from decoded settings (`include_thoughts` `None`: not said)."""
     return ThinkingConfig(
         budget_tokens=budget, effort=effort(level), include_thoughts=include_thoughts
+    )
+
+
+def output_schema(spec: Mapping[str, Any], *, strict: bool | None = None) -> OutputSchema | None:
+    """A structured output as a body states it (`name`, `schema`, `strict`, `description`).
+
+    Args:
+        spec: Chat's `json_schema` object, the Responses `text.format`, Anthropic's
+            `output_config.format`, or `{"schema": ...}` for Gemini.
+        strict: Strictness where the wire has no field for it (Anthropic, Gemini).
+    """
+    schema = as_dict(spec.get("schema"))
+    if not schema:
+        return None
+    return OutputSchema(
+        schema,
+        name=as_str(spec.get("name")) or "output",
+        description=as_str(spec.get("description")),
+        strict=spec.get("strict") is True if strict is None else strict,
     )
