@@ -459,6 +459,9 @@ async def test_durable_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
         "tool_result",
         "answer",
     ]
+
+
+@pytest.mark.anyio
 async def test_structured_output(capsys: pytest.CaptureFixture[str]) -> None:
     script = [
         ScriptedResponse.text('{"number": "INV-7", "total": 12.5}'),

@@ -265,7 +265,7 @@ class Worker(Registrations, Generic[OutputT]):
         """
         add_tool(self._cfg.registry, tool)
 
-    def fork(self, history: Iterable[Message] = ()) -> Worker:
+    def fork(self, history: Iterable[Message] = ()) -> Self:
         """A Worker sharing this one's client, tools, hooks, handlers and settings.
 
         The fork has a history of its own (`history`, empty by default), so it runs a
