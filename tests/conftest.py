@@ -1,3 +1,5 @@
+import logging
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +12,22 @@ from support.object_store import MotoServer
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _dbos_console_on_the_real_stderr() -> Iterator[None]:
+    """DBOS's console log handler keeps the stderr it was made with: a test's capture stream.
+
+    Made during a test that captures output (capsys), it would later write to that closed
+    stream and fail whichever durable test logs next; point it back at the real stderr.
+    """
+    yield
+    for handler in logging.getLogger("dbos").handlers:
+        if (
+            isinstance(handler, logging.StreamHandler)
+            and handler.name == "__dbos_console_log_handler__"
+        ):
+            handler.stream = sys.__stderr__  # not setStream: it flushes the closed one
 
 
 @pytest.fixture(scope="session")
