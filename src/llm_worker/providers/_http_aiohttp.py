@@ -36,6 +36,11 @@ class AiohttpBackend:
         self.timeout = _timeout(timeout)
 
     def _http(self) -> aiohttp.ClientSession:
+        if not self._owns and self._session is not None and self._session.closed:
+            # Replacing it would drop the caller's settings and leak a session nobody closes.
+            raise ConfigurationError(
+                "the aiohttp.ClientSession lent as http_client is closed: lend an open one"
+            )
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=0)
             self._session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
@@ -51,6 +56,9 @@ class AiohttpBackend:
                 headers=headers,
                 timeout=self.timeout,
                 allow_redirects=False,  # as httpx: a redirect is an answer, not followed
+                # A lent session's raise_for_status would turn a 429 or 401 into a
+                # ClientResponseError, losing the typed status error and its Retry-After.
+                raise_for_status=False,
             )
         except TimeoutError as exc:  # aiohttp's timeouts are TimeoutErrors
             raise ConnectFailed(exc, timeout=True) from exc

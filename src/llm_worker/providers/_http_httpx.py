@@ -29,6 +29,10 @@ class HttpxBackend:
         self.timeout = _timeout(timeout)
 
     def _http(self) -> httpx.AsyncClient:
+        if not self._owns and self._client is not None and self._client.is_closed:
+            raise ConfigurationError(
+                "the httpx.AsyncClient lent as http_client is closed: lend an open one"
+            )
         if self._client is None:
             size = self._pool_size
             limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)

@@ -133,7 +133,7 @@ def scrub_error(error: ProviderError, scrub: Callable[[str], str]) -> None:
 
 
 def chain_leaks(exc: BaseException | None, scrub: Callable[[str], str]) -> bool:
-    """Whether the text of `exc`, or of an exception it was chained from, holds a secret.
+    """Whether the text or repr of `exc`, or of an exception it was chained from, holds a secret.
 
     Such an exception must not be chained (`raise … from`) to an error this library raises:
     a traceback prints the text of every exception of the chain.
@@ -141,9 +141,10 @@ def chain_leaks(exc: BaseException | None, scrub: Callable[[str], str]) -> bool:
     for _ in range(16):  # a chain is short; a cycle must not loop forever
         if exc is None:
             return False
-        text = str(exc)
-        if scrub(text) != text:
-            return True
+        # The repr too: aiohttp's errors keep the request's headers (the key) in it.
+        for text in (str(exc), repr(exc)):
+            if scrub(text) != text:
+                return True
         exc = exc.__cause__ or exc.__context__
     return False
 
