@@ -263,3 +263,13 @@ async def test_a_cancelled_stream_gives_its_connection_back(where: str) -> None:
         finally:
             await t.aclose()
     assert len(server.requests) == 3
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2.5, "3", True])
+def test_a_max_concurrency_that_is_not_a_positive_count_is_refused_at_once(
+    http_transport: str, limit: object
+) -> None:
+    # 0 made every request wait forever; -1 or 2.5 failed at the first request as a
+    # MalformedStreamError.
+    with pytest.raises(ConfigurationError, match="max_concurrency"):
+        make("http://127.0.0.1:9", max_concurrency=limit, transport=http_transport)

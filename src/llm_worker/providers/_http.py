@@ -52,7 +52,12 @@ from llm_worker.providers._secrets import (
     install_log_filter,
     url_secrets,
 )
-from llm_worker.providers._settings import checked_base_url, checked_headers, checked_limit
+from llm_worker.providers._settings import (
+    checked_base_url,
+    checked_concurrency,
+    checked_headers,
+    checked_limit,
+)
 from llm_worker.providers._sse import BLANK, DEFAULT_MAX_EVENT_BYTES, event_too_large
 
 if TYPE_CHECKING:
@@ -129,7 +134,8 @@ class Transport:
     Raises:
         ConfigurationError: `base_url` is not an `http://` or `https://` URL (checked here, so
             that a typo fails at once instead of being retried as a connection error),
-            `max_event_bytes` is not a positive integer, or the transport, `http_client` and
+            `max_event_bytes` is not a positive integer, `max_concurrency` neither (nor
+            `None`), or the transport, `http_client` and
             `timeout` do not fit together.
         MissingExtraError: The aiohttp transport without the `llm-worker[aiohttp]` extra.
     """
@@ -172,7 +178,7 @@ class Transport:
         self.base_url = self._prefix + (f"?{parts.query}" if parts.query else "")
         self._headers = checked_headers(headers, secret)
         self.retry = retry if retry is not None else RetryPolicy()
-        self.max_concurrency = max_concurrency
+        self.max_concurrency = checked_concurrency(max_concurrency)
         self.max_event_bytes = checked_limit(max_event_bytes)
         self._gate: anyio.Semaphore | None = None
         self._backend: Backend = make_backend(

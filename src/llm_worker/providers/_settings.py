@@ -61,6 +61,17 @@ def checked_limit(limit: int) -> int:
     return limit
 
 
+def checked_concurrency(limit: int | None) -> int | None:
+    """`max_concurrency` checked: `None` (no bound) or a positive whole number of requests."""
+    # 0 would make every request wait forever; a negative or fractional one failed only at
+    # the first request, as an error about the stream.
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise ConfigurationError(
+            f"max_concurrency must be a positive number of requests or None, not {limit!r}"
+        )
+    return limit
+
+
 # What h11 accepts as a header value, in the ASCII that httpx encodes headers with: visible
 # characters, with spaces or tabs only between them.
 _HEADER_VALUE: Final = re.compile(r"(?:[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?)?")
