@@ -45,6 +45,7 @@ LAYERS: Layers = (
     ("timeline", ("llm_worker.timeline", "llm_worker.collectors")),
     ("blobs", ("llm_worker.blobs",)),
     ("tools", ("llm_worker.tools",)),
+    ("mcp", ("llm_worker.mcp",)),
     ("worker", ("llm_worker.worker", "llm_worker.hooks", "llm_worker.state")),
     ("testing", ("llm_worker.testing",)),
     ("ui", ("llm_worker.ui",)),
@@ -54,13 +55,14 @@ LAYERS: Layers = (
 FACADE = ("llm_worker",)
 # What each package's docstring allows: layers side by side in the order stay apart (the blob
 # layer never imports the timeline or providers, the timeline never imports providers).
-LOWER = ("model", "providers", "timeline", "blobs", "tools", "worker", "testing")
+LOWER = ("model", "providers", "timeline", "blobs", "tools", "mcp", "worker", "testing")
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "model": (),
     "providers": ("model",),
     "timeline": ("model",),
     "blobs": ("model",),
     "tools": ("model", "timeline", "blobs"),
+    "mcp": ("model", "timeline", "blobs", "tools"),
     "worker": ("model", "providers", "timeline", "blobs", "tools"),
     "testing": LOWER[:-1],
     "ui": LOWER[:-1],  # beside testing: the web adapters never import the test doubles

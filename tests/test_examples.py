@@ -133,6 +133,13 @@ EXPECTED: dict[str, list[str]] = {
         "httpx imported: False",
         "session still open after the client closed: True",
     ],
+    "mcp_tools.py": [
+        "tool get_current_time (read_only): Get current time in a specific timezone",
+        "tool convert_time (read_only): Convert time between timezones",
+        "(offline: a scripted model behind the anthropic wire format on 127.0.0.1)",
+        "← get_current_time: timezone Asia/Tokyo",
+        "final answer: It is ",
+    ],
     "subscriber.py": [
         "── turn 0 starts",
         "tool call: convert({'amount': 20, 'currency': 'JPY'})",

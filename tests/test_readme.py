@@ -64,7 +64,7 @@ def last_results(request: RecordedRequest) -> list[WireResult]:
 
 def test_the_readme_has_the_snippets_these_tests_run() -> None:
     # A new snippet needs a test here; a removed one needs its test removed.
-    assert len(SNIPPETS) == 11
+    assert len(SNIPPETS) == 12
 
 
 @pytest.mark.anyio
@@ -350,7 +350,7 @@ async def test_the_aiohttp_transport_snippet(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    code = snippet(10)
+    code = snippet(11)
     assert 'transport="aiohttp"' in code
     namespace = await run(
         code,
@@ -477,3 +477,24 @@ async def test_structured_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip().endswith("number='INV-8' total=3.0")
     body = server.requests[0].json()
     assert body["output_config"]["format"]["schema"]["required"] == ["number", "total"]
+
+
+def says_the_time(call: ScriptedRequest) -> ScriptedResponse:
+    [result] = call.tool_results
+    return ScriptedResponse.text(f"In Tokyo: {result.content}")
+
+
+@pytest.mark.anyio
+async def test_mcp_tools_in_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    call = ToolUsePart("", "time_get_current_time", {"timezone": "Asia/Tokyo"})
+    script = [ScriptedResponse([call]), says_the_time]
+    async with ScriptedModelServer(PROVIDER, script) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-readme")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        # uvx would fetch the server from PyPI: the dev group has it installed instead.
+        local = f'{sys.executable!r}, ["-m", "mcp_server_time", "--local-timezone", "UTC"]'
+        code = snippet(10, {'"uvx", ["mcp-server-time"]': local})
+        namespace = await run(code, {})
+    result = namespace["result"]
+    assert result.status is RunStatus.FINISHED
+    assert '"timezone":"Asia/Tokyo"' in result.text.replace(" ", "")

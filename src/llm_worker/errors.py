@@ -23,6 +23,7 @@ LLMWorkerError
 │   └── MediaError                an image or document that is not what it says, or that a
 │                                 provider does not take (type, size)
 ├── ToolError                     raised by a tool: becomes an error result for the model
+├── MCPConnectionError            an MCP server could not be started, reached or initialized
 ├── HookError                     a hook raised or timed out (names the hook)
 ├── Aborted                       a hook aborted the run
 ├── LimitExceededError            a loop bound was reached
@@ -61,6 +62,7 @@ __all__ = (
     "InvalidRequestError",
     "LLMWorkerError",
     "LimitExceededError",
+    "MCPConnectionError",
     "MalformedStreamError",
     "MediaError",
     "MissingExtraError",
@@ -254,6 +256,18 @@ class ToolError(LLMWorkerError):
 
     The message becomes the text of an `is_error` tool result; the run goes on.
     """
+
+
+class MCPConnectionError(LLMWorkerError):
+    """An MCP server could not be started, reached or initialized in time.
+
+    Attributes:
+        server: The server's name (its command, or its URL).
+    """
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
 
 
 class HookError(LLMWorkerError):

@@ -35,6 +35,7 @@ __all__ = (
     "RunStatus",
     "TextComplete",
     "ToolCallComplete",
+    "ToolProgress",
     "ToolResultReady",
     "TurnEnded",
     "TurnStarted",
@@ -469,6 +470,27 @@ class OutputPartial:
 
 
 @dataclass(slots=True)
+class ToolProgress:
+    """A running tool call reported how far it is.
+
+    From an MCP server's progress notification, or `llm_worker.tools.report_progress`.
+
+    Attributes:
+        tool_use_id: The call's id.
+        name: The tool's name.
+        progress: How much is done; grows with each report.
+        total: How much there is to do, when known.
+        message: What is happening, for a person.
+    """
+
+    tool_use_id: str
+    name: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+@dataclass(slots=True)
 class RunCompleted:
     """The last item of `Worker.stream`: the run's result."""
 
@@ -483,6 +505,7 @@ RunEvent: TypeAlias = (
     | ToolCallComplete
     | ToolResultReady
     | OutputPartial
+    | ToolProgress
     | RunCompleted
 )
 """What `Worker.stream` yields: the provider events plus the Worker's own."""

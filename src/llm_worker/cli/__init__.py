@@ -33,7 +33,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="llm-worker",
         description="Put LLMs to work: stream answers, call tools, step in with hooks.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,chat,run,serve}")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{demo,chat,run,serve,mcp-serve}"
+    )
 
     demo = sub.add_parser(
         "demo",
@@ -80,7 +82,16 @@ def _parser() -> argparse.ArgumentParser:
             metavar="SCHEMA.json",
             help="answer with JSON of this JSON Schema (validated; an invalid answer is retried)",
         )
+        cmd.add_argument(
+            "--mcp",
+            action="append",
+            default=[],
+            metavar="COMMAND|URL",
+            help="an MCP server's tools: a command line (stdio, e.g. 'uvx mcp-server-time') or "
+            "a streamable HTTP URL; repeatable",
+        )
     _serve_parser(sub)
+    _mcp_serve_parser(sub)
     return parser
 
 
@@ -97,6 +108,18 @@ def _serve_parser(sub: Any) -> None:  # argparse's subparsers type is private
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--static", type=Path, help="a folder of files served at / (a page)")
+
+
+def _mcp_serve_parser(sub: Any) -> None:  # argparse names the subparsers' type privately
+    serve = sub.add_parser(
+        "mcp-serve",
+        help="serve @tool functions as an MCP server",
+        description="Serve the tools `module:name` names (a list of @tool functions, or one) "
+        "as an MCP server, over stdio by default.",
+    )
+    serve.add_argument("target", metavar="module:name", help="e.g. my_app.tools:tools")
+    serve.add_argument("--name", help="the server's name (default: module:name)")
+    serve.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at /mcp")
 
 
 _NO_RICH = (
@@ -151,6 +174,10 @@ def _dispatch(console: Console, args: argparse.Namespace) -> int:
 
         run_server(args.target, args.protocol, host=args.host, port=args.port, static=args.static)
         return 0
+    if args.command == "mcp-serve":
+        from llm_worker.cli._mcp import serve_tools
+
+        return serve_tools(args.target, args.name, args.http)
     from llm_worker.cli._chat import run_chat, run_once
 
     if args.command == "chat":

@@ -15,7 +15,8 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from rich.markup import escape
 
 from llm_worker._json import as_dict
 from llm_worker.cli._attach import attached, describe, prompt_message
+from llm_worker.cli._mcp import HeldServers, mcp_servers
 from llm_worker.cli._render import Renderer
 from llm_worker.errors import ConfigurationError, LLMWorkerError
 from llm_worker.messages import MediaPart, Message, ThinkingConfig
@@ -74,7 +76,7 @@ def print_error(message: str) -> None:
     err.print(f"[bold red]error:[/] {escape(' '.join(message.split()))}")
 
 
-def build_worker(args: argparse.Namespace) -> Worker:
+def build_worker(args: argparse.Namespace, servers: Sequence[object] = ()) -> Worker:
     """The Worker the `chat` / `run` options describe.
 
     Raises:
@@ -94,6 +96,7 @@ def build_worker(args: argparse.Namespace) -> Worker:
         from llm_worker.cli._tools import folder_tools
 
         tools = folder_tools(Path.cwd())
+    tools.extend(servers)
     return Worker(
         client,
         tools=tools,
@@ -180,7 +183,8 @@ def _prompt(console: Console, editing: bool) -> str:
 def run_chat(console: Console, args: argparse.Namespace) -> int:
     """The interactive session: one turn per line, until end of input."""
     parts = attached(args)
-    worker = build_worker(args)
+    servers = HeldServers(mcp_servers(args.mcp))
+    worker = build_worker(args, servers.servers)
     prompt = _prompt(console, _line_editing())
     console.print(
         f"[bold]llm-worker chat[/] — [cyan]{escape(args.model)}[/] "
@@ -190,8 +194,10 @@ def run_chat(console: Console, args: argparse.Namespace) -> int:
         console.print(f"[dim]{escape(describe(args, parts))} — sent with your first message[/]")
     with asyncio.Runner() as runner:
         try:
+            runner.run(servers.start())
             _session(runner, worker, console, prompt, parts)
         finally:
+            runner.run(servers.stop())
             runner.run(_close(worker))
     return 0
 
@@ -246,23 +252,37 @@ async def run_once(console: Console, args: argparse.Namespace) -> int:
     """
     parts = attached(args)
     message = prompt_message(args.prompt, parts)
-    worker = build_worker(args)
+    servers = mcp_servers(args.mcp)
+    worker = build_worker(args, servers)
     try:
-        if args.json or args.output_schema is not None:
-            # With a schema, stdout is the validated output (JSON), not the streamed text.
-            with _sigint_cancels(worker):
-                result = await worker.run(message)
-            shown = _as_json(result) if args.json else _output(result)
-            sys.stdout.write(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode())
-            sys.stdout.write("\n")
-        else:
-            info = Console(stderr=True, highlight=False)
-            if parts:
-                info.print(escape(describe(args, parts)), style="dim")
-            result = await _turn(worker, Renderer(console, info=info), message)
+        async with AsyncExitStack() as stack:
+            for server in servers:
+                await stack.enter_async_context(server)
+            result = await _run_once(console, args, worker, message, parts)
     finally:
         await _close(worker)
     return 0 if result is not None and result.status is RunStatus.FINISHED else 1
+
+
+async def _run_once(
+    console: Console,
+    args: argparse.Namespace,
+    worker: Worker[Any],
+    message: str | Message,
+    parts: list[MediaPart],
+) -> RunResult[Any] | None:
+    if args.json or args.output_schema is not None:
+        # With a schema, stdout is the validated output (JSON), not the streamed text.
+        with _sigint_cancels(worker):
+            result = await worker.run(message)
+        shown = _as_json(result) if args.json else _output(result)
+        sys.stdout.write(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write("\n")
+        return result
+    info = Console(stderr=True, highlight=False)
+    if parts:
+        info.print(escape(describe(args, parts)), style="dim")
+    return await _turn(worker, Renderer(console, info=info), message)
 
 
 def _output(result: RunResult[Any]) -> Any:

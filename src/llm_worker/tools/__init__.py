@@ -2,7 +2,8 @@
 
 Owns the `Tool` protocol, `@tool` / `FunctionTool` and `ToolMeta` (`_tool`), the function's
 schema and argument validator (`_schema`), OpenAI strict-mode schemas (`llm_worker._strict`),
-`ToolRegistry` (`_registry`), `execute_call` (`_execute`), `check_arguments` (`_validate`: do
+`ToolRegistry` (`_registry`), toolsets and progress reports
+(`_toolset`), `execute_call` (`_execute`), `check_arguments` (`_validate`: do
 arguments fit a tool, before it runs), a tool's return value as text (`_text`), and every
 text a model reads about a failed call (`_messages`).
 
@@ -22,6 +23,7 @@ from llm_worker.tools._tool import (
     tool,
     tool_meta,
 )
+from llm_worker.tools._toolset import Toolset, report_progress
 from llm_worker.tools._validate import check_arguments
 
 __all__ = (
@@ -32,8 +34,10 @@ __all__ = (
     "ToolMeta",
     "ToolRegistry",
     "ToolResult",
+    "Toolset",
     "check_arguments",
     "execute_call",
+    "report_progress",
     "tool",
     "tool_meta",
 )

@@ -17,6 +17,7 @@ import llm_worker.tools._messages as say
 from llm_worker.errors import ToolError
 from llm_worker.tools._text import as_output, json_text, split_media
 from llm_worker.tools._tool import Tool, ToolResult, tool_meta
+from llm_worker.tools._toolset import calling
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -85,10 +86,11 @@ def _describe(exc: Exception, call: ToolCall, format_error: ErrorFormatter | Non
 async def _run(tool: Tool, call: ToolCall) -> ToolResult:
     timeout = tool_meta(tool).timeout
     input_json = json_text(call.input)
-    if timeout is None:
-        return _succeeded(call, await tool.execute(input_json))
-    with anyio.move_on_after(timeout):
-        return _succeeded(call, await tool.execute(input_json))
+    with calling(call.id, call.name):  # for the tool's progress reports
+        if timeout is None:
+            return _succeeded(call, await tool.execute(input_json))
+        with anyio.move_on_after(timeout):
+            return _succeeded(call, await tool.execute(input_json))
     # Reached only when the timeout's own scope caught the cancellation it caused; a
     # cancellation from outside propagates through the scope.
     return _failed(call, say.timed_out(call.name, timeout))

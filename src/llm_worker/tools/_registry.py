@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, cast
 
 from llm_worker.errors import ConfigurationError
 from llm_worker.messages import ToolSpec
 from llm_worker.tools._tool import FunctionTool, Tool, ToolMeta, tool_meta
+from llm_worker.tools._toolset import Toolset
 
 __all__ = ("ToolRegistry",)
 
@@ -23,13 +24,17 @@ class ToolRegistry:
         ConfigurationError: As `add`.
     """
 
-    __slots__ = ("_metas", "_names", "_specs", "_tools")
+    __slots__ = ("_listed", "_metas", "_names", "_sources", "_specs", "_tools")
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._metas: dict[str, ToolMeta] = {}
         self._names: tuple[str, ...] = ()
         self._specs: tuple[ToolSpec, ...] = ()
+        # What was added, in order: a tool, or a toolset (kept in a 1-tuple to tell them
+        # apart without guessing from attributes), and each toolset's last list by position.
+        self._sources: list[Tool | tuple[Toolset]] = []
+        self._listed: dict[int, Sequence[Tool]] = {}
         for each in tools:
             self.add(each)
 
@@ -51,11 +56,40 @@ class ToolRegistry:
                 f"{tool!r} is not a tool: decorate the function with @tool, or implement "
                 "`name`, `description`, `input_schema` and an async `execute`"
             )
+        self._add(tool)
+        self._sources.append(tool)
+
+    def add_toolset(self, toolset: Toolset) -> None:
+        """Register a source of tools (an MCP server); `refresh` asks it for its tools."""
+        self._sources.append((toolset,))
+
+    async def refresh(self) -> None:
+        """Ask each toolset for its tools, and take in the lists that changed.
+
+        The Worker calls it before each model request. Left as it was on an error.
+
+        Raises:
+            ConfigurationError: A toolset's tool has the name of another tool.
+        """
+        listed = dict(self._listed)
+        for index, source in enumerate(self._sources):
+            if isinstance(source, tuple):
+                listed[index] = await source[0].list_tools()
+        if all(listed[i] is self._listed.get(i) for i in listed):
+            return
+        fresh = ToolRegistry()
+        for index, source in enumerate(self._sources):
+            for each in listed[index] if isinstance(source, tuple) else (source,):
+                fresh._add(each)
+        self._tools, self._metas = fresh._tools, fresh._metas
+        self._names, self._specs, self._listed = fresh._names, fresh._specs, listed
+
+    def _add(self, tool: Tool) -> None:
         meta = tool_meta(tool)
         if meta.name in self._tools:
             raise ConfigurationError(
                 f"two tools are named {meta.name!r}: tool names must be unique "
-                "(rename one, e.g. @tool(name=...))"
+                "(rename one, e.g. @tool(name=...), or give an MCP server a prefix=)"
             )
         self._tools[meta.name] = tool
         self._metas[meta.name] = meta

@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from typing_extensions import TypeIs
 
 from llm_worker.errors import ConfigurationError, PauseStateError
-from llm_worker.tools import Tool, ToolRegistry, tool_meta
+from llm_worker.state import ToolProgress
+from llm_worker.tools import Tool, ToolRegistry, Toolset, tool_meta
+from llm_worker.tools._toolset import ProgressSink, reporting_progress
 
 if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.state import PendingCall
 
-__all__ = ("add_tool", "build_registry", "check_resumable")
+__all__ = ("add_tool", "build_registry", "check_resumable", "progress_sink", "reporting_progress")
+
+
+def progress_sink(sinks: list[Callable[[Any], None]]) -> ProgressSink:
+    """Progress reports of tool calls as `ToolProgress` events to the run's sinks."""
+
+    def send(call_id: str, name: str, done: float, total: float | None, text: str | None) -> None:
+        if sinks:
+            event = ToolProgress(call_id, name, done, total, text)
+            for sink in sinks:
+                sink(event)
+
+    return send
 
 
 def build_registry(
-    tools: Iterable[Tool],
+    tools: Iterable[Tool | Toolset],
     store: BlobStore | None,
     policy: OutputPolicy | None,
     inspect_name: str,
@@ -33,12 +49,15 @@ def build_registry(
         registry.add(builtin)
         return registry, policy
     for t in tools:
-        registry.add(t)
+        add_tool(registry, t)
     return registry, policy
 
 
-def add_tool(registry: ToolRegistry, tool: Tool, builtin: Tool | None = None) -> None:
-    """Register `tool`; a clash with the built-in inspect tool is named as such."""
+def add_tool(registry: ToolRegistry, tool: Tool | Toolset, builtin: Tool | None = None) -> None:
+    """Register `tool` (or a toolset); a clash with the built-in inspect tool is named as such."""
+    if _is_toolset(tool):
+        registry.add_toolset(tool)
+        return
     name = tool_meta(tool).name
     clash = builtin if builtin is not None and builtin.name == name else registry.get(name)
     if clash is not None and _is_inspect(clash):
@@ -48,6 +67,10 @@ def add_tool(registry: ToolRegistry, tool: Tool, builtin: Tool | None = None) ->
             f"Worker(inspect_tool_name=...), e.g. inspect_tool_name='read_blob'"
         )
     registry.add(tool)
+
+
+def _is_toolset(tool: object) -> TypeIs[Toolset]:
+    return isinstance(tool, Toolset) and not callable(getattr(tool, "execute", None))
 
 
 def _is_inspect(tool: Tool) -> bool:

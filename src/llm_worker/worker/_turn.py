@@ -189,6 +189,7 @@ class Run:
                 value=cfg.max_requests,
             )
         self.history[:] = repair(self.history)[0]
+        await cfg.registry.refresh()  # toolsets (MCP servers) whose tools changed
         request = cfg.build_request(list(self.history))
         _chain(request, self.response_ids[-1] if self.response_ids else self.chain_from)
         original = request.messages

@@ -40,7 +40,7 @@ from llm_worker.state import (
     TurnEnded,
     TurnStarted,
 )
-from llm_worker.tools import Tool, ToolRegistry
+from llm_worker.tools import Tool, ToolRegistry, Toolset
 from llm_worker.worker._assembler import DEFAULT_MAX_ARGUMENTS
 from llm_worker.worker._config import WorkerConfig, check_limits
 from llm_worker.worker._decisions import (
@@ -56,7 +56,13 @@ from llm_worker.worker._output import output_plan
 from llm_worker.worker._registration import Registrations
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import announce
-from llm_worker.worker._toolset import add_tool, build_registry, check_resumable
+from llm_worker.worker._toolset import (
+    add_tool,
+    build_registry,
+    check_resumable,
+    progress_sink,
+    reporting_progress,
+)
 from llm_worker.worker._turn import Run, StreamRetry
 
 if TYPE_CHECKING:
@@ -85,7 +91,9 @@ class Worker(Registrations, Generic[OutputT]):
     Args:
         client: A provider client, or a model string such as `"anthropic:claude-sonnet-4-5"`
             (the Worker then makes the client, and `aclose()` / `async with` closes it).
-        tools: Tools the model may call (`@tool` functions or methods, or `Tool` objects).
+        tools: Tools the model may call (`@tool` functions or methods, or `Tool` objects),
+            and toolsets whose tools may change, asked before each request (an
+            `llm_worker.mcp.MCPServer`).
         system: The system prompt.
         blob_store: Where large tool outputs are kept (the history then carries a summary and
             the model gets the built-in `inspect` tool to read them back); `None` keeps
@@ -153,7 +161,7 @@ class Worker(Registrations, Generic[OutputT]):
         self,
         client: LLMClient | str,
         *,
-        tools: Iterable[Tool] = (),
+        tools: Iterable[Tool | Toolset] = (),
         system: str | None = None,
         blob_store: BlobStore | None = None,
         output_policy: OutputPolicy | None = None,
@@ -370,6 +378,7 @@ class Worker(Registrations, Generic[OutputT]):
         # Check before touching the history: a refused resume leaves the Worker as it was.
         self._check_idle()
         check_not_resumed(self.history, state)
+        await self._cfg.registry.refresh()  # a toolset's tools, for the calls to resume
         pending = apply_decisions(state, decisions, self._cfg.registry)
         check_resumable(self._cfg.registry, pending, state.tools)
         self._paused = None
@@ -466,7 +475,8 @@ class Worker(Registrations, Generic[OutputT]):
             try:
                 step = RunStep(self._cfg.client, resume)
                 proceed = lambda: self._guarded(run, resume)  # noqa: E731
-                result = await intercepted(self._cfg.interceptors, "run", step, proceed)
+                with reporting_progress(progress_sink(self._cfg.sinks)):
+                    result = await intercepted(self._cfg.interceptors, "run", step, proceed)
             finally:
                 announce(self._cfg.sinks, self._subscribers, TurnEnded(turn))
         finally:

@@ -1,0 +1,351 @@
+"""`MCPServer`: an MCP server's tools as llm-worker tools, over stdio or HTTP."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, Self
+
+import anyio
+
+from llm_worker._extras import require_extra
+from llm_worker.errors import ConfigurationError, MCPConnectionError, ToolError
+from llm_worker.mcp._connection import ConnectionLost, Live, guarded, open_connection
+from llm_worker.mcp._results import result_output
+from llm_worker.mcp._tools import MCPTool, make_tool
+from llm_worker.mcp._transports import Transport, http_transport, stdio_transport
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from llm_worker.messages import MediaPart
+
+__all__ = ("MCPServer",)
+
+_log = logging.getLogger("llm_worker.mcp")
+Progress = Callable[[float, float | None, str | None], None]
+
+
+class MCPServer:
+    """An MCP server whose tools a Worker may call: `Worker(tools=[..., server])`.
+
+    Made with `MCPServer.stdio(...)` or `MCPServer.http(...)` and used as an async context
+    manager, which connects and initializes (and at the end closes, stopping a stdio
+    server's process):
+
+    ```python
+    async with MCPServer.stdio("uvx", ["mcp-server-time"]) as server:
+        worker = Worker("anthropic:claude-sonnet-4-5", tools=[server])
+        await worker.run("What time is it in Tokyo?")
+    ```
+
+    The Worker asks for the tools before each request: after the server's
+    `notifications/tools/list_changed` it gets the new list. A tool's annotations set its
+    effect (`readOnlyHint` → read-only, `idempotentHint` → idempotent, else side-effecting),
+    so early start, parallel runs and retries treat it as a local tool of that effect; hooks
+    and approvals apply unchanged.
+
+    Faults become error results the model reads, never a hung run: a call past `timeout`
+    (the server is told with `notifications/cancelled`, as on a cancelled run); a server that
+    exits, drops the connection or sends something that is not JSON-RPC fails the calls in
+    flight, and the next call reconnects (a stdio server is started again), at most
+    `max_reconnects` times in a row without a successful call between.
+
+    Args:
+        name: The server's name in messages and logs.
+        transport: Opens one connection (see `stdio` and `http`).
+        prefix: Put before each tool's name (`"time_"`), so two servers' tools never clash.
+        include: Only these tools (their names on the server).
+        exclude: Not these tools (their names on the server).
+        timeout: Seconds a call may take; `None` for no bound.
+        init_timeout: Seconds the server has to answer `initialize`.
+        max_reconnects: Reconnections in a row before calls fail without trying.
+        strict: Offer the tools in OpenAI's strict mode where their schemas allow it (the
+            provider then holds the model to the schema); a `null` the model sends for an
+            optional argument is left out before the call reaches the server.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        transport: Transport,
+        *,
+        prefix: str = "",
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
+        timeout: float | None = 60.0,
+        init_timeout: float = 30.0,
+        max_reconnects: int = 3,
+        strict: bool = False,
+    ) -> None:
+        if init_timeout <= 0 or max_reconnects < 0 or (timeout is not None and timeout <= 0):
+            raise ConfigurationError(
+                f"MCP server {name}: timeout and init_timeout must be positive seconds and "
+                "max_reconnects >= 0"
+            )
+        self.name = name
+        self._transport = transport
+        self.prefix, self.include, self.exclude = prefix, include, tuple(exclude)
+        self.timeout, self.init_timeout, self.max_reconnects = timeout, init_timeout, max_reconnects
+        self.strict = strict
+        self._group: TaskGroup | None = None
+        self._live: Live | None = None
+        self._lock = anyio.Lock()
+        self._tools: tuple[MCPTool, ...] | None = None
+        self._stale = True
+        self._failures = 0
+
+    @classmethod
+    def stdio(
+        cls,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> Self:
+        """A server started as a process, spoken to over its stdin and stdout.
+
+        Its stderr goes to the `llm_worker.mcp` logger (level INFO), never to the terminal.
+
+        Args:
+            command: The program, e.g. `"uvx"` or `"npx"`.
+            args: Its arguments, e.g. `["mcp-server-time"]`.
+            env: Environment variables, added to a safe default set (`PATH`, `HOME`, …);
+                the rest of this process's environment is not passed on.
+            cwd: The working directory.
+            name: The name in messages; default: the command line.
+            **options: `prefix`, `include`, `exclude`, `timeout`, `init_timeout`,
+                `max_reconnects`, `strict` (see the class).
+        """
+        label = name or " ".join([command, *args])
+        return cls(label, stdio_transport(command, args, env, cwd, label), **options)
+
+    @classmethod
+    def http(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        transport: Literal["streamable", "sse"] = "streamable",
+        name: str | None = None,
+        **options: Any,
+    ) -> Self:
+        """A server reached over streamable HTTP (or the legacy SSE transport).
+
+        Args:
+            url: The endpoint, e.g. `"http://127.0.0.1:8000/mcp"`.
+            headers: Sent with each HTTP request (an `Authorization` header, say); never
+                logged or put in a message.
+            transport: `"streamable"` (the current transport) or `"sse"` (the legacy one).
+            name: The name in messages; default: the URL.
+            **options: As `stdio`.
+        """
+        init = float(options.get("init_timeout", 30.0))
+        return cls(name or url, http_transport(url, headers, transport, init), **options)
+
+    def __repr__(self) -> str:
+        return f"MCPServer({self.name!r})"
+
+    async def __aenter__(self) -> Self:
+        """Connect and initialize; list the tools.
+
+        Raises:
+            MCPConnectionError: The server could not be started or reached, or did not
+                answer `initialize` within `init_timeout`; the message names it.
+            MissingExtraError: The `mcp` extra is not installed.
+        """
+        require_extra("mcp", "mcp", feature="MCPServer")
+        if self._group is not None:
+            raise ConfigurationError(f"MCP server {self.name} is already connected")
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group = group
+        try:
+            await self._connect()
+            await self.list_tools()
+        except BaseException as exc:
+            await self._close(exc)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the connection (a stdio server's process is stopped)."""
+        await self._close(exc)
+
+    async def _close(self, exc: BaseException | None) -> None:
+        group, self._group = self._group, None
+        if self._live is not None:
+            self._live.end("the client closed the connection")
+        if group is not None:
+            # The connection task ends by itself now (a stdio server gets a bounded time to
+            # exit, then is terminated): wait for it, whatever ended the block.
+            await group.__aexit__(None, None, None)
+
+    async def _connect(self) -> Live:
+        if self._group is None:
+            raise ToolError(f"MCP server {self.name} is not connected: use it inside `async with`")
+        live = Live()
+        self._group.start_soon(
+            open_connection, live, self._transport, self.init_timeout, self._on_message, _on_log
+        )
+        await live.ready.wait()  # bounded: open_connection gives up after init_timeout
+        if live.session is None:
+            raise _connection_error(self.name, live, self.init_timeout)
+        self._live, self._stale = live, True
+        return live
+
+    async def _alive(self) -> Live:
+        """The connection, reconnecting (once, bounded) when it ended."""
+        live = self._live
+        if live is not None and not live.closed.is_set():
+            return live
+        async with self._lock:
+            live = self._live
+            if live is not None and not live.closed.is_set():
+                return live
+            fault = live.fault if live is not None else "not connected"
+            if self._failures >= self.max_reconnects:
+                raise ToolError(
+                    f"MCP server {self.name} is unavailable ({fault}); it was restarted "
+                    f"{self._failures} times without a successful call, so no more tries"
+                )
+            self._failures += 1
+            _log.warning("MCP server %s: reconnecting (%s)", self.name, fault)
+            try:
+                return await self._connect()
+            except MCPConnectionError as exc:
+                raise ToolError(str(exc)) from exc
+
+    async def list_tools(self) -> Sequence[MCPTool]:
+        """The server's tools (filtered and prefixed) as llm-worker tools.
+
+        Listed again only after the server said the list changed (or a reconnect); otherwise
+        the same list is returned. When the server cannot be reached the last list stays.
+
+        Raises:
+            MCPConnectionError: The first listing failed.
+        """
+        if self._tools is not None and not self._stale:
+            return self._tools
+        try:
+            listed = await self._list()
+        except (ToolError, ConnectionLost, Exception) as exc:
+            if self._tools is None:
+                raise MCPConnectionError(
+                    f"MCP server {self.name} did not list its tools: {exc}", server=self.name
+                ) from exc
+            _log.warning("MCP server %s: keeping its last tool list (%s)", self.name, exc)
+            return self._tools
+        self._tools = tuple(listed)
+        return self._tools
+
+    async def _list(self) -> list[MCPTool]:
+        live = await self._alive()
+        self._stale = False  # a change announced from now on lists again
+        tools: list[MCPTool] = []
+        cursor: str | None = None
+        while True:
+            page = await guarded(live, functools.partial(live.session.list_tools, cursor))
+            for each in page.tools:
+                if self._wanted(each.name):
+                    tools.append(make_tool(self, each, self.prefix, self.timeout, self.strict))
+            cursor = page.nextCursor
+            if not cursor:
+                return tools
+
+    def _wanted(self, name: str) -> bool:
+        return name not in self.exclude and (self.include is None or name in self.include)
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], progress: Progress | None
+    ) -> str | list[str | MediaPart]:
+        """Call tool `name` (its name on the server); what the model reads (text and images).
+
+        Raises:
+            ToolError: The server reported an error, could not be reached, or the connection
+                ended during the call.
+        """
+        live = await self._alive()
+        session = live.session
+        request_id: int = session._request_id  # the id call_tool is about to use (no await before)
+        try:
+            result = await guarded(
+                live, lambda: session.call_tool(name, arguments, progress_callback=_relay(progress))
+            )
+        except ConnectionLost as exc:
+            raise ToolError(
+                f"MCP server {self.name}: {exc} during the call; it reconnects on the next call"
+            ) from exc
+        except anyio.get_cancelled_exc_class():
+            await _cancel(live, request_id)
+            raise
+        except Exception as exc:
+            raise ToolError(f"MCP server {self.name}: {_error_text(exc)}") from exc
+        self._failures = 0
+        return result_output(result, self.name)
+
+    async def _on_message(self, message: Any) -> None:
+        root = getattr(message, "root", None)
+        if getattr(root, "method", None) == "notifications/tools/list_changed":
+            self._stale = True
+
+
+async def _cancel(live: Live, request_id: int) -> None:
+    """Tell the server a call was given up (`notifications/cancelled`), bounded."""
+    if live.closed.is_set():
+        return
+    types = require_extra("mcp.types", "mcp", feature="MCPServer")
+    note = types.ClientNotification(
+        types.CancelledNotification(
+            params=types.CancelledNotificationParams(requestId=request_id, reason="cancelled")
+        )
+    )
+    with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+        try:
+            await live.session.send_notification(note)
+        except Exception as exc:  # the connection went: nothing to tell
+            _log.debug("could not send notifications/cancelled: %r", exc)
+
+
+def _relay(progress: Progress | None) -> Any:
+    if progress is None:
+        return None
+
+    async def relay(done: float, total: float | None, message: str | None) -> None:
+        progress(done, total, message)
+
+    return relay
+
+
+def _error_text(exc: BaseException) -> str:
+    error = getattr(exc, "error", None)
+    message = getattr(error, "message", None)
+    return message if isinstance(message, str) else f"{type(exc).__name__}: {exc}"
+
+
+def _connection_error(name: str, live: Live, init_timeout: float) -> MCPConnectionError:
+    error = live.error
+    if isinstance(error, TimeoutError):
+        why = f"it did not answer `initialize` within init_timeout={init_timeout}s"
+    elif isinstance(error, OSError):
+        why = f"it could not be started or reached ({type(error).__name__}: {error})"
+    else:
+        why = live.fault if error is None else f"{live.fault} ({_error_text(error)})"
+    result = MCPConnectionError(f"MCP server {name}: {why}", server=name)
+    result.__cause__ = error
+    return result
+
+
+async def _on_log(params: Any) -> None:
+    _log.info("%s", getattr(params, "data", params))
