@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from llm_worker._json import as_dict
+from llm_worker._strict import drop_optional_nulls, strict_schema
 from llm_worker.errors import ConfigurationError, ToolError
 from llm_worker.tools import Effect, ToolMeta
-from llm_worker.tools._strict import drop_optional_nulls, strict_schema
 from llm_worker.tools._toolset import current_progress
 
 if TYPE_CHECKING:

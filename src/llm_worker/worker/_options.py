@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.messages import Message, ThinkingConfig, ToolChoice
-    from llm_worker.tools import ErrorFormatter, Tool
+    from llm_worker.tools import ErrorFormatter, Tool, Toolset
     from llm_worker.worker._output import OutputMode
     from llm_worker.worker._turn import StreamRetry
 
@@ -18,7 +18,7 @@ __all__ = ("WorkerOptions",)
 class WorkerOptions(TypedDict, total=False):
     """Every keyword of `Worker(...)` but `output_type` (see `Worker` for each)."""
 
-    tools: Iterable[Tool]
+    tools: Iterable[Tool | Toolset]
     system: str | None
     blob_store: BlobStore | None
     output_policy: OutputPolicy | None
