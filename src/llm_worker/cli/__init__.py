@@ -37,26 +37,7 @@ def _parser() -> argparse.ArgumentParser:
         dest="command", required=True, metavar="{demo,chat,run,serve,mcp-serve}"
     )
 
-    demo = sub.add_parser(
-        "demo",
-        help="a Worker looks around this folder (offline by default)",
-        description="A Worker looks around this folder with two read-only file tools. Offline "
-        "(no API key, or --offline) the model is scripted, behind a real provider wire format "
-        "on 127.0.0.1. Each tool call is asked about on a terminal; --yes allows them all; "
-        "with no terminal to ask (CI, a pipe) they are allowed and a note says so.",
-    )
-    demo.add_argument(
-        "--provider",
-        default="anthropic",
-        choices=_WIRE_FORMATS,
-        help="wire format of the embedded offline model server (default: anthropic)",
-    )
-    demo.add_argument(
-        "--model", help="provider:model to run live, e.g. anthropic:claude-sonnet-4-5"
-    )
-    demo.add_argument("--offline", action="store_true", help="stay offline even with an API key")
-    demo.add_argument("--yes", "-y", action="store_true", help="allow every tool call, no asking")
-
+    _demo_parser(sub)
     for name, text in (("chat", "an interactive session"), ("run", "one prompt, streamed")):
         cmd = sub.add_parser(name, help=text)
         if name == "run":
@@ -93,6 +74,28 @@ def _parser() -> argparse.ArgumentParser:
     _serve_parser(sub)
     _mcp_serve_parser(sub)
     return parser
+
+
+def _demo_parser(sub: Any) -> None:  # argparse's subparsers type is private
+    demo = sub.add_parser(
+        "demo",
+        help="a Worker looks around this folder (offline by default)",
+        description="A Worker looks around this folder with two read-only file tools. Offline "
+        "(no API key, or --offline) the model is scripted, behind a real provider wire format "
+        "on 127.0.0.1. Each tool call is asked about on a terminal; --yes allows them all; "
+        "with no terminal to ask (CI, a pipe) they are allowed and a note says so.",
+    )
+    demo.add_argument(
+        "--provider",
+        default="anthropic",
+        choices=_WIRE_FORMATS,
+        help="wire format of the embedded offline model server (default: anthropic)",
+    )
+    demo.add_argument(
+        "--model", help="provider:model to run live, e.g. anthropic:claude-sonnet-4-5"
+    )
+    demo.add_argument("--offline", action="store_true", help="stay offline even with an API key")
+    demo.add_argument("--yes", "-y", action="store_true", help="allow every tool call, no asking")
 
 
 def _serve_parser(sub: Any) -> None:  # argparse's subparsers type is private
