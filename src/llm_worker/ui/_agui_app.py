@@ -14,7 +14,13 @@ from llm_worker.ui._agui_messages import messages_from_agui, messages_to_agui
 from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
 from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
 from llm_worker.ui._store import MemoryPauseStore, PauseStore
-from llm_worker.ui._vercel_app import WorkerFactory, make_worker, origin_of, store_pauses
+from llm_worker.ui._vercel_app import (
+    WorkerFactory,
+    make_worker,
+    origin_of,
+    resuming,
+    store_pauses,
+)
 from llm_worker.worker import RunStream, Worker
 
 __all__ = ("AGUIAdapter",)
@@ -97,10 +103,11 @@ class AGUIAdapter:
             return _refused(thread_id, run_id, text + "restarted")
         try:
             decisions = _decisions(resume, state)
-        except BadRequest:
+        except (BadRequest, TypeError, ValueError):
             await self.store.put(thread_id, state)  # a wrong answer leaves the pause waiting
             raise
-        worker = await self._worker(body, frontend)
+        make = lambda: self._worker(body, frontend)  # noqa: E731
+        worker = await resuming(self.store, thread_id, state, make, decisions)
         same = history == state.history  # else the server's record of the thread wins
         before = raw if same else messages_to_agui(state.history, prefix=f"{run_id}-h")
         encoder = AGUIEncoder(
@@ -174,7 +181,9 @@ def _decisions(resume: list[dict[str, Any]], state: PauseState) -> dict[str, Dec
         if call_id not in pending:
             raise BadRequest(400, f"no pending call answers interrupt {interrupt!r}")
         payload = as_dict(entry.get("payload"))
-        if entry.get("status") == "resolved" and payload.get("approved") is not False:
+        # Only an explicit `approved: true` runs the call: a missing, null or "false" value
+        # (a client's typo) must never approve a tool that asks a person first.
+        if entry.get("status") == "resolved" and payload.get("approved") is True:
             edited = payload.get("input")
             decisions[call_id] = Decision.approve(input=as_dict(edited) if edited else None)
         else:

@@ -4,22 +4,41 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Mapping,
+    Sequence,
+)
 from typing import Any
 
+import anyio
+
 from llm_worker._json import as_dict, as_list, as_str
-from llm_worker.errors import ConfigurationError, InvalidMessagesError
+from llm_worker.errors import ConfigurationError, InvalidMessagesError, PauseStateError
 from llm_worker.events import BlockDelta
 from llm_worker.messages import Message, Origin, ToolSpec
-from llm_worker.state import RunCompleted
+from llm_worker.state import Decision, PauseState, RunCompleted
 from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
 from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
 from llm_worker.ui._store import MemoryPauseStore, PauseStore
 from llm_worker.ui._vercel import HEADERS, VercelEncoder, sse
 from llm_worker.ui._vercel_messages import decisions_from_ui, messages_from_ui
 from llm_worker.worker import RunStream, Worker
+from llm_worker.worker._decisions import apply_decisions
+from llm_worker.worker._toolset import check_resumable
 
-__all__ = ("VercelAIAdapter", "WorkerFactory", "make_worker", "origin_of", "store_pauses")
+__all__ = (
+    "VercelAIAdapter",
+    "WorkerFactory",
+    "make_worker",
+    "origin_of",
+    "resuming",
+    "store_pauses",
+)
 
 WorkerFactory = Callable[..., "Worker | Awaitable[Worker]"]
 """What the adapters call once per request for a fresh `Worker` (tools, system prompt, model):
@@ -61,6 +80,37 @@ async def store_pauses(
         if isinstance(event, RunCompleted) and event.result.state is not None:
             await store.put(chat_id, event.result.state)
         yield event
+
+
+async def resuming(
+    store: PauseStore,
+    chat_id: str,
+    state: PauseState,
+    make: Callable[[], Awaitable[Worker]],
+    decisions: Mapping[str, Decision],
+) -> Worker:
+    """The Worker that resumes `state`, once the decisions are known to fit it.
+
+    A request that cannot resume (decisions naming calls that are not pending, edited
+    arguments the tool refuses, a factory that fails) puts the pause back, so the browser can
+    answer again: taking it is what makes a decision apply once, not what refuses one.
+
+    Raises:
+        BadRequest: The decisions do not fit the paused calls (400).
+    """
+    try:
+        worker = await make()
+        try:
+            pending = apply_decisions(state, decisions, worker.tools)
+            check_resumable(worker.tools, pending, state.tools)
+        except PauseStateError as exc:
+            await worker.aclose()
+            raise BadRequest(400, f"the decisions do not fit the paused run: {exc}") from exc
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await store.put(chat_id, state)
+        raise
+    return worker
 
 
 class VercelAIAdapter:
@@ -131,6 +181,8 @@ class VercelAIAdapter:
         message_id = _message_id(body, ui)
         if not decisions:
             history = messages_from_ui(ui)
+            if not history:
+                raise BadRequest(400, "the chat request holds no message to answer")
             await self.store.take(chat_id)  # a new message leaves an unanswered pause behind
             worker = await self._worker(body)
             return self._run(worker, lambda: _start(worker, history), chat_id, message_id, ())
@@ -141,7 +193,7 @@ class VercelAIAdapter:
                 "no paused run waits for this chat: it was answered "
                 "already, or the server restarted",
             )
-        worker = await self._worker(body)
+        worker = await resuming(self.store, chat_id, state, lambda: self._worker(body), decisions)
         denied = [i for i, d in decisions.items() if not d.allow]
         start = lambda: worker.resume_stream(state, decisions=decisions)  # noqa: E731
         return self._run(worker, start, chat_id, message_id, denied)
