@@ -11,6 +11,7 @@ import anyio
 import httpx
 import pytest
 
+from llm_worker import TextPart, ToolUsePart
 from llm_worker.testing import ScriptedResponse
 from llm_worker.ui import AGUIAdapter, VercelAIAdapter
 
@@ -184,3 +185,70 @@ async def test_a_malformed_agui_resume_leaves_the_pause_waiting() -> None:
         again = await post(http, url, good)
     assert refused.status_code == 400
     assert "booked Kyoto" in again.text, again.text
+
+
+async def test_a_front_end_output_sent_with_an_approval_reaches_the_model() -> None:
+    from llm_worker.messages import ToolSpec
+
+    step = ScriptedResponse(
+        [
+            TextPart("Let me ask and book."),
+            ToolUsePart("", "pick_color", {"of": "car"}),
+            ToolUsePart("", "book", {"city": "Kyoto"}),
+        ]
+    )
+    script = [step, ScriptedResponse.text("Booked, in red.")]
+    schema = {"type": "object", "properties": {"of": {"type": "string"}}}
+    spec = ToolSpec("pick_color", "Ask the user to pick a color", schema)
+    adapter = lambda factory: VercelAIAdapter(factory, frontend_tools=[spec])  # noqa: E731
+    async with site(adapter, script) as (server, url, http):
+        first = await post(http, url, {"id": "c1", "messages": [USER]})
+        starts = [c for c in chunks(first.text) if c["type"] == "tool-input-available"]
+        color, trip = (str(c["toolCallId"]) for c in starts)
+        picked = {
+            "type": "tool-pick_color",
+            "toolCallId": color,
+            "state": "output-available",
+            "input": {"of": "car"},
+            "output": "red",
+        }
+        message = answered([picked], trip, approved=True)
+        second = await post(http, url, {"id": "c1", "messages": [USER, message], "messageId": "a1"})
+        last = json.loads(server.requests[-1].body)
+    assert len(server.requests) == 2, second.text
+    results = {
+        b["tool_use_id"]: b["content"] for m in last["messages"] for b in m["content"]
+        if b.get("type") == "tool_result"
+    }  # fmt: skip
+    assert results == {color: "red", trip: "booked Kyoto"}
+    assert text_of(second.text) == "Booked, in red."
+
+
+async def test_an_agui_front_end_result_sent_with_a_resume_reaches_the_model() -> None:
+    step = ScriptedResponse(
+        [ToolUsePart("", "pick_color", {"of": "car"}), ToolUsePart("", "book", {"city": "Kyoto"})]
+    )
+    script = [step, ScriptedResponse.text("Booked, in red.")]
+    tool = {"name": "pick_color", "description": "Pick a color", "parameters": {"type": "object"}}
+    async with site(AGUIAdapter, script) as (server, url, http):
+        body = {"threadId": "t1", "runId": "r1", "messages": [AG_USER], "tools": [tool]}
+        first = await post(http, url, body)
+        events = chunks(first.text)
+        color = next(e["toolCallId"] for e in events if e.get("toolCallName") == "pick_color")
+        snapshot = next(e["messages"] for e in events if e["type"] == "MESSAGES_SNAPSHOT")
+        interrupt = next(e for e in events if e["type"] == "RUN_FINISHED")["outcome"]
+        result = {"id": "tr1", "role": "tool", "toolCallId": color, "content": "red"}
+        resume = [{"interruptId": interrupt["interrupts"][0]["id"], "status": "resolved",
+                   "payload": {"approved": True}}]  # fmt: skip
+        again = {**body, "runId": "r2", "messages": [*snapshot, result], "resume": resume}
+        second = await post(http, url, again)
+        last = json.loads(server.requests[-1].body)
+    assert len(server.requests) == 2, second.text
+    results = {
+        b["tool_use_id"]: b["content"] for m in last["messages"] for b in m["content"]
+        if b.get("type") == "tool_result"
+    }  # fmt: skip
+    assert results[color] == "red"
+    assert "Booked, in red." in "".join(
+        e["delta"] for e in chunks(second.text) if e["type"] == "TEXT_MESSAGE_CONTENT"
+    )

@@ -12,7 +12,7 @@ from llm_worker.state import Decision, PauseState
 from llm_worker.ui._agui import _APPROVAL, HEADERS, AGUIEncoder, sse  # pyright: ignore[reportPrivateUsage]
 from llm_worker.ui._agui_messages import messages_from_agui, messages_to_agui
 from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
-from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
+from llm_worker.ui._frontend import FrontendTool, add_frontend_tools, with_frontend_results
 from llm_worker.ui._store import MemoryPauseStore, PauseStore
 from llm_worker.ui._vercel_app import (
     WorkerFactory,
@@ -108,6 +108,7 @@ class AGUIAdapter:
             raise
         make = lambda: self._worker(body, frontend)  # noqa: E731
         worker = await resuming(self.store, thread_id, state, make, decisions)
+        state = with_frontend_results(state, history, names)
         same = history == state.history  # else the server's record of the thread wins
         before = raw if same else messages_to_agui(state.history, prefix=f"{run_id}-h")
         encoder = AGUIEncoder(

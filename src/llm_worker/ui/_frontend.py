@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from llm_worker.errors import ConfigurationError, ToolError
-from llm_worker.tools import ToolMeta
+from llm_worker.messages import Message
+from llm_worker.state import PauseState, PendingCall
+from llm_worker.tools import ToolMeta, ToolResult
 
-__all__ = ("FrontendTool", "add_frontend_tools")
+__all__ = ("FrontendTool", "add_frontend_tools", "with_frontend_results")
 
 
 class FrontendTool:
@@ -51,3 +55,32 @@ def add_frontend_tools(worker: Any, tools: list[FrontendTool]) -> None:
         if t.name in worker.tools.names:
             raise ConfigurationError(f"the front-end tool {t.name!r} has the name of a server tool")
         worker.add_tool(t)
+
+
+def with_frontend_results(
+    state: PauseState, history: Iterable[Message], names: Collection[str]
+) -> PauseState:
+    """`state` with the results the browser sent for its own tools' pending calls.
+
+    A step can call a front-end tool and a tool that asks for approval at once: the browser
+    then sends the front-end output with its decision, and the resumed run must take that
+    output (else the call pauses again and the run stalls). Only calls of the browser's own
+    tools take a result from it: a server tool's call always runs on the server.
+    """
+    results = {r.tool_use_id: r for m in history for r in m.tool_results}
+    pending: list[PendingCall] = []
+    for p in state.pending:
+        sent = results.get(p.call.id)
+        if p.status == "pending" and p.call.name in names and sent is not None:
+            result = ToolResult(
+                p.call.id,
+                p.call.name,
+                sent.content,
+                is_error=sent.is_error,
+                input=p.call.input,
+                media=sent.media,
+            )
+            pending.append(PendingCall(p.call, "done", result, approved=True))
+        else:
+            pending.append(p)
+    return dataclasses.replace(state, pending=pending)

@@ -23,7 +23,7 @@ from llm_worker.events import BlockDelta
 from llm_worker.messages import Message, Origin, ToolSpec
 from llm_worker.state import Decision, PauseState, RunCompleted
 from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
-from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
+from llm_worker.ui._frontend import FrontendTool, add_frontend_tools, with_frontend_results
 from llm_worker.ui._store import MemoryPauseStore, PauseStore
 from llm_worker.ui._vercel import HEADERS, VercelEncoder, sse
 from llm_worker.ui._vercel_messages import decisions_from_ui, messages_from_ui
@@ -179,8 +179,8 @@ class VercelAIAdapter:
         ui = as_list(body.get("messages"))
         decisions = decisions_from_ui(ui)
         message_id = _message_id(body, ui)
+        history = messages_from_ui(ui)
         if not decisions:
-            history = messages_from_ui(ui)
             if not history:
                 raise BadRequest(400, "the chat request holds no message to answer")
             await self.store.take(chat_id)  # a new message leaves an unanswered pause behind
@@ -194,6 +194,8 @@ class VercelAIAdapter:
                 "already, or the server restarted",
             )
         worker = await resuming(self.store, chat_id, state, lambda: self._worker(body), decisions)
+        names = [t.name for t in self.frontend_tools]
+        state = with_frontend_results(state, history, names)
         denied = [i for i, d in decisions.items() if not d.allow]
         start = lambda: worker.resume_stream(state, decisions=decisions)  # noqa: E731
         return self._run(worker, start, chat_id, message_id, denied)
