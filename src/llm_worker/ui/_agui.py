@@ -278,7 +278,11 @@ class AGUIEncoder:
         }
         if usage := _token_usage(result.usage, self._origin):
             finished["usage"] = [usage]
-        return [{"type": "MESSAGES_SNAPSHOT", "messages": snapshot}, finished]
+        out: list[Event] = [{"type": "MESSAGES_SNAPSHOT", "messages": snapshot}]
+        if result.reason:  # why a hook paused or cancelled the run: no native event says it
+            notice = {"status": result.status.value, "reason": result.reason}
+            out.append({"type": "CUSTOM", "name": "llm-worker.notice", "value": notice})
+        return [*out, finished]
 
     def _outcome(self, result: RunResult) -> dict[str, Any]:
         if result.status is RunStatus.CANCELLED:

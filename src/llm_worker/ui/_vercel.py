@@ -331,6 +331,9 @@ class VercelEncoder:
 
     def _completed(self, result: RunResult) -> list[Chunk]:
         chunks: list[Chunk] = []
+        if result.reason:  # why a hook paused or cancelled the run: a notice to show
+            notice = {"status": result.status.value, "reason": result.reason}
+            chunks.append({"type": "data-llm-worker-notice", "data": notice})
         if result.status is RunStatus.PAUSED and result.state is not None:
             for p in result.state.pending:
                 if p.status == "pending" and p.call.name not in self._frontend:
