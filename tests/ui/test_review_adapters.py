@@ -12,11 +12,11 @@ import httpx
 import pytest
 
 from llm_worker import TextPart, ToolUsePart
-from llm_worker.testing import ScriptedResponse
+from llm_worker.testing import ScriptedResponse, decode_request
 from llm_worker.ui import AGUIAdapter, VercelAIAdapter
 
 from .conftest import serve
-from .test_vercel_node import booking, scripted
+from .test_vercel_node import PROVIDERS, booking, scripted
 
 pytestmark = pytest.mark.anyio
 
@@ -187,7 +187,8 @@ async def test_a_malformed_agui_resume_leaves_the_pause_waiting() -> None:
     assert "booked Kyoto" in again.text, again.text
 
 
-async def test_a_front_end_output_sent_with_an_approval_reaches_the_model() -> None:
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_front_end_output_sent_with_an_approval_reaches_the_model(provider: str) -> None:
     from llm_worker.messages import ToolSpec
 
     step = ScriptedResponse(
@@ -201,7 +202,7 @@ async def test_a_front_end_output_sent_with_an_approval_reaches_the_model() -> N
     schema = {"type": "object", "properties": {"of": {"type": "string"}}}
     spec = ToolSpec("pick_color", "Ask the user to pick a color", schema)
     adapter = lambda factory: VercelAIAdapter(factory, frontend_tools=[spec])  # noqa: E731
-    async with site(adapter, script) as (server, url, http):
+    async with site(adapter, script, provider) as (server, url, http):
         first = await post(http, url, {"id": "c1", "messages": [USER]})
         starts = [c for c in chunks(first.text) if c["type"] == "tool-input-available"]
         color, trip = (str(c["toolCallId"]) for c in starts)
@@ -214,12 +215,9 @@ async def test_a_front_end_output_sent_with_an_approval_reaches_the_model() -> N
         }
         message = answered([picked], trip, approved=True)
         second = await post(http, url, {"id": "c1", "messages": [USER, message], "messageId": "a1"})
-        last = json.loads(server.requests[-1].body)
+        last = decode_request(provider, json.loads(server.requests[-1].body))
     assert len(server.requests) == 2, second.text
-    results = {
-        b["tool_use_id"]: b["content"] for m in last["messages"] for b in m["content"]
-        if b.get("type") == "tool_result"
-    }  # fmt: skip
+    results = {r.tool_use_id: r.content for m in last.messages for r in m.tool_results}
     assert results == {color: "red", trip: "booked Kyoto"}
     assert text_of(second.text) == "Booked, in red."
 

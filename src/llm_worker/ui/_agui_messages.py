@@ -222,9 +222,12 @@ def _parts(
             hidden = _decrypted(r.get("encryptedValue"))
             parts.append(rebuild("thinking", {"text": str(r.get("content") or "")}, hidden))
         elif kind == "text":
-            length = int(entry.get("length") or 0)
-            hidden = {k: v for k, v in entry.items() if k != "length"}
-            parts.append(rebuild("text", {"text": content[at : at + length]}, hidden))
+            # The layout comes back from the browser: a length past the text (edited on the
+            # way) or below zero (tampered) must neither repeat text nor make empty parts.
+            length = max(0, min(int(entry.get("length") or 0), len(content) - at))
+            hidden = {k: v for k, v in entry.items() if k not in ("length", "type")}
+            if length or hidden:
+                parts.append(rebuild("text", {"text": content[at : at + length]}, hidden))
             at += length
         elif kind == "tool_use" and str(entry.get("id")) in calls:
             parts.append(_call(calls.pop(str(entry["id"]))))
