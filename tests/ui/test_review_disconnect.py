@@ -57,8 +57,10 @@ async def model(
 
 
 def pool_open(worker: Worker) -> bool:
+    """Whether the Worker's own httpx pool is still open (private: no public view of it)."""
     transport: Any = worker.client.transport  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
-    return transport._client is not None  # pyright: ignore[reportUnknownMemberType]
+    pool: Any = transport._backend._client  # pyright: ignore[reportUnknownMemberType]
+    return pool is not None and not pool.is_closed  # pyright: ignore[reportUnknownMemberType]
 
 
 @pytest.mark.parametrize("adapter", [VercelAIAdapter, AGUIAdapter])
