@@ -23,11 +23,12 @@ OFFLINE = "--offline" in sys.argv
 
 @asynccontextmanager
 async def model(
-    script: Sequence[ScriptStep], *, provider: str = "anthropic"
+    script: Sequence[ScriptStep], *, provider: str = "anthropic", name: str = "scripted-model"
 ) -> AsyncIterator[tuple[LLMClient, ScriptedModelServer | None]]:
     """A client of the real model (key set), else of a scripted one on 127.0.0.1.
 
     Yields the client and, offline, the server (its `requests` show what the model was sent).
+    Offline, the scripted model answers as `name`.
     """
     target = None if OFFLINE else model_from_env(os.environ.get("LLM_WORKER_MODEL"))
     if target is not None:
@@ -35,6 +36,9 @@ async def model(
         async with from_string(target) as client:
             yield client, None
         return
-    async with ScriptedModelServer(provider, script) as server, server.client() as client:
+    async with (
+        ScriptedModelServer(provider, script, model=name) as server,
+        server.client() as client,
+    ):
         print(f"(offline: a scripted model behind the {provider} wire format on 127.0.0.1)")
         yield client, server

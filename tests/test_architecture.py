@@ -35,6 +35,8 @@ MODEL = (
     "llm_worker._media",
     "llm_worker._sniff",
     "llm_worker._strict",
+    "llm_worker._retries",
+    "llm_worker._cost",
 )
 LAYERS: Layers = (
     (
@@ -46,7 +48,7 @@ LAYERS: Layers = (
     ("blobs", ("llm_worker.blobs",)),
     ("tools", ("llm_worker.tools",)),
     ("mcp", ("llm_worker.mcp",)),
-    ("worker", ("llm_worker.worker", "llm_worker.hooks", "llm_worker.state")),
+    ("worker", ("llm_worker.worker", "llm_worker.hooks", "llm_worker.state", "llm_worker.otel")),
     ("testing", ("llm_worker.testing",)),
     ("ui", ("llm_worker.ui",)),
     ("durable", ("llm_worker.durable",)),

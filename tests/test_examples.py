@@ -140,6 +140,20 @@ EXPECTED: dict[str, list[str]] = {
         "← get_current_time: timezone Asia/Tokyo",
         "final answer: It is ",
     ],
+    "tracing.py": [
+        "  chat claude-sonnet-4-5: operation.name='chat' response.finish_reasons=('tool_call',) "
+        "usage.input_tokens=420 usage.output_tokens=38",
+        "  execute_tool get_weather: operation.name='execute_tool' tool.call.id='call_1' "
+        "tool.outcome='done'",
+        "  chat claude-sonnet-4-5: operation.name='chat' response.finish_reasons=('stop',)",
+        "invoke_agent weather: operation.name='invoke_agent' agent.name='weather' "
+        "usage.input_tokens=900 usage.output_tokens=52 run.status='finished'",
+        "answer: It is sunny and 21 °C in Kyoto.",
+        "metric gen_ai.client.operation.duration: 2 values",
+        "metric gen_ai.client.operation.time_to_first_chunk: 2 values",
+        "metric gen_ai.client.token.usage: 4 values",
+        "cost: $0.002670",  # (120 * 3 + 300 * 0.3 + 38 * 15 + 480 * 3 + 14 * 15) / 1e6
+    ],
     "subscriber.py": [
         "── turn 0 starts",
         "tool call: convert({'amount': 20, 'currency': 'JPY'})",

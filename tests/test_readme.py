@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
-from llm_worker import Decision, PauseState, RunStatus, ToolUsePart, tool
+from llm_worker import Decision, PauseState, RunStatus, ToolUsePart, UsageEvent, tool
 from llm_worker.testing import (
     RecordedRequest,
     ScriptedModelServer,
@@ -64,7 +64,7 @@ def last_results(request: RecordedRequest) -> list[WireResult]:
 
 def test_the_readme_has_the_snippets_these_tests_run() -> None:
     # A new snippet needs a test here; a removed one needs its test removed.
-    assert len(SNIPPETS) == 12
+    assert len(SNIPPETS) == 13
 
 
 @pytest.mark.anyio
@@ -350,7 +350,7 @@ async def test_the_aiohttp_transport_snippet(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    code = snippet(11)
+    code = snippet(12)
     assert 'transport="aiohttp"' in code
     namespace = await run(
         code,
@@ -493,8 +493,42 @@ async def test_mcp_tools_in_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
         # uvx would fetch the server from PyPI: the dev group has it installed instead.
         local = f'{sys.executable!r}, ["-m", "mcp_server_time", "--local-timezone", "UTC"]'
-        code = snippet(10, {'"uvx", ["mcp-server-time"]': local})
+        code = snippet(11, {'"uvx", ["mcp-server-time"]': local})
         namespace = await run(code, {})
     result = namespace["result"]
     assert result.status is RunStatus.FINISHED
     assert '"timezone":"Asia/Tokyo"' in result.text.replace(" ", "")
+
+
+@pytest.mark.anyio
+async def test_tracing_to_the_console_and_the_cost(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from decimal import Decimal
+
+    @tool(effect="read_only")
+    async def get_weather(city: str) -> str:
+        """Get the current weather of a city."""
+        return f"Sunny in {city}"
+
+    usage = UsageEvent(input_tokens=420, output_tokens=38)
+    call = ScriptedResponse([ToolUsePart("", "get_weather", {"city": "Kyoto"})], usage=usage)
+    answer = ScriptedResponse.text("Sunny.", usage=UsageEvent(input_tokens=480, output_tokens=14))
+    model = "claude-sonnet-4-5"
+    async with ScriptedModelServer(PROVIDER, [call, answer], model=model) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-readme")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        # The exporter's default `out` is the sys.stdout of when the SDK was first imported
+        # (maybe before this test's capture began): hand it the current one.
+        swaps = {"ConsoleSpanExporter()": "ConsoleSpanExporter(out=__stdout__)"}
+        namespace = await run(
+            snippet(10, swaps), {"get_weather": get_weather, "__stdout__": sys.stdout}
+        )
+    out = capsys.readouterr().out
+    names = re.findall(r'^    "name": "(.*)",$', out, re.MULTILINE)
+    chat = f"chat {model}"
+    assert names == [chat, "execute_tool get_weather", chat, "invoke_agent weather"]
+    assert '"gen_ai.response.finish_reasons": [\n            "tool_call"\n        ]' in out
+    assert '"gen_ai.usage.input_tokens": 420' in out
+    # $3 / M input and $15 / M output tokens: (900 * 3 + 52 * 15) / 1e6
+    assert namespace["result"].cost == Decimal("0.00348")

@@ -102,10 +102,12 @@ if TYPE_CHECKING:
         messages_from_json,
         messages_to_json,
     )
+    from llm_worker.otel import instrument
     from llm_worker.state import (
         Decision,
         OutputPartial,
         PauseState,
+        RequestUsage,
         RunCompleted,
         RunEvent,
         RunResult,
@@ -274,6 +276,7 @@ _LAZY: dict[str, str] = {
             "Decision",
             "OutputPartial",
             "PauseState",
+            "RequestUsage",
             "RunCompleted",
             "RunEvent",
             "RunResult",
@@ -288,6 +291,7 @@ _LAZY: dict[str, str] = {
         "llm_worker.state",
     ),
     **dict.fromkeys(("RunStream", "StreamRetry", "Worker"), "llm_worker.worker"),
+    "instrument": "llm_worker.otel",
 }
 
 __all__ = (
@@ -349,6 +353,7 @@ __all__ = (
     "RateLimitError",
     "Registration",
     "Request",
+    "RequestUsage",
     "ResponseStatus",
     "RunCompleted",
     "RunEvent",
@@ -406,6 +411,7 @@ __all__ = (
     "TurnStarted",
     "UsageEvent",
     "Worker",
+    "instrument",
     "messages_from_json",
     "messages_to_json",
     "tool",

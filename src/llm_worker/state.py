@@ -7,6 +7,7 @@ adds to the provider's: turn start/end, completed text and tool calls, tool resu
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field
+from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, cast, get_args
 
@@ -29,6 +30,7 @@ __all__ = (
     "OutputPartial",
     "PauseState",
     "PendingCall",
+    "RequestUsage",
     "RunCompleted",
     "RunEvent",
     "RunResult",
@@ -60,6 +62,63 @@ CallStatus: TypeAlias = Literal["pending", "allowed", "skipped", "denied", "done
 denied by a `Decision`, run, or recorded as never run (`Worker.discard_pause`)."""
 
 _STATUSES: frozenset[str] = frozenset(get_args(CallStatus))
+
+
+@dataclass(slots=True, frozen=True)
+class RequestUsage:
+    """The token usage of one model request, with what prices it.
+
+    Attributes:
+        provider: The client's provider (`"anthropic"`, `"openai_chat"`, …).
+        model: The model that answered (the provider's name for it), else the one requested.
+        usage: The request's usage (its stream retries included).
+    """
+
+    provider: str
+    model: str
+    usage: UsageEvent
+
+    @property
+    def cost(self) -> Decimal | None:
+        """The request's estimated price in US dollars, or None when the model is unknown.
+
+        Prices come from `genai-prices` (the `llm-worker[cost]` extra); cache reads and
+        writes are priced as such. Never a guess: an unknown provider or model, or a request
+        without token counts, gives None.
+
+        Raises:
+            MissingExtraError: `genai-prices` is not installed.
+        """
+        from llm_worker._cost import price
+
+        return price(self.provider, self.model, self.usage)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialize to plain JSON-ready data."""
+        usage = {k: v for k in USAGE_FIELDS if (v := getattr(self.usage, k)) is not None}
+        return {"provider": self.provider, "model": self.model, "usage": usage}
+
+    @classmethod
+    def from_dict(cls, data: object) -> RequestUsage:
+        """Load what `to_dict` wrote."""
+        body = as_dict(data)
+        usage = as_dict(body.get("usage"))
+        return cls(
+            as_str(body.get("provider")) or "",
+            as_str(body.get("model")) or "",
+            UsageEvent(**{k: as_int(usage.get(k)) for k in USAGE_FIELDS}),
+        )
+
+
+def total_cost(requests: list[RequestUsage]) -> Decimal | None:
+    """The sum of the requests' costs (0 for none); None when any of them is unknown."""
+    total = Decimal(0)
+    for request in requests:
+        cost = request.cost
+        if cost is None:
+            return None
+        total += cost
+    return total
 
 
 @dataclass(slots=True)
@@ -157,6 +216,9 @@ class PauseState:
             list was a call of an unknown tool, which gets an error result as in any run.
         response_id: The provider's id of the last answer before the pause, so a stored
             conversation (`previous_response_id`) goes on from it after the resume.
+        request_usage: Each request's usage so far, what `RunResult.cost` prices.
+        trace_context: The paused run's trace context (W3C `traceparent`, when tracing was
+            on), so the resumed run's span links to the paused one, in any process.
 
     A loaded state is trusted as it stands, like a history: its `approved` flags and its
     `"allowed"` statuses let calls run without another pause, and its results are what the
@@ -174,6 +236,8 @@ class PauseState:
     usage: UsageEvent = field(default_factory=UsageEvent)
     tools: list[str] | None = None
     response_id: str | None = None
+    request_usage: list[RequestUsage] = field(default_factory=lambda: [])
+    trace_context: dict[str, str] | None = None
 
     def to_json(self) -> str:
         """Serialize to JSON (stable across processes; carries a format version)."""
@@ -192,6 +256,8 @@ class PauseState:
             "usage": {k: getattr(self.usage, k) for k in USAGE_FIELDS},
             "tools": self.tools,
             "response_id": self.response_id,
+            "request_usage": [r.to_dict() for r in self.request_usage],
+            "trace_context": self.trace_context,
         }
 
     @classmethod
@@ -245,11 +311,20 @@ class PauseState:
             usage=UsageEvent(**{k: as_int(usage.get(k)) for k in USAGE_FIELDS}),
             tools=None if tools is None else [str(t) for t in as_list(tools)],
             response_id=as_str(body.get("response_id")),
+            # Both absent from states saved by earlier versions: they load without them.
+            request_usage=[RequestUsage.from_dict(r) for r in as_list(body.get("request_usage"))],
+            trace_context=_trace_context(body.get("trace_context")),
         )
         problem = _empty_text(history) or _pending_mismatch(state)
         if problem:
             raise PauseStateError(f"pause state is inconsistent: {problem}")
         return state
+
+
+def _trace_context(data: object) -> dict[str, str] | None:
+    if data is None:
+        return None
+    return {str(k): str(v) for k, v in as_dict(data).items()}
 
 
 def _empty_text(history: list[Message]) -> str | None:
@@ -390,6 +465,10 @@ class RunResult(Generic[OutputT]):
             when the run did not finish or the model refused.
         refusal: The model's refusal (its text, or the reason the provider gave) when it
             declined to answer; `output` is then `None`.
+        request_usage: Each request's provider, model and usage, in order (before a pause
+            too, for a resumed run): what `cost` prices, request by request. An attempt
+            whose stream broke and was retried has its own entry when it reported usage
+            (its tokens are billed too).
     """
 
     status: RunStatus
@@ -405,6 +484,19 @@ class RunResult(Generic[OutputT]):
     # the common case of a finished run.
     output: OutputT = cast(Any, None)  # noqa: RUF009 (evaluated once: None)
     refusal: str | None = None
+    request_usage: list[RequestUsage] = field(default_factory=lambda: [])
+
+    @property
+    def cost(self) -> Decimal | None:
+        """The run's estimated price in US dollars: the sum of `request_usage` costs.
+
+        None when any request's model has no known price (never a partial sum); 0 for a run
+        that made no request. Needs the `llm-worker[cost]` extra (`genai-prices`).
+
+        Raises:
+            MissingExtraError: `genai-prices` is not installed.
+        """
+        return total_cost(self.request_usage)
 
 
 @dataclass(slots=True)

@@ -11,6 +11,7 @@ Python string a tool returns comes back equal.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 from collections.abc import AsyncGenerator, Iterator
@@ -37,6 +38,8 @@ from llm_worker.blobs._output import (
 )
 from llm_worker.blobs._summaries import cut_summary, summarize
 from llm_worker.errors import BlobError, BlobNotFoundError
+
+_log = logging.getLogger("llm_worker.blobs")
 
 __all__ = (
     "BlobStore",
@@ -372,7 +375,10 @@ async def externalize(
         raise TypeError(f"not a str or a ToolOutput: {output!r}")
     if isinstance(promoted, InlineOutput):
         return promoted
-    blob_id = promoted.blob_id or await store.store(promoted.content)
+    blob_id = promoted.blob_id
+    if blob_id is None:
+        blob_id = await store.store(promoted.content)
+        _log.debug("stored a tool output as blob %s", blob_id)
     summary = await _off_loop(_THREAD_MIN_CHARS, _summary, promoted, blob_id, policy, inspect)
     return StoredOutput(summary, promoted.content, blob_id)
 

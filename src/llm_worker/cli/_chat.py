@@ -308,5 +308,17 @@ def _as_json(result: RunResult[Any]) -> dict[str, Any]:
             "cache_creation_input_tokens": usage.cache_creation_input_tokens,
             "reasoning_tokens": usage.reasoning_tokens,
         },
+        "cost_usd": _cost(result),
         "messages": [m.to_dict() for m in result.messages],
     }
+
+
+def _cost(result: RunResult) -> str | None:
+    # A string: JSON numbers would turn the exact decimal into a float.
+    from llm_worker.errors import MissingExtraError
+
+    try:
+        cost = result.cost
+    except MissingExtraError:
+        return None
+    return None if cost is None else str(cost)

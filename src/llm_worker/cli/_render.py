@@ -231,7 +231,7 @@ def _reason(result: RunResult) -> str:
 
 
 def usage_line(result: RunResult) -> str:
-    """`usage: 3 requests · input 3546 tokens (2528 cached) · output 201 tokens`."""
+    """`usage: 3 requests · input 3546 tokens (2528 cached) · output 201 tokens · cost $0.01`."""
     usage: UsageEvent = result.usage
     cached = usage.cache_read_input_tokens
     parts = [
@@ -241,4 +241,18 @@ def usage_line(result: RunResult) -> str:
     ]
     if usage.reasoning_tokens:
         parts.append(f"reasoning {usage.reasoning_tokens} tokens")
+    cost = cost_text(result)
+    if cost is not None:
+        parts.append(cost)
     return "usage: " + " · ".join(parts)
+
+
+def cost_text(result: RunResult) -> str | None:
+    """`cost $0.01011`, `cost unknown` (a model without a price), or None (no `cost` extra)."""
+    from llm_worker.errors import MissingExtraError
+
+    try:
+        cost = result.cost
+    except MissingExtraError:
+        return None  # the extra is optional: the line shows what it can
+    return "cost unknown" if cost is None else f"cost ${float(cost):.4g}"

@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 import anyio
 import orjson
 
+from llm_worker._retries import retrying
 from llm_worker.errors import (
     APIConnectionError,
     APIStatusError,
@@ -248,6 +249,7 @@ class Transport:
                 wait = self.retry.delay(attempt, exc.retry_after)
                 if wait is None or time.monotonic() - started + wait > self.retry.max_elapsed:
                     raise
+                retrying("http", exc, attempt, wait)
             await anyio.sleep(wait)
 
     def _admission(self) -> AbstractAsyncContextManager[object]:

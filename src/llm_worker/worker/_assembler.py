@@ -93,6 +93,7 @@ class Assembler:
         "_open",
         "calls",
         "max_arguments",
+        "model",
         "origin",
         "parts",
         "response_id",
@@ -110,6 +111,7 @@ class Assembler:
         self._open: _Open | None = None
         self._ids: set[str] = set()
         self.response_id: str | None = None
+        self.model: str | None = None  # the model version that answered, where said
 
     @classmethod
     def recorded(
@@ -159,9 +161,15 @@ class Assembler:
             self._open = None
         elif isinstance(event, UsageEvent):
             self.usage = self.usage.updated(event)
-        elif isinstance(event, StatusEvent) and event.response_id is not None:
-            self.response_id = event.response_id
+        elif isinstance(event, StatusEvent):
+            self._status(event)
         return None
+
+    def _status(self, event: StatusEvent) -> None:
+        if event.response_id is not None:
+            self.response_id = event.response_id
+        if event.model is not None:
+            self.model = event.model
 
     @property
     def stop_reason(self) -> StopReason | None:

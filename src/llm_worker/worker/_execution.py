@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
     from llm_worker.worker._turn import Run
 
 __all__ = ("Batch",)
+
+_log = logging.getLogger("llm_worker.blobs")
 
 
 class Batch:
@@ -229,6 +232,7 @@ class Batch:
         try:
             return await cfg.store_output(result)
         except Exception as exc:  # the tool ran: say so, rather than fail the whole batch
+            _log.warning("the output of call %s could not be stored", call.id, exc_info=exc)
             message = say.not_stored(result.name, len(result.content), exc)
             return ToolResult(
                 result.tool_use_id,
@@ -247,6 +251,10 @@ class Batch:
             tool = cfg.registry.get(pending.call.name)
             meta = tool_meta(tool) if tool is not None else None
             outcome = _outcome(pending)
+            if cfg.interceptors and outcome in ("skipped", "denied", "not_run"):
+                step = ToolStep(pending.call, tool, self.owner.requests)
+                for interceptor in cfg.interceptors:
+                    interceptor.tool_not_run(step, outcome, pending.result)
             ctx = ToolResultContext(pending.result, pending.call, meta, tool, outcome=outcome)
             decided = await cfg.hooks.chain(
                 "after_tool_call", cfg.hooks.after_tool_call, ctx, _result_edits(pending.call)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -42,6 +43,10 @@ _ALLOWED: dict[str, tuple[type, ...]] = {
 }
 # The results that pass to the next hook rather than end the chain.
 _PASSING = (Continue, Finish)
+_log = logging.getLogger("llm_worker.hooks")
+
+HookObserver = Callable[[str, str, object, BaseException | None], None]
+"""`(point, hook name, result, error)`, called after each hook ran (tracing's span events)."""
 
 
 @dataclass(slots=True)
@@ -62,6 +67,8 @@ class HookSet:
     after_tool_call: list[Registered[ToolResultContext, Any]] = field(default_factory=lambda: [])
     on_turn_end: list[Registered[TurnEndContext, Any]] = field(default_factory=lambda: [])
     on_abort: list[Registered[AbortContext, None]] = field(default_factory=lambda: [])
+    observers: list[HookObserver] = field(default_factory=lambda: [])
+    """Told of every hook call and its result or error; none unless tracing is on."""
 
     @staticmethod
     def make(
@@ -86,10 +93,18 @@ class HookSet:
         a hook left (`None`: nothing), checked after each hook so the error names it.
         """
         for hook in hooks:
-            result = check(point, hook.name, await _call(point, hook, ctx))
-            problem = edits(ctx) if edits is not None else None
-            if problem is not None:
-                raise HookError(f"hook {hook.name} ({point}) {problem}", hook=hook.name, kind=point)
+            try:
+                result = check(point, hook.name, await _call(point, hook, ctx))
+                problem = edits(ctx) if edits is not None else None
+                if problem is not None:
+                    raise HookError(
+                        f"hook {hook.name} ({point}) {problem}", hook=hook.name, kind=point
+                    )
+            except HookError as exc:
+                self.observe(point, hook.name, None, exc)
+                raise
+            if self.observers:
+                self.observe(point, hook.name, result, None)
             if result is None or isinstance(result, _PASSING):
                 continue
             return result
@@ -102,8 +117,19 @@ class HookSet:
             try:
                 check("on_abort", hook.name, await _call("on_abort", hook, ctx))
             except HookError as exc:
+                self.observe("on_abort", hook.name, None, exc)
                 errors.append(exc)
+            else:
+                if self.observers:
+                    self.observe("on_abort", hook.name, None, None)
         return errors
+
+    def observe(self, point: str, name: str, result: object, error: HookError | None) -> None:
+        """Tell the observers of one hook call; log a hook's error (`llm_worker.hooks`)."""
+        if error is not None:
+            _log.warning("%s", error, extra={"hook": name, "hook_point": point})
+        for observer in self.observers:
+            observer(point, name, result, error)
 
 
 def check(point: str, name: str, result: object) -> Any:

@@ -18,6 +18,8 @@ The steps:
   here, as streaming would have.
 - `tool_call`: one allowed call's execution, after the before_tool_call hooks and before the
   after_tool_call hooks, the blob store included; `proceed` returns the `ToolResult`.
+- `tool_not_run` (told, not wrapped): a call of the batch that was not executed, before the
+  after_tool_call hooks see its result.
 """
 
 from __future__ import annotations
@@ -89,6 +91,13 @@ class Interceptor:
     ) -> ToolResult:
         """Wrap one tool call's execution."""
         return await proceed()
+
+    def tool_not_run(self, step: ToolStep, outcome: str, result: ToolResult) -> None:
+        """Told of a call that was not executed (not wrapped: there is nothing to run).
+
+        `outcome` is `"skipped"` (a hook), `"denied"` (a decision) or `"not_run"` (a
+        discarded pause); `result` is what the model reads.
+        """
 
 
 async def intercepted(

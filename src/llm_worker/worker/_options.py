@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.messages import Message, ThinkingConfig, ToolChoice
     from llm_worker.tools import ErrorFormatter, Tool, Toolset
+    from llm_worker.otel import Instrumentation
     from llm_worker.worker._output import OutputMode
     from llm_worker.worker._turn import StreamRetry
 
@@ -38,5 +39,7 @@ class WorkerOptions(TypedDict, total=False):
     format_tool_error: ErrorFormatter | None
     inspect_tool_name: str
     output_mode: OutputMode
+    name: str | None
+    instrument: bool | Instrumentation | None
     output_retries: int
     output_tool_name: str

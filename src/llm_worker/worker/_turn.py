@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskGroup
 
+from llm_worker._retries import retrying
 from llm_worker.errors import (
     LimitExceededError,
     OverloadedError,
@@ -38,6 +39,7 @@ from llm_worker.messages import Message, Origin, Request
 from llm_worker.state import (
     PauseState,
     PendingCall,
+    RequestUsage,
     RunResult,
     RunStatus,
     TextComplete,
@@ -117,6 +119,8 @@ class Run:
     malformed_calls: int = 0  # answers in a row that were a tool call the provider refused
     output_attempts: int = 0  # answers that did not fit the output type
     stop_detail: str | None = None  # the provider's words about the last stop (a refusal's)
+    request_usage: list[RequestUsage] = field(default_factory=lambda: [])
+    """Each answer's usage (a broken attempt's too), with the provider and model to price it."""
 
     async def loop(self, *, resume: PauseState | None = None) -> RunResult[Any]:
         """Run until the turn finishes or pauses."""
@@ -216,11 +220,16 @@ class Run:
             for call in assembler.calls:  # a recorded answer: its calls never streamed
                 await self.batch.arrived(call)
         self.usage = self.usage + assembler.usage
+        self._priced(assembler)
         if assembler.response_id is not None:
             self.response_ids.append(assembler.response_id)
         if assembler.parts:
             self.history.append(assembler.message)
         return assembler
+
+    def _priced(self, answer: Assembler) -> None:
+        model = answer.model or self.cfg.client.model
+        self.request_usage.append(RequestUsage(self.cfg.client.provider, model, answer.usage))
 
     async def _attempts(self, request: Request) -> Assembler:
         """Stream the request, again after a mid-stream failure where that is safe."""
@@ -236,6 +245,8 @@ class Run:
                 await self._stream(request, assembler)
             except ProviderError as exc:
                 self.usage = self.usage + assembler.usage
+                if assembler.usage.input_tokens is not None:
+                    self._priced(assembler)  # a broken attempt that reported usage is billed
                 batch = self.batch
                 if not (exc.streamed and cfg.stream_retry.allows(exc, attempt)):
                     raise
@@ -243,7 +254,9 @@ class Run:
                     if not batch.may_restart():
                         raise
                     self.batch = Batch(self, [], batch.group)
-                await anyio.sleep(cfg.stream_retry.delay * 2 ** (attempt - 1))
+                wait = cfg.stream_retry.delay * 2 ** (attempt - 1)
+                retrying("stream", exc, attempt, wait)
+                await anyio.sleep(wait)
                 continue
             return assembler
 
@@ -344,6 +357,7 @@ class Run:
             requests=self.requests,
             stop_reason=self.stop_reason,
             response_ids=list(self.response_ids),
+            request_usage=list(self.request_usage),
             **kwargs,
         )
 
@@ -359,6 +373,7 @@ class Run:
             usage=self.usage,
             tools=list(self.cfg.registry.names),
             response_id=self.response_ids[-1] if self.response_ids else self.chain_from,
+            request_usage=list(self.request_usage),
         )
         return self.result(RunStatus.PAUSED, state=state, reason=reason)
 

@@ -32,6 +32,7 @@ import anyio
 
 from llm_worker.errors import Aborted, ConfigurationError
 from llm_worker.messages import Message, ThinkingConfig, ToolChoice
+from llm_worker.otel._attach import attach
 from llm_worker.state import (
     OutputT,
     PauseState,
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from llm_worker.blobs import BlobStore, OutputPolicy
+    from llm_worker.otel import Instrumentation
     from llm_worker.providers._base import HttpClient, LLMClient
     from llm_worker.state import Decision
     from llm_worker.tools import ErrorFormatter
@@ -130,6 +132,12 @@ class Worker(Registrations, Generic[OutputT]):
         output_retries: Invalid answers sent back to the model with their validation errors
             before the run fails with `OutputValidationError`.
         output_tool_name: The final tool's name in `"tool"` mode.
+        name: The agent's name (`gen_ai.agent.name` on its traces; any integration may read
+            `worker.name`).
+        instrument: OpenTelemetry tracing and metrics (`llm-worker[otel]`): True, or an
+            `llm_worker.otel.Instrumentation` (content capture, providers); False never;
+            None (the default) follows `llm_worker.otel.instrument()`. Off, nothing of it is
+            loaded or registered.
     """
 
     @overload
@@ -184,6 +192,8 @@ class Worker(Registrations, Generic[OutputT]):
         output_mode: OutputMode = "native",
         output_retries: int = 1,
         output_tool_name: str = "final_result",
+        name: str | None = None,
+        instrument: bool | Instrumentation | None = None,
     ) -> None:
         client, self._owned = _owned_client(client)
         check_limits(max_requests, max_continuations, max_tool_arguments)
@@ -212,6 +222,8 @@ class Worker(Registrations, Generic[OutputT]):
             inspect_name=inspect_tool_name if blob_store is not None else None,
             output=plan,
         )
+        self.name = name  # the agent's name (gen_ai.agent.name), for any integration
+        attach(self._cfg, instrument, name)  # tracing off: registers nothing
         self._init_state(history)
 
     def _init_state(self, history: Iterable[Message]) -> None:
@@ -386,7 +398,14 @@ class Worker(Registrations, Generic[OutputT]):
         run = Run(self._cfg, self.history, state.requests, state.continuations, state.usage)
         run.start, run.chain_from = len(self.history), state.response_id or self._last_response
         run.decided = seen_on_resume(state, decisions)
-        paused = PauseState(state.history, pending, at=state.at, reason=state.reason)
+        run.request_usage = list(state.request_usage)
+        paused = PauseState(
+            state.history,
+            pending,
+            at=state.at,
+            reason=state.reason,
+            trace_context=state.trace_context,  # the resumed run's span links to the paused one
+        )
         return await self._go(run, paused, sink)
 
     async def discard_pause(
