@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.messages import Message, ThinkingConfig, ToolChoice
-    from llm_worker.tools import ErrorFormatter, Tool, Toolset
     from llm_worker.otel import Instrumentation
+    from llm_worker.tools import ErrorFormatter, Tool, Toolset
     from llm_worker.worker._output import OutputMode
     from llm_worker.worker._turn import StreamRetry
 
