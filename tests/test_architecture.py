@@ -48,7 +48,16 @@ LAYERS: Layers = (
     ("blobs", ("llm_worker.blobs",)),
     ("tools", ("llm_worker.tools",)),
     ("mcp", ("llm_worker.mcp",)),
-    ("worker", ("llm_worker.worker", "llm_worker.hooks", "llm_worker.state", "llm_worker.otel")),
+    (
+        "worker",
+        (
+            "llm_worker.worker",
+            "llm_worker.hooks",
+            "llm_worker.state",
+            "llm_worker.otel",
+            "llm_worker._pause_checks",
+        ),
+    ),
     ("testing", ("llm_worker.testing",)),
     ("ui", ("llm_worker.ui",)),
     ("durable", ("llm_worker.durable",)),

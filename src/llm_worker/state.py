@@ -16,9 +16,10 @@ from typing_extensions import TypeVar
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker._media import media_from_json, media_to_json
+from llm_worker._pause_checks import empty_text, pending_mismatch
 from llm_worker.errors import PauseStateError
 from llm_worker.events import USAGE_FIELDS, Event, StopReason, UsageEvent
-from llm_worker.messages import Message, TextPart, ToolResultPart, ToolUsePart
+from llm_worker.messages import Message
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -315,7 +316,7 @@ class PauseState:
             request_usage=[RequestUsage.from_dict(r) for r in as_list(body.get("request_usage"))],
             trace_context=_trace_context(body.get("trace_context")),
         )
-        problem = _empty_text(history) or _pending_mismatch(state)
+        problem = empty_text(history) or pending_mismatch(state)
         if problem:
             raise PauseStateError(f"pause state is inconsistent: {problem}")
         return state
@@ -325,58 +326,6 @@ def _trace_context(data: object) -> dict[str, str] | None:
     if data is None:
         return None
     return {str(k): str(v) for k, v in as_dict(data).items()}
-
-
-def _empty_text(history: list[Message]) -> str | None:
-    for n, message in enumerate(history):
-        for part in message.content:
-            if isinstance(part, TextPart) and not part.text and _bare(part, message.role):
-                return f"message {n} ({message.role}) has an empty text part"
-    return None
-
-
-def _bare(part: TextPart, role: str) -> bool:
-    # An assistant's empty text may carry a signature or citations its provider needs back.
-    return role == "user" or not (part.signature or part.item_id or part.citations)
-
-
-def _unanswered(history: list[Message]) -> list[ToolUsePart]:
-    """The calls of the last assistant message that no later message answers."""
-    for n in range(len(history) - 1, -1, -1):
-        if history[n].role == "assistant":
-            answered = {
-                p.tool_use_id
-                for m in history[n + 1 :]
-                for p in m.content
-                if isinstance(p, ToolResultPart)
-            }
-            return [c for c in history[n].tool_uses if c.id not in answered]
-    return []
-
-
-def _pending_mismatch(state: PauseState) -> str | None:
-    calls = [(c.id, c.name) for c in _unanswered(state.history)]
-    pending = [(p.call.id, p.call.name) for p in state.pending]
-    if state.at == "on_turn_end" and (pending or calls):
-        return (
-            "it is paused at the turn end, but calls are unanswered "
-            f"({', '.join(i for i, _ in calls or pending)}): they would never run"
-        )
-    if pending != calls:
-        return (
-            f"the pending calls {_ids(pending)} are not the unanswered calls {_ids(calls)} of "
-            "the last assistant message (id and tool name, in order)"
-        )
-    for p in state.pending:
-        if p.status not in ("pending", "allowed") and p.result is None:
-            return f"call {p.call.id} is {p.status} but has no result"
-        if p.result is not None and p.result.tool_use_id != p.call.id:
-            return f"call {p.call.id} holds the result of call {p.result.tool_use_id}"
-    return None
-
-
-def _ids(calls: list[tuple[str, str]]) -> str:
-    return "[" + ", ".join(f"{i} {n}" for i, n in calls) + "]"
 
 
 def _pending_to_dict(p: PendingCall) -> dict[str, Any]:
