@@ -25,6 +25,7 @@ import httpx
 ACCESS_KEY = "AKIAMOTOTESTKEY00001"
 SECRET_KEY = "moto-secret-never-shown-0123456789"
 Fault = Literal["slowdown", "drop"]
+Rule = Callable[[str, str], Any]
 
 
 class MotoServer:
@@ -96,9 +97,6 @@ def s3_options(endpoint: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-Rule = Callable[[str, str], Fault | None]
-
-
 class FaultProxy:
     """An HTTP proxy in front of `upstream` that counts bytes answered and injects faults.
 
@@ -113,6 +111,8 @@ class FaultProxy:
         self._faults: list[tuple[str, Fault]] = []
         self._lock = threading.Lock()
         self.gate: threading.Event | None = None  # set: completing a multipart upload waits
+        # Which requests wait at the gate (default: completing a multipart upload).
+        self.gate_when: Rule = lambda method, path: method == "POST" and "uploadId=" in path
         self.held = threading.Event()  # a completion is waiting at the gate
         proxy = self
 
@@ -168,7 +168,7 @@ class FaultProxy:
             return
         body = req.rfile.read(length) if length else b""
         gate = self.gate
-        if gate is not None and req.command == "POST" and "uploadId=" in req.path:
+        if gate is not None and self.gate_when(req.command, req.path):
             self.held.set()
             gate.wait(timeout=30)
         if fault == "slowdown":

@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import anyio.lowlevel
 import anyio.to_thread
 
 from llm_worker._extras import require_extra
@@ -139,10 +140,14 @@ class ObjectBlobStore:
             await self._put(f"{blob_id}.idx", index.to_json(), blob_id)
         try:
             await self._put_text(f"{blob_id}{suffix}", text, blob_id)
+            await anyio.lowlevel.checkpoint_if_cancelled()
         except BaseException:
-            if index is not None:
-                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                    await self._obs.delete_async(self._store, f"{blob_id}.idx")
+            # Cancelled once the blob was up: take it down too, no one will know its id.
+            names = [f"{blob_id}{suffix}"] + ([f"{blob_id}.idx"] if index is not None else [])
+            with anyio.CancelScope(shield=True):
+                for name in names:
+                    with contextlib.suppress(Exception):
+                        await self._obs.delete_async(self._store, name)
             raise
         return blob_id
 
@@ -150,16 +155,36 @@ class ObjectBlobStore:
         if len(text) <= _SMALL:
             await self._put(path, text.encode("utf-8", "surrogatepass"), blob_id)
             return
-        try:
-            await self._obs.put_async(
-                self._store,
-                path,
-                _pieces(text),
-                chunk_size=self._part_size,
-                max_concurrency=self._concurrency,
-            )
-        except Exception as exc:
-            raise _translate(exc, f"could not store blob {blob_id} in {self._where}") from None
+        halt, done, failed = anyio.Event(), anyio.Event(), list[Exception]()
+
+        async def upload() -> None:
+            # Shielded: a dropped upload future leaves its multipart upload open in the
+            # bucket. On cancel the pieces stop instead, and obstore aborts the upload.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self._obs.put_async(
+                        self._store,
+                        path,
+                        _pieces(text, halt),
+                        chunk_size=self._part_size,
+                        max_concurrency=self._concurrency,
+                    )
+                except Exception as exc:
+                    failed.append(exc)
+                finally:
+                    done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(upload)
+            try:
+                await done.wait()
+            except anyio.get_cancelled_exc_class():
+                halt.set()
+                with anyio.CancelScope(shield=True):
+                    await done.wait()  # the parts in flight, then obstore's abort
+                raise
+        if failed:
+            raise _translate(failed[0], f"could not store blob {blob_id} in {self._where}")
 
     async def _put(self, path: str, data: bytes, blob_id: BlobId) -> None:
         try:
@@ -280,10 +305,16 @@ async def _stream(chunks: AsyncIterator[Any], blob_id: BlobId) -> AsyncGenerator
         raise _translate(exc, f"could not read blob {blob_id}") from None
 
 
-async def _pieces(text: str) -> AsyncIterator[bytes]:
+async def _pieces(text: str, halt: anyio.Event) -> AsyncIterator[bytes]:
     # One encoded piece at a time: the upload holds its parts, never a copy of the whole text.
     for start in range(0, len(text), _CHUNK_CHARS):
+        if halt.is_set():
+            raise _Halted("the store was cancelled")  # obstore aborts the multipart upload
         yield text[start : start + _CHUNK_CHARS].encode("utf-8", "surrogatepass")
+
+
+class _Halted(Exception):
+    pass
 
 
 def _text_of(content: Content) -> tuple[str, str]:
