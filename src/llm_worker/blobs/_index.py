@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import orjson
@@ -107,7 +107,27 @@ class BlobIndex:
         size, count = as_int(doc.get("bytes")), as_int(doc.get("count"))
         if size is None or count is None:
             return None
-        return cls("text" if kind == "text" else "array", size, count, points)
+        index = cls("text" if kind == "text" else "array", size, count, points)
+        return index if index._consistent() else None
+
+    def _consistent(self) -> bool:
+        # A torn or tampered index must not steer a ranged read: points in order, inside the
+        # blob, starting at its first line or entry, and no further than the count.
+        if self.size < 0 or self.count < 0:
+            return False
+        if not self.points:
+            return self.count == 0
+        numbers, offsets = [n for n, _ in self.points], [o for _, o in self.points]
+        last = max(self.count, 1) if self.kind == "text" else self.count - 1
+        first_ok = numbers[0] == self._first and (offsets[0] == 0 or self.kind == "array")
+        if not first_ok or offsets[0] < 0 or numbers[-1] > last:
+            return False
+        ordered = all(a < b for a, b in pairwise(numbers))
+        return (
+            ordered
+            and all(a < b for a, b in pairwise(offsets))
+            and (offsets[-1] < self.size or self.size == 0)
+        )
 
 
 def _point(item: Any) -> tuple[int, int]:

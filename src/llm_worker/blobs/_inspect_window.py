@@ -50,6 +50,8 @@ async def inspect_window(
             return None  # the streamed reader says why slice: does not apply to text
         first = selector.first if isinstance(selector, LinesSelector) else 1
         line, offset = index.point_at(max(first, 1))
+        if not await _starts_at(store, blob_id, index, offset, b"\n"):
+            return None  # the index does not match the blob: read it the long way
         chunks = store.read_range(blob_id, index, offset, index.size)
         async with contextlib.aclosing(chunks):
             return await inspect_text(
@@ -68,7 +70,7 @@ async def _array_window(
     tag: str,
     selector: SliceSelector | WholeSelector,
     cap: int,
-) -> str:
+) -> str | None:
     count = index.count
     start, stop = counted_bounds(selector, count)
     low, high = min(start, count), min(stop, count)
@@ -79,8 +81,15 @@ async def _array_window(
     for number, begin, end in index.segments(low) if low < high else []:
         if number >= high or size >= need:
             break
-        chunks = [c async for c in store.read_range(blob_id, index, begin, end)]
-        values = await anyio.to_thread.run_sync(_entries, b"".join(chunks), blob_id, tag)
+        back = 1 if begin > 0 else 0  # the byte before an entry: a comma, `[` or a space
+        chunks = [c async for c in store.read_range(blob_id, index, begin - back, end)]
+        data = b"".join(chunks)
+        if back and (not data or data[0] not in _BEFORE_ENTRY):
+            return None  # the index does not match the blob: read it the long way
+        try:
+            values = await anyio.to_thread.run_sync(_entries, data[back:], blob_id, tag)
+        except ToolError:
+            return None  # only valid arrays get an index: the index is off, not the blob
         for at, value in enumerate(values, number):
             first = value if at == 0 else first
             if low <= at < high and size < need:
@@ -88,6 +97,21 @@ async def _array_window(
                 size += len(parts[-1]) + 1
     complete = len(parts) >= high - low
     return render_array(tag, selector, (start, stop), (count, parts, complete, first), cap)
+
+
+_BEFORE_ENTRY = b",[ \t\r\n"
+
+
+async def _starts_at(
+    store: IndexedBlobStore, blob_id: str, index: BlobIndex, offset: int, before: bytes
+) -> bool:
+    """Whether the byte before `offset` is one of `before` (a point starts its line)."""
+    if offset == 0:
+        return True
+    chunks = store.read_range(blob_id, index, offset - 1, offset)
+    async with contextlib.aclosing(chunks):
+        data = b"".join([chunk async for chunk in chunks])
+    return data[:1] != b"" and data[:1] in before
 
 
 def _entries(data: bytes, blob_id: str, tag: str) -> list[object]:

@@ -267,7 +267,17 @@ class ObjectBlobStore:
         """
         key = parse_blob_id(blob_id)
         data = await self._get(key, ".idx")
-        return None if data is None else BlobIndex.from_json(bytes(data))
+        index = None if data is None else BlobIndex.from_json(bytes(data))
+        if index is None:
+            return None
+        try:  # an index is kept only for the blob it describes: same size, and there
+            meta = await self._obs.head_async(self._store, f"{key}{_SUFFIX[index.kind]}")
+        except FileNotFoundError as exc:
+            _raise_if_no_container(exc, self._where)
+            return None
+        except Exception as exc:
+            raise _translate(exc, f"could not look up blob {key}") from None
+        return index if meta["size"] == index.size else None
 
     async def read_range(
         self, blob_id: str, index: BlobIndex, start: int, end: int
