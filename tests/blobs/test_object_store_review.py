@@ -237,3 +237,136 @@ async def test_an_index_without_its_blob_is_no_blob(tmp_path: Path) -> None:
         await inspect(store, blob_id, "lines:5-6")
     with pytest.raises(ToolError, match="no blob"):
         await inspect(store, blob_id)
+
+
+# -- unicode lines -----------------------------------------------------------------------------
+
+_ODD_LINES = [
+    "plain",
+    "crlf\r",  # a \r\n line ending
+    "bare\rcarriage return inside",
+    "line\u2028separator and\u2029paragraph",
+    "next line\x85control",
+    "form\x0cfeed and\x0bvertical tab",
+    "nul\x00inside",
+    "emoji 🧪🧬 and combining é",
+    "cjk 漢字かな",
+    "rtl שלום مرحبا",
+    "lone \ud800 surrogate",
+    "",
+    "\ufeffbom first",
+]
+
+
+def _unicode_text(repeat: int) -> str:
+    return "".join(f"{i} {_ODD_LINES[i % len(_ODD_LINES)]}\n" for i in range(repeat))
+
+
+@pytest.mark.parametrize("kind", ["object-local", "object-s3"])
+@pytest.mark.parametrize("size", ["small", "multipart"])
+async def test_unicode_lines_read_as_the_memory_store_reads_them(
+    kind: str, size: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from support.blob_stores import make_store
+
+    store = make_store(kind, tmp_path, request)
+    # Over 1 Mi characters: the upload and the index go piece by piece, with multi-byte
+    # characters on either side of every piece's edge.
+    text = _unicode_text(40 if size == "small" else 260_000)
+    if size == "multipart":
+        assert len(text) > 1 << 20 and len(text.encode("utf-8", "surrogatepass")) > 5 << 20
+    memory = MemoryBlobStore()
+    with anyio.fail_after(120):
+        ours, theirs = await store.store(Content.Text(text)), await memory.store(Content.Text(text))
+        assert await store.load(ours) == Content.Text(text)
+        n = text.count("\n")
+        for selector in [None, "lines:1-14", f"lines:{n // 2}-{n // 2 + 20}", f"lines:{n - 3}-{n}"]:
+            mine = await inspect(store, ours, selector)
+            assert mine.replace(ours, "ID") == (await inspect(memory, theirs, selector)).replace(
+                theirs, "ID"
+            ), selector
+        found = await inspect(store, ours, "grep:surrogate")
+        assert found.replace(ours, "ID") == (
+            await inspect(memory, theirs, "grep:surrogate")
+        ).replace(theirs, "ID")
+
+
+# -- the Worker: cancel mid-upload, four wire formats ------------------------------------------
+
+
+async def test_worker_cancel_while_a_tool_output_uploads_leaves_nothing_behind(
+    proxy: FaultProxy, moto_server: MotoServer
+) -> None:
+    from llm_worker import RunStatus, ToolUsePart, Worker, tool
+    from llm_worker.testing import ScriptedClient, ScriptedResponse
+
+    @tool
+    async def dump() -> str:
+        """A very long output."""
+        return big_text(600_000)
+
+    store, prefix = s3_store(proxy.endpoint)
+    client = ScriptedClient(
+        [ScriptedResponse([ToolUsePart("c1", "dump", {})]), ScriptedResponse.text("never")]
+    )
+    worker = Worker(client, tools=[dump], blob_store=store)
+    proxy.gate = threading.Event()
+    proxy.gate_when = lambda method, path: method == "PUT" and "partNumber=2" in path
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(await worker.run("dump it"))
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            assert await anyio.to_thread.run_sync(proxy.held.wait, 30)
+            worker.cancel()
+            proxy.gate.set()
+    [result] = results
+    assert result.status is RunStatus.CANCELLED
+    assert len(client.requests) == 1  # the model never saw a result
+    keys = _keys(moto_server.endpoint, prefix)
+    assert not [k for k in keys if k.endswith((".txt", ".json", ".idx"))], keys
+    assert _uploads(moto_server.endpoint, prefix) == []
+
+
+PROVIDERS = ("anthropic", "openai_chat", "openai_responses", "gemini")
+PAIRS = list(zip(PROVIDERS, PROVIDERS[1:] + PROVIDERS[:1], strict=True))
+
+
+@pytest.mark.parametrize(("writer", "reader"), PAIRS)
+async def test_a_blob_stored_over_one_wire_format_is_inspected_over_another(
+    writer: str, reader: str, moto_server: MotoServer
+) -> None:
+    from llm_worker import ToolUsePart, Worker, tool
+    from llm_worker.testing import ScriptedRequest, ScriptedResponse
+    from support.e2e import serve
+
+    @tool
+    async def report() -> str:
+        """A long report."""
+        return "".join(f"row {i} — ünïcödé 🧪\n" for i in range(1, 5001))
+
+    store, _ = s3_store(moto_server.endpoint)
+    seen: list[str] = []
+
+    def keep(call: ScriptedRequest) -> ScriptedResponse:
+        [result] = call.tool_results
+        seen.append(result.content)
+        return ScriptedResponse.text("stored")
+
+    with anyio.fail_after(60):
+        async with serve(writer, [ScriptedResponse([ToolUsePart("", "report", {})]), keep]) as wire:
+            await Worker(wire.client(), tools=[report], blob_store=store).run("report")
+        blob_id = seen[0].split("[blob:", 1)[1].split("]", 1)[0]
+        args = {"blob_id": blob_id, "selector": "lines:4000-4001"}
+        there = ObjectBlobStore.from_url(
+            repr(store).split("'")[1], **s3_options(moto_server.endpoint)
+        )
+        async with serve(
+            reader, [ScriptedResponse([ToolUsePart("", "inspect", args)]), keep]
+        ) as wire:
+            await Worker(wire.client(), blob_store=there).run("read it")
+    assert "row 4000 — ünïcödé 🧪\nrow 4001 — ünïcödé 🧪" in seen[1], seen[1]
+    assert "row 4002" not in seen[1]
