@@ -19,7 +19,7 @@ import contextlib
 import re
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import anyio.lowlevel
 import anyio.to_thread
@@ -118,9 +118,13 @@ class ObjectBlobStore:
         try:
             store = store_module.from_url(url, **options)
         except Exception as exc:
-            detail = _redact(_first_line(str(exc)), options)
-            raise ConfigurationError(f"cannot open the object store {where}: {detail}") from None
-        return cls(store, where=where, index_every=index_every)
+            detail = _first_line(str(exc))
+        else:
+            return cls(store, where=where, index_every=index_every)
+        # Raised outside the `except`: obstore's error (it may echo the URL) is not chained.
+        secrets = {"options": options, "url": _url_secrets(url)}
+        detail = _redact(detail.replace(url, where), secrets)
+        raise ConfigurationError(f"cannot open the object store {where}: {detail}")
 
     def __repr__(self) -> str:
         return f"ObjectBlobStore({self._where!r})"
@@ -427,6 +431,17 @@ def _values(options: Any) -> list[str]:
     if isinstance(options, dict):
         return [v for item in options.values() for v in _values(item)]  # pyright: ignore[reportUnknownVariableType]
     return []
+
+
+def _url_secrets(url: str) -> dict[str, str]:
+    # User info and query values: an account key, a SAS token, a presigned signature.
+    try:
+        parts = urlsplit(url)
+        found = [parts.username, parts.password, parts.query, parts.netloc.rpartition("@")[0]]
+    except ValueError:
+        return {}
+    found += [value for _, value in parse_qsl(parts.query)]
+    return {str(i): value for i, value in enumerate(found) if value}
 
 
 def _public_url(url: str) -> str:
