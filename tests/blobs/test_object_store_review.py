@@ -411,3 +411,52 @@ def test_a_store_made_by_hand_keeps_its_keys_out_of_repr() -> None:
     raw = S3Store("bucket", access_key_id="AKIAHANDMADE00000001", secret_access_key=_SECRET)
     store = ObjectBlobStore(raw)
     assert "AKIAHANDMADE00000001" not in repr(store) and _SECRET not in repr(store)
+
+
+@pytest.mark.parametrize("method", ["PUT", "GET"])
+async def test_an_echoed_access_key_stays_out_of_errors_results_and_logs(
+    method: str, proxy: FaultProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+    import traceback
+
+    from llm_worker import ToolUsePart, Worker, tool
+    from llm_worker.errors import BlobAccessDeniedError
+    from llm_worker.testing import ScriptedClient, ScriptedResponse
+    from support.object_store import ACCESS_KEY, SECRET_KEY
+
+    caplog.set_level(logging.DEBUG)
+    store, _ = s3_store(proxy.endpoint)
+    blob_id = await store.store(Content.Text("row\n" * 50)) if method == "GET" else ""
+    proxy.fail(method, 100, "denied")
+    action = store.store(Content.Text("x")) if method == "PUT" else store.load(blob_id)
+    with anyio.fail_after(30), pytest.raises(BlobAccessDeniedError) as info:
+        await action
+    assert proxy.faults_left < 100  # the store answered 403, the key id in its body
+    printed = "".join(traceback.format_exception(info.value))
+    error: BaseException | None = info.value
+    texts = [printed]
+    while error is not None:  # even the suppressed context
+        texts += [str(error), repr(error)]
+        error = error.__cause__ or error.__context__
+
+    @tool
+    async def report() -> str:
+        """A long report."""
+        return "row\n" * 2000
+
+    args = {"blob_id": blob_id or "01a20000-0000-7000-8000-000000000000", "selector": "lines:1-2"}
+    call = "report" if method == "PUT" else "inspect"
+    client = ScriptedClient(
+        [
+            ScriptedResponse([ToolUsePart("c1", call, {} if call == "report" else args)]),
+            ScriptedResponse.text("ok"),
+        ]
+    )
+    with anyio.fail_after(30):
+        await Worker(client, tools=[report], blob_store=store).run("go")
+    [result] = client.requests[1].messages[-1].tool_results
+    assert result.is_error and "credentials" in result.content
+    texts += [result.content, caplog.text]
+    for text in texts:
+        assert ACCESS_KEY not in text and SECRET_KEY not in text, text

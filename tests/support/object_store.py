@@ -24,7 +24,7 @@ import httpx
 
 ACCESS_KEY = "AKIAMOTOTESTKEY00001"
 SECRET_KEY = "moto-secret-never-shown-0123456789"
-Fault = Literal["slowdown", "drop"]
+Fault = Literal["slowdown", "drop", "denied"]
 Rule = Callable[[str, str], Any]
 
 
@@ -174,6 +174,11 @@ class FaultProxy:
         if fault == "slowdown":
             self._answer(req, 503, {"Content-Type": "application/xml"}, _SLOW_DOWN)
             return
+        if fault == "denied":  # as S3 answers an unknown key: the key id echoed in the body
+            key = re.search(r"Credential=([^/]+)/", req.headers.get("Authorization", ""))
+            body = _DENIED % (key.group(1) if key else "").encode()
+            self._answer(req, 403, {"Content-Type": "application/xml"}, body)
+            return
         conn = http.client.HTTPConnection(self.upstream, timeout=60)
         try:
             headers = {k: v for k, v in req.headers.items() if k.lower() != "connection"}
@@ -212,6 +217,11 @@ class FaultProxy:
 
 
 _HOP = {"connection", "transfer-encoding", "keep-alive"}
+_DENIED = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InvalidAccessKeyId</Code>'
+    b"<Message>The AWS Access Key Id you provided does not exist in our records.</Message>"
+    b"<AWSAccessKeyId>%s</AWSAccessKeyId></Error>"
+)
 _SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message></Error>"

@@ -311,7 +311,8 @@ async def _stream(chunks: AsyncIterator[Any], blob_id: BlobId) -> AsyncGenerator
     try:
         async for chunk in chunks:
             yield bytes(chunk)
-    except FileNotFoundError:
+    except FileNotFoundError as exc:
+        _withhold(exc)
         raise BlobNotFoundError(f"no blob {blob_id}") from None
     except Exception as exc:
         if isinstance(exc, BlobError):
@@ -389,8 +390,16 @@ def _facts(exc: BaseException) -> tuple[str | None, str | None]:
     return (code.group(1) if code else None), (status.group(1) if status else None)
 
 
+def _withhold(exc: BaseException) -> None:
+    # The store's text can echo an access key id or a signed URL, and an error raised while
+    # handling it keeps it as `__context__`: what is kept of it says nothing.
+    with contextlib.suppress(Exception):
+        exc.args = (f"{type(exc).__name__}: the store's message is withheld",)
+
+
 def _raise_if_no_container(exc: BaseException, where: str) -> None:
     code, _ = _facts(exc)
+    _withhold(exc)
     if code in ("NoSuchBucket", "ContainerNotFound"):
         raise BlobContainerNotFoundError(f"the bucket of {where} does not exist ({code})")
 
@@ -398,6 +407,7 @@ def _raise_if_no_container(exc: BaseException, where: str) -> None:
 def _translate(exc: BaseException, doing: str) -> BlobError:
     """A typed `BlobError` for a store failure: its kind, status and code, never its text."""
     code, status = _facts(exc)
+    _withhold(exc)
     said = ", ".join(part for part in (status and f"HTTP {status}", code) if part)
     said = f" ({said})" if said else ""
     errors: Any = _obstore().exceptions
