@@ -460,3 +460,29 @@ async def test_an_echoed_access_key_stays_out_of_errors_results_and_logs(
     texts += [result.content, caplog.text]
     for text in texts:
         assert ACCESS_KEY not in text and SECRET_KEY not in text, text
+
+
+# -- hostile settings and sizes ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("index_every", 0),
+        ("index_every", -1),
+        ("index_every", 2.5),
+        ("part_size", 0),
+        ("max_concurrency", -1),
+        ("max_concurrency", True),
+    ],
+)
+async def test_a_bad_setting_is_refused_before_anything_is_stored(
+    tmp_path: Path, name: str, value: Any
+) -> None:
+    # index_every <= 0 made the index's loop spin forever in a worker thread.
+    raw = ObjectBlobStore.from_url(tmp_path.as_uri())._store  # pyright: ignore[reportPrivateUsage]
+    with pytest.raises(ConfigurationError, match=name):
+        ObjectBlobStore(raw, **{name: value})
+    if name == "index_every":
+        with pytest.raises(ConfigurationError, match=name):
+            ObjectBlobStore.from_url(tmp_path.as_uri(), index_every=value)

@@ -79,6 +79,7 @@ class ObjectBlobStore:
 
     Raises:
         MissingExtraError: obstore is not installed.
+        ConfigurationError: `part_size`, `max_concurrency` or `index_every` is not an int >= 1.
     """
 
     def __init__(
@@ -90,6 +91,13 @@ class ObjectBlobStore:
         where: str | None = None,
         index_every: int = 1000,
     ) -> None:
+        for name, value in (
+            ("part_size", part_size),
+            ("max_concurrency", max_concurrency),
+            ("index_every", index_every),
+        ):  # a zero or negative `index_every` would make the index's loop run forever
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"ObjectBlobStore: {name} must be an int >= 1: {value!r}")
         self._obs = _obstore()
         self._store = store
         self._part_size, self._concurrency = part_size, max_concurrency
@@ -111,7 +119,7 @@ class ObjectBlobStore:
         Raises:
             MissingExtraError: obstore is not installed.
             ConfigurationError: obstore refused the URL or an option (the message never
-                holds an option's value).
+                holds an option's value), or `index_every` is not an int >= 1.
         """
         store_module = require_extra("obstore.store", "obstore", feature="ObjectBlobStore")
         where = _public_url(url)
