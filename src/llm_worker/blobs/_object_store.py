@@ -91,11 +91,12 @@ class ObjectBlobStore:
         where: str | None = None,
         index_every: int = 1000,
     ) -> None:
-        for name, value in (
-            ("part_size", part_size),
-            ("max_concurrency", max_concurrency),
-            ("index_every", index_every),
-        ):  # a zero or negative `index_every` would make the index's loop run forever
+        settings: dict[str, object] = {
+            "part_size": part_size,
+            "max_concurrency": max_concurrency,
+            "index_every": index_every,
+        }
+        for name, value in settings.items():  # index_every <= 0: the index's loop never ends
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"ObjectBlobStore: {name} must be an int >= 1: {value!r}")
         self._obs = _obstore()
