@@ -513,3 +513,56 @@ async def test_a_huge_array_entry_is_paged_in_bounded_memory(
         tracemalloc.stop()
     assert '{"big":"yyy' in out
     assert peak < 4 * entry, f"peak {peak >> 20} MiB for an entry of {entry >> 20} MiB"
+
+
+# -- pause / resume ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["gemini", "anthropic"])
+async def test_an_inspect_paused_is_resumed_by_a_fresh_worker_and_store(
+    provider: str, moto_server: MotoServer
+) -> None:
+    from llm_worker import PauseState, RunStatus, ToolUsePart, Worker, tool
+    from llm_worker.hooks import Pause, ToolCallContext
+    from llm_worker.testing import ScriptedRequest, ScriptedResponse
+    from support.e2e import serve
+
+    @tool
+    async def report() -> str:
+        """A long report."""
+        return "".join(f"row {i} ✓\n" for i in range(1, 3001))
+
+    async def ask(ctx: ToolCallContext) -> Pause | None:
+        if ctx.call.name == "inspect" and not ctx.resumed:
+            return Pause("a person must approve reading it")
+        return None
+
+    seen: list[str] = []
+
+    def read_it(call: ScriptedRequest) -> ScriptedResponse:
+        [result] = call.tool_results
+        blob_id = result.content.split("[blob:", 1)[1].split("]", 1)[0]
+        args = {"blob_id": blob_id, "selector": "lines:2999-3000"}
+        return ScriptedResponse([ToolUsePart("", "inspect", args)])
+
+    def done(call: ScriptedRequest) -> ScriptedResponse:
+        seen.append(call.tool_results[0].content)
+        return ScriptedResponse.text("done")
+
+    store, _ = s3_store(moto_server.endpoint)
+    url = repr(store).split("'")[1]
+    script = [ScriptedResponse([ToolUsePart("", "report", {})]), read_it, done]
+    with anyio.fail_after(60):
+        async with serve(provider, script) as wire:
+            first = Worker(wire.client(), tools=[report], blob_store=store)
+            first.add_before_tool_call_hook(ask)
+            paused = await first.run("report, then read its end")
+            assert paused.status is RunStatus.PAUSED and paused.state is not None
+            state = PauseState.from_json(paused.state.to_json())
+            there = ObjectBlobStore.from_url(url, **s3_options(moto_server.endpoint))
+            second = Worker(wire.client(), tools=[report], blob_store=there)
+            second.add_before_tool_call_hook(ask)
+            result = await second.resume(state)
+    assert result.status is RunStatus.FINISHED
+    [content] = seen
+    assert "row 2999 ✓\nrow 3000 ✓" in content and "row 2998" not in content, content
