@@ -43,6 +43,8 @@ Foreign exceptions (httpx, JSON decoders) are translated at one seam each and ch
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = (
     "APIConnectionError",
     "APIStatusError",
@@ -82,6 +84,18 @@ __all__ = (
 
 class LLMWorkerError(Exception):
     """Base of every exception raised by llm-worker."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled without calling __init__ again (whose keyword-only arguments `args` does not
+        # hold): a durable run's error is stored and raised again in any process.
+        return (_rebuilt, (type(self), self.args, self.__dict__))
+
+
+def _rebuilt(cls: type[LLMWorkerError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ProviderError(LLMWorkerError):
