@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import pytest
@@ -59,15 +61,33 @@ def _clear() -> None:
     RAN.clear()
 
 
-async def test_a_structured_durable_run_returns_its_typed_output(tmp_path: Path) -> None:
-    answer = ScriptedResponse.text('{"number": "A-1", "total": 12.5}', usage=USAGE)
+@pytest.mark.parametrize("mode", ["native", "tool"])
+async def test_a_structured_durable_run_returns_its_typed_output(
+    tmp_path: Path, mode: Literal["native", "tool"]
+) -> None:
+    fields = {"number": "A-1", "total": 12.5}
+    answer = (
+        ScriptedResponse.text(json.dumps(fields), usage=USAGE)
+        if mode == "native"
+        else ScriptedResponse([ToolUsePart("o1", "final_result", fields)], usage=USAGE)
+    )
     async with ScriptedModelServer("anthropic", [answer]) as server, server.client() as c:
-        durable = DurableWorker(Worker(c, output_type=Invoice), name="t", database_url=url(tmp_path))
+        worker = Worker(c, output_type=Invoice, output_mode=mode, output_tool_name="final_result")
+        durable = DurableWorker(worker, name="t", database_url=url(tmp_path))
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 first = await durable.run("Read it", run_id="inv-1")
                 again = await durable.result("inv-1")
     assert first.output == again.output == Invoice(number="A-1", total=12.5)
+
+
+async def test_a_plain_durable_runs_output_is_its_text(tmp_path: Path) -> None:
+    async with ScriptedModelServer("anthropic", script()) as server, server.client() as c:
+        durable = DurableWorker(Worker(c, tools=[weather]), name="t", database_url=url(tmp_path))
+        with anyio.fail_after(TIMEOUT):
+            async with durable:
+                result = await durable.run("Weather?")
+    assert result.output == result.text == "Sunny."
 
 
 async def test_a_durable_run_whose_output_never_fits_raises_the_output_error(

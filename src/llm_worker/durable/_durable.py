@@ -168,7 +168,8 @@ class DurableWorker:
             handle = await dbos.DBOS.retrieve_workflow_async(run_id)
         except dbos.error.DBOSNonExistentWorkflowError as exc:
             raise ConfigurationError(f"no durable run has the id {run_id!r}") from exc
-        return run_from(await handle.get_result(polling_interval_sec=self._poll))
+        record = await handle.get_result(polling_interval_sec=self._poll)
+        return run_from(record, self.worker._cfg.output)  # pyright: ignore[reportPrivateUsage]
 
     async def status(self, run_id: str) -> str | None:
         """The run's status: running, paused, finished, cancelled (None: not started yet)."""

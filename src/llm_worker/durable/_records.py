@@ -18,6 +18,7 @@ from llm_worker.messages import Message, Origin, ToolResultPart
 from llm_worker.state import Decision, PauseState, RunResult, RunStatus
 from llm_worker.tools import ToolResult
 from llm_worker.worker._assembler import Assembler
+from llm_worker.worker._output import OutputPlan, answer_output
 
 __all__ = (
     "answer_from",
@@ -154,14 +155,19 @@ def run_record(result: RunResult) -> dict[str, Any]:
         "reason": result.reason,
         "stop_reason": None if result.stop_reason is None else result.stop_reason.value,
         "response_ids": list(result.response_ids),
+        "refusal": result.refusal,
     }
 
 
-def run_from(data: object) -> RunResult:
-    """The RunResult a recorded run stands for."""
+def run_from(data: object, plan: OutputPlan | None = None) -> RunResult:
+    """The RunResult a recorded run stands for, its output checked again by `plan`.
+
+    The output is not recorded: it is the final answer validated again (the same check the
+    run made, so the same value), an instance of the output type in any process.
+    """
     r = as_dict(data)
     stop = as_str(r["stop_reason"])
-    return RunResult(
+    result = RunResult(
         RunStatus(str(r["status"])),
         text=str(r["text"]),
         messages=_messages(r["messages"]),
@@ -171,7 +177,12 @@ def run_from(data: object) -> RunResult:
         reason=as_str(r["reason"]),
         stop_reason=None if stop is None else StopReason(stop),
         response_ids=[str(x) for x in as_list(r["response_ids"])],
+        refusal=as_str(r.get("refusal")),
     )
+    if result.status is RunStatus.FINISHED and result.refusal is None:
+        final = next(m for m in reversed(result.messages) if m.role == "assistant")
+        result.output = result.text if plan is None else answer_output(plan, final)
+    return result
 
 
 def decisions_record(decisions: Mapping[str, Decision]) -> dict[str, Any]:
