@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -151,6 +151,10 @@ async def _workflow(name: str, messages: list[dict[str, Any]]) -> dict[str, Any]
     """The workflow of every durable run: one Worker run, waiting out each pause."""
     dbos = engine.dbos.DBOS
     worker = (await engine.worker(name)).fork()
+    # A tool started early runs inside the request's step, where DBOS records nothing: it
+    # would run again on recovery. In a durable run every call is a step of its own.
+    cfg = worker._cfg  # pyright: ignore[reportPrivateUsage]
+    worker._cfg = replace(cfg, early_tool_start=False)  # pyright: ignore[reportPrivateUsage]
     run_id: str = dbos.workflow_id
     attempt = Attempt(run_id, uuid.uuid4().hex, dbos, anyio.Lock())
     token = current().set(attempt)
