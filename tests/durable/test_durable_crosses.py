@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast
 
 import anyio
 import pytest
@@ -223,3 +223,30 @@ async def test_worker_cancel_ends_a_durable_run_cancelled(tmp_path: Path) -> Non
                 release.set()  # a cancel that did not land lets the run finish
                 result = await durable.result(run_id)
     assert result.status is RunStatus.CANCELLED
+
+
+async def test_a_decision_of_the_wrong_shape_is_refused_by_decide(tmp_path: Path) -> None:
+    from llm_worker.errors import PauseStateError
+
+    script_ = [
+        ScriptedResponse([ToolUsePart("p1", "pay", {"amount": 5})], usage=USAGE),
+        ScriptedResponse.text("Paid.", usage=USAGE),
+    ]
+    tampered: list[Any] = [
+        Decision(True, input=cast(Any, "amount=500"), merge=True),  # merged as {}: approved as-is
+        {"allow": True},
+    ]
+    async with ScriptedModelServer("anthropic", script_) as server, server.client() as c:
+        durable = DurableWorker(Worker(c, tools=[pay]), name="t", database_url=url(tmp_path))
+        with anyio.fail_after(TIMEOUT):
+            async with durable:
+                run_id = await durable.start("Pay", run_id="pay-t")
+                assert await durable.paused(run_id) is not None
+                for decision in tampered:
+                    with pytest.raises(PauseStateError, match="p1"):
+                        await durable.decide(run_id, {"p1": decision})
+                assert RAN == []
+                await durable.decide(run_id, {"p1": Decision.deny("no")})
+                result = await durable.result(run_id)
+    assert result.status is RunStatus.FINISHED
+    assert RAN == []

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import anyio
 
 from llm_worker.durable._engine import DECISION, PAUSE, STATUS, engine
 from llm_worker.durable._records import decisions_record, messages_record, run_from
 from llm_worker.durable._steps import PROGRESS, DurableInterceptor
-from llm_worker.errors import ConfigurationError
-from llm_worker.state import PauseState
+from llm_worker.errors import ConfigurationError, PauseStateError
+from llm_worker.state import Decision, PauseState
 from llm_worker.worker._history import as_messages
 
 if TYPE_CHECKING:
     from llm_worker.messages import Message
-    from llm_worker.state import Decision, RunResult
+    from llm_worker.state import RunResult
     from llm_worker.worker import Worker
 
 __all__ = ("DEFAULT_DATABASE_URL", "DurableWorker")
@@ -70,7 +70,7 @@ class DurableWorker:
 
     def __init__(
         self,
-        worker: Worker,
+        worker: Worker[Any],
         *,
         name: str,
         database_url: str = DEFAULT_DATABASE_URL,
@@ -194,7 +194,9 @@ class DurableWorker:
 
         Raises:
             ConfigurationError: The run is not waiting for a decision.
+            PauseStateError: A decision is not a `Decision`, or its `input` not an object.
         """
+        _check_decisions(decisions)
         dbos = self._dbos.DBOS
         if await dbos.get_event_async(run_id, PAUSE, timeout_seconds=0) is None:
             raise ConfigurationError(f"the durable run {run_id!r} is not waiting for a decision")
@@ -231,6 +233,19 @@ class DurableWorker:
         recover = dbos._recover_pending_workflows  # pyright: ignore[reportPrivateUsage]
         handles = await anyio.to_thread.run_sync(lambda: recover(ids))
         return [str(h.get_workflow_id()) for h in handles]
+
+
+def _check_decisions(decisions: Mapping[str, Decision]) -> None:
+    # The run reads decisions back as JSON: a wrong shape would turn into another decision
+    # there (edited arguments that are not an object merge as none: the model's, approved).
+    for call_id, decision in decisions.items():
+        given = cast("object", decision)  # a caller without a type checker sends anything
+        edited: object = getattr(given, "input", None)
+        if not isinstance(given, Decision) or not isinstance(edited, dict | None):
+            raise PauseStateError(
+                f"the decision for call {call_id!r} must be a Decision whose input is a dict "
+                f"or None, not {given!r}"
+            )
 
 
 def _input(input: str | Message | Iterable[Message]) -> list[dict[str, Any]]:
