@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, cast
 
 from llm_worker import _sniff
 from llm_worker.errors import MediaError
@@ -60,7 +60,9 @@ class ImagePart:
     type: Literal["image"] = "image"
 
     def __post_init__(self) -> None:
-        _check_source(self.data, self.url, "ImagePart")
+        self.data, self.media_type = _checked_source(self, "ImagePart")
+        if self.detail not in (None, "low", "high", "auto"):
+            raise MediaError(f"ImagePart detail must be 'low', 'high' or 'auto', not {self.detail!r}")
 
     def __repr__(self) -> str:
         return _repr(self, detail=self.detail)
@@ -128,7 +130,7 @@ class DocumentPart:
     type: Literal["document"] = "document"
 
     def __post_init__(self) -> None:
-        _check_source(self.data, self.url, "DocumentPart")
+        self.data, self.media_type = _checked_source(self, "DocumentPart")
 
     def __repr__(self) -> str:
         return _repr(self, name=self.name)
@@ -190,14 +192,28 @@ MediaPart: TypeAlias = ImagePart | DocumentPart
 
 def _repr(part: MediaPart, **extra: str | None) -> str:
     # The bytes stay out of reprs, logs and test failures: their size says enough.
-    source = f"<{len(part.data)} bytes>" if part.data is not None else repr(part.url)
-    shown = "".join(f", {k}={v!r}" for k, v in extra.items() if v is not None)
-    return f"{type(part).__name__}({source}, {part.media_type!r}{shown})"
+    shown = _sniff.shown_url(part.url or "")
+    source = f"<{len(part.data)} bytes>" if part.data is not None else repr(shown)
+    more = "".join(f", {k}={v!r}" for k, v in extra.items() if v is not None)
+    return f"{type(part).__name__}({source}, {part.media_type!r}{more})"
 
 
-def _check_source(data: bytes | None, url: str | None, what: str) -> None:
-    if (data is None) == (url is None):
+def _checked_source(part: MediaPart, what: str) -> tuple[bytes | None, str | None]:
+    # A part built directly (not through from_*) is checked here: a client must never
+    # meet a str or a memoryview where bytes belong.
+    data: object = part.data
+    if (data is None) == (part.url is None):
         raise MediaError(f"{what} needs either data or a url (exactly one)")
+    if isinstance(data, bytearray | memoryview):
+        data = bytes(data)
+    elif data is not None and not isinstance(data, bytes):
+        raise MediaError(f"{what} data must be bytes, not {type(data).__name__}")
+    if part.url is not None and not isinstance(part.url, str):
+        raise MediaError(f"{what} url must be a str, not {type(part.url).__name__}")
+    kind: object = part.media_type
+    if kind is not None and not isinstance(kind, str):
+        raise MediaError(f"{what} media_type must be a str, not {type(kind).__name__}")
+    return cast("bytes | None", data), None if kind is None else _sniff.normal_type(kind)
 
 
 def media_to_json(parts: list[MediaPart]) -> list[dict[str, Any]]:

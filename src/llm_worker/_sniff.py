@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, unquote_to_bytes, urlsplit, urlunsplit
 
 from llm_worker.errors import MediaError
 
@@ -35,6 +35,7 @@ __all__ = (
     "guess_from_name",
     "normal_type",
     "read",
+    "shown_url",
     "sniff",
     "text_of",
     "url_name",
@@ -159,11 +160,25 @@ def decode_data_url(url: str) -> tuple[bytes, str] | None:
     params = header.split(";")
     media_type = params[0].strip().lower() or "text/plain"
     if "base64" not in (p.strip().lower() for p in params[1:]):
-        return unquote(payload).encode(), media_type
+        return unquote_to_bytes(payload), media_type  # %XX are bytes, not UTF-8 text
     try:
         return binascii.a2b_base64(payload, strict_mode=True), media_type
     except (binascii.Error, ValueError) as exc:
         raise MediaError(f"a data: URL whose base64 data does not decode: {exc}") from exc
+
+
+def shown_url(url: str) -> str:
+    """`url` as reprs and errors show it: without a password, a query or a fragment.
+
+    A signed URL's query (`X-Amz-Signature=...`, a SAS token) is a credential.
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rpartition("@")[2]
+    except ValueError:
+        return "<a malformed url>"
+    hidden = "?…" if parts.query or parts.fragment else ""
+    return urlunsplit((parts.scheme, host, parts.path, "", "")) + hidden
 
 
 def url_name(url: str) -> str:
@@ -251,6 +266,8 @@ def checked_type(data: bytes, media_type: str | None, kinds: frozenset[str], wha
         if found is None or found not in kinds:
             shown = f"{found} data" if found else "of no known format"
             raise MediaError(f"{what}: the content is {shown}; {what} takes {_listed(kinds)}")
+        if found == "text/plain":
+            check_content(data, found, what)  # sniffing probed only the first bytes
         return found
     declared = normal_type(media_type)
     if declared not in kinds:
@@ -270,6 +287,8 @@ def read(path: str | PathLike[str], kinds: frozenset[str], what: str) -> tuple[b
     data = file.read_bytes()
     found = sniff(data)
     if found in kinds:
+        if found == "text/plain":
+            check_content(data, found, f"{what} ({file})")
         return data, found, file.name
     named = guess_from_name(file.name)
     shown = f"{found} data" if found else "of no known format"

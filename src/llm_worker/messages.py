@@ -233,6 +233,10 @@ Part: TypeAlias = (
 )
 """Any message part."""
 
+_PART_TYPES = (
+    TextPart, ImagePart, DocumentPart, ThinkingPart, ToolUsePart, ToolResultPart, ProviderPart
+)
+
 
 @dataclass(slots=True)
 class Message:
@@ -252,7 +256,14 @@ class Message:
 
         `Message.user("What is in this picture?", ImagePart.from_path("cat.png"))`.
         """
-        return cls("user", [TextPart(c) if isinstance(c, str) else c for c in content])
+        parts = [TextPart(c) if isinstance(c, str) else c for c in content]
+        for part in parts:
+            if not isinstance(part, _PART_TYPES):
+                raise InvalidMessagesError(
+                    f"Message.user takes strings and parts (TextPart, ImagePart, DocumentPart, "
+                    f"...), not {type(part).__name__}"
+                )
+        return cls("user", parts)
 
     @classmethod
     def assistant(cls, text: str) -> Message:

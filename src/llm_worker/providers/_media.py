@@ -22,10 +22,11 @@ travels and what the APIs measure):
 from __future__ import annotations
 
 import base64
+from xml.sax.saxutils import quoteattr
 from dataclasses import dataclass
 from typing import Final
 
-from llm_worker._sniff import check_content
+from llm_worker._sniff import check_content, shown_url
 from llm_worker.errors import MediaError
 from llm_worker.messages import DocumentPart, ImagePart, MediaPart
 
@@ -125,7 +126,8 @@ def _check_type(part: MediaPart, kinds: frozenset[str], rules: MediaRules, what:
     how = "by URL" if part.data is None else "as data"
     if part.media_type is None:
         raise MediaError(
-            f"{rules.provider} needs the media type of the {what} at {part.url!r}: pass "
+            f"{rules.provider} needs the media type of the {what} at "
+            f"{shown_url(part.url or '')!r}: pass "
             f"media_type= to {type(part).__name__}.from_url ({_listed(kinds)})"
         )
     accepted = _listed(kinds) if kinds else "none"
@@ -172,5 +174,5 @@ def document_text(part: DocumentPart) -> str | None:
     text = part.text
     if text is None:
         return None
-    name = f' name="{part.name}"' if part.name else ""
+    name = f" name={quoteattr(part.name)}" if part.name else ""  # a name cannot close it
     return f"<document{name}>\n{text}\n</document>"
