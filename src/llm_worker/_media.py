@@ -62,7 +62,9 @@ class ImagePart:
     def __post_init__(self) -> None:
         self.data, self.media_type = _checked_source(self, "ImagePart")
         if self.detail not in (None, "low", "high", "auto"):
-            raise MediaError(f"ImagePart detail must be 'low', 'high' or 'auto', not {self.detail!r}")
+            raise MediaError(
+                f"ImagePart detail must be 'low', 'high' or 'auto', not {self.detail!r}"
+            )
 
     def __repr__(self) -> str:
         return _repr(self, detail=self.detail)

@@ -234,7 +234,13 @@ Part: TypeAlias = (
 """Any message part."""
 
 _PART_TYPES = (
-    TextPart, ImagePart, DocumentPart, ThinkingPart, ToolUsePart, ToolResultPart, ProviderPart
+    TextPart,
+    ImagePart,
+    DocumentPart,
+    ThinkingPart,
+    ToolUsePart,
+    ToolResultPart,
+    ProviderPart,
 )
 
 

@@ -79,6 +79,7 @@ from llm_worker.providers._anthropic_thinking import (
     thinking_plan,
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
+from llm_worker.providers._media import ANTHROPIC, check_total
 from llm_worker.providers._output import sent_schema
 
 __all__ = (
@@ -163,6 +164,7 @@ def build_body(
         ConfigurationError: The body breaks a rule the API enforces with thinking on
             (see the module docstring).
     """
+    check_total(request.messages, ANTHROPIC)
     messages = build_messages(request.messages, model=model)
     plan = thinking_plan(request.thinking, model) if request.thinking is not None else None
     body: Block = {

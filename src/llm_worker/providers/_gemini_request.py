@@ -70,6 +70,7 @@ from llm_worker.providers._base import checked_tool_choice, deep_merge, unsuppor
 from llm_worker.providers._gemini_media import media_part, with_media
 from llm_worker.providers._gemini_metadata import METADATA_KEYS
 from llm_worker.providers._gemini_schema import gemini_schema
+from llm_worker.providers._media import GEMINI, check_total
 from llm_worker.providers._output import sent_schema
 
 __all__ = ("SKIP_SIGNATURE", "build_body")
@@ -85,6 +86,7 @@ _ALIAS: Final = re.compile(r"(?:^|/)gemini-[a-z-]*latest\b")
 
 def build_body(request: Request, model: str) -> dict[str, Any]:
     """The Gemini JSON body for a neutral request sent to `model`."""
+    check_total(request.messages, GEMINI)
     body: dict[str, Any] = {"contents": _contents(request.messages, model)}
     if request.system:
         body["systemInstruction"] = {"parts": [{"text": request.system}]}

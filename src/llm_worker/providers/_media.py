@@ -22,13 +22,16 @@ travels and what the APIs measure):
 from __future__ import annotations
 
 import base64
-from xml.sax.saxutils import quoteattr
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
+from xml.sax.saxutils import quoteattr
 
 from llm_worker._sniff import check_content, shown_url
 from llm_worker.errors import MediaError
-from llm_worker.messages import DocumentPart, ImagePart, MediaPart
+from llm_worker.messages import DocumentPart, ImagePart, MediaPart, Message, ToolResultPart
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
 
 __all__ = (
     "ANTHROPIC",
@@ -38,6 +41,7 @@ __all__ = (
     "MediaRules",
     "b64",
     "check",
+    "check_total",
     "data_url",
     "document_text",
 )
@@ -56,6 +60,7 @@ class MediaRules:
         max_image_bytes: The largest image it accepts (base64 size).
         max_document_bytes: The largest document it accepts (base64 size).
         url_documents: Document media types it fetches from a URL.
+        max_request_bytes: The most inline media (base64) one request may carry in all.
     """
 
     provider: str
@@ -64,6 +69,7 @@ class MediaRules:
     max_image_bytes: int
     max_document_bytes: int
     url_documents: frozenset[str] = frozenset()
+    max_request_bytes: int = 20 * _MB
 
 
 _PDF: Final = frozenset({"application/pdf"})
@@ -76,12 +82,21 @@ ANTHROPIC: Final = MediaRules(
     max_image_bytes=5 * _MB,
     max_document_bytes=32 * _MB,
     url_documents=_PDF,
+    max_request_bytes=32 * _MB,
 )
 _OPENAI_IMAGES: Final = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"})
 # Plain text goes to OpenAI as text (see `document_text`), so only PDFs are files there.
-OPENAI_CHAT: Final = MediaRules("OpenAI Chat Completions", _OPENAI_IMAGES, _PDF, 50 * _MB, 50 * _MB)
+OPENAI_CHAT: Final = MediaRules(
+    "OpenAI Chat Completions", _OPENAI_IMAGES, _PDF, 50 * _MB, 50 * _MB, max_request_bytes=50 * _MB
+)
 OPENAI_RESPONSES: Final = MediaRules(
-    "OpenAI Responses", _OPENAI_IMAGES, _PDF, 50 * _MB, 50 * _MB, url_documents=_PDF
+    "OpenAI Responses",
+    _OPENAI_IMAGES,
+    _PDF,
+    50 * _MB,
+    50 * _MB,
+    url_documents=_PDF,
+    max_request_bytes=50 * _MB,
 )
 GEMINI: Final = MediaRules(
     "Gemini",
@@ -111,6 +126,33 @@ def check(part: MediaPart, rules: MediaRules) -> None:
         if part.media_type is not None:
             check_content(part.data, part.media_type, type(part).__name__)
         _check_size(part, limit, rules)
+
+
+def check_total(messages: Iterable[Message], rules: MediaRules) -> None:
+    """Refuse a request whose inline images and documents together pass the provider's limit.
+
+    Each part may be under its own limit while all of them are not (Gemini's 20 MB is for the
+    whole request, Anthropic's 32 MB and OpenAI's 50 MB too).
+
+    Raises:
+        MediaError: The base64 of all inline parts is over `rules.max_request_bytes`.
+    """
+    total = sum(_b64_size(len(m.data)) for m in _inline(messages) if m.data is not None)
+    if total > rules.max_request_bytes:
+        raise MediaError(
+            f"{rules.provider} accepts at most {rules.max_request_bytes // _MB} MB of images "
+            f"and documents per request (base64); these are {total / _MB:.1f} MB: send fewer, "
+            "smaller ones, or give them by URL"
+        )
+
+
+def _inline(messages: Iterable[Message]) -> Iterator[MediaPart]:
+    for message in messages:
+        for part in message.content:
+            if isinstance(part, ImagePart | DocumentPart):
+                yield part
+            elif isinstance(part, ToolResultPart):
+                yield from part.media
 
 
 def _text_ok(part: DocumentPart, rules: MediaRules) -> frozenset[str]:

@@ -45,6 +45,7 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
+from llm_worker.providers._media import OPENAI_CHAT, check_total
 from llm_worker.providers._openai_media import (
     chat_part,
     chat_result_media,
@@ -78,6 +79,7 @@ def build_chat_body(request: Request, model: str) -> dict[str, Any]:
     `request.options` is deep-merged last (`deep_merge`: lists are joined); an option set to
     `None` removes that field (e.g. `{"stream_options": None}` for a server that rejects it).
     """
+    check_total(request.messages, OPENAI_CHAT)
     body: dict[str, Any] = {"model": model, "messages": chat_messages(request, model)}
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]

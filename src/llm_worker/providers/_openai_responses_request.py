@@ -99,6 +99,7 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
+from llm_worker.providers._media import OPENAI_RESPONSES, check_total
 from llm_worker.providers._openai_media import misplaced, responses_output, responses_part
 from llm_worker.providers._output import sent_schema
 
@@ -151,6 +152,7 @@ def build_body(request: Request, *, model: str) -> dict[str, Any]:
             "the OpenAI Responses API has no stop sequences; remove stop_sequences or use "
             "OpenAIChatClient (Chat Completions supports `stop`)"
         )
+    check_total(request.messages, OPENAI_RESPONSES)
     store_false = request.options.get("store") is False
     origin = Origin(PROVIDER, model)
     messages = request.messages
