@@ -42,7 +42,7 @@ def test_a_percent_encoded_data_url_keeps_its_bytes() -> None:
 
 @pytest.mark.parametrize("item", [123, b"raw bytes", None, {"type": "text"}])
 def test_message_user_refuses_what_is_neither_text_nor_a_part(item: object) -> None:
-    with pytest.raises(InvalidMessagesError, match="Message.user"):
+    with pytest.raises(InvalidMessagesError, match=r"Message\.user"):
         Message.user("look", cast("str", item))
 
 

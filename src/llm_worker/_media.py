@@ -203,19 +203,20 @@ def _repr(part: MediaPart, **extra: str | None) -> str:
 def _checked_source(part: MediaPart, what: str) -> tuple[bytes | None, str | None]:
     # A part built directly (not through from_*) is checked here: a client must never
     # meet a str or a memoryview where bytes belong.
-    data: object = part.data
-    if (data is None) == (part.url is None):
+    data = cast("object", part.data)
+    url = cast("object", part.url)
+    if (data is None) == (url is None):
         raise MediaError(f"{what} needs either data or a url (exactly one)")
     if isinstance(data, bytearray | memoryview):
-        data = bytes(data)
+        data = bytes(cast("bytearray", data))
     elif data is not None and not isinstance(data, bytes):
         raise MediaError(f"{what} data must be bytes, not {type(data).__name__}")
-    if part.url is not None and not isinstance(part.url, str):
-        raise MediaError(f"{what} url must be a str, not {type(part.url).__name__}")
-    kind: object = part.media_type
+    if url is not None and not isinstance(url, str):
+        raise MediaError(f"{what} url must be a str, not {type(url).__name__}")
+    kind = cast("object", part.media_type)
     if kind is not None and not isinstance(kind, str):
         raise MediaError(f"{what} media_type must be a str, not {type(kind).__name__}")
-    return cast("bytes | None", data), None if kind is None else _sniff.normal_type(kind)
+    return data, None if kind is None else _sniff.normal_type(kind)
 
 
 def media_to_json(parts: list[MediaPart]) -> list[dict[str, Any]]:

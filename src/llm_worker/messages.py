@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 import orjson
 
@@ -263,7 +263,7 @@ class Message:
         `Message.user("What is in this picture?", ImagePart.from_path("cat.png"))`.
         """
         parts = [TextPart(c) if isinstance(c, str) else c for c in content]
-        for part in parts:
+        for part in cast("list[object]", parts):
             if not isinstance(part, _PART_TYPES):
                 raise InvalidMessagesError(
                     f"Message.user takes strings and parts (TextPart, ImagePart, DocumentPart, "

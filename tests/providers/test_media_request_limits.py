@@ -9,6 +9,7 @@ import pytest
 
 from llm_worker import ImagePart, Message, ToolResultPart, ToolUsePart
 from llm_worker.errors import MediaError
+from llm_worker.messages import Part
 from llm_worker.providers._anthropic_request import build_body as anthropic_body
 from llm_worker.providers._base import Request
 from llm_worker.providers._gemini_request import build_body as gemini_body
@@ -50,7 +51,9 @@ def test_tool_result_images_count_toward_the_request_limit(provider: str) -> Non
     size, count = SPLIT[provider]
     image = _png(size)
     calls = [ToolUsePart(f"c{i}", "shot", {}) for i in range(count)]
-    results = [ToolResultPart(c.id, "screen", name="shot", media=[image]) for c in calls]
+    results: list[Part] = [
+        ToolResultPart(c.id, "screen", name="shot", media=[image]) for c in calls
+    ]
     history = [Message.user("look"), Message("assistant", list(calls)), Message("user", results)]
     with pytest.raises(MediaError, match="per request"):
         BUILDERS[provider](Request(history))
