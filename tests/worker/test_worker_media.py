@@ -20,6 +20,7 @@ from llm_worker import (
 from llm_worker.blobs import TextContent
 from llm_worker.collectors import ToolCall
 from llm_worker.hooks import ToolResultContext
+from llm_worker.messages import Part
 from llm_worker.state import PendingCall
 from llm_worker.testing import ScriptedClient, ScriptedResponse
 from llm_worker.tools import ToolResult
@@ -98,3 +99,31 @@ async def test_a_hook_may_replace_the_image_but_not_with_something_else() -> Non
     spoiled.add_after_tool_call_hook(spoil)
     with anyio.fail_after(5), pytest.raises(HookError, match=r"result\.media to something other"):
         await spoiled.run("look")
+
+
+async def test_a_cancelled_batch_keeps_the_image_of_the_call_that_finished() -> None:
+    started = anyio.Event()
+
+    @tool(effect="read_only")
+    async def shot() -> ImagePart:
+        """Take a screenshot."""
+        return SHOT
+
+    @tool(effect="read_only")
+    async def slow() -> str:
+        """Never finishes."""
+        started.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    calls: list[Part] = [ToolUsePart("a", "shot", {}), ToolUsePart("b", "slow", {})]
+    client = ScriptedClient([ScriptedResponse(calls), ScriptedResponse.text("ok")])
+    worker = Worker(client, tools=[shot, slow])
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run, "go")
+            await started.wait()
+            worker.cancel()
+        await worker.run("again")
+    first, second = client.requests[-1].messages[2].tool_results
+    assert (first.media, second.media, second.is_error) == ([SHOT], [], True)

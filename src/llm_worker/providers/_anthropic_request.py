@@ -164,8 +164,8 @@ def build_body(
         ConfigurationError: The body breaks a rule the API enforces with thinking on
             (see the module docstring).
     """
-    check_total(request.messages, ANTHROPIC)
     messages = build_messages(request.messages, model=model)
+    check_total(request.messages, ANTHROPIC)  # after each part's own check: a clearer error
     plan = thinking_plan(request.thinking, model) if request.thinking is not None else None
     body: Block = {
         "model": model,

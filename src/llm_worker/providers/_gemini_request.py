@@ -86,8 +86,8 @@ _ALIAS: Final = re.compile(r"(?:^|/)gemini-[a-z-]*latest\b")
 
 def build_body(request: Request, model: str) -> dict[str, Any]:
     """The Gemini JSON body for a neutral request sent to `model`."""
-    check_total(request.messages, GEMINI)
     body: dict[str, Any] = {"contents": _contents(request.messages, model)}
+    check_total(request.messages, GEMINI)  # after each part's own check: a clearer error
     if request.system:
         body["systemInstruction"] = {"parts": [{"text": request.system}]}
     if request.tools:

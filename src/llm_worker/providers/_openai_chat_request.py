@@ -79,8 +79,8 @@ def build_chat_body(request: Request, model: str) -> dict[str, Any]:
     `request.options` is deep-merged last (`deep_merge`: lists are joined); an option set to
     `None` removes that field (e.g. `{"stream_options": None}` for a server that rejects it).
     """
-    check_total(request.messages, OPENAI_CHAT)
     body: dict[str, Any] = {"model": model, "messages": chat_messages(request, model)}
+    check_total(request.messages, OPENAI_CHAT)  # after each part's own check: a clearer error
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
         if request.tool_choice is not None:

@@ -152,7 +152,6 @@ def build_body(request: Request, *, model: str) -> dict[str, Any]:
             "the OpenAI Responses API has no stop sequences; remove stop_sequences or use "
             "OpenAIChatClient (Chat Completions supports `stop`)"
         )
-    check_total(request.messages, OPENAI_RESPONSES)
     store_false = request.options.get("store") is False
     origin = Origin(PROVIDER, model)
     messages = request.messages
@@ -163,6 +162,7 @@ def build_body(request: Request, *, model: str) -> dict[str, Any]:
         "input": input_items(messages, origin=origin, store_false=store_false),
         "stream": True,
     }
+    check_total(messages, OPENAI_RESPONSES)  # after each part's own check: a clearer error
     if request.system:
         body["instructions"] = request.system
     if request.tools:

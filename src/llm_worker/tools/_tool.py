@@ -332,8 +332,9 @@ class FunctionTool(Generic[P, R]):
     What the function returns becomes the result's text: a `str` as it is, a `ToolOutput`
     passed through, `None` as `"null"` (the JSON for it, so the model sees the tool did return),
     anything else as JSON (pydantic's `to_jsonable_python`, then orjson; values without a JSON
-    form as their `str()`). An `ImagePart` or `DocumentPart` — alone, or in a list with
-    strings — becomes the result's `media`, which the model sees as an image or a document.
+    form as their `str()`). An `ImagePart` or `DocumentPart` — alone, in a list with strings,
+    or inside a list, dict or dataclass (the JSON text then holds `"[image 1: image/png]"` in
+    its place) — becomes the result's `media`, which the model sees as an image or a document.
 
     With `strict=True` the schema takes the form OpenAI's strict mode requires: every object
     closed and all its properties required, an optional parameter or field made nullable,
