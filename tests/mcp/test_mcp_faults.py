@@ -95,7 +95,7 @@ async def test_cancelling_a_run_sends_notifications_cancelled(tmp_path: Path) ->
             assert await echo.execute('{"text": "after"}') == "echo: after"
     assert result.status is RunStatus.CANCELLED
     notes = [json.loads(line) for line in log.read_text().splitlines()]
-    [cancelled] = [n for n in notes if n["notification"] == "notifications/cancelled"]
+    [cancelled] = [n for n in notes if n.get("notification") == "notifications/cancelled"]
     assert isinstance(cancelled["params"]["requestId"], int)
 
 

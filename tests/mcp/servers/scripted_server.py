@@ -116,6 +116,7 @@ def handle(message: dict) -> None:
         listing = [tool_listing(n) for n in _tools]
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": listing}})
     elif method == "tools/call":
+        log({"request": "tools/call", "id": request_id, "name": message["params"].get("name")})
         call(request_id, message["params"])
     else:
         send({"jsonrpc": "2.0", "id": request_id, "result": {}})

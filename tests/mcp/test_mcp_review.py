@@ -1,0 +1,119 @@
+"""Adversarial probes of MCPServer crossed with cancel, pause/resume, hooks and hostile input."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import anyio
+import pytest
+
+from llm_worker import HookError, PauseState, RunStatus, ToolProgress, Worker
+from llm_worker.hooks import Pause, ToolCallContext
+from llm_worker.mcp import MCPServer
+from llm_worker.messages import ToolUsePart
+from llm_worker.testing import ScriptedModelServer, ScriptedResponse
+from support.mcp_servers import scripted
+
+pytestmark = pytest.mark.anyio
+
+
+def _log_lines(log: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+async def test_the_cancelled_notification_names_the_call_that_was_cancelled(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "log"
+    script = [ScriptedResponse([ToolUsePart("", "slow", {})])]
+    with anyio.fail_after(20):
+        async with (
+            MCPServer.stdio(*scripted("normal", log)) as server,
+            ScriptedModelServer("openai_chat", script) as model,
+            model.client() as client,
+            Worker(client, tools=[server]) as worker,
+        ):
+            stream = worker.stream("go")
+            async for event in stream:
+                if isinstance(event, ToolProgress):
+                    worker.cancel()
+            [echo] = [t for t in await server.list_tools() if t.remote_name == "echo"]
+            assert await echo.execute('{"text": "after"}') == "echo: after"
+    assert stream.result.status is RunStatus.CANCELLED
+    lines = _log_lines(log)
+    [call] = [n["id"] for n in lines if n.get("name") == "slow"]
+    [cancelled] = [n for n in lines if n.get("notification") == "notifications/cancelled"]
+    assert cancelled["params"]["requestId"] == call  # type: ignore[index]
+
+
+async def _pause_first_time(ctx: ToolCallContext) -> Pause | None:
+    return None if ctx.resumed else Pause("check the echo")
+
+
+@pytest.mark.parametrize("provider", ["openai_responses", "gemini"])
+async def test_a_paused_mcp_call_resumes_in_a_fresh_worker_on_a_new_connection(
+    provider: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "log"
+    script = [
+        ScriptedResponse([ToolUsePart("c1", "echo", {"text": "hi"})]),
+        ScriptedResponse.text("done"),
+    ]
+    with anyio.fail_after(30):
+        async with ScriptedModelServer(provider, script) as model, model.client() as client:
+            async with MCPServer.stdio(*scripted("normal", log)) as first:
+                worker = Worker(client, tools=[first])
+                worker.add_before_tool_call_hook(_pause_first_time)
+                paused = await worker.run("echo hi")
+            assert paused.status is RunStatus.PAUSED and paused.state is not None
+            state = PauseState.from_json(paused.state.to_json())
+            async with MCPServer.stdio(*scripted("normal", log)) as second:
+                fresh = Worker(client, tools=[second])
+                fresh.add_before_tool_call_hook(_pause_first_time)
+                result = await fresh.resume(state)
+    assert result.status is RunStatus.FINISHED, result
+    assert "echo: hi" in json.dumps(model.requests[-1].json())
+    assert [n["name"] for n in _log_lines(log) if n.get("request")] == ["echo"]
+
+
+async def test_a_failing_neighbour_hook_fails_the_run_and_the_server_stays_usable(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "log"
+
+    async def broken(ctx: ToolCallContext) -> None:
+        raise RuntimeError("hook bug")
+
+    script = [ScriptedResponse([ToolUsePart("c1", "echo", {"text": "hi"})])]
+    with anyio.fail_after(20):
+        async with (
+            MCPServer.stdio(*scripted("normal", log)) as server,
+            ScriptedModelServer("anthropic", script) as model,
+            model.client() as client,
+        ):
+            worker = Worker(client, tools=[server])
+            worker.add_before_tool_call_hook(broken)
+            with pytest.raises(HookError):
+                await worker.run("echo")
+            [echo] = [t for t in await server.list_tools() if t.remote_name == "echo"]
+            assert await echo.execute('{"text": "b"}') == "echo: b"
+    assert [n["name"] for n in _log_lines(log) if n.get("request")] == ["echo"]
+
+
+async def test_http_headers_never_reach_an_error_or_a_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    secret = "sk-live-SECRET-0123456789"
+    caplog.set_level(logging.DEBUG)
+    server = MCPServer.http(
+        "http://127.0.0.1:9/mcp", headers={"Authorization": f"Bearer {secret}"}, init_timeout=2
+    )
+    assert secret not in repr(server)
+    with anyio.fail_after(15), pytest.raises(Exception) as caught:
+        async with server:
+            pass
+    text = "".join(repr(e) + str(e) for e in (caught.value, caught.value.__cause__))
+    assert secret not in text
+    assert secret not in caplog.text
