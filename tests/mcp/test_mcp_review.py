@@ -10,6 +10,8 @@ import anyio
 import pytest
 
 from llm_worker import HookError, PauseState, RunStatus, ToolProgress, Worker
+from llm_worker.blobs import MemoryBlobStore
+from llm_worker.errors import ToolError
 from llm_worker.hooks import Pause, ToolCallContext
 from llm_worker.mcp import MCPServer
 from llm_worker.messages import ToolUsePart
@@ -117,3 +119,50 @@ async def test_http_headers_never_reach_an_error_or_a_log(
     text = "".join(repr(e) + str(e) for e in (caught.value, caught.value.__cause__))
     assert secret not in text
     assert secret not in caplog.text
+
+
+async def _echo(server: MCPServer):
+    [echo] = [t for t in await server.list_tools() if t.remote_name == "echo"]
+    return echo
+
+
+@pytest.mark.parametrize("what", ["badblock", "notcontent"])
+async def test_malformed_content_is_an_error_the_model_reads_and_the_server_stays(
+    what: str,
+) -> None:
+    with anyio.fail_after(20):
+        async with MCPServer.stdio(*scripted("normal")) as server:
+            echo = await _echo(server)
+            with pytest.raises(ToolError, match="scripted|MCP server"):
+                await echo.execute(json.dumps({"text": f"!{what}"}))
+            assert await echo.execute('{"text": "b"}') == "echo: b"
+
+
+@pytest.mark.parametrize("what", ["badimg", "svg"])
+async def test_an_image_no_model_takes_becomes_a_placeholder(what: str) -> None:
+    with anyio.fail_after(20):
+        async with MCPServer.stdio(*scripted("normal")) as server:
+            out = await (await _echo(server)).execute(json.dumps({"text": f"!{what}"}))
+    assert isinstance(out, str) and "not shown to the model" in out
+
+
+@pytest.mark.parametrize("what", ["big:2000000", "bigimg:2000000"])
+async def test_a_huge_mcp_result_goes_to_the_blob_store(what: str) -> None:
+    store = MemoryBlobStore()
+    script = [
+        ScriptedResponse([ToolUsePart("c1", "echo", {"text": f"!{what}"})]),
+        ScriptedResponse.text("done"),
+    ]
+    with anyio.fail_after(30):
+        async with (
+            MCPServer.stdio(*scripted("normal")) as server,
+            ScriptedModelServer("anthropic", script) as model,
+            model.client() as client,
+            Worker(client, tools=[server], blob_store=store) as worker,
+        ):
+            result = await worker.run("big")
+    assert result.status is RunStatus.FINISHED, result
+    sent = model.requests[-1].body
+    assert len(sent) < 200_000, len(sent)
+    if what.startswith("bigimg"):  # the image still reaches the model beside the summary
+        assert b'"type":"image"' in sent.replace(b" ", b"")

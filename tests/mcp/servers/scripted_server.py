@@ -90,8 +90,32 @@ def call(request_id: object, params: dict) -> None:
             _tools.append("extra")
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         text_result(request_id, "added")
+    elif name == "echo" and str(params.get("arguments", {}).get("text", "")).startswith("!"):
+        hostile(request_id, params["arguments"]["text"][1:])
     else:
         text_result(request_id, f"{name}: {params.get('arguments', {}).get('text', '')}")
+
+
+_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+
+def hostile(request_id: object, what: str) -> None:
+    """`echo` with text `!WHAT`: a result built to test the client (big, bad blocks)."""
+    kind, _, size = what.partition(":")
+    blocks = {
+        "big": [{"type": "text", "text": "x" * int(size or 0)}],
+        "bigimg": [
+            {"type": "text", "text": "y" * int(size or 0)},
+            {"type": "image", "data": _PNG, "mimeType": "image/png"},
+        ],
+        "badblock": [{"type": "video", "data": "AAAA"}],
+        "badimg": [{"type": "image", "data": "not base64 at all!!", "mimeType": "image/png"}],
+        "svg": [{"type": "image", "data": "PHN2Zy8+", "mimeType": "image/svg+xml"}],
+        "notcontent": "a string where a list belongs",
+    }[kind]
+    send({"jsonrpc": "2.0", "id": request_id, "result": {"content": blocks}})
 
 
 def handle(message: dict) -> None:
