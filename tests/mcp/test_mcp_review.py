@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from llm_worker import HookError, PauseState, RunStatus, ToolProgress, Worker
+from llm_worker import MCPConnectionError, HookError, PauseState, RunStatus, ToolProgress, Worker
 from llm_worker.blobs import MemoryBlobStore
 from llm_worker.errors import ToolError
 from llm_worker.hooks import Pause, ToolCallContext
@@ -166,3 +166,21 @@ async def test_a_huge_mcp_result_goes_to_the_blob_store(what: str) -> None:
     assert len(sent) < 200_000, len(sent)
     if what.startswith("bigimg"):  # the image still reaches the model beside the summary
         assert b'"type":"image"' in sent.replace(b" ", b"")
+
+
+async def test_a_key_in_the_url_stays_out_of_the_name_repr_and_errors(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    secret = "sk-live-QUERY-0123456789"
+    server = MCPServer.http(
+        f"http://user:{secret}@127.0.0.1:9/mcp?api_key={secret}", init_timeout=2
+    )
+    assert secret not in repr(server) and secret not in server.name
+    with anyio.fail_after(15), pytest.raises(MCPConnectionError) as caught:
+        async with server:
+            pass
+    assert secret not in str(caught.value)
+    # Ours only: the SDK logs the endpoint it connects to at DEBUG (its choice, not ours).
+    ours = [r.getMessage() for r in caplog.records if r.name.startswith("llm_worker")]
+    assert not [m for m in ours if secret in m]

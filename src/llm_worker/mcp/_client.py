@@ -143,11 +143,13 @@ class MCPServer:
             headers: Sent with each HTTP request (an `Authorization` header, say); never
                 logged or put in a message.
             transport: `"streamable"` (the current transport) or `"sse"` (the legacy one).
-            name: The name in messages; default: the URL.
+            name: The name in messages; default: the URL without its user, password and
+                query (where keys often travel).
             **options: As `stdio`.
         """
         init = float(options.get("init_timeout", 30.0))
-        return cls(name or url, http_transport(url, headers, transport, init), **options)
+        label = name or _without_secrets(url)
+        return cls(label, http_transport(url, headers, transport, init), **options)
 
     def __repr__(self) -> str:
         return f"MCPServer({self.name!r})"
@@ -316,6 +318,14 @@ async def _cancel(live: Live, request_id: int) -> None:
             await live.session.send_notification(note)
         except Exception as exc:  # the connection went: nothing to tell
             _log.debug("could not send notifications/cancelled: %r", exc)
+
+
+def _without_secrets(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}" if parts.scheme else url.partition("?")[0]
 
 
 def _relay(progress: Progress | None) -> Any:
