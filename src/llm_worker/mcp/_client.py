@@ -339,6 +339,9 @@ def _relay(progress: Progress | None) -> Any:
 
 
 def _error_text(exc: BaseException) -> str:
+    status: object = getattr(getattr(exc, "response", None), "status_code", None)
+    if isinstance(status, int):  # httpx's message holds the URL, and keys travel in URLs
+        return f"the server answered HTTP {status}"
     error = getattr(exc, "error", None)
     message = getattr(error, "message", None)
     return message if isinstance(message, str) else f"{type(exc).__name__}: {exc}"

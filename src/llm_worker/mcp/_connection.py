@@ -109,7 +109,10 @@ async def open_connection(
     except Exception as exc:  # a failed start, or a failing transport: the connection ended
         if not live.ready.is_set():
             live.error = _leaf(exc)
-        _log.debug("MCP connection ended: %r", exc)
+        leaf = _leaf(exc)
+        status: object = getattr(getattr(leaf, "response", None), "status_code", None)
+        # httpx's message holds the URL, and keys travel in URLs: the status is enough.
+        _log.debug("MCP connection ended: %s", f"HTTP {status}" if status else repr(leaf))
     finally:
         live.end(live.fault)
         live.ready.set()
