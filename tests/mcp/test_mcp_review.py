@@ -146,7 +146,7 @@ async def test_an_image_no_model_takes_becomes_a_placeholder(what: str) -> None:
     assert isinstance(out, str) and "not shown to the model" in out
 
 
-@pytest.mark.parametrize("what", ["big:2000000", "bigimg:2000000"])
+@pytest.mark.parametrize("what", ["big:2000000", "bigimg:2000000", "bigerr:2000000"])
 async def test_a_huge_mcp_result_goes_to_the_blob_store(what: str) -> None:
     store = MemoryBlobStore()
     script = [
@@ -206,3 +206,40 @@ async def test_a_401_names_the_server_and_leaks_neither_header_nor_url_key(
     assert "127.0.0.1" in message and secret not in message, message
     ours = [r.getMessage() for r in caplog.records if r.name.startswith("llm_worker")]
     assert not [m for m in ours if secret in m]
+
+
+async def test_a_call_timeout_tells_the_server_and_the_model_reads_an_error(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "log"
+    script = [
+        ScriptedResponse([ToolUsePart("c1", "slow", {})]),
+        ScriptedResponse.text("done"),
+    ]
+    with anyio.fail_after(20):
+        async with (
+            MCPServer.stdio(*scripted("normal", log), timeout=0.5) as server,
+            ScriptedModelServer("gemini", script) as model,
+            model.client() as client,
+            Worker(client, tools=[server]) as worker,
+        ):
+            result = await worker.run("go")
+            await (await _echo(server)).execute('{"text": "sync"}')  # the log is written
+    assert result.status is RunStatus.FINISHED
+    assert "slow done" not in json.dumps(model.requests[-1].json())
+    lines = _log_lines(log)
+    [call] = [n["id"] for n in lines if n.get("name") == "slow"]
+    [cancelled] = [n for n in lines if n.get("notification") == "notifications/cancelled"]
+    assert cancelled["params"]["requestId"] == call  # type: ignore[index]
+
+
+async def test_cancelling_async_with_during_initialize_ends_promptly() -> None:
+    server = MCPServer.stdio(*scripted("silent"), init_timeout=30)
+    with anyio.fail_after(10):
+        with anyio.move_on_after(0.5) as scope:
+            async with server:
+                pytest.fail("a silent server initialized")
+        assert scope.cancelled_caught
+    with anyio.fail_after(10), pytest.raises(MCPConnectionError, match="silent"):
+        async with MCPServer.stdio(*scripted("silent"), init_timeout=0.3):
+            pass

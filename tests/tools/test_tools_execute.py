@@ -557,3 +557,15 @@ async def test_cancelling_a_sync_tool_returns_at_once() -> None:
         assert not release.is_set()
     finally:
         release.set()
+
+
+async def test_a_huge_error_message_is_cut_for_the_model_and_kept_whole_on_the_result() -> None:
+    @tool
+    async def dump() -> str:
+        """Fail with a huge message (a server's stack dump, say)."""
+        raise ToolError("e" * 1_000_000)
+
+    result = await run(dump)
+    assert result.is_error and len(str(result.content)) < 20_000
+    assert "characters of the error cut" in str(result.content)
+    assert isinstance(result.exception, ToolError) and len(str(result.exception)) == 1_000_000

@@ -96,7 +96,14 @@ async def _run(tool: Tool, call: ToolCall) -> ToolResult:
     return _failed(call, say.timed_out(call.name, timeout))
 
 
+_ERROR_CHARS = 16_000  # an error message past this (a server's dump, say) is cut for the model
+
+
 def _failed(call: ToolCall, message: str, exc: BaseException | None = None) -> ToolResult:
+    # The whole message stays on `exception`; the model reads a bounded one.
+    if len(message) > _ERROR_CHARS:
+        cut = len(message) - _ERROR_CHARS
+        message = f"{message[:_ERROR_CHARS]}\n[... {cut} more characters of the error cut]"
     return ToolResult(call.id, call.name, message, is_error=True, input=call.input, exception=exc)
 
 

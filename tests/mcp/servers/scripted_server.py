@@ -111,12 +111,14 @@ def hostile(request_id: object, what: str) -> None:
             {"type": "text", "text": "y" * int(size or 0)},
             {"type": "image", "data": _PNG, "mimeType": "image/png"},
         ],
+        "bigerr": [{"type": "text", "text": "z" * int(size or 0)}],
         "badblock": [{"type": "video", "data": "AAAA"}],
         "badimg": [{"type": "image", "data": "not base64 at all!!", "mimeType": "image/png"}],
         "svg": [{"type": "image", "data": "PHN2Zy8+", "mimeType": "image/svg+xml"}],
         "notcontent": "a string where a list belongs",
     }[kind]
-    send({"jsonrpc": "2.0", "id": request_id, "result": {"content": blocks}})
+    result = {"content": blocks, "isError": kind == "bigerr"}
+    send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
 def handle(message: dict) -> None:
