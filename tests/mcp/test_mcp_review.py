@@ -243,3 +243,37 @@ async def test_cancelling_async_with_during_initialize_ends_promptly() -> None:
     with anyio.fail_after(10), pytest.raises(MCPConnectionError, match="silent"):
         async with MCPServer.stdio(*scripted("silent"), init_timeout=0.3):
             pass
+
+
+async def test_parallel_calls_that_time_out_each_cancel_their_own_request(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "log"
+    hang = {"text": "!hang"}
+    script = [
+        ScriptedResponse([ToolUsePart("c1", "echo", hang), ToolUsePart("c2", "echo", hang)]),
+        ScriptedResponse.text("done"),
+    ]
+    with anyio.fail_after(20):
+        async with (
+            MCPServer.stdio(*scripted("normal", log), timeout=0.5) as server,
+            ScriptedModelServer("openai_responses", script) as model,
+            model.client() as client,
+            Worker(client, tools=[server]) as worker,
+        ):
+            result = await worker.run("go")
+            await (await _echo(server)).execute('{"text": "sync"}')
+    assert result.status is RunStatus.FINISHED
+    lines = _log_lines(log)
+    calls = sorted(n["id"] for n in lines if n.get("request"))[:2]  # type: ignore[type-var]
+    notes = [n for n in lines if n.get("notification") == "notifications/cancelled"]
+    assert sorted(n["params"]["requestId"] for n in notes) == calls  # type: ignore[index]
+
+
+async def test_an_mcp_server_outside_async_with_is_a_typed_error() -> None:
+    script = [ScriptedResponse.text("never")]
+    with anyio.fail_after(20):
+        async with ScriptedModelServer("anthropic", script) as model, model.client() as client:
+            worker = Worker(client, tools=[MCPServer.stdio(*scripted("normal"), name="cold")])
+            with pytest.raises(MCPConnectionError, match="cold"):
+                await worker.run("go")

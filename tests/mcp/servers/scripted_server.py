@@ -105,6 +105,8 @@ _PNG = (
 def hostile(request_id: object, what: str) -> None:
     """`echo` with text `!WHAT`: a result built to test the client (big, bad blocks)."""
     kind, _, size = what.partition(":")
+    if kind == "hang":
+        return
     blocks = {
         "big": [{"type": "text", "text": "x" * int(size or 0)}],
         "bigimg": [
