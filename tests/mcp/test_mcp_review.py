@@ -277,3 +277,23 @@ async def test_an_mcp_server_outside_async_with_is_a_typed_error() -> None:
             worker = Worker(client, tools=[MCPServer.stdio(*scripted("normal"), name="cold")])
             with pytest.raises(MCPConnectionError, match="cold"):
                 await worker.run("go")
+
+
+async def test_tool_names_that_clash_once_made_valid_still_give_a_working_run() -> None:
+    script = [
+        ScriptedResponse([ToolUsePart("c1", "echo", {"text": "hi"})]),
+        ScriptedResponse.text("done"),
+    ]
+    with anyio.fail_after(20):
+        async with (
+            MCPServer.stdio(*scripted("clash")) as server,
+            ScriptedModelServer("openai_chat", script) as model,
+            model.client() as client,
+            Worker(client, tools=[server]) as worker,
+        ):
+            result = await worker.run("go")
+            remote = {t.name: t.remote_name for t in await server.list_tools()}
+    assert remote["a_b"] == "a.b" and remote["a_b_2"] == "a_b", remote
+    assert result.status is RunStatus.FINISHED, result
+    names = [t["function"]["name"] for t in model.requests[0].json()["tools"]]
+    assert len(names) == len(set(names)), names

@@ -256,12 +256,15 @@ class MCPServer:
         live = await self._alive()
         self._stale = False  # a change announced from now on lists again
         tools: list[MCPTool] = []
+        taken: set[str] = set()  # names made valid may clash: `a.b` and `a_b`
         cursor: str | None = None
         while True:
             page = await guarded(live, functools.partial(live.session.list_tools, cursor))
             for each in page.tools:
                 if self._wanted(each.name):
-                    tools.append(make_tool(self, each, self.prefix, self.timeout, self.strict))
+                    tools.append(
+                        make_tool(self, each, self.prefix, self.timeout, self.strict, taken=taken)
+                    )
             cursor = page.nextCursor
             if not cursor:
                 return tools

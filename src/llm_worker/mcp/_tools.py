@@ -119,14 +119,28 @@ def tool_name(prefix: str, name: str) -> str:
 
 
 def make_tool(
-    server: Caller, tool: types.Tool, prefix: str, timeout: float | None, strict: bool
+    server: Caller,
+    tool: types.Tool,
+    prefix: str,
+    timeout: float | None,
+    strict: bool,
+    *,
+    taken: set[str] | None = None,
 ) -> MCPTool:
     """The llm-worker tool for one tool a server listed.
 
     With `strict`, the schema takes OpenAI's strict form where it can (see `ToolMeta.strict`);
     a schema strict mode cannot express (free-form objects) stays as it is, not strict.
+    A name already in `taken` (`a.b` and `a_b` both become `a_b`) gets a `_2`, `_3`, …
+    suffix; the name chosen is added to `taken`.
     """
-    name = tool_name(prefix, tool.name)
+    name = base = tool_name(prefix, tool.name)
+    taken = set() if taken is None else taken
+    count = 1
+    while name in taken:
+        count += 1
+        name = f"{base[: 63 - len(str(count))]}_{count}"
+    taken.add(name)
     schema = dict(tool.inputSchema)
     offered, is_strict = schema, False
     if strict:

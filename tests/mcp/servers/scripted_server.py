@@ -142,7 +142,8 @@ def handle(message: dict) -> None:
             }
         )
     elif method == "tools/list":
-        listing = [tool_listing(n) for n in _tools]
+        names = _tools + (["a.b", "a_b", "\u5de5\u5177", ""] if MODE == "clash" else [])
+        listing = [tool_listing(n) for n in names]
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": listing}})
     elif method == "tools/call":
         log({"request": "tools/call", "id": request_id, "name": message["params"].get("name")})
