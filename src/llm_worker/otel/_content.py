@@ -7,6 +7,7 @@ a person reads, and a signature is bulky.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -25,7 +26,12 @@ __all__ = ("as_json", "input_messages", "output_messages", "system_instructions"
 
 def as_json(value: object) -> str:
     """`value` as compact JSON text (what a span attribute holds)."""
-    return orjson.dumps(value, default=str).decode()
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:
+        # orjson refuses lone surrogates (a file name `os.fsdecode` escaped, a model's `\\ud800`)
+        # and integers past 64 bits; tracing must never fail the run it observes.
+        return json.dumps(value, default=str, separators=(",", ":"))
 
 
 def input_messages(messages: list[Message]) -> str:
