@@ -8,9 +8,13 @@ from typing import Any
 import anyio
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import StatusCode
 
 from llm_worker import ToolUsePart, Worker, tool
+from llm_worker.errors import HookError
 from llm_worker.events import UsageEvent
+from llm_worker.hooks import ToolCallContext
+from llm_worker.providers._http import RetryPolicy
 from llm_worker.state import RunStatus
 from llm_worker.testing import ScriptedClient, ScriptedModelServer, ScriptedResponse
 from support.telemetry import Telemetry, attrs
@@ -106,3 +110,65 @@ async def test_the_api_key_is_in_no_span_attribute_or_event(provider: str) -> No
     assert result.status is RunStatus.FINISHED
     dumped = [s.to_json() for s in t.spans()]
     assert dumped and not [d for d in dumped if KEY in d or KEY[-12:] in d]
+
+
+async def test_worker_cancel_mid_stream_ends_the_request_span_unerrored() -> None:
+    t = Telemetry()
+    probe = _Open()
+    t.tracer_provider.add_span_processor(probe)
+    slow = ScriptedResponse.text("x" * 400, chunk_size=1, delay=0.01, usage=UsageEvent(5, 5))
+    worker = Worker(ScriptedClient([slow]), instrument=t.instrumentation())
+    seen = anyio.Event()
+
+    async def go() -> None:
+        async for _ in worker.stream("go"):
+            seen.set()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(go)
+            await seen.wait()
+            worker.cancel()
+    assert probe.open == {}
+    run = attrs(t.one("invoke_agent"))
+    assert run["llm_worker.run.status"] == "cancelled"
+    [chat] = [s for s in t.spans() if s.name.startswith("chat ")]
+    assert chat.status.status_code is not StatusCode.ERROR
+
+
+async def test_a_raising_neighbour_hook_leaves_no_span_open_and_is_an_event() -> None:
+    t = Telemetry()
+    probe = _Open()
+    t.tracer_provider.add_span_processor(probe)
+    script = [
+        ScriptedResponse([ToolUsePart("c1", "echo", {"text": "a", "n": 1})]),
+        ScriptedResponse.text("done"),
+    ]
+    worker = Worker(ScriptedClient(script), tools=[echo], instrument=t.instrumentation())
+
+    def broken(ctx: ToolCallContext) -> None:
+        raise RuntimeError("hook broke")
+
+    worker.add_before_tool_call_hook(broken)
+    with anyio.fail_after(10):
+        with pytest.raises(HookError):
+            await worker.run("go")
+    assert probe.open == {}
+    events = [e for s in t.spans() for e in s.events if e.name == "llm_worker.hook"]
+    assert events, "the failing hook call is an event"
+    assert attrs(t.one("invoke_agent"))["llm_worker.run.status"] == "failed"
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai_chat", "openai_responses", "gemini"])
+async def test_the_api_key_is_in_no_span_of_a_failed_connection(provider: str) -> None:
+    t = Telemetry()
+    async with ScriptedModelServer(provider, []) as server:  # type: ignore[arg-type]
+        client = server.client(api_key=KEY, retry=RetryPolicy(max_attempts=1))
+    # The server is gone: every request fails to connect.
+    worker = Worker(client, instrument=t.instrumentation(capture_content=True))
+    with anyio.fail_after(20):
+        with pytest.raises(Exception):  # noqa: B017, PT011 - any typed error will do
+            await worker.run("hello")
+    await client.aclose()
+    dumped = [s.to_json() for s in t.spans()]
+    assert len(dumped) == 2 and not [d for d in dumped if KEY in d or KEY[-12:] in d]
