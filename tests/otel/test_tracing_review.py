@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -172,3 +173,39 @@ async def test_the_api_key_is_in_no_span_of_a_failed_connection(provider: str) -
     await client.aclose()
     dumped = [s.to_json() for s in t.spans()]
     assert len(dumped) == 2 and not [d for d in dumped if KEY in d or KEY[-12:] in d]
+
+
+@dataclass
+class Verdict:
+    """A structured answer."""
+
+    ok: bool
+    why: str
+
+
+@pytest.mark.parametrize("mode", ["tool", "native"])
+async def test_structured_output_is_one_tree_without_duplicate_spans(mode: str) -> None:
+    t = Telemetry()
+    probe = _Open()
+    t.tracer_provider.add_span_processor(probe)
+    tool_name = "final_result" if mode == "tool" else None
+    script = [
+        ScriptedResponse([ToolUsePart("c1", "echo", {"text": "a", "n": 1})]),
+        ScriptedResponse.output(Verdict(ok=True, why="fine"), tool=tool_name),
+    ]
+    worker = Worker(
+        ScriptedClient(script),
+        tools=[echo],
+        output_type=Verdict,
+        output_mode=mode,  # type: ignore[arg-type]
+        instrument=t.instrumentation(capture_content=True),
+    )
+    with anyio.fail_after(10):
+        result = await worker.run("judge")
+    assert result.output == Verdict(ok=True, why="fine")
+    assert probe.open == {}
+    spans = t.spans()
+    assert len({s.context.trace_id for s in spans if s.context is not None}) == 1
+    assert [s.name for s in spans].count("invoke_agent") == 1
+    assert [s.name for s in spans].count("execute_tool echo") == 1
+    assert len([s for s in spans if s.name.startswith("chat ")]) == 2
