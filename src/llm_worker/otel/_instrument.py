@@ -181,6 +181,11 @@ class Traced:
             if answer.model:
                 metric[n.RESPONSE_MODEL] = answer.model
             span.set_attributes(response_attributes(answer, inst.capture_content))
+            if answer.replayed:
+                # A recovered durable run's recorded answer: no request was made, so nothing
+                # to time and no tokens spent (the first execution counted them).
+                span.set_attribute(n.REQUEST_REPLAYED, True)
+                return answer
             self._timed(span, timing, metric)
             self._count(answer, metric)
             return answer

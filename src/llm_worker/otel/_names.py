@@ -47,6 +47,7 @@ FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
 # This library's own.
 RUN_STATUS: Final = "llm_worker.run.status"
 RUN_REQUESTS: Final = "llm_worker.run.requests"
+REQUEST_REPLAYED: Final = "llm_worker.request.replayed"
 TOOL_OUTCOME: Final = "llm_worker.tool.outcome"
 BLOB_ID: Final = "llm_worker.blob.id"
 HOOK_EVENT: Final = "llm_worker.hook"

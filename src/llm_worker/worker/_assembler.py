@@ -96,6 +96,7 @@ class Assembler:
         "model",
         "origin",
         "parts",
+        "replayed",
         "response_id",
         "stop",
         "usage",
@@ -112,6 +113,7 @@ class Assembler:
         self._ids: set[str] = set()
         self.response_id: str | None = None
         self.model: str | None = None  # the model version that answered, where said
+        self.replayed = False  # a recorded answer given back, no request made
 
     @classmethod
     def recorded(
@@ -132,6 +134,7 @@ class Assembler:
         answer = cls(origin)
         answer.parts, answer.calls, answer.usage = list(message.content), list(calls), usage
         answer.response_id, answer.stop = response_id, stop
+        answer.replayed = True
         return answer
 
     def feed(self, event: Event) -> Completed | None:
