@@ -40,6 +40,9 @@ def price(provider: str, model: str, usage: UsageEvent) -> Decimal | None:
         )
     except LookupError:
         return None
+    except ValueError:
+        # Counts the table refuses (more cached tokens than prompt tokens): no price, not a guess.
+        return None
     total: Any = calculation.total_price
     return Decimal(total)
 

@@ -85,7 +85,7 @@ class RequestUsage:
 
         Prices come from `genai-prices` (the `llm-worker[cost]` extra); cache reads and
         writes are priced as such. Never a guess: an unknown provider or model, or a request
-        without token counts, gives None.
+        without token counts, or counts the table cannot price, gives None.
 
         Raises:
             MissingExtraError: `genai-prices` is not installed.

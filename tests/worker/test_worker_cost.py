@@ -137,3 +137,17 @@ async def test_a_broken_attempt_that_reported_usage_is_priced_too() -> None:
     assert first.usage.input_tokens == second.usage.input_tokens == 1000
     assert result.cost == sum((r.cost or Decimal(0) for r in result.request_usage), Decimal(0))
     assert first.cost is not None and first.cost >= Decimal("0.003")  # 1000 * $3 / M at least
+
+
+async def test_usage_the_price_table_cannot_price_costs_none_not_an_error() -> None:
+    # A server that reports more cached tokens than prompt tokens (malformed, or another
+    # counting): the run's answer stands; its cost is unknown.
+    odd = UsageEvent(input_tokens=10, output_tokens=1, cache_read_input_tokens=50)
+    client = ScriptedClient(
+        [ScriptedResponse.text("hi", usage=odd)], model=SONNET, provider="anthropic"
+    )
+    worker = Worker(client)
+    with anyio.fail_after(10):
+        result = await worker.run("hello")
+    assert result.status is RunStatus.FINISHED
+    assert result.cost is None
