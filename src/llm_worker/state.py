@@ -220,6 +220,9 @@ class PauseState:
         request_usage: Each request's usage so far, what `RunResult.cost` prices.
         trace_context: The paused run's trace context (W3C `traceparent`, when tracing was
             on), so the resumed run's span links to the paused one, in any process.
+        stop_reason: Why the answer waiting at `"on_turn_end"` stopped, and `stop_message`
+            the provider's words about it: a refusal resumed is still a refusal
+            (`RunResult.refusal`), never an answer checked against the output type.
 
     A loaded state is trusted as it stands, like a history: its `approved` flags and its
     `"allowed"` statuses let calls run without another pause, and its results are what the
@@ -239,6 +242,8 @@ class PauseState:
     response_id: str | None = None
     request_usage: list[RequestUsage] = field(default_factory=lambda: [])
     trace_context: dict[str, str] | None = None
+    stop_reason: StopReason | None = None
+    stop_message: str | None = None
 
     def to_json(self) -> str:
         """Serialize to JSON (stable across processes; carries a format version)."""
@@ -259,6 +264,8 @@ class PauseState:
             "response_id": self.response_id,
             "request_usage": [r.to_dict() for r in self.request_usage],
             "trace_context": self.trace_context,
+            "stop_reason": self.stop_reason,
+            "stop_message": self.stop_message,
         }
 
     @classmethod
@@ -315,6 +322,8 @@ class PauseState:
             # Both absent from states saved by earlier versions: they load without them.
             request_usage=[RequestUsage.from_dict(r) for r in as_list(body.get("request_usage"))],
             trace_context=_trace_context(body.get("trace_context")),
+            stop_reason=_stop_reason(body.get("stop_reason")),
+            stop_message=as_str(body.get("stop_message")),
         )
         problem = empty_text(history) or pending_mismatch(state)
         if problem:
@@ -326,6 +335,15 @@ def _trace_context(data: object) -> dict[str, str] | None:
     if data is None:
         return None
     return {str(k): str(v) for k, v in as_dict(data).items()}
+
+
+def _stop_reason(value: object) -> StopReason | None:
+    if value is None:  # a state saved before the field existed
+        return None
+    try:
+        return StopReason(value)
+    except ValueError:
+        raise PauseStateError(f"pause state has an unknown stop reason {value!r}") from None
 
 
 def _pending_to_dict(p: PendingCall) -> dict[str, Any]:

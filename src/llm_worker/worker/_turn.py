@@ -163,6 +163,7 @@ class Run:
 
     async def _resume(self, state: PauseState) -> RunResult[Any] | None:
         if state.at == "on_turn_end":
+            self.stop_reason, self.stop_detail = state.stop_reason, state.stop_message
             return await self._turn_end(_last_assistant(self.history), resumed=True)
         return await self._run_batch(Batch(self, state.pending, None, self.decided), resumed=True)
 
@@ -374,6 +375,8 @@ class Run:
             tools=list(self.cfg.registry.names),
             response_id=self.response_ids[-1] if self.response_ids else self.chain_from,
             request_usage=list(self.request_usage),
+            stop_reason=self.stop_reason if at == "on_turn_end" else None,
+            stop_message=self.stop_detail if at == "on_turn_end" else None,
         )
         return self.result(RunStatus.PAUSED, state=state, reason=reason)
 

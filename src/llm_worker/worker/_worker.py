@@ -405,6 +405,8 @@ class Worker(Registrations, Generic[OutputT]):
             at=state.at,
             reason=state.reason,
             trace_context=state.trace_context,  # the resumed run's span links to the paused one
+            stop_reason=state.stop_reason,
+            stop_message=state.stop_message,
         )
         return await self._go(run, paused, sink)
 

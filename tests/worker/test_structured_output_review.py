@@ -1,0 +1,144 @@
+"""Review probes: structured output crossed with pause/resume, tools, hostile answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from pydantic import BaseModel
+
+from llm_worker import (
+    OutputValidationError,
+    PauseState,
+    RunStatus,
+    StopReason,
+    Worker,
+    tool,
+)
+from llm_worker.messages import ToolUsePart
+from llm_worker.hooks import Pause, ToolCallContext, TurnEndContext
+from llm_worker.testing import WIRE_PROVIDERS, ScriptedModelServer, ScriptedResponse
+
+pytestmark = pytest.mark.anyio
+
+PROVIDERS = sorted(WIRE_PROVIDERS)
+
+
+class Invoice(BaseModel):
+    number: str
+    total: float
+
+
+class Node(BaseModel):
+    """A recursive type: its schema refers to itself."""
+
+    name: str
+    child: Node | None = None
+
+
+def _pause_once(ctx: TurnEndContext) -> Pause | None:
+    return None if ctx.resumed else Pause("review the answer")
+
+
+@pytest.mark.parametrize("provider", ["openai_chat", "openai_responses", "anthropic"])
+async def test_a_refusal_paused_at_turn_end_is_still_a_refusal_in_a_fresh_worker(
+    provider: str,
+) -> None:
+    refusal = ScriptedResponse.text("I can't help with that.", stop_reason=StopReason.REFUSAL)
+    async with ScriptedModelServer(provider, [refusal]) as server:
+        client = server.client()
+        worker = Worker(client, output_type=Invoice)
+        worker.add_on_turn_end_hook(_pause_once)
+        with anyio.fail_after(10):
+            paused = await worker.run("Something forbidden.")
+        assert paused.status is RunStatus.PAUSED and paused.state is not None
+        fresh = Worker(client, output_type=Invoice)
+        fresh.add_on_turn_end_hook(_pause_once)
+        with anyio.fail_after(10):
+            result = await fresh.resume(PauseState.from_json(paused.state.to_json()))
+        await client.aclose()
+    assert result.status is RunStatus.FINISHED
+    assert result.refusal is not None
+    assert result.output is None
+    assert result.stop_reason is StopReason.REFUSAL
+    assert len(server.requests) == 1  # no validation retry of the refusal's words
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_valid_answer_paused_at_turn_end_resumes_in_a_fresh_worker(provider: str) -> None:
+    answer = ScriptedResponse.output(Invoice(number="A-1", total=2))
+    async with ScriptedModelServer(provider, [answer]) as server:
+        client = server.client()
+        worker = Worker(client, output_type=Invoice)
+        worker.add_on_turn_end_hook(_pause_once)
+        with anyio.fail_after(10):
+            paused = await worker.run("Read it.")
+        assert paused.state is not None
+        fresh = Worker(client, output_type=Invoice)
+        fresh.add_on_turn_end_hook(_pause_once)
+        with anyio.fail_after(10):
+            result = await fresh.resume(PauseState.from_json(paused.state.to_json()))
+        await client.aclose()
+    assert result.output == Invoice(number="A-1", total=2)
+    assert result.stop_reason is StopReason.END_TURN
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_tool_mode_output_call_paused_for_approval_resumes_in_a_fresh_worker(
+    provider: str,
+) -> None:
+    @tool
+    async def lookup(number: str) -> str:
+        """Look an invoice up."""
+        return f"{number}: 4 euros"
+
+    script = [
+        ScriptedResponse([ToolUsePart("", "lookup", {"number": "A-1"})]),
+        ScriptedResponse.output(Invoice(number="A-1", total=4), tool="final_result"),
+    ]
+
+    def ask(ctx: ToolCallContext) -> Pause | None:
+        return Pause("approve the answer") if ctx.call.name == "final_result" else None
+
+    async with ScriptedModelServer(provider, script) as server:
+        client = server.client()
+        worker = Worker(client, tools=[lookup], output_type=Invoice, output_mode="tool")
+        worker.add_before_tool_call_hook(ask)
+        with anyio.fail_after(10):
+            paused = await worker.run("Read it.")
+        assert paused.status is RunStatus.PAUSED and paused.state is not None
+        fresh = Worker(client, tools=[lookup], output_type=Invoice, output_mode="tool")
+        from llm_worker import Decision
+
+        [pending] = paused.state.pending
+        with anyio.fail_after(10):
+            result = await fresh.resume(
+                PauseState.from_json(paused.state.to_json()),
+                decisions={pending.call.id: Decision.approve()},
+            )
+        await client.aclose()
+    assert result.status is RunStatus.FINISHED
+    assert result.output == Invoice(number="A-1", total=4)
+    assert len(server.requests) == 2
+
+
+def _nested(depth: int) -> str:
+    return '{"name": "n", "child": ' * depth + '{"name": "leaf"}' + "}" * depth
+
+
+@pytest.mark.parametrize("output_type", [Node, Node.model_json_schema()])
+async def test_a_deeply_nested_answer_is_a_typed_error_not_a_crash(output_type: Any) -> None:
+    deep = ScriptedResponse.text(_nested(900))
+    async with ScriptedModelServer("openai_chat", [deep, deep]) as server:
+        client = server.client()
+        worker = Worker(client, output_type=output_type)
+        with anyio.fail_after(20), pytest.raises(OutputValidationError) as caught:
+            await worker.run("Build a tree.")
+        await client.aclose()
+    assert caught.value.attempts == 2
+    feedback = orjson.dumps(server.requests[1].json()).decode()
+    assert "does not match the required output" in feedback
+    assert len(worker.history[2].text) < 2_000  # the problems, not the answer, go back
