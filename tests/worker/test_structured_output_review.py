@@ -13,6 +13,7 @@ from llm_worker import (
     OutputValidationError,
     PauseState,
     RunStatus,
+    Decision,
     StopReason,
     Worker,
     tool,
@@ -142,3 +143,49 @@ async def test_a_deeply_nested_answer_is_a_typed_error_not_a_crash(output_type: 
     feedback = orjson.dumps(server.requests[1].json()).decode()
     assert "does not match the required output" in feedback
     assert len(worker.history[2].text) < 2_000  # the problems, not the answer, go back
+
+
+@pytest.mark.parametrize("provider", ["openai_chat", "gemini"])
+async def test_tool_mode_output_is_the_arguments_a_hook_rewrote(provider: str) -> None:
+    # A before_tool_call hook may rewrite a call's arguments (redact, normalise): for the
+    # output tool, the rewritten arguments are what was checked and accepted, so the output.
+    script = [ScriptedResponse.output({"number": " a-1 ", "total": "4"}, tool="final_result")]
+
+    def normalise(ctx: ToolCallContext) -> None:
+        if ctx.call.name == "final_result":
+            ctx.call.input = {"number": "A-1", "total": 4}
+
+    async with ScriptedModelServer(provider, script) as server:
+        client = server.client()
+        worker = Worker(client, output_type=Invoice, output_mode="tool", output_retries=0)
+        worker.add_before_tool_call_hook(normalise)
+        with anyio.fail_after(10):
+            result = await worker.run("Read it.")
+        await client.aclose()
+    assert result.output == Invoice(number="A-1", total=4)
+
+
+async def test_tool_mode_output_edited_on_approval_is_the_edited_answer() -> None:
+    script = [ScriptedResponse.output(Invoice(number="A-1", total=4), tool="final_result")]
+
+    def ask(ctx: ToolCallContext) -> Pause | None:
+        return None if ctx.resumed else Pause("a person checks the answer")
+
+    async with ScriptedModelServer("anthropic", script) as server:
+        client = server.client()
+        worker = Worker(client, output_type=Invoice, output_mode="tool")
+        worker.add_before_tool_call_hook(ask)
+        with anyio.fail_after(10):
+            paused = await worker.run("Read it.")
+        assert paused.state is not None
+        [pending] = paused.state.pending
+        fresh = Worker(client, output_type=Invoice, output_mode="tool")
+        fresh.add_before_tool_call_hook(ask)
+        edited = Decision.approve(input={"number": "A-1", "total": 5})
+        with anyio.fail_after(10):
+            result = await fresh.resume(
+                PauseState.from_json(paused.state.to_json()), decisions={pending.call.id: edited}
+            )
+        await client.aclose()
+    assert result.output == Invoice(number="A-1", total=5)
+    assert len(server.requests) == 1

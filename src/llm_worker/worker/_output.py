@@ -301,14 +301,19 @@ def output_plan(output_type: Any, mode: OutputMode, retries: int, tool: str) -> 
     return OutputPlan(output_type, mode, retries, tool)
 
 
-def answer_output(plan: OutputPlan, response: Message) -> Any:
+def answer_output(plan: OutputPlan, response: Message, accepted: Any = None) -> Any:
     """The validated output of a final answer: its text, or its call of the output tool.
+
+    `accepted`: the arguments the output tool accepted, as before_tool_call hooks or an
+    edited approval left them (the history keeps the model's own), when the run knows them.
 
     Raises:
         Rejected: The answer does not fit (or, in tool mode, never called the tool).
     """
     if plan.tool is None:
         return plan.check(response.text)
+    if accepted is not None:
+        return plan.check(orjson.dumps(accepted).decode())
     calls = [part for part in response.tool_uses if part.name == plan.tool.name]
     if not calls:
         raise plan.missing_call()

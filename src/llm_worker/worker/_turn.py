@@ -178,7 +178,8 @@ class Run:
         if called is None:
             return None
         if called.result is not None and not called.result.is_error:
-            return await self._turn_end(_last_assistant(self.history), resumed=False)
+            last = _last_assistant(self.history)
+            return await self._turn_end(last, resumed=False, accepted=called.call.input)
         self._rejected(rejected_call(called), feedback=False)  # its error result says why
         return None
 
@@ -297,7 +298,9 @@ class Run:
 
     # -- the turn end ----------------------------------------------------------------------
 
-    async def _turn_end(self, response: Message, *, resumed: bool) -> RunResult[Any] | None:
+    async def _turn_end(
+        self, response: Message, *, resumed: bool, accepted: Any = None
+    ) -> RunResult[Any] | None:
         # The answer is passed in, not looked up: an empty answer (a filtered or truncated
         # one) adds no message, and the last assistant message would be an older answer.
         cfg = self.cfg
@@ -305,7 +308,7 @@ class Run:
         output: Any = response.text if refusal is None else None
         if cfg.output is not None and refusal is None:
             try:
-                output = answer_output(cfg.output, response)
+                output = answer_output(cfg.output, response, accepted)
             except Rejected as rejected:
                 self._rejected(rejected, feedback=True)
                 return None
