@@ -10,16 +10,16 @@ import pytest
 from pydantic import BaseModel
 
 from llm_worker import (
+    Decision,
     OutputValidationError,
     PauseState,
     RunStatus,
-    Decision,
     StopReason,
     Worker,
     tool,
 )
-from llm_worker.messages import ToolUsePart
 from llm_worker.hooks import Pause, ToolCallContext, TurnEndContext
+from llm_worker.messages import ToolUsePart
 from llm_worker.testing import WIRE_PROVIDERS, ScriptedModelServer, ScriptedResponse
 
 pytestmark = pytest.mark.anyio
@@ -189,3 +189,67 @@ async def test_tool_mode_output_edited_on_approval_is_the_edited_answer() -> Non
         await client.aclose()
     assert result.output == Invoice(number="A-1", total=5)
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "",  # an empty answer
+        "null",  # no object at all
+        '["a", 1]',  # an array for an object
+        '{"number": 1, "total": true, "extra": {"deep": [1, 2, 3]}}',  # wrong types
+        '{"number": "\\ud800", "total": 1}',  # a lone surrogate
+        '{"number": "A-1", "total": 1e999}',  # a number out of range
+        "{" * 5000,  # unfinished, deep
+    ],
+)
+async def test_hostile_answers_are_sent_back_then_a_typed_error(answer: str) -> None:
+    script = [ScriptedResponse.text(answer), ScriptedResponse.text(answer)]
+    async with ScriptedModelServer("anthropic", script) as server:
+        client = server.client()
+        worker = Worker(client, output_type=Invoice)
+        with anyio.fail_after(20), pytest.raises(OutputValidationError) as caught:
+            await worker.run("Read it.")
+        await client.aclose()
+    assert caught.value.attempts == 2
+    assert caught.value.errors
+
+
+async def test_an_answer_with_many_errors_sends_back_a_bounded_message() -> None:
+    rows = orjson.dumps({"result": [{"number": i, "total": "x"} for i in range(20_000)]}).decode()
+    script = [ScriptedResponse.text(rows, chunk_size=4096)] * 2
+    async with ScriptedModelServer("openai_chat", script) as server:
+        client = server.client()
+        worker = Worker(client, output_type=list[Invoice])
+        with anyio.fail_after(30), pytest.raises(OutputValidationError) as caught:
+            await worker.run("Read them.")
+        await client.aclose()
+    assert len(worker.history[2].text) < 4_000
+    assert len(str(caught.value)) < 2_000
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_run_cancelled_after_a_partial_output_leaves_a_usable_worker(
+    provider: str,
+) -> None:
+    from llm_worker import OutputPartial
+
+    slow = ScriptedResponse.output(
+        [Invoice(number=f"A-{i}", total=i) for i in range(200)], chunk_size=8, delay=0.001
+    )
+    again = ScriptedResponse.output([Invoice(number="B", total=1)])
+    async with ScriptedModelServer(provider, [slow, again]) as server:
+        client = server.client()
+        worker = Worker(client, output_type=list[Invoice])
+        with anyio.fail_after(20):
+            async with worker.stream("Read them.") as stream:
+                async for event in stream:
+                    if isinstance(event, OutputPartial):
+                        worker.cancel()
+                result = stream.result
+            assert result is not None
+            assert result.status is RunStatus.CANCELLED
+            assert result.output is None
+            second = await worker.run("Just one.")
+        await client.aclose()
+    assert second.output == [Invoice(number="B", total=1)]
