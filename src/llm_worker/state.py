@@ -223,6 +223,8 @@ class PauseState:
         stop_reason: Why the answer waiting at `"on_turn_end"` stopped, and `stop_message`
             the provider's words about it: a refusal resumed is still a refusal
             (`RunResult.refusal`), never an answer checked against the output type.
+        output_attempts: Answers so far that did not fit the output type: `output_retries`
+            bounds the whole run, pauses included.
 
     A loaded state is trusted as it stands, like a history: its `approved` flags and its
     `"allowed"` statuses let calls run without another pause, and its results are what the
@@ -244,6 +246,7 @@ class PauseState:
     trace_context: dict[str, str] | None = None
     stop_reason: StopReason | None = None
     stop_message: str | None = None
+    output_attempts: int = 0
 
     def to_json(self) -> str:
         """Serialize to JSON (stable across processes; carries a format version)."""
@@ -266,6 +269,7 @@ class PauseState:
             "trace_context": self.trace_context,
             "stop_reason": self.stop_reason,
             "stop_message": self.stop_message,
+            "output_attempts": self.output_attempts,
         }
 
     @classmethod
@@ -324,6 +328,7 @@ class PauseState:
             trace_context=_trace_context(body.get("trace_context")),
             stop_reason=_stop_reason(body.get("stop_reason")),
             stop_message=as_str(body.get("stop_message")),
+            output_attempts=max(as_int(body.get("output_attempts")) or 0, 0),
         )
         problem = empty_text(history) or pending_mismatch(state)
         if problem:

@@ -253,3 +253,34 @@ async def test_a_run_cancelled_after_a_partial_output_leaves_a_usable_worker(
             second = await worker.run("Just one.")
         await client.aclose()
     assert second.output == [Invoice(number="B", total=1)]
+
+
+@tool(requires_approval=True)
+async def send(to: str) -> str:
+    """Send the invoice."""
+    return f"sent to {to}"
+
+
+async def test_output_retries_bound_the_whole_run_across_a_pause() -> None:
+    # One invalid answer before the pause, one after: with output_retries=1 that is the end,
+    # also in a fresh Worker resumed from the state's JSON.
+    script = [
+        ScriptedResponse.text('{"number": 1}'),
+        ScriptedResponse([ToolUsePart("", "send", {"to": "bob"})]),
+        ScriptedResponse.text('{"number": 2}'),
+    ]
+    async with ScriptedModelServer("openai_responses", script) as server:
+        client = server.client()
+        worker = Worker(client, tools=[send], output_type=Invoice, output_retries=1)
+        with anyio.fail_after(10):
+            paused = await worker.run("Send it, then give the invoice.")
+        assert paused.state is not None
+        [pending] = paused.state.pending
+        fresh = Worker(client, tools=[send], output_type=Invoice, output_retries=1)
+        with anyio.fail_after(10), pytest.raises(OutputValidationError) as caught:
+            await fresh.resume(
+                PauseState.from_json(paused.state.to_json()),
+                decisions={pending.call.id: Decision.approve()},
+            )
+        await client.aclose()
+    assert caught.value.attempts == 2

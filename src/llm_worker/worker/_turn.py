@@ -380,6 +380,7 @@ class Run:
             request_usage=list(self.request_usage),
             stop_reason=self.stop_reason if at == "on_turn_end" else None,
             stop_message=self.stop_detail if at == "on_turn_end" else None,
+            output_attempts=self.output_attempts,
         )
         return self.result(RunStatus.PAUSED, state=state, reason=reason)
 

@@ -399,6 +399,7 @@ class Worker(Registrations, Generic[OutputT]):
         run.start, run.chain_from = len(self.history), state.response_id or self._last_response
         run.decided = seen_on_resume(state, decisions)
         run.request_usage = list(state.request_usage)
+        run.output_attempts = state.output_attempts
         paused = PauseState(
             state.history,
             pending,
