@@ -284,3 +284,67 @@ async def test_output_retries_bound_the_whole_run_across_a_pause() -> None:
             )
         await client.aclose()
     assert caught.value.attempts == 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a pause at on_turn_end after the output tool accepted rewritten arguments: "
+    "the resume reads the output from the history, which keeps the model's own arguments "
+    "(PauseState does not carry the accepted ones)",
+)
+async def test_tool_mode_rewritten_output_survives_a_turn_end_pause() -> None:
+    script = [ScriptedResponse.output({"number": "a-1", "total": 4}, tool="final_result")]
+
+    def normalise(ctx: ToolCallContext) -> None:
+        if ctx.call.name == "final_result":
+            ctx.call.input = {"number": "A-1", "total": 4}
+
+    async with ScriptedModelServer("anthropic", script) as server:
+        client = server.client()
+        worker = Worker(client, output_type=Invoice, output_mode="tool")
+        worker.add_before_tool_call_hook(normalise)
+        worker.add_on_turn_end_hook(_pause_once)
+        with anyio.fail_after(10):
+            paused = await worker.run("Read it.")
+        assert paused.state is not None
+        fresh = Worker(client, output_type=Invoice, output_mode="tool")
+        fresh.add_on_turn_end_hook(_pause_once)
+        with anyio.fail_after(10):
+            result = await fresh.resume(PauseState.from_json(paused.state.to_json()))
+        await client.aclose()
+    assert result.output == Invoice(number="A-1", total=4)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_an_aborting_neighbour_hook_ends_the_run_and_the_next_run_finishes(
+    provider: str,
+) -> None:
+    from llm_worker import Aborted
+    from llm_worker.hooks import Abort
+
+    @tool
+    async def lookup(number: str) -> str:
+        """Look an invoice up."""
+        return f"{number}: 4 euros"
+
+    both = ScriptedResponse(
+        [
+            ToolUsePart("", "lookup", {"number": "A-1"}),
+            ToolUsePart("", "final_result", {"number": "A-1", "total": 4}),
+        ]
+    )
+    again = ScriptedResponse.output(Invoice(number="A-2", total=1), tool="final_result")
+
+    def stop(ctx: ToolCallContext) -> Abort | None:
+        return Abort("lookups are off") if ctx.call.name == "lookup" else None
+
+    async with ScriptedModelServer(provider, [both, again]) as server:
+        client = server.client()
+        worker = Worker(client, tools=[lookup], output_type=Invoice, output_mode="tool")
+        worker.add_before_tool_call_hook(stop)
+        with anyio.fail_after(10), pytest.raises(Aborted):
+            await worker.run("Read it.")
+        with anyio.fail_after(10):
+            result = await worker.run("Read the next one.")
+        await client.aclose()
+    assert result.output == Invoice(number="A-2", total=1)
