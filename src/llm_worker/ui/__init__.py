@@ -7,6 +7,8 @@
   the AG-UI 1.0 protocol.
 - `PauseStore`, `MemoryPauseStore`: where a run paused for approval waits for the browser's
   decision, keyed by the chat (thread) id.
+- `ResumableStreams`: runs that outlive their connection, read again on reconnect.
+- `safe_error_text`: the default `on_error`, what a browser is told of a failed run.
 
 The `ui` layer sits above the worker, beside `testing`: it imports the model, providers,
 timeline, blobs, tools and worker layers, never the test doubles. Starlette (the `web` extra)
@@ -22,20 +24,25 @@ if TYPE_CHECKING:
     from llm_worker.ui._agui import to_agui_events
     from llm_worker.ui._agui_app import AGUIAdapter
     from llm_worker.ui._agui_messages import messages_from_agui, messages_to_agui
+    from llm_worker.ui._errors import GENERIC_ERROR, safe_error_text
+    from llm_worker.ui._resumable import ResumableStreams
     from llm_worker.ui._store import MemoryPauseStore, PauseStore
     from llm_worker.ui._vercel import to_vercel_stream
     from llm_worker.ui._vercel_app import VercelAIAdapter
     from llm_worker.ui._vercel_messages import messages_from_ui, messages_to_ui
 
 __all__ = (
+    "GENERIC_ERROR",
     "AGUIAdapter",
     "MemoryPauseStore",
     "PauseStore",
+    "ResumableStreams",
     "VercelAIAdapter",
     "messages_from_agui",
     "messages_from_ui",
     "messages_to_agui",
     "messages_to_ui",
+    "safe_error_text",
     "to_agui_events",
     "to_vercel_stream",
 )
@@ -45,6 +52,9 @@ _LAZY = {
     "to_agui_events": "llm_worker.ui._agui",
     "messages_from_agui": "llm_worker.ui._agui_messages",
     "messages_to_agui": "llm_worker.ui._agui_messages",
+    "GENERIC_ERROR": "llm_worker.ui._errors",
+    "safe_error_text": "llm_worker.ui._errors",
+    "ResumableStreams": "llm_worker.ui._resumable",
     "MemoryPauseStore": "llm_worker.ui._store",
     "PauseStore": "llm_worker.ui._store",
     "to_vercel_stream": "llm_worker.ui._vercel",

@@ -33,6 +33,7 @@ from llm_worker.events import (
 from llm_worker.messages import Message, Origin, Part, ThinkingPart, ToolUsePart
 from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
 from llm_worker.ui._agui_messages import encrypted, messages_to_agui
+from llm_worker.ui._errors import ErrorText, error_code, error_text
 from llm_worker.ui._parts import opaque
 from llm_worker.worker._assembler import Assembler
 
@@ -149,10 +150,10 @@ class AGUIEncoder:
             self._chars[event.index] = self._chars.get(event.index, 0) + len(text)
         return head + block[1] + _DELTA_FIELD + orjson.dumps(text).decode() + "}\n\n"
 
-    def error(self, exc: BaseException) -> list[Event]:
-        """The event that ends a run that raised."""
-        message = f"{type(exc).__name__}: {str(exc) or 'no message'}"
-        return [{"type": "RUN_ERROR", "message": message, "code": type(exc).__name__}]
+    def error(self, exc: BaseException, on_error: ErrorText | None = None) -> list[Event]:
+        """The event that ends a run that raised (its text from `on_error`, see `error_text`)."""
+        message = error_text(exc, on_error)
+        return [{"type": "RUN_ERROR", "message": message, "code": error_code(exc)}]
 
     def _delta(self, event: BlockDelta) -> list[Event]:
         delta = event.delta
@@ -373,11 +374,15 @@ async def to_agui_events(
     frontend_tools: Collection[str] = (),
     history: list[dict[str, Any]] | None = None,
     skip: int = 0,
+    on_error: ErrorText | None = None,
 ) -> AsyncIterator[str]:
     """A Worker's run (`worker.stream(...)`) as AG-UI SSE events, `RUN_STARTED` first.
 
-    An exception of the run ends the stream with `RUN_ERROR`. See `AGUIEncoder` for the
-    arguments; `history` is the AG-UI messages before the run (the snapshot starts with them).
+    An exception of the run ends the stream with `RUN_ERROR`, whose message is what
+    `on_error` makes of it (by default `safe_error_text`: a provider's rate limit or refusal
+    as it is, a generic text for anything that may hold internals; the whole exception is
+    logged on the `llm_worker.ui` logger). See `AGUIEncoder` for the other arguments;
+    `history` is the AG-UI messages before the run (the snapshot starts with them).
     """
     encoder = AGUIEncoder(
         thread_id,
@@ -397,5 +402,5 @@ async def to_agui_events(
             for event in encoder.encode(item):
                 yield sse(event)
     except Exception as exc:  # the client shows the run's failure
-        for event in encoder.error(exc):
+        for event in encoder.error(exc, on_error):
             yield sse(event)

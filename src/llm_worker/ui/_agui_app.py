@@ -3,32 +3,35 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
+from functools import partial
 from typing import Any
 
 from llm_worker._json import as_dict, as_list, as_str
-from llm_worker.errors import ConfigurationError, InvalidMessagesError
-from llm_worker.events import BlockDelta
+from llm_worker.errors import ConfigurationError
 from llm_worker.state import Decision, PauseState
-from llm_worker.ui._agui import _APPROVAL, HEADERS, AGUIEncoder, sse  # pyright: ignore[reportPrivateUsage]
+from llm_worker.ui._agui import (
+    _APPROVAL,  # pyright: ignore[reportPrivateUsage]
+    HEADERS,
+    sse,
+    to_agui_events,
+)
 from llm_worker.ui._agui_messages import messages_from_agui, messages_to_agui
-from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
-from llm_worker.ui._frontend import FrontendTool, add_frontend_tools, with_frontend_results
-from llm_worker.ui._store import MemoryPauseStore, PauseStore
-from llm_worker.ui._vercel_app import (
-    WorkerFactory,
-    make_worker,
+from llm_worker.ui._app import (
+    Begun,
+    Endpoint,
     origin_of,
     resuming,
-    store_pauses,
+    start_run,
 )
+from llm_worker.ui._asgi import BadRequest
+from llm_worker.ui._frontend import FrontendTool, with_frontend_results
+from llm_worker.ui._resumable import RunLog
 from llm_worker.worker import RunStream, Worker
 
 __all__ = ("AGUIAdapter",)
 
-_MAX_BODY = 32 << 20
 
-
-class AGUIAdapter:
+class AGUIAdapter(Endpoint):
     """An ASGI app answering an AG-UI `RunAgentInput` POST with AG-UI 1.0 events over SSE.
 
     Each POST gets a fresh Worker from `worker_factory`; its history becomes the input's
@@ -41,6 +44,12 @@ class AGUIAdapter:
     run with `outcome: {type: "success", pendingToolCallIds}`; its result comes back as a
     tool message in the next POST.
 
+    By default a closed connection cancels the run. With `resumable`, the run goes on and
+    its events (each with an SSE `id`) are kept: a POST naming the same `threadId` and
+    `runId` reconnects to it instead of starting another, from after its `Last-Event-ID`
+    header (or from the start); `GET {path}/{threadId}/stream` reads it too (204 when
+    none is kept) and `DELETE {path}/{threadId}/stream` stops it.
+
     `RunAgentInput.state`, `context` and `forwardedProps` are not read by llm-worker: a
     factory taking one argument gets the whole input, to use them (e.g. in the system
     prompt).
@@ -49,38 +58,23 @@ class AGUIAdapter:
         worker_factory: Returns the `Worker` for one request (may be async).
         store: Where paused runs wait (`MemoryPauseStore()` by default).
         max_body_bytes: Larger request bodies are refused with 413.
+        on_error: The `RUN_ERROR` message of an exception that ends a run (default
+            `safe_error_text`: what a user can act on, else a generic text; the whole
+            exception is logged on `llm_worker.ui`).
+        resumable: `True` or a `ResumableStreams` (to set its bounds) to keep runs going
+            when their connection closes.
     """
 
-    def __init__(
-        self,
-        worker_factory: WorkerFactory,
-        *,
-        store: PauseStore | None = None,
-        max_body_bytes: int = _MAX_BODY,
-    ) -> None:
-        self.worker_factory = worker_factory
-        self.store: PauseStore = store if store is not None else MemoryPauseStore()
-        self.max_body_bytes = max_body_bytes
+    headers = HEADERS
+    post_hint = "POST a RunAgentInput here"
+    stopped = (sse({"type": "RUN_ERROR", "message": "the run was stopped", "code": "Stopped"}),)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer one ASGI request."""
-        if scope["type"] != "http":
-            return
-        if scope["method"] != "POST":
-            await send_json(send, 405, {"error": "POST a RunAgentInput here"})
-            return
-        try:
-            body = as_dict(await read_json(receive, self.max_body_bytes))
-            events = await self._events(body)
-        except BadRequest as exc:
-            await send_json(send, exc.status, {"error": str(exc)})
-            return
-        except (InvalidMessagesError, TypeError, ValueError) as exc:
-            await send_json(send, 400, {"error": str(exc)})
-            return
-        await stream_sse(receive, send, events, HEADERS)
+    def _rejoin(self, body: dict[str, Any]) -> RunLog | None:
+        thread_id, run_id = as_str(body.get("threadId")), as_str(body.get("runId"))
+        log = self.streams.get(thread_id) if self.streams and thread_id else None
+        return log if log is not None and log.run_id == run_id else None
 
-    async def _events(self, body: dict[str, Any]) -> AsyncGenerator[str, None]:
+    async def _begin(self, body: dict[str, Any]) -> Begun:
         thread_id, run_id = as_str(body.get("threadId")), as_str(body.get("runId"))
         if not thread_id or not run_id:
             raise BadRequest(400, "a RunAgentInput needs threadId and runId")
@@ -92,63 +86,54 @@ class AGUIAdapter:
         state = await self.store.take(thread_id)
         names = [t.name for t in frontend]
         if not resume:
-            worker = await self._worker(body, frontend)
+            worker = await self._tooled(body, frontend)
             # The snapshot starts with the request's messages; the run's input is the last.
-            encoder = AGUIEncoder(
-                thread_id, run_id, origin_of(worker), frontend_tools=names, history=raw, skip=1
-            )
-            return self._run(worker, encoder, lambda: _start(worker, history), thread_id)
+            start = lambda: start_run(worker, history)  # noqa: E731
+            return self._run(worker, start, body, names, before=raw, skip=1)
         if state is None:
             text = "no paused run waits for this thread: it was resumed already, or the server "
-            return _refused(thread_id, run_id, text + "restarted")
+            return Begun(_refused(thread_id, run_id, text + "restarted"), thread_id, run_id, ())
         try:
             decisions = _decisions(resume, state)
         except (BadRequest, TypeError, ValueError):
             await self.store.put(thread_id, state)  # a wrong answer leaves the pause waiting
             raise
-        make = lambda: self._worker(body, frontend)  # noqa: E731
+        make = lambda: self._tooled(body, frontend)  # noqa: E731
         worker = await resuming(self.store, thread_id, state, make, decisions)
         state = with_frontend_results(state, history, names)
         same = history == state.history  # else the server's record of the thread wins
         before = raw if same else messages_to_agui(state.history, prefix=f"{run_id}-h")
-        encoder = AGUIEncoder(
-            thread_id, run_id, origin_of(worker), frontend_tools=names, history=before
-        )
         start = lambda: worker.resume_stream(state, decisions=decisions)  # noqa: E731
-        return self._run(worker, encoder, start, thread_id)
+        return self._run(worker, start, body, names, before=before, skip=0)
 
-    async def _worker(self, body: dict[str, Any], frontend: list[FrontendTool]) -> Worker:
-        worker = await make_worker(self.worker_factory, body)
+    async def _tooled(self, body: dict[str, Any], frontend: list[FrontendTool]) -> Worker:
         try:
-            _add_tools(worker, frontend)
-        except BadRequest:
-            await worker.aclose()
-            raise
-        return worker
+            return await self._worker(body, frontend)
+        except ConfigurationError as exc:  # the request's tools: the client's mistake
+            raise BadRequest(400, str(exc)) from exc
 
-    async def _run(
-        self, worker: Worker, encoder: AGUIEncoder, start: Callable[[], RunStream], thread_id: str
-    ) -> AsyncGenerator[str, None]:
-        try:
-            for event in encoder.start():
-                yield sse(event)
-            async with start() as run:
-                async for item in store_pauses(run, self.store, thread_id):
-                    if type(item) is BlockDelta and (fast := encoder.fast_delta(item)):
-                        yield fast
-                        continue
-                    for event in encoder.encode(item):
-                        yield sse(event)
-        except Exception as exc:  # the client shows the run's failure
-            for event in encoder.error(exc):
-                yield sse(event)
-        finally:
-            await worker.aclose()
-
-
-def _start(worker: Worker, history: list[Any]) -> RunStream:
-    worker.history[:] = history[:-1]
-    return worker.stream(history[-1:])
+    def _run(
+        self,
+        worker: Worker,
+        start: Callable[[], RunStream],
+        body: dict[str, Any],
+        names: list[str],
+        *,
+        before: list[Any],
+        skip: int,
+    ) -> Begun:
+        thread_id, run_id = str(body["threadId"]), str(body["runId"])
+        encode = partial(
+            to_agui_events,
+            thread_id=thread_id,
+            run_id=run_id,
+            origin=origin_of(worker),
+            frontend_tools=names,
+            history=before,
+            skip=skip,
+            on_error=self.on_error,
+        )
+        return self._started(worker, start, thread_id, run_id, encode)
 
 
 def _frontend_tools(body: dict[str, Any]) -> list[FrontendTool]:
@@ -164,13 +149,6 @@ def _frontend_tools(body: dict[str, Any]) -> list[FrontendTool]:
             )
         )
     return tools
-
-
-def _add_tools(worker: Worker, tools: list[FrontendTool]) -> None:
-    try:
-        add_frontend_tools(worker, tools)
-    except ConfigurationError as exc:  # the request's tools: the client's mistake
-        raise BadRequest(400, str(exc)) from exc
 
 
 def _decisions(resume: list[dict[str, Any]], state: PauseState) -> dict[str, Decision]:

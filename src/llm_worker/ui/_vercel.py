@@ -33,6 +33,7 @@ from llm_worker.events import (
 from llm_worker.messages import Origin, Part, ProviderPart, TextPart, ThinkingPart, ToolUsePart
 from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
 from llm_worker.tools import ToolResult
+from llm_worker.ui._errors import ErrorText, error_text
 from llm_worker.ui._parts import KEY, media_json, opaque
 from llm_worker.worker._assembler import Assembler
 
@@ -191,9 +192,9 @@ class VercelEncoder:
             self._chars[event.index] = self._chars.get(event.index, 0) + len(text)
         return head + ident + _DELTA_FIELD + orjson.dumps(text).decode() + "}\n\n"
 
-    def error(self, exc: BaseException) -> list[Chunk]:
-        """The chunks that end a run that raised."""
-        text = f"{type(exc).__name__}: {str(exc) or 'no message'}"
+    def error(self, exc: BaseException, on_error: ErrorText | None = None) -> list[Chunk]:
+        """The chunks that end a run that raised (its text from `on_error`, see `error_text`)."""
+        text = error_text(exc, on_error)
         # The failed step's finished parts never reach the Worker's history: the marker lets
         # `messages_from_ui` drop them too.
         return [
@@ -402,12 +403,17 @@ async def to_vercel_stream(
     message_id: str,
     origin: Origin | None = None,
     denied: Collection[str] = (),
+    frontend: Collection[str] = (),
+    on_error: ErrorText | None = None,
 ) -> AsyncIterator[str]:
     """A Worker's run (`worker.stream(...)`) as the SSE events of a UI message stream.
 
     Send them with the headers in `HEADERS` (`x-vercel-ai-ui-message-stream: v1`). The last
     event is `data: [DONE]`. An exception of the run becomes an `error` chunk and a `finish`
-    with reason `error`, so the client shows it instead of waiting.
+    with reason `error`, so the client shows it instead of waiting; its text is what
+    `on_error` makes of the exception (by default `safe_error_text`: a provider's rate limit
+    or refusal as it is, a generic text for anything that may hold internals), and the whole
+    exception is logged on the `llm_worker.ui` logger.
 
     Args:
         stream: The run's events, e.g. `worker.stream(messages)`.
@@ -415,8 +421,10 @@ async def to_vercel_stream(
         origin: The Worker's provider and model (`Origin(client.provider, client.model)`),
             stamped on opaque data the way the Worker stamps it.
         denied: Call ids denied by the decisions of a resumed run.
+        frontend: Names of tools the browser runs (their pending calls ask no approval).
+        on_error: The text the browser shows of the exception that ended the run.
     """
-    encoder = VercelEncoder(message_id, origin or Origin("", ""), denied=denied)
+    encoder = VercelEncoder(message_id, origin or Origin("", ""), denied=denied, frontend=frontend)
     for chunk in encoder.start():
         yield sse(chunk)
     try:
@@ -427,6 +435,6 @@ async def to_vercel_stream(
             for chunk in encoder.encode(event):
                 yield sse(chunk)
     except Exception as exc:  # the run's failure is the client's to show, not a broken pipe
-        for chunk in encoder.error(exc):
+        for chunk in encoder.error(exc, on_error):
             yield sse(chunk)
     yield _DONE

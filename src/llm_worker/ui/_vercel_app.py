@@ -2,118 +2,35 @@
 
 from __future__ import annotations
 
-import inspect
 import uuid
-from collections.abc import (
-    AsyncGenerator,
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Collection,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncGenerator, Callable, Collection, Sequence
+from functools import partial
 from typing import Any
 
-import anyio
-
 from llm_worker._json import as_dict, as_list, as_str
-from llm_worker.errors import ConfigurationError, InvalidMessagesError, PauseStateError
-from llm_worker.events import BlockDelta
-from llm_worker.messages import Message, Origin, ToolSpec
-from llm_worker.state import Decision, PauseState, RunCompleted
-from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
-from llm_worker.ui._frontend import FrontendTool, add_frontend_tools, with_frontend_results
-from llm_worker.ui._store import MemoryPauseStore, PauseStore
-from llm_worker.ui._vercel import HEADERS, VercelEncoder, sse
+from llm_worker.messages import ToolSpec
+from llm_worker.ui._app import (
+    MAX_BODY,
+    Begun,
+    Endpoint,
+    WorkerFactory,
+    origin_of,
+    resuming,
+    start_run,
+)
+from llm_worker.ui._asgi import BadRequest
+from llm_worker.ui._errors import ErrorText
+from llm_worker.ui._frontend import FrontendTool, with_frontend_results
+from llm_worker.ui._resumable import ResumableStreams
+from llm_worker.ui._store import PauseStore
+from llm_worker.ui._vercel import HEADERS, sse, to_vercel_stream
 from llm_worker.ui._vercel_messages import decisions_from_ui, messages_from_ui
 from llm_worker.worker import RunStream, Worker
-from llm_worker.worker._decisions import apply_decisions
-from llm_worker.worker._toolset import check_resumable
 
-__all__ = (
-    "VercelAIAdapter",
-    "WorkerFactory",
-    "make_worker",
-    "origin_of",
-    "resuming",
-    "store_pauses",
-)
-
-WorkerFactory = Callable[..., "Worker | Awaitable[Worker]"]
-"""What the adapters call once per request for a fresh `Worker` (tools, system prompt, model):
-with no argument, or with the request's JSON body when it takes one (to read a thread id,
-AG-UI `state` / `context`, or your own `body` fields)."""
-
-_MAX_BODY = 32 << 20
+__all__ = ("VercelAIAdapter",)
 
 
-async def make_worker(factory: WorkerFactory, body: dict[str, Any]) -> Worker:
-    """The factory's Worker (given the body if it takes an argument; awaited if async)."""
-    worker = factory(body) if _takes_argument(factory) else factory()
-    if inspect.isawaitable(worker):
-        worker = await worker
-    if not isinstance(worker, Worker):  # pyright: ignore[reportUnnecessaryIsInstance]
-        raise TypeError(f"the worker factory returned {worker!r}, not a Worker")
-    return worker
-
-
-def _takes_argument(factory: WorkerFactory) -> bool:
-    try:
-        params = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):  # a builtin or C callable: called without arguments
-        return False
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return any(p.kind in kinds or p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
-
-
-def origin_of(worker: Worker) -> Origin:
-    """The provider and model the Worker stamps on its opaque data."""
-    return Origin(worker.client.provider, worker.client.model)
-
-
-async def store_pauses(
-    run: AsyncIterator[object], store: PauseStore, chat_id: str
-) -> AsyncIterator[object]:
-    """The run's events; a pause is stored before the browser can see it (and answer it)."""
-    async for event in run:
-        if isinstance(event, RunCompleted) and event.result.state is not None:
-            await store.put(chat_id, event.result.state)
-        yield event
-
-
-async def resuming(
-    store: PauseStore,
-    chat_id: str,
-    state: PauseState,
-    make: Callable[[], Awaitable[Worker]],
-    decisions: Mapping[str, Decision],
-) -> Worker:
-    """The Worker that resumes `state`, once the decisions are known to fit it.
-
-    A request that cannot resume (decisions naming calls that are not pending, edited
-    arguments the tool refuses, a factory that fails) puts the pause back, so the browser can
-    answer again: taking it is what makes a decision apply once, not what refuses one.
-
-    Raises:
-        BadRequest: The decisions do not fit the paused calls (400).
-    """
-    try:
-        worker = await make()
-        try:
-            pending = apply_decisions(state, decisions, worker.tools)
-            check_resumable(worker.tools, pending, state.tools)
-        except PauseStateError as exc:
-            await worker.aclose()
-            raise BadRequest(400, f"the decisions do not fit the paused run: {exc}") from exc
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await store.put(chat_id, state)
-        raise
-    return worker
-
-
-class VercelAIAdapter:
+class VercelAIAdapter(Endpoint):
     """An ASGI app answering the Vercel AI SDK chat POST with a UI message stream (`v1`).
 
     Mount it where `useChat` posts (`/api/chat` by default). Each POST
@@ -124,9 +41,12 @@ class VercelAIAdapter:
     `approval-responded` parts, resumes it (`Worker.resume` with the decisions) and
     continues the same assistant message.
 
-    A closed connection cancels the run (the Worker cleans up; the browser's history stays
-    valid). The Worker is closed after its request (`Worker.aclose`, which closes only a
-    client it made from a model string).
+    By default a closed connection cancels the run (the Worker cleans up; the browser's
+    history stays valid). With `resumable`, the run goes on and its events are kept: the
+    `ai` client's `resumeStream()` (`GET {api}/{chatId}/stream`) reads them again from the
+    start (204 when the chat has no run kept), or from after a `Last-Event-ID` header;
+    `DELETE {api}/{chatId}/stream` stops the run. The Worker is closed after its run
+    (`Worker.aclose`, which closes only a client it made from a model string).
 
     Args:
         worker_factory: Returns the `Worker` for one request (may be async).
@@ -136,10 +56,19 @@ class VercelAIAdapter:
             input available and no approval asked, and its output comes back with the
             browser's next POST.
         max_body_bytes: Larger request bodies are refused with 413.
+        on_error: The text the browser sees of an exception that ends a run (default
+            `safe_error_text`: what a user can act on, else a generic text; the whole
+            exception is logged on `llm_worker.ui`).
+        resumable: `True` or a `ResumableStreams` (to set its bounds) to keep runs going
+            when their connection closes.
 
     Raises:
         MissingExtraError: `llm-worker[web]` is not installed.
     """
+
+    headers = HEADERS
+    post_hint = "POST the chat request here"
+    stopped = (sse({"type": "abort", "reason": "stopped"}), "data: [DONE]\n\n")
 
     def __init__(
         self,
@@ -147,34 +76,22 @@ class VercelAIAdapter:
         *,
         store: PauseStore | None = None,
         frontend_tools: Sequence[ToolSpec] = (),
-        max_body_bytes: int = _MAX_BODY,
+        max_body_bytes: int = MAX_BODY,
+        on_error: ErrorText | None = None,
+        resumable: ResumableStreams | bool = False,
     ) -> None:
-        self.worker_factory = worker_factory
+        super().__init__(
+            worker_factory,
+            store=store,
+            max_body_bytes=max_body_bytes,
+            on_error=on_error,
+            resumable=resumable,
+        )
         self.frontend_tools = [
             FrontendTool(t.name, t.description, t.input_schema) for t in frontend_tools
         ]
-        self.store: PauseStore = store if store is not None else MemoryPauseStore()
-        self.max_body_bytes = max_body_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer one ASGI request."""
-        if scope["type"] != "http":
-            return
-        if scope["method"] != "POST":
-            await send_json(send, 405, {"error": "POST the chat request here"})
-            return
-        try:
-            body = as_dict(await read_json(receive, self.max_body_bytes))
-            events = await self._events(body)
-        except BadRequest as exc:
-            await send_json(send, exc.status, {"error": str(exc)})
-            return
-        except (InvalidMessagesError, TypeError, ValueError) as exc:
-            await send_json(send, 400, {"error": str(exc)})
-            return
-        await stream_sse(receive, send, events, HEADERS)
-
-    async def _events(self, body: dict[str, Any]) -> AsyncGenerator[str, None]:
+    async def _begin(self, body: dict[str, Any]) -> Begun:
         chat_id = as_str(body.get("id")) or ""
         ui = as_list(body.get("messages"))
         decisions = decisions_from_ui(ui)
@@ -184,64 +101,39 @@ class VercelAIAdapter:
             if not history:
                 raise BadRequest(400, "the chat request holds no message to answer")
             await self.store.take(chat_id)  # a new message leaves an unanswered pause behind
-            worker = await self._worker(body)
-            return self._run(worker, lambda: _start(worker, history), chat_id, message_id, ())
+            worker = await self._worker(body, self.frontend_tools)
+            start = lambda: start_run(worker, history)  # noqa: E731
+            return self._run(worker, start, chat_id, message_id, ())
         state = await self.store.take(chat_id)
         if state is None:
-            return _refused(
-                message_id,
-                "no paused run waits for this chat: it was answered "
-                "already, or the server restarted",
-            )
-        worker = await resuming(self.store, chat_id, state, lambda: self._worker(body), decisions)
+            text = "no paused run waits for this chat: it was answered already, or the server "
+            return Begun(_refused(message_id, text + "restarted"), chat_id, message_id, ())
+        worker = await resuming(
+            self.store, chat_id, state, lambda: self._worker(body, self.frontend_tools), decisions
+        )
         names = [t.name for t in self.frontend_tools]
         state = with_frontend_results(state, history, names)
         denied = [i for i, d in decisions.items() if not d.allow]
         start = lambda: worker.resume_stream(state, decisions=decisions)  # noqa: E731
         return self._run(worker, start, chat_id, message_id, denied)
 
-    async def _worker(self, body: dict[str, Any]) -> Worker:
-        worker = await make_worker(self.worker_factory, body)
-        try:
-            add_frontend_tools(worker, self.frontend_tools)
-        except ConfigurationError:
-            await worker.aclose()
-            raise
-        return worker
-
-    async def _run(
+    def _run(
         self,
         worker: Worker,
         start: Callable[[], RunStream],
         chat_id: str,
         message_id: str,
         denied: Collection[str],
-    ) -> AsyncGenerator[str, None]:
-        names = [t.name for t in self.frontend_tools]
-        encoder = VercelEncoder(message_id, origin_of(worker), denied=denied, frontend=names)
-        try:
-            for chunk in encoder.start():
-                yield sse(chunk)
-            async with start() as run:
-                async for event in store_pauses(run, self.store, chat_id):
-                    if type(event) is BlockDelta and (fast := encoder.fast_delta(event)):
-                        yield fast
-                        continue
-                    for chunk in encoder.encode(event):
-                        yield sse(chunk)
-        except Exception as exc:  # the client shows the run's failure
-            for chunk in encoder.error(exc):
-                yield sse(chunk)
-        finally:
-            await worker.aclose()
-        yield "data: [DONE]\n\n"
-
-
-def _start(worker: Worker, history: list[Message]) -> RunStream:
-    # The browser's messages are the conversation: all but the last are the history, the
-    # last (the user's new message, or the results of front-end tools) is the run's input.
-    worker.history[:] = history[:-1]
-    return worker.stream(history[-1:])
+    ) -> Begun:
+        encode = partial(
+            to_vercel_stream,
+            message_id=message_id,
+            origin=origin_of(worker),
+            denied=denied,
+            frontend=[t.name for t in self.frontend_tools],
+            on_error=self.on_error,
+        )
+        return self._started(worker, start, chat_id, message_id, encode)
 
 
 def _message_id(body: dict[str, Any], ui: list[Any]) -> str:

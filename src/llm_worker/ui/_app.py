@@ -1,0 +1,313 @@
+"""What both web adapters do around a run: the Worker per request, the pause store, the HTTP.
+
+`Endpoint` answers the ASGI requests of an adapter: the POST that starts (or resumes) a run,
+and, when runs are resumable, the `GET {path}/{id}/stream` that reconnects to one and the
+`DELETE {path}/{id}/stream` that stops it. A protocol adapter says only how a request body
+becomes a run (`_begin`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Mapping,
+    Sequence,
+)
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import unquote
+
+import anyio
+
+from llm_worker._json import as_dict
+from llm_worker.errors import ConfigurationError, InvalidMessagesError, PauseStateError
+from llm_worker.messages import Message, Origin
+from llm_worker.state import Decision, PauseState, RunCompleted
+from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
+from llm_worker.ui._errors import ErrorText
+from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
+from llm_worker.ui._resumable import ResumableStreams, RunLog, StreamGone
+from llm_worker.ui._store import MemoryPauseStore, PauseStore
+from llm_worker.worker import RunStream, Worker
+from llm_worker.worker._decisions import apply_decisions
+from llm_worker.worker._toolset import check_resumable
+
+__all__ = (
+    "MAX_BODY",
+    "Begun",
+    "Endpoint",
+    "WorkerFactory",
+    "encoded",
+    "make_worker",
+    "origin_of",
+    "resuming",
+    "run_events",
+    "start_run",
+)
+
+WorkerFactory = Callable[..., "Worker | Awaitable[Worker]"]
+"""What the adapters call once per request for a fresh `Worker` (tools, system prompt, model):
+with no argument, or with the request's JSON body when it takes one (to read a thread id,
+AG-UI `state` / `context`, or your own `body` fields)."""
+
+MAX_BODY = 32 << 20
+
+
+async def make_worker(factory: WorkerFactory, body: dict[str, Any]) -> Worker:
+    """The factory's Worker (given the body if it takes an argument; awaited if async)."""
+    worker = factory(body) if _takes_argument(factory) else factory()
+    if inspect.isawaitable(worker):
+        worker = await worker
+    if not isinstance(worker, Worker):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise TypeError(f"the worker factory returned {worker!r}, not a Worker")
+    return worker
+
+
+def _takes_argument(factory: WorkerFactory) -> bool:
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable: called without arguments
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return any(p.kind in kinds or p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+
+
+def origin_of(worker: Worker) -> Origin:
+    """The provider and model the Worker stamps on its opaque data."""
+    return Origin(worker.client.provider, worker.client.model)
+
+
+def start_run(worker: Worker, history: list[Message]) -> RunStream:
+    """The run answering the browser's messages.
+
+    They are the conversation: all but the last are the history, the last (the user's new
+    message, or the results of front-end tools) is the run's input.
+    """
+    worker.history[:] = history[:-1]
+    return worker.stream(history[-1:])
+
+
+async def run_events(
+    start: Callable[[], RunStream], store: PauseStore, chat_id: str
+) -> AsyncGenerator[object, None]:
+    """The events of the run `start` opens; a pause is stored before the browser can see it.
+
+    Close it (`aclosing`) when the reader stops early: that closes the run, which cancels
+    its work cleanly.
+    """
+    async with start() as run:
+        async for event in run:
+            if isinstance(event, RunCompleted) and event.result.state is not None:
+                await store.put(chat_id, event.result.state)
+            yield event
+
+
+async def resuming(
+    store: PauseStore,
+    chat_id: str,
+    state: PauseState,
+    make: Callable[[], Awaitable[Worker]],
+    decisions: Mapping[str, Decision],
+) -> Worker:
+    """The Worker that resumes `state`, once the decisions are known to fit it.
+
+    A request that cannot resume (decisions naming calls that are not pending, edited
+    arguments the tool refuses, a factory that fails) puts the pause back, so the browser can
+    answer again: taking it is what makes a decision apply once, not what refuses one.
+
+    Raises:
+        BadRequest: The decisions do not fit the paused calls (400).
+    """
+    try:
+        worker = await make()
+        try:
+            pending = apply_decisions(state, decisions, worker.tools)
+            check_resumable(worker.tools, pending, state.tools)
+        except PauseStateError as exc:
+            await worker.aclose()
+            raise BadRequest(400, f"the decisions do not fit the paused run: {exc}") from exc
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await store.put(chat_id, state)
+        raise
+    return worker
+
+
+@dataclass(slots=True)
+class Begun:
+    """A run a POST started: its SSE events, and what a resumable log of it needs.
+
+    Attributes:
+        events: The run's SSE events (closing them cancels the run).
+        key: The chat (thread) id the run belongs to.
+        run_id: The run's own id (AG-UI `runId`; the assistant message id for Vercel).
+        stopped: The SSE events that end the log of a run stopped by a stop call.
+    """
+
+    events: AsyncGenerator[str, None]
+    key: str
+    run_id: str
+    stopped: tuple[str, ...]
+
+
+class Endpoint:
+    """The ASGI side shared by the adapters: requests in, SSE out, resumable runs kept.
+
+    Subclasses set `headers` (of the SSE response) and `post_hint` (the 405 text), and
+    implement `_begin(body)`; the AG-UI adapter also `_rejoin(body)`.
+    """
+
+    headers: Mapping[str, str] = {}
+    post_hint = "POST here"
+    stopped: tuple[str, ...] = ()  # the SSE events that end a stopped run's log
+
+    def __init__(
+        self,
+        worker_factory: WorkerFactory,
+        *,
+        store: PauseStore | None = None,
+        max_body_bytes: int = MAX_BODY,
+        on_error: ErrorText | None = None,
+        resumable: ResumableStreams | bool = False,
+    ) -> None:
+        self.worker_factory = worker_factory
+        self.store: PauseStore = store if store is not None else MemoryPauseStore()
+        self.max_body_bytes = max_body_bytes
+        self.on_error = on_error
+        if resumable is True:
+            resumable = ResumableStreams()
+        self.streams: ResumableStreams | None = resumable or None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one ASGI request."""
+        if scope["type"] != "http":
+            return
+        method, stream_id = scope["method"], _stream_id(scope)
+        if stream_id is not None and self.streams is not None:
+            if method == "GET":
+                log = self.streams.get(stream_id)
+                await self._replay(log, _last_event_id(scope), receive, send)
+            elif method == "DELETE":
+                stopped = self.streams.cancel(stream_id)
+                await send_json(send, 200 if stopped else 404, {"stopped": stopped})
+            else:
+                await send_json(send, 405, {"error": "GET (reconnect) or DELETE (stop) here"})
+            return
+        if method != "POST":
+            await send_json(send, 405, {"error": self.post_hint})
+            return
+        await self._post(scope, receive, send)
+
+    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            body = as_dict(await read_json(receive, self.max_body_bytes))
+            if self.streams is not None and (log := self._rejoin(body)) is not None:
+                await self._replay(log, _last_event_id(scope), receive, send)
+                return
+            if self.streams is not None and _last_event_id(scope) is not None:
+                raise BadRequest(404, "no kept run has this Last-Event-ID: start a new run")
+            begun = await self._begin(body)
+        except BadRequest as exc:
+            await send_json(send, exc.status, {"error": str(exc)})
+            return
+        except (InvalidMessagesError, TypeError, ValueError) as exc:
+            await send_json(send, 400, {"error": str(exc)})
+            return
+        if self.streams is None:  # a closed connection cancels the run
+            await stream_sse(receive, send, begun.events, self.headers)
+            return
+        log = self.streams.open(begun.key, begun.run_id)
+        async with anyio.create_task_group() as group:
+            group.start_soon(self.streams.produce, log, begun.events, begun.stopped)
+            await stream_sse(receive, send, log.read(0), self.headers)
+
+    async def _replay(
+        self, log: RunLog | None, last: str | None, receive: Receive, send: Send
+    ) -> None:
+        if log is None:
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        try:
+            position = log.position(last)
+        except StreamGone as exc:
+            await send_json(send, exc.status, {"error": str(exc)})
+            return
+        await stream_sse(receive, send, log.read(position), self.headers)
+
+    def _rejoin(self, body: dict[str, Any]) -> RunLog | None:
+        """The kept run a POST reconnects to, if the protocol reconnects by POST."""
+        del body
+        return None
+
+    async def _begin(self, body: dict[str, Any]) -> Begun:
+        raise NotImplementedError
+
+    async def _worker(self, body: dict[str, Any], tools: Sequence[FrontendTool]) -> Worker:
+        """The factory's Worker for `body`, offering also the front end's `tools`.
+
+        Raises:
+            ConfigurationError: A front-end tool's name is taken (the Worker is closed).
+        """
+        worker = await make_worker(self.worker_factory, body)
+        try:
+            add_frontend_tools(worker, list(tools))
+        except ConfigurationError:
+            await worker.aclose()
+            raise
+        return worker
+
+    def _started(
+        self,
+        worker: Worker,
+        start: Callable[[], RunStream],
+        key: str,
+        run_id: str,
+        encode: Callable[[AsyncIterator[object]], AsyncIterator[str]],
+    ) -> Begun:
+        """The run `start` opens, encoded by `encode`, its pause kept under `key`."""
+        events = encoded(worker, run_events(start, self.store, key), encode)
+        return Begun(events, key, run_id, self.stopped)
+
+
+async def encoded(
+    worker: Worker,
+    events: AsyncGenerator[object, None],
+    encode: Callable[[AsyncIterator[object]], AsyncIterator[str]],
+) -> AsyncGenerator[str, None]:
+    """`encode(events)`, closing both (the encoding first, then the run) and then the Worker.
+
+    Closing them explicitly is what cancels the run when the reader stops early: an
+    `async for` left half way closes nothing.
+    """
+    try:
+        async with aclosing(events) as run:
+            stream = cast("AsyncGenerator[str, None]", encode(run))  # the encoders are generators
+            async with aclosing(stream):
+                async for text in stream:
+                    yield text
+    finally:
+        await worker.aclose()
+
+
+def _stream_id(scope: Scope) -> str | None:
+    """The chat id of `…/{id}/stream`, or `None` for another path."""
+    params = as_dict(scope.get("path_params"))
+    if isinstance(found := params.get("chat_id"), str):
+        return found
+    head, _, tail = str(scope.get("path", "")).rstrip("/").rpartition("/")
+    if tail != "stream" or not head:
+        return None
+    return unquote(head.rpartition("/")[2]) or None
+
+
+def _last_event_id(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"last-event-id":
+            return bytes(value).decode("latin-1").strip() or None
+    return None
