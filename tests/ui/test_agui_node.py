@@ -10,21 +10,11 @@ import pytest
 
 from llm_worker import TextPart, ToolUsePart
 from llm_worker.testing import ScriptedResponse, decode_request
-from llm_worker.ui import AGUIAdapter, messages_from_agui
+from llm_worker.ui import messages_from_agui
 
-from .agui_events import check_event_fields
-from .conftest import run_node, serve
-from .test_vercel_node import PROVIDERS, SIGNED, booking, scripted, thinking_and_tools
+from .conftest import AGUI, PROVIDERS, booking, consumed, first_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def consume(node_modules: Path, url: str, plan: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = await run_node(node_modules, "agui_consumer.mjs", url, json.dumps(plan))
-    assert out["errors"] == []
-    for event in out["events"]:
-        check_event_fields(event)
-    return out
 
 
 def types(out: dict[str, Any]) -> list[str]:
@@ -35,12 +25,7 @@ def types(out: dict[str, Any]) -> list[str]:
 async def test_thinking_and_parallel_calls_end_as_the_workers_history(
     provider: str, node_modules: Path
 ) -> None:
-    async with (
-        scripted(provider, thinking_and_tools()) as (_, factory),
-        serve(AGUIAdapter(factory)) as url,
-    ):
-        out = await consume(node_modules, url, [{"send": "Weather in Kyoto and Oslo?"}])
-    assert messages_from_agui(out["messages"]) == factory.workers[0].history
+    out, _ = await first_turn(AGUI, node_modules, provider)
     kinds = types(out)
     assert kinds[0] == "RUN_STARTED"
     assert kinds[-2:] == ["MESSAGES_SNAPSHOT", "RUN_FINISHED"]
@@ -56,30 +41,14 @@ async def test_thinking_and_parallel_calls_end_as_the_workers_history(
     assert finished["usage"][0]["provider"] == provider
 
 
-@pytest.mark.parametrize("provider", SIGNED)
-async def test_the_next_run_sends_the_first_runs_signature_back(
-    provider: str, node_modules: Path
-) -> None:
-    script = [*thinking_and_tools(), ScriptedResponse.text("You are welcome.")]
-    async with scripted(provider, script) as (server, factory):
-        async with serve(AGUIAdapter(factory)) as url:
-            plan = [{"send": "Weather in Kyoto and Oslo?"}, {"send": "Thanks!"}]
-            out = await consume(node_modules, url, plan)
-        third = server.requests[2].body.decode()
-    assert "sig-turn-1" in third
-    assert messages_from_agui(out["messages"]) == factory.workers[1].history
-
-
 @pytest.mark.parametrize("approve", [True, False])
 async def test_an_interrupt_is_answered_by_the_next_runs_resume(
     approve: bool, node_modules: Path
 ) -> None:
     answer = "Booked." if approve else "Not booked."
-    async with scripted("anthropic", booking(answer)) as (server, factory):
-        adapter = AGUIAdapter(factory)
-        async with serve(adapter) as url:
-            plan = [{"send": "Book Kyoto"}, {"approve": approve, "reason": "too expensive"}]
-            out = await consume(node_modules, url, plan)
+    plan = [{"send": "Book Kyoto"}, {"approve": approve, "reason": "too expensive"}]
+    async with consumed(AGUI, node_modules, "anthropic", booking(answer), plan) as run:
+        out, server, factory, adapter = run
         last_request = server.requests[-1].body.decode()
     first, second = out["finished"]
     assert first["outcome"]["type"] == "interrupt"
@@ -112,10 +81,9 @@ async def test_a_front_end_tool_ends_the_run_pending_and_its_result_comes_back(
             "parameters": {"type": "object", "properties": {"of": {"type": "string"}}},
         }
     ]
-    async with scripted("openai_responses", script) as (server, factory):
-        async with serve(AGUIAdapter(factory)) as url:
-            plan = [{"send": "Pick a color", "tools": tools}, {"toolResult": "red"}]
-            out = await consume(node_modules, url, plan)
+    plan = [{"send": "Pick a color", "tools": tools}, {"toolResult": "red"}]
+    async with consumed(AGUI, node_modules, "openai_responses", script, plan) as run:
+        out, server, factory, _ = run
         first_request = server.requests[0].body.decode()
         second = decode_request("openai_responses", json.loads(server.requests[1].body))
     assert "pick_color" in first_request

@@ -13,8 +13,8 @@ from llm_worker.errors import RateLimitError
 from llm_worker.testing import ScriptedResponse
 from llm_worker.ui import AGUIAdapter, VercelAIAdapter, to_agui_events, to_vercel_stream
 
+from .conftest import Factory
 from .test_review_adapters import USER, chunks, post, site
-from .test_vercel_node import Factory
 
 pytestmark = pytest.mark.anyio
 

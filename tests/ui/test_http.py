@@ -15,8 +15,7 @@ from llm_worker.testing import ScriptedResponse
 from llm_worker.ui import AGUIAdapter, MemoryPauseStore, VercelAIAdapter
 from llm_worker.ui._asgi import Receive, Scope, Send
 
-from .conftest import serve
-from .test_vercel_node import scripted
+from .conftest import scripted, serve
 
 pytestmark = pytest.mark.anyio
 

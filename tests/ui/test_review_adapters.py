@@ -15,8 +15,7 @@ from llm_worker import TextPart, ToolUsePart
 from llm_worker.testing import ScriptedResponse, decode_request
 from llm_worker.ui import AGUIAdapter, VercelAIAdapter
 
-from .conftest import serve
-from .test_vercel_node import PROVIDERS, booking, scripted
+from .conftest import PROVIDERS, booking, scripted, serve
 
 pytestmark = pytest.mark.anyio
 

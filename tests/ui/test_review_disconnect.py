@@ -15,9 +15,8 @@ from llm_worker.errors import AuthenticationError
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 from llm_worker.ui import AGUIAdapter, VercelAIAdapter
 
-from .conftest import serve
+from .conftest import book, serve, weather
 from .test_http import Done, run_tasks
-from .test_vercel_node import book, weather
 
 pytestmark = pytest.mark.anyio
 

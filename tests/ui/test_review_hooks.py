@@ -11,8 +11,8 @@ from llm_worker.hooks import Abort, Pause
 from llm_worker.testing import ScriptedResponse
 from llm_worker.ui import AGUIAdapter, VercelAIAdapter, messages_from_ui
 
+from .conftest import Factory
 from .test_review_adapters import USER, answered, chunks, post, site, text_of
-from .test_vercel_node import Factory
 
 pytestmark = pytest.mark.anyio
 
