@@ -181,7 +181,7 @@ class Endpoint:
         self.on_error = on_error
         if resumable is True:
             resumable = ResumableStreams()
-        self.streams: ResumableStreams | None = resumable or None
+        self.streams = resumable if isinstance(resumable, ResumableStreams) else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one ASGI request."""

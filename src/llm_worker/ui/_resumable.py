@@ -50,6 +50,11 @@ class RunLog:
         return len(self._events)
 
     @property
+    def first(self) -> int:
+        """The number of the oldest event kept (0 until the bounds drop one)."""
+        return self._first
+
+    @property
     def size(self) -> int:
         """The bytes of the events kept."""
         return self._bytes
@@ -89,6 +94,8 @@ class RunLog:
             if token != self.token or not number.isdigit():
                 raise StreamGone(404, f"{last_event_id!r} is no event id of the current run")
             start = int(number) + 1
+            if start > self._first + len(self._events):
+                raise StreamGone(404, f"{last_event_id!r} is no event id of the current run")
         if start < self._first:
             raise StreamGone(410, "the events to resume from were dropped (the log is bounded)")
         return start
