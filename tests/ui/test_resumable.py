@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -14,10 +15,10 @@ import pytest
 from llm_worker import TextPart, ToolUsePart, Worker, tool
 from llm_worker.testing import ScriptedResponse
 from llm_worker.tools import Tool
-from llm_worker.ui import AGUIAdapter, ResumableStreams, VercelAIAdapter
+from llm_worker.ui import AGUIAdapter, ResumableStreams, VercelAIAdapter, messages_from_ui
 from llm_worker.ui._asgi import Receive, Scope, Send
 
-from .conftest import scripted, serve
+from .conftest import CONSUMERS, scripted, serve
 from .test_http import run_tasks
 
 pytestmark = pytest.mark.anyio
@@ -311,6 +312,39 @@ async def test_finished_logs_past_max_runs_go_oldest_first() -> None:
         first = await w.http.get(w.stream_url("c1"))
         second = await w.http.get(w.stream_url("c2"))
     assert (first.status_code, second.status_code) == (204, 200)
+
+
+async def test_the_ai_clients_resume_stream_reads_the_run_the_network_cut_off(
+    node_modules: Path,
+) -> None:
+    plan = [
+        {"send": "Weather in Oslo?", "dropAfter": "tool-input-available"},
+        {"resume": True},
+        {"resumeChat": "nobody"},
+    ]
+    async with world(VercelAIAdapter) as w:
+        outs: list[dict[str, Any]] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(_consume, node_modules, w.url, plan, outs)
+            with anyio.fail_after(30):
+                await w.app.closed.wait()  # the network dropped the answer mid-run
+            w.gate.set()
+    [out] = outs
+    assert out["drops"] == ["chat: network error"]
+    assert out["status"] == "ready"
+    assert messages_from_ui(out["messages"]) == w.workers[0].history
+    assert w.workers[0].history[-1].text == "Sunny in Oslo."
+    assert [p["type"] for p in out["messages"][1]["parts"]].count("tool-weather") == 1
+    replayed = [c["type"] for c in out["chunks"]]  # the GET's, each checked by the schema
+    assert (replayed[0], replayed[-1], replayed.count("start")) == ("start", "finish", 1)
+    assert len(out["requests"]) == 1  # one POST; the rest came by resumeStream's GET
+    assert messages_from_ui(out["assembled"]) == w.workers[0].history[1:]
+    assert out["others"] == [{"status": "ready", "messages": []}]  # 204: nothing to resume
+    assert len(w.workers) == 1
+
+
+async def _consume(node_modules: Path, url: str, plan: Any, into: list[Any]) -> None:
+    into.append(await CONSUMERS["vercel"].consume(node_modules, url, plan))
 
 
 def test_bounds_must_be_positive() -> None:

@@ -1,10 +1,14 @@
 // The `ai` package (6.x) consuming llm-worker's UI message stream, as a browser would.
-// argv: <url> <plan JSON>. The plan: [{send: "text"} | {approve: true|false, reason?} |
-// {clientTool: "output"}].
+// argv: <url> <plan JSON>. The plan: [{send: "text", dropAfter?: "chunk type"} |
+// {approve: true|false, reason?} | {clientTool: "output"} | {resume: true} |
+// {resumeChat: "chat id"}].
+// `dropAfter` breaks the connection as a network failure would, once a chunk of that type
+// has arrived; `resume` then calls the chat's resumeStream() (GET {api}/{id}/stream);
+// `resumeChat` calls resumeStream() on a fresh chat of that id and records what it shows.
 // "chat" mode drives AbstractChat over DefaultChatTransport (each chunk validated by
 // uiMessageChunkSchema); after each step the raw chunks of the same answer are also checked
 // one by one against uiMessageChunkSchema, and readUIMessageStream assembles them.
-// Prints {messages, errors, chunks, requests} as JSON.
+// Prints {messages, status, errors, chunks, requests, assembled, drops, others} as JSON.
 import {
   AbstractChat,
   DefaultChatTransport,
@@ -18,6 +22,9 @@ const errors = [];
 const chunks = [];
 const requests = [];
 const assembled = [];
+const drops = [];
+const others = [];
+let dropAfter;
 
 class State {
   constructor() { this.status = "ready"; this.error = undefined; this.messages = []; }
@@ -35,16 +42,41 @@ class Chat extends AbstractChat {
 // assembled by readUIMessageStream on its own.
 const schema = uiMessageChunkSchema();
 async function recordingFetch(input, init) {
-  const body = JSON.parse(init.body);
-  requests.push(body);
+  const body = init.body === undefined ? undefined : JSON.parse(init.body);
+  if (body) requests.push(body);
+  if (body && dropAfter) return droppingFetch(input, init, dropAfter);
   const response = await fetch(input, init);
   if (!response.body) return response;
   const [a, b] = response.body.tee();
   // An answer that continues an assistant message (after an approval) is read on top of it.
-  const last = body.messages[body.messages.length - 1];
+  const last = body && body.messages[body.messages.length - 1];
   const base = last && last.role === "assistant" ? structuredClone(last) : undefined;
   validateAndAssemble(b, response.headers.get("x-vercel-ai-ui-message-stream"), base);
   return new Response(a, { status: response.status, headers: response.headers });
+}
+
+// The response as far as the first chunk of type `marker`, then a network failure: the
+// connection is closed and the reader gets the TypeError fetch gives when a network drops.
+async function droppingFetch(input, init, marker) {
+  dropAfter = undefined;
+  const cut = new AbortController();
+  const response = await fetch(input, { ...init, signal: AbortSignal.any([init.signal, cut.signal]) });
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let seen = "";
+  const body = new ReadableStream({
+    async pull(controller) {
+      const { done, value } = await reader.read();
+      if (done) { controller.close(); return; }
+      controller.enqueue(value);
+      seen += decoder.decode(value, { stream: true });
+      if (seen.includes(`"type":"${marker}"`)) {
+        cut.abort();
+        controller.error(new TypeError("network error"));
+      }
+    },
+  });
+  return new Response(body, { status: response.status, headers: response.headers });
 }
 
 let pending = Promise.resolve();
@@ -54,8 +86,10 @@ function validateAndAssemble(body, header, base) {
     const text = await new Response(body).text();
     const parsed = [];
     for (const event of text.split("\n\n")) {
-      if (!event.startsWith("data: ")) continue;
-      const data = event.slice(6);
+      // An event of a resumable run has its `id:` line first.
+      const line = event.split("\n").find((l) => l.startsWith("data: "));
+      if (line === undefined) continue;
+      const data = line.slice(6);
       if (data === "[DONE]") continue;
       const chunk = JSON.parse(data);
       const check = await schema.validate(chunk);
@@ -76,12 +110,23 @@ function validateAndAssemble(body, header, base) {
 const chat = new Chat({
   id: "chat-1",
   transport: new DefaultChatTransport({ api: url, fetch: recordingFetch }),
-  onError: (e) => errors.push(`chat: ${e.message}`),
+  onError: (e) => (e.message === "network error" ? drops : errors).push(`chat: ${e.message}`),
 });
 
 for (const step of plan) {
   if (step.send !== undefined) {
+    dropAfter = step.dropAfter;
     await chat.sendMessage({ text: step.send });
+  } else if (step.resume !== undefined) {
+    await chat.resumeStream();
+  } else if (step.resumeChat !== undefined) {
+    const other = new Chat({
+      id: step.resumeChat,
+      transport: new DefaultChatTransport({ api: url, fetch: recordingFetch }),
+      onError: (e) => errors.push(`other chat: ${e.message}`),
+    });
+    await other.resumeStream();
+    others.push({ status: other.status, messages: other.messages });
   } else if (step.clientTool !== undefined) {
     // The browser runs the front-end tool calls the answer left waiting, then goes on.
     const last = chat.messages[chat.messages.length - 1];
@@ -102,4 +147,4 @@ for (const step of plan) {
   }
   await pending;
 }
-console.log(JSON.stringify({ messages: chat.messages, status: chat.status, errors, chunks, requests, assembled }));
+console.log(JSON.stringify({ messages: chat.messages, status: chat.status, errors, chunks, requests, assembled, drops, others }));
