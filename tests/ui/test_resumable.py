@@ -347,6 +347,22 @@ async def _consume(node_modules: Path, url: str, plan: Any, into: list[Any]) -> 
     into.append(await CONSUMERS["vercel"].consume(node_modules, url, plan))
 
 
+async def test_web_app_routes_the_reconnect_and_the_stop_to_a_resumable_adapter() -> None:
+    from llm_worker.ui._serve import make_adapter, web_app
+
+    async with scripted("anthropic", list(SCRIPT)) as (_, factory):
+        adapter = make_adapter(factory, "vercel", resumable=True)
+        async with serve(web_app(adapter)) as url, httpx.AsyncClient(timeout=10) as http:
+            with anyio.fail_after(10):
+                response = await http.post(f"{url}/api/chat", json=VERCEL)
+                replay = await http.get(f"{url}/api/chat/c1/stream")
+                unknown = await http.get(f"{url}/api/chat/c2/stream")
+                stop = await http.delete(f"{url}/api/chat/c1/stream")
+    assert response.status_code == 200
+    assert parse(replay.text) == parse(response.text)
+    assert (unknown.status_code, stop.status_code) == (204, 404)  # c1 had finished
+
+
 def test_bounds_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_events"):
         ResumableStreams(max_events=0)

@@ -111,6 +111,11 @@ def _serve_parser(sub: Any) -> None:  # argparse's subparsers type is private
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--static", type=Path, help="a folder of files served at / (a page)")
+    serve.add_argument(
+        "--resumable",
+        action="store_true",
+        help="runs outlive their connection; GET/DELETE {path}/{id}/stream reconnects/stops",
+    )
 
 
 def _mcp_serve_parser(sub: Any) -> None:  # argparse names the subparsers' type privately
@@ -175,7 +180,8 @@ def _dispatch(console: Console, args: argparse.Namespace) -> int:
     if args.command == "serve":
         from llm_worker.ui._serve import run_server
 
-        run_server(args.target, args.protocol, host=args.host, port=args.port, static=args.static)
+        options = {"host": args.host, "port": args.port, "static": args.static}
+        run_server(args.target, args.protocol, resumable=args.resumable, **options)
         return 0
     if args.command == "mcp-serve":
         from llm_worker.cli._mcp import serve_tools

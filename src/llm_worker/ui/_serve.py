@@ -40,28 +40,38 @@ def load_factory(target: str) -> Any:
     return factory
 
 
-def make_adapter(factory: Any, protocol: Protocol) -> Any:
-    """The adapter of `protocol` (`"vercel"` or `"ag-ui"`) around `factory`."""
+def make_adapter(factory: Any, protocol: Protocol, *, resumable: bool = False) -> Any:
+    """The adapter of `protocol` (`"vercel"` or `"ag-ui"`) around `factory`.
+
+    With `resumable`, its runs outlive their connection (see `ResumableStreams`).
+    """
     if protocol == "vercel":
         from llm_worker.ui._vercel_app import VercelAIAdapter
 
-        return VercelAIAdapter(factory)
+        return VercelAIAdapter(factory, resumable=resumable)
     if protocol == "ag-ui":
         from llm_worker.ui._agui_app import AGUIAdapter
 
-        return AGUIAdapter(factory)
+        return AGUIAdapter(factory, resumable=resumable)
     raise ConfigurationError(f"unknown protocol {protocol!r} (vercel or ag-ui)")
 
 
 def web_app(adapter: Any, *, static: Path | None = None, path: str = API_PATH) -> Any:
     """A Starlette app: `adapter` at `path`, and the files of `static` (if given) at `/`.
 
+    `{path}/{chat_id}/stream` reaches the adapter too: a resumable adapter answers there
+    the reconnect (GET) and the stop (DELETE) of a chat's run.
+
     Raises:
         MissingExtraError: `llm-worker[web]` is not installed.
     """
     applications = require_extra("starlette.applications", "web", feature="llm_worker.ui")
     routing = require_extra("starlette.routing", "web", feature="llm_worker.ui")
-    routes: list[Any] = [routing.Route(path, endpoint=adapter)]  # an ASGI app: every method
+    # An ASGI app as endpoint: every method reaches it.
+    routes: list[Any] = [
+        routing.Route(path, endpoint=adapter),
+        routing.Route(path.rstrip("/") + "/{chat_id}/stream", endpoint=adapter),
+    ]
     if static is not None:
         files = require_extra("starlette.staticfiles", "web", feature="llm_worker.ui")
         routes.append(routing.Mount("/", app=files.StaticFiles(directory=static, html=True)))
@@ -75,8 +85,10 @@ def run_server(
     host: str = "127.0.0.1",
     port: int = 8000,
     static: Path | None = None,
+    resumable: bool = False,
 ) -> None:
     """Serve `MODULE:FACTORY` with uvicorn until interrupted (what `llm-worker serve` runs)."""
     uvicorn = require_extra("uvicorn", "web", feature="llm-worker serve")
-    app = web_app(make_adapter(load_factory(target), protocol), static=static)
+    adapter = make_adapter(load_factory(target), protocol, resumable=resumable)
+    app = web_app(adapter, static=static)
     uvicorn.run(app, host=host, port=port, log_level="info")
