@@ -18,7 +18,7 @@ from llm_worker.tools import Tool
 from llm_worker.ui import AGUIAdapter, ResumableStreams, VercelAIAdapter, messages_from_ui
 from llm_worker.ui._asgi import Receive, Scope, Send
 
-from .conftest import CONSUMERS, scripted, serve
+from .conftest import CONSUMERS, booking, consumed, scripted, serve
 from .test_http import run_tasks
 
 pytestmark = pytest.mark.anyio
@@ -341,6 +341,20 @@ async def test_the_ai_clients_resume_stream_reads_the_run_the_network_cut_off(
     assert messages_from_ui(out["assembled"]) == w.workers[0].history[1:]
     assert out["others"] == [{"status": "ready", "messages": []}]  # 204: nothing to resume
     assert len(w.workers) == 1
+
+
+async def test_an_approval_round_trip_works_the_same_on_a_resumable_adapter(
+    node_modules: Path,
+) -> None:
+    plan = [{"send": "Book Kyoto if sunny"}, {"approve": True}]
+    script = booking("Booked.")
+    async with consumed(
+        CONSUMERS["vercel"], node_modules, "gemini", script, plan, resumable=True
+    ) as run:
+        out, _, factory, adapter = run
+    assert messages_from_ui(out["messages"]) == factory.workers[1].history
+    assert out["messages"][1]["parts"][-1]["text"] == "Booked."
+    assert len(adapter.store) == 0
 
 
 async def _consume(node_modules: Path, url: str, plan: Any, into: list[Any]) -> None:

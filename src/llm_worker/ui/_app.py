@@ -158,8 +158,9 @@ class Begun:
 class Endpoint:
     """The ASGI side shared by the adapters: requests in, SSE out, resumable runs kept.
 
-    Subclasses set `headers` (of the SSE response) and `post_hint` (the 405 text), and
-    implement `_begin(body)`; the AG-UI adapter also `_rejoin(body)`.
+    Subclasses set `headers` (of the SSE response), `post_hint` (the 405 text) and
+    `stopped` (the events that end a stopped run), and implement `_begin(body)`; the AG-UI
+    adapter also `_rejoin(body)`, its reconnect by POST.
     """
 
     headers: Mapping[str, str] = {}
