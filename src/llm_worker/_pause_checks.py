@@ -13,7 +13,7 @@ from llm_worker.messages import Message, TextPart, ToolResultPart, ToolUsePart
 if TYPE_CHECKING:
     from llm_worker.state import PauseState
 
-__all__ = ("empty_text", "pending_mismatch")
+__all__ = ("empty_text", "output_call_mismatch", "pending_mismatch")
 
 
 def empty_text(history: list[Message]) -> str | None:
@@ -61,6 +61,22 @@ def pending_mismatch(state: PauseState) -> str | None:
             return f"call {p.call.id} is {p.status} but has no result"
         if p.result is not None and p.result.tool_use_id != p.call.id:
             return f"call {p.call.id} holds the result of call {p.result.tool_use_id}"
+    return None
+
+
+def output_call_mismatch(state: PauseState) -> str | None:
+    """Why the state's accepted output call does not fit its history, or None when it does."""
+    call = state.output_call
+    if call is None:
+        return None
+    if state.at != "on_turn_end":
+        return f"it holds an accepted output call ({call.id}) but is not paused at the turn end"
+    last = next((m for m in reversed(state.history) if m.role == "assistant"), None)
+    if last is None or all((c.id, c.name) != (call.id, call.name) for c in last.tool_uses):
+        return f"the output call {call.id} {call.name} is not a call of the last assistant message"
+    results = [p for m in state.history for p in m.content if isinstance(p, ToolResultPart)]
+    if not any(r.tool_use_id == call.id and not r.is_error for r in results):
+        return f"the output call {call.id} has no successful result in the history"
     return None
 
 

@@ -16,7 +16,7 @@ from typing_extensions import TypeVar
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker._media import media_from_json, media_to_json
-from llm_worker._pause_checks import empty_text, pending_mismatch
+from llm_worker._pause_checks import empty_text, output_call_mismatch, pending_mismatch
 from llm_worker.errors import PauseStateError
 from llm_worker.events import USAGE_FIELDS, Event, StopReason, UsageEvent
 from llm_worker.messages import Message
@@ -225,6 +225,10 @@ class PauseState:
             (`RunResult.refusal`), never an answer checked against the output type.
         output_attempts: Answers so far that did not fit the output type: `output_retries`
             bounds the whole run, pauses included.
+        output_call: In tool output mode, at `"on_turn_end"`: the output tool's call with
+            the arguments it accepted (as before_tool_call hooks or an edited approval left
+            them; the history keeps the model's own), so the resumed run's output is the
+            accepted one. `None` otherwise.
 
     A loaded state is trusted as it stands, like a history: its `approved` flags and its
     `"allowed"` statuses let calls run without another pause, and its results are what the
@@ -247,6 +251,7 @@ class PauseState:
     stop_reason: StopReason | None = None
     stop_message: str | None = None
     output_attempts: int = 0
+    output_call: ToolCall | None = None
 
     def to_json(self) -> str:
         """Serialize to JSON (stable across processes; carries a format version)."""
@@ -270,6 +275,7 @@ class PauseState:
             "stop_reason": self.stop_reason,
             "stop_message": self.stop_message,
             "output_attempts": self.output_attempts,
+            "output_call": None if self.output_call is None else _call_to_dict(self.output_call),
         }
 
     @classmethod
@@ -291,7 +297,8 @@ class PauseState:
 
         Besides its shape, the state must be consistent: the pending calls are exactly the
         unanswered calls of the last assistant message, in order (none when paused at the turn
-        end), with results where they are done or skipped, and no message has an empty text.
+        end), with results where they are done or skipped, and no message has an empty text;
+        an output call is a call of the last assistant message that succeeded.
 
         Raises:
             PauseStateError: Another format version, a wrong shape, or an inconsistent state
@@ -329,8 +336,9 @@ class PauseState:
             stop_reason=_stop_reason(body.get("stop_reason")),
             stop_message=as_str(body.get("stop_message")),
             output_attempts=max(as_int(body.get("output_attempts")) or 0, 0),
+            output_call=_output_call(body.get("output_call")),
         )
-        problem = empty_text(history) or pending_mismatch(state)
+        problem = empty_text(history) or pending_mismatch(state) or output_call_mismatch(state)
         if problem:
             raise PauseStateError(f"pause state is inconsistent: {problem}")
         return state
@@ -351,16 +359,41 @@ def _stop_reason(value: object) -> StopReason | None:
         raise PauseStateError(f"pause state has an unknown stop reason {value!r}") from None
 
 
+def _call_to_dict(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "name": call.name,
+        "input": call.input,
+        "raw_input": call.raw_input,
+        "error": call.error,
+    }
+
+
+def _call_from_dict(data: object) -> ToolCall:
+    from llm_worker.collectors import ToolCall
+
+    c = as_dict(data)
+    return ToolCall(
+        str(c["id"]),
+        str(c["name"]),
+        as_dict(c.get("input")),
+        raw_input=as_str(c.get("raw_input")) or "",
+        error=as_str(c.get("error")),
+    )
+
+
+def _output_call(data: object) -> ToolCall | None:
+    if data is None:  # no output call, or a state saved before the field existed
+        return None
+    try:
+        return _call_from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PauseStateError(f"pause state has a damaged output call: {exc!r}") from exc
+
+
 def _pending_to_dict(p: PendingCall) -> dict[str, Any]:
-    call = p.call
     out: dict[str, Any] = {
-        "call": {
-            "id": call.id,
-            "name": call.name,
-            "input": call.input,
-            "raw_input": call.raw_input,
-            "error": call.error,
-        },
+        "call": _call_to_dict(p.call),
         "status": p.status,
         "approved": p.approved,
     }
@@ -381,18 +414,10 @@ def _pending_to_dict(p: PendingCall) -> dict[str, Any]:
 
 
 def _pending_from_dict(data: object) -> PendingCall:
-    from llm_worker.collectors import ToolCall
     from llm_worker.tools import ToolResult
 
     body = as_dict(data)
-    c = as_dict(body["call"])
-    call = ToolCall(
-        str(c["id"]),
-        str(c["name"]),
-        as_dict(c.get("input")),
-        raw_input=as_str(c.get("raw_input")) or "",
-        error=as_str(c.get("error")),
-    )
+    call = _call_from_dict(body["call"])
     status = body.get("status")
     if status not in _STATUSES:
         raise ValueError(f"unknown call status {status!r}")

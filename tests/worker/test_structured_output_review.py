@@ -286,12 +286,6 @@ async def test_output_retries_bound_the_whole_run_across_a_pause() -> None:
     assert caught.value.attempts == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a pause at on_turn_end after the output tool accepted rewritten arguments: "
-    "the resume reads the output from the history, which keeps the model's own arguments "
-    "(PauseState does not carry the accepted ones)",
-)
 async def test_tool_mode_rewritten_output_survives_a_turn_end_pause() -> None:
     script = [ScriptedResponse.output({"number": "a-1", "total": 4}, tool="final_result")]
 

@@ -25,7 +25,12 @@ import orjson
 
 from llm_worker._json import as_dict, as_list
 from llm_worker._strict import drop_optional_nulls, strict_schema
-from llm_worker.errors import ConfigurationError, OutputValidationError, ToolError
+from llm_worker.errors import (
+    ConfigurationError,
+    OutputValidationError,
+    PauseStateError,
+    ToolError,
+)
 from llm_worker.events import (
     BlockDelta,
     BlockStart,
@@ -44,6 +49,7 @@ from llm_worker.worker._schema_check import schema_problems
 if TYPE_CHECKING:
     from pydantic import TypeAdapter, ValidationError
 
+    from llm_worker.collectors import ToolCall
     from llm_worker.state import PendingCall
 
 __all__ = (
@@ -54,6 +60,7 @@ __all__ = (
     "Rejected",
     "answer_output",
     "called_output",
+    "check_output_call",
     "give_up",
     "output_plan",
     "rejected_call",
@@ -301,11 +308,12 @@ def output_plan(output_type: Any, mode: OutputMode, retries: int, tool: str) -> 
     return OutputPlan(output_type, mode, retries, tool)
 
 
-def answer_output(plan: OutputPlan, response: Message, accepted: Any = None) -> Any:
+def answer_output(plan: OutputPlan, response: Message, accepted: ToolCall | None = None) -> Any:
     """The validated output of a final answer: its text, or its call of the output tool.
 
-    `accepted`: the arguments the output tool accepted, as before_tool_call hooks or an
-    edited approval left them (the history keeps the model's own), when the run knows them.
+    `accepted`: the output tool's call with the arguments it accepted, as before_tool_call
+    hooks or an edited approval left them (the history keeps the model's own), when the run
+    knows them.
 
     Raises:
         Rejected: The answer does not fit (or, in tool mode, never called the tool).
@@ -313,11 +321,30 @@ def answer_output(plan: OutputPlan, response: Message, accepted: Any = None) -> 
     if plan.tool is None:
         return plan.check(response.text)
     if accepted is not None:
-        return plan.check(orjson.dumps(accepted).decode())
+        return plan.check(orjson.dumps(accepted.input).decode())
     calls = [part for part in response.tool_uses if part.name == plan.tool.name]
     if not calls:
         raise plan.missing_call()
     return plan.check(orjson.dumps(calls[-1].input).decode())
+
+
+def check_output_call(plan: OutputPlan | None, call: ToolCall | None) -> None:
+    """Refuse a pause state's accepted output call that this Worker's output tool did not make.
+
+    Raises:
+        PauseStateError: The state holds an output call, and this Worker has no output tool
+            of that name (it was configured otherwise than the Worker that paused).
+    """
+    if call is None:
+        return
+    tool = plan.tool if plan is not None else None
+    if tool is None or tool.name != call.name:
+        has = f"its output tool is {tool.name!r}" if tool is not None else "it has no output tool"
+        raise PauseStateError(
+            f"the pause state holds an accepted call of the output tool {call.name!r}, but "
+            f"{has}: resume it with a Worker configured as the one that paused "
+            "(same output_type, output_mode='tool')"
+        )
 
 
 def called_output(plan: OutputPlan, pending: list[PendingCall]) -> PendingCall | None:

@@ -60,6 +60,7 @@ from llm_worker.worker._output import (
 )
 
 if TYPE_CHECKING:
+    from llm_worker.collectors import ToolCall
     from llm_worker.worker._config import WorkerConfig
 
 __all__ = ("Run", "StreamRetry")
@@ -118,6 +119,7 @@ class Run:
     """The answer a stored conversation goes on from (the Worker's last, or the pause's)."""
     malformed_calls: int = 0  # answers in a row that were a tool call the provider refused
     output_attempts: int = 0  # answers that did not fit the output type
+    output_call: ToolCall | None = None  # the output tool's accepted call, at the turn end
     stop_detail: str | None = None  # the provider's words about the last stop (a refusal's)
     request_usage: list[RequestUsage] = field(default_factory=lambda: [])
     """Each answer's usage (a broken attempt's too), with the provider and model to price it."""
@@ -164,7 +166,8 @@ class Run:
     async def _resume(self, state: PauseState) -> RunResult[Any] | None:
         if state.at == "on_turn_end":
             self.stop_reason, self.stop_detail = state.stop_reason, state.stop_message
-            return await self._turn_end(_last_assistant(self.history), resumed=True)
+            last = _last_assistant(self.history)
+            return await self._turn_end(last, resumed=True, accepted=state.output_call)
         return await self._run_batch(Batch(self, state.pending, None, self.decided), resumed=True)
 
     async def _run_batch(self, batch: Batch, *, resumed: bool) -> RunResult[Any] | None:
@@ -179,7 +182,7 @@ class Run:
             return None
         if called.result is not None and not called.result.is_error:
             last = _last_assistant(self.history)
-            return await self._turn_end(last, resumed=False, accepted=called.call.input)
+            return await self._turn_end(last, resumed=False, accepted=called.call)
         self._rejected(rejected_call(called), feedback=False)  # its error result says why
         return None
 
@@ -299,11 +302,12 @@ class Run:
     # -- the turn end ----------------------------------------------------------------------
 
     async def _turn_end(
-        self, response: Message, *, resumed: bool, accepted: Any = None
+        self, response: Message, *, resumed: bool, accepted: ToolCall | None = None
     ) -> RunResult[Any] | None:
         # The answer is passed in, not looked up: an empty answer (a filtered or truncated
         # one) adds no message, and the last assistant message would be an older answer.
         cfg = self.cfg
+        self.output_call = accepted  # a pause here carries it: the history has the model's own
         refusal = self._refusal(response)
         output: Any = response.text if refusal is None else None
         if cfg.output is not None and refusal is None:
@@ -381,6 +385,7 @@ class Run:
             stop_reason=self.stop_reason if at == "on_turn_end" else None,
             stop_message=self.stop_detail if at == "on_turn_end" else None,
             output_attempts=self.output_attempts,
+            output_call=self.output_call if at == "on_turn_end" else None,
         )
         return self.result(RunStatus.PAUSED, state=state, reason=reason)
 

@@ -53,7 +53,7 @@ from llm_worker.worker._decisions import (
 )
 from llm_worker.worker._history import as_messages
 from llm_worker.worker._intercept import RunStep, intercepted
-from llm_worker.worker._output import output_plan
+from llm_worker.worker._output import check_output_call, output_plan
 from llm_worker.worker._registration import Registrations
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import announce
@@ -393,6 +393,7 @@ class Worker(Registrations, Generic[OutputT]):
         await self._cfg.registry.refresh()  # a toolset's tools, for the calls to resume
         pending = apply_decisions(state, decisions, self._cfg.registry)
         check_resumable(self._cfg.registry, pending, state.tools)
+        check_output_call(self._cfg.output, state.output_call)
         self._paused = None
         self.history[:] = list(state.history)
         run = Run(self._cfg, self.history, state.requests, state.continuations, state.usage)
@@ -408,6 +409,7 @@ class Worker(Registrations, Generic[OutputT]):
             trace_context=state.trace_context,  # the resumed run's span links to the paused one
             stop_reason=state.stop_reason,
             stop_message=state.stop_message,
+            output_call=state.output_call,
         )
         return await self._go(run, paused, sink)
 
