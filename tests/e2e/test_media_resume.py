@@ -69,12 +69,6 @@ def animation() -> ImagePart:
     return ImagePart.from_bytes(GIF)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a tool result's image the provider refuses (Gemini: image/gif) raises MediaError "
-    "out of worker.run after the tool ran: the run, its history and the result are lost to the "
-    "caller; the model should get an error tool result naming the refusal instead",
-)
 async def test_a_tool_image_the_provider_refuses_reaches_the_model_as_an_error() -> None:
     script = [ScriptedResponse([ToolUsePart("", "animation", {})]), ScriptedResponse.text("ok")]
     async with ScriptedModelServer("gemini", script, model=MODELS["gemini"]) as server:

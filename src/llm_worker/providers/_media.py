@@ -44,6 +44,8 @@ __all__ = (
     "check_total",
     "data_url",
     "document_text",
+    "rules_for",
+    "sendable",
 )
 
 _MB: Final = 1024 * 1024
@@ -106,6 +108,48 @@ GEMINI: Final = MediaRules(
     max_document_bytes=20 * _MB,
     url_documents=_PDF_AND_TEXT,
 )
+
+
+_BY_PROVIDER: Final = {
+    "anthropic": ANTHROPIC,
+    "openai_chat": OPENAI_CHAT,
+    "openai_responses": OPENAI_RESPONSES,
+    "gemini": GEMINI,
+}
+
+
+def rules_for(provider: str) -> MediaRules | None:
+    """The media rules of a client's `provider`, or `None` for one this module does not know."""
+    return _BY_PROVIDER.get(provider)
+
+
+def sendable(media: Iterable[MediaPart], rules: MediaRules) -> tuple[list[MediaPart], list[str]]:
+    """The parts `rules` accept (each, and together within one request), and why the rest not.
+
+    A part is refused for its type, its bytes, or its size; a part that would take the parts
+    kept so far past the provider's per-request limit is refused too, so what is kept can be
+    sent. Never raises: the reasons are `MediaError` messages, for the model to read.
+    """
+    kept: list[MediaPart] = []
+    refused: list[str] = []
+    total = 0
+    for part in media:
+        try:
+            check(part, rules)
+        except MediaError as exc:
+            refused.append(str(exc))
+            continue
+        size = _b64_size(len(part.data)) if part.data is not None else 0
+        if total + size > rules.max_request_bytes:
+            refused.append(
+                f"{rules.provider} accepts at most {rules.max_request_bytes // _MB} MB of images "
+                f"and documents per request (base64); this {part.media_type} {part.type} would "
+                f"make {(total + size) / _MB:.1f} MB"
+            )
+            continue
+        total += size
+        kept.append(part)
+    return kept, refused
 
 
 def check(part: MediaPart, rules: MediaRules) -> None:

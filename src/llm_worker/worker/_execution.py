@@ -45,6 +45,7 @@ from llm_worker.messages import DocumentPart, ImagePart, Message, Part, ToolResu
 from llm_worker.state import PendingCall, ToolResultReady
 from llm_worker.tools import Tool, ToolResult, execute_call, tool_meta
 from llm_worker.worker._intercept import ToolStep, intercepted
+from llm_worker.worker._media_check import sendable_result
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -131,6 +132,7 @@ class Batch:
             return self._pause
         await self._execute_allowed()
         await self._after_hooks()
+        self._media_checked()
         results = [p.result for p in self.pending if p.result is not None]
         if results:  # a batch without calls (a hand-made pause state) adds no empty message
             self.owner.history.append(Message("user", [_part(r) for r in results]))
@@ -139,6 +141,13 @@ class Batch:
                 for sink in self.owner.cfg.sinks:
                     sink(ToolResultReady(result))
         return None
+
+    def _media_checked(self) -> None:
+        """Take out of each result the media the provider would refuse (the model reads why)."""
+        provider = self.owner.cfg.client.provider
+        for pending in self.pending:
+            if pending.result is not None:
+                pending.result = sendable_result(pending.result, provider)
 
     async def _decide(self, index: int, *, resumed: bool) -> None:
         cfg = self.owner.cfg
@@ -278,7 +287,7 @@ class Batch:
         parts: list[Part] = []
         for index, pending in enumerate(self.pending):
             if pending.result is not None and (unchecked_ok or index in self._checked):
-                parts.append(_part(pending.result))
+                parts.append(_part(sendable_result(pending.result, self.owner.cfg.client.provider)))
             else:
                 text = self._missing(index, why)
                 parts.append(

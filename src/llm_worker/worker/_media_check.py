@@ -1,0 +1,41 @@
+"""A tool result's images and documents, checked against the Worker's provider.
+
+A tool may return media its Worker's provider refuses (Gemini takes no GIF; every provider has
+size limits). The provider's client would refuse the whole next request, after the tool ran,
+losing the run; so before a result enters the history, the parts the provider would refuse are
+taken out of it and the model reads why, in an error result, and the run goes on. The check
+comes after the after_tool_call hooks, so a hook may still convert or shrink an image.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from llm_worker.providers._media import rules_for, sendable
+
+if TYPE_CHECKING:
+    from llm_worker.tools import ToolResult
+
+__all__ = ("sendable_result",)
+
+
+def sendable_result(result: ToolResult, provider: str) -> ToolResult:
+    """`result` as `provider` accepts it: refused media taken out, the model told which and why.
+
+    A result whose media all fit (or a provider whose limits are not known here) is returned
+    as it is; otherwise a copy marked as an error keeps the tool's text and the parts that fit.
+    """
+    rules = rules_for(provider)
+    if rules is None or not result.media:
+        return result
+    kept, refused = sendable(result.media, rules)
+    if not refused:
+        return result
+    reasons = "\n".join(f"- {why}" for why in refused)
+    note = (
+        f"{len(refused)} of the {len(result.media)} images or documents this tool returned "
+        f"could not be sent to you:\n{reasons}"
+    )
+    content = f"{result.content}\n\n{note}" if result.content else note
+    return dataclasses.replace(result, content=content, is_error=True, media=kept)
