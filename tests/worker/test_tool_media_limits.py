@@ -117,7 +117,9 @@ def _state_with(media: ImagePart) -> str:
     return PauseState(history, pending).to_json()
 
 
-@pytest.mark.parametrize(("provider", "data"), [("gemini", GIF), ("openai_responses", HEIC)])
+@pytest.mark.parametrize(
+    ("provider", "data"), [("gemini", GIF), ("openai_responses", HEIC)], ids=["gif", "heic"]
+)
 async def test_a_refused_image_done_before_a_pause_is_an_error_after_the_resume(
     provider: str, data: bytes
 ) -> None:
