@@ -5,8 +5,8 @@ scripted model server), `name`, `log` (the file the side-effecting tool appends 
 `executor` (this process's executor id), `effect` (the appending tool's effect), `hang` (the
 appending tool blocks after writing, until the process is killed), `runs` (ids to start and
 wait for; each run's input is its id), `wait` (ids to wait for without starting them),
-`decide` (run id: wait for its pause and approve every pending call), `serve` (serve runs
-until killed).
+`decide` (run id: wait for its pause and approve every pending call), `cancel` (run id: wait
+for its pause and cancel the run), `serve` (serve runs until killed).
 It prints one JSON line per event: `{"tool": ...}` when the tool wrote, `{"run": id, "result": ...}`
 per finished run.
 """
@@ -82,6 +82,10 @@ async def serve(config: dict[str, Any]) -> None:
                     config["decide"], {p.call.id: Decision.approve() for p in state.pending}
                 )
                 say({"decided": config["decide"]})
+            if "cancel" in config:
+                assert await durable.paused(config["cancel"]) is not None
+                await durable.cancel(config["cancel"], "cancelled from another process")
+                say({"cancelled": config["cancel"]})
             for run_id in config.get("runs", []):
                 tg.start_soon(_run, durable, run_id, True)
             for run_id in config.get("wait", []):

@@ -193,13 +193,6 @@ def test_every_error_a_run_raises_survives_pickling() -> None:
         assert back.__dict__ == error.__dict__
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a durable run runs on a fork of the Worker, so worker.cancel() (which cancels the "
-    "Worker's own scope) never reaches it, and DurableWorker has no cancel(run_id): a durable "
-    "run cannot be cancelled through llm-worker (only DBOS.cancel_workflow, whose result() "
-    "then raises a DBOS error, not a CANCELLED RunResult)",
-)
 async def test_worker_cancel_ends_a_durable_run_cancelled(tmp_path: Path) -> None:
     started, release = anyio.Event(), anyio.Event()
 

@@ -10,6 +10,7 @@ import pytest
 from llm_worker import ImagePart, Message, PauseState, RunStatus, ToolUsePart, Worker, tool
 from llm_worker.collectors import ToolCall
 from llm_worker.hooks import ToolResultContext
+from llm_worker.messages import Part
 from llm_worker.providers._media import ANTHROPIC, GEMINI, sendable
 from llm_worker.state import PendingCall
 from llm_worker.testing import WIRE_PROVIDERS, ScriptedModelServer, ScriptedResponse, decode_request
@@ -148,8 +149,9 @@ async def test_a_cancelled_batch_keeps_no_refused_image_for_the_next_run() -> No
         await anyio.sleep_forever()
         return "never"
 
-    calls = [ToolUsePart("", "photos", {}), ToolUsePart("", "wait", {})]
+    calls: list[Part] = [ToolUsePart("", "photos", {}), ToolUsePart("", "wait", {})]
     script = [ScriptedResponse(calls), ScriptedResponse.text("again")]
+    cancelled = None
     async with ScriptedModelServer("gemini", script, model=MODELS["gemini"]) as server:
         client = server.client()
         worker = Worker(client, tools=[photos, wait])
@@ -164,7 +166,7 @@ async def test_a_cancelled_batch_keeps_no_refused_image_for_the_next_run() -> No
                 cancelled = await worker.run("show")
             after = await worker.run("and now?")
         await client.aclose()
-    assert cancelled.status is RunStatus.CANCELLED
+    assert cancelled is not None and cancelled.status is RunStatus.CANCELLED
     assert after.text == "again"
     results = [r for m in worker.history for r in m.tool_results if r.name == "photos"]
     assert [r.is_error and "image/gif" in r.content for r in results] == [True]

@@ -8,16 +8,15 @@ from typing import TYPE_CHECKING, Any, Self, cast
 
 import anyio
 
-from llm_worker.durable._engine import DECISION, PAUSE, STATUS, engine
+from llm_worker.durable._engine import CANCEL, DECISION, PAUSE, STATUS, engine
 from llm_worker.durable._records import decisions_record, messages_record, run_from
 from llm_worker.durable._steps import PROGRESS, DurableInterceptor
 from llm_worker.errors import ConfigurationError, PauseStateError
-from llm_worker.state import Decision, PauseState
+from llm_worker.state import Decision, PauseState, RunResult, RunStatus
 from llm_worker.worker._history import as_messages
 
 if TYPE_CHECKING:
     from llm_worker.messages import Message
-    from llm_worker.state import RunResult
     from llm_worker.worker import Worker
 
 __all__ = ("DEFAULT_DATABASE_URL", "DurableWorker")
@@ -168,13 +167,53 @@ class DurableWorker:
             handle = await dbos.DBOS.retrieve_workflow_async(run_id)
         except dbos.error.DBOSNonExistentWorkflowError as exc:
             raise ConfigurationError(f"no durable run has the id {run_id!r}") from exc
-        record = await handle.get_result(polling_interval_sec=self._poll)
+        try:
+            record = await handle.get_result(polling_interval_sec=self._poll)
+        except dbos.error.DBOSAwaitedWorkflowCancelledError:
+            return _cancelled_unrecorded(run_id)
         return run_from(record, self.worker._cfg.output)  # pyright: ignore[reportPrivateUsage]
 
     async def status(self, run_id: str) -> str | None:
         """The run's status: running, paused, finished, cancelled (None: not started yet)."""
-        value = await self._dbos.DBOS.get_event_async(run_id, STATUS, timeout_seconds=0)
+        dbos = self._dbos.DBOS
+        if await _dbos_cancelled(dbos, run_id):
+            return "cancelled"
+        value = await dbos.get_event_async(run_id, STATUS, timeout_seconds=0)
         return None if value is None else str(value)
+
+    async def cancel(
+        self, run_id: str, reason: str = "cancelled by DurableWorker.cancel()"
+    ) -> None:
+        """End the run `run_id` CANCELLED, from any process; a finished run stays as it is.
+
+        A run this process is running is cancelled as by `Worker.cancel()` (its tool calls
+        cut short, its history repaired); a paused one, wherever it waits, drops its pause
+        as by `Worker.discard_pause(reason)`. Both record their CANCELLED result: `result()`
+        returns it, messages included. A run still queued, or running in another process, is
+        cancelled through DBOS (`DBOS.cancel_workflow`, which stops it at its next step):
+        nothing more of it is recorded, and `result()` returns a CANCELLED `RunResult` with
+        no messages (`follow()` has its progress). The same holds for a run cancelled with
+        `DBOS.cancel_workflow` directly.
+
+        Raises:
+            ConfigurationError: No run has this id.
+        """
+        dbos = self._dbos.DBOS
+        found = await dbos.get_workflow_status_async(run_id)
+        if found is None:
+            raise ConfigurationError(f"no durable run has the id {run_id!r}")
+        if found.status in ("SUCCESS", "ERROR", "CANCELLED"):
+            return
+        fork = engine.running.get(run_id)
+        if fork is not None:  # this process holds it
+            engine.reasons[run_id] = reason
+            if fork._done is not None:  # pyright: ignore[reportPrivateUsage]
+                fork.cancel()
+                return
+        elif await dbos.get_event_async(run_id, PAUSE, timeout_seconds=0) is None:
+            await dbos.cancel_workflow_async(run_id)  # queued, or running in another process
+            return
+        await dbos.send_async(run_id, {CANCEL: reason}, DECISION)  # it waits for a decision
 
     async def paused(self, run_id: str, *, wait: float = 60.0) -> PauseState | None:
         """The state of the run's pause, waiting up to `wait` seconds for one.
@@ -233,6 +272,19 @@ class DurableWorker:
         recover = dbos._recover_pending_workflows  # pyright: ignore[reportPrivateUsage]
         handles = await anyio.to_thread.run_sync(lambda: recover(ids))
         return [str(h.get_workflow_id()) for h in handles]
+
+
+def _cancelled_unrecorded(run_id: str) -> RunResult:
+    return RunResult(
+        RunStatus.CANCELLED,
+        reason=f"the durable run {run_id!r} was cancelled through DBOS (DBOS.cancel_workflow) "
+        "before it recorded a result: its messages are not kept (follow() has its progress)",
+    )
+
+
+async def _dbos_cancelled(dbos: Any, run_id: str) -> bool:
+    found = await dbos.get_workflow_status_async(run_id)
+    return found is not None and found.status == "CANCELLED"
 
 
 def _check_decisions(decisions: Mapping[str, Decision]) -> None:

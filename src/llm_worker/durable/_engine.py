@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from llm_worker._extras import require_extra
+from llm_worker._json import as_dict
 from llm_worker.durable._records import decisions_from, run_record
 from llm_worker.durable._steps import PROGRESS, Attempt, current
 from llm_worker.errors import ConfigurationError, PauseStateError
@@ -24,14 +25,16 @@ from llm_worker.messages import Message
 from llm_worker.state import RunResult, RunStatus
 
 if TYPE_CHECKING:
-    from llm_worker.state import Decision, PauseState
+    from llm_worker.state import PauseState
     from llm_worker.worker import Worker
 
-__all__ = ("DECISION", "PAUSE", "STATUS", "Engine", "engine")
+__all__ = ("CANCEL", "DECISION", "PAUSE", "STATUS", "Engine", "engine")
 
 WORKFLOW = "llm_worker.durable.run"
 DECISION = "llm-worker.decision"
 """The DBOS message topic that carries decisions to a paused run."""
+CANCEL = "llm-worker.cancel"
+"""The key of a message on the decision topic that ends a paused run (its value: the reason)."""
 PAUSE = "llm-worker.pause"
 """The DBOS event holding a paused run's `PauseState` (as a dict), None when not paused."""
 STATUS = "llm-worker.status"
@@ -53,6 +56,10 @@ class Engine:
     users: int = 0
     workers: dict[str, Worker] = field(default_factory=lambda: {})
     entered: dict[str, anyio.Event] = field(default_factory=lambda: {})
+    running: dict[str, Worker] = field(default_factory=lambda: {})
+    """The fork running each run this process holds, by run id."""
+    reasons: dict[str, str] = field(default_factory=lambda: {})
+    """Why `DurableWorker.cancel` cancelled a run running here, by run id."""
 
     def module(self) -> Any:
         """The `dbos` module (imported on first use), its workflow registered."""
@@ -150,7 +157,8 @@ def _redacted(url: str | None) -> str:
 async def _workflow(name: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The workflow of every durable run: one Worker run, waiting out each pause."""
     dbos = engine.dbos.DBOS
-    worker = (await engine.worker(name)).fork()
+    parent = await engine.worker(name)
+    worker = parent.fork()
     # A tool started early runs inside the request's step, where DBOS records nothing: it
     # would run again on recovery. In a durable run every call is a step of its own.
     cfg = worker._cfg  # pyright: ignore[reportPrivateUsage]
@@ -158,36 +166,61 @@ async def _workflow(name: str, messages: list[dict[str, Any]]) -> dict[str, Any]
     run_id: str = dbos.workflow_id
     attempt = Attempt(run_id, uuid.uuid4().hex, dbos, anyio.Lock())
     token = current().set(attempt)
+    followers = parent._followers  # pyright: ignore[reportPrivateUsage]
+    engine.running[run_id] = worker
+    followers.add(worker)  # parent.cancel() reaches this run
     try:
         await dbos.set_event_async(STATUS, "running")
         result = await worker.run([Message.from_dict(m) for m in messages])
         while result.status is RunStatus.PAUSED and result.state is not None:
-            result = await _paused(dbos, worker, result.state)
+            result = await _paused(dbos, worker, result.state, run_id)
         result.messages = list(worker.history)  # the whole run, its pauses included
+        if result.status is RunStatus.CANCELLED and run_id in engine.reasons:
+            result.reason = engine.reasons[run_id]
         await dbos.set_event_async(STATUS, result.status.value)
         await dbos.close_stream_async(PROGRESS)
         return run_record(result)
     finally:
+        followers.discard(worker)
+        engine.running.pop(run_id, None)
+        engine.reasons.pop(run_id, None)
         current().reset(token)
 
 
-async def _paused(dbos: Any, worker: Worker, state: PauseState) -> RunResult:
+async def _paused(dbos: Any, worker: Worker, state: PauseState, run_id: str) -> RunResult:
     """Wait for decisions on a paused run, then resume it (waiting again on refused ones)."""
     await dbos.write_stream_async(PROGRESS, {"kind": "paused", "reason": state.reason})
     while True:
+        if run_id in engine.reasons:  # cancelled here while it was not waiting yet
+            return await _discarded(worker, state, engine.reasons[run_id])
         await dbos.set_event_async(PAUSE, state.to_dict())
         await dbos.set_event_async(STATUS, "paused")
-        decisions = await _decision(dbos)
+        message = await _decision(dbos)
         await dbos.set_event_async(PAUSE, None)
         await dbos.set_event_async(STATUS, "running")
+        if CANCEL in message:
+            return await _discarded(worker, state, str(message[CANCEL]))
         try:
-            return await worker.resume(state, decisions=decisions)
+            return await worker.resume(state, decisions=decisions_from(message))
         except PauseStateError as exc:  # decisions that do not fit: the run waits for others
             await dbos.write_stream_async(PROGRESS, {"kind": "refused", "error": str(exc)})
 
 
-async def _decision(dbos: Any) -> dict[str, Decision]:
+async def _discarded(worker: Worker, state: PauseState, reason: str) -> RunResult:
+    """End a paused run CANCELLED: each call that never started gets an error result."""
+    await worker.discard_pause(reason, state=state)
+    return RunResult(
+        RunStatus.CANCELLED,
+        usage=state.usage,
+        requests=state.requests,
+        reason=reason,
+        request_usage=list(state.request_usage),
+    )
+
+
+async def _decision(dbos: Any) -> dict[str, Any]:
+    """The next message to a paused run: decisions by call id, or a `CANCEL`."""
     while True:
         message = await dbos.recv_async(DECISION, timeout_seconds=_DECISION_POLL)
         if message is not None:
-            return decisions_from(message)
+            return as_dict(message)

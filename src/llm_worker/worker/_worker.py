@@ -235,6 +235,8 @@ class Worker(Registrations, Generic[OutputT]):
         self._paused: PauseState | None = None
         self._last_response: str | None = None  # a stored conversation goes on from it
         self._subscribers: list[Any] = []
+        # Forks running runs on this Worker's behalf (a DurableWorker's): cancel() reaches them.
+        self._followers: set[Worker[Any]] = set()
 
     def __repr__(self) -> str:
         return f"Worker(client={self._cfg.client!r}, tools={self._cfg.registry.names!r})"
@@ -298,6 +300,7 @@ class Worker(Registrations, Generic[OutputT]):
         twin.history = list(history)
         twin._turns, twin._scope, twin._done = 0, None, None
         twin._paused, twin._last_response = None, None
+        twin._followers = set()
         return twin
 
     # -- running -----------------------------------------------------------------------------
@@ -475,9 +478,16 @@ class Worker(Registrations, Generic[OutputT]):
         return RunStream(lambda sink: self._resume(state, decisions or {}, sink))
 
     def cancel(self) -> None:
-        """Cancel the running run: it returns `RunStatus.CANCELLED` after its clean-up."""
+        """Cancel the running run: it returns `RunStatus.CANCELLED` after its clean-up.
+
+        The runs a `DurableWorker` over this Worker is running in this process are cancelled
+        too (each ends CANCELLED, its result recorded); one waiting for a decision is not
+        running: end it with `DurableWorker.cancel(run_id)`.
+        """
         if self._scope is not None:
             self._scope.cancel()
+        for follower in list(self._followers):
+            follower.cancel()
 
     def _check_idle(self) -> None:
         if self._done is not None:
