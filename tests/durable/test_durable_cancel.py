@@ -6,11 +6,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from scenario import Model, child
 
 from llm_worker import Decision, RunStatus, ToolUsePart, Worker, tool
 from llm_worker.durable import DurableWorker
-from llm_worker.durable._records import run_from
 from llm_worker.errors import ConfigurationError
 from llm_worker.events import UsageEvent
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
@@ -169,28 +167,3 @@ async def test_cancel_of_an_unknown_run_is_a_typed_error(tmp_path: Path) -> None
             async with durable:
                 with pytest.raises(ConfigurationError, match="no-such-run"):
                     await durable.cancel("no-such-run")
-
-
-async def test_a_pause_in_one_process_is_cancelled_from_another(
-    database_url: str, tmp_path: Path
-) -> None:
-    model = Model(steps=2)
-    async with ScriptedModelServer("anthropic", [model] * 4) as server:
-        config = {
-            "url": database_url,
-            "model_url": server.base_url,
-            "name": "approve",
-            "log": str(tmp_path / "log"),
-        }
-        async with child({**config, "runs": ["pay-1"], "executor": "A"}) as a:
-            await a.until("ready")
-            async with child({**config, "cancel": "pay-1", "executor": "B"}) as b:
-                await b.until("cancelled", within=90)
-            done = await a.until("run", within=90)
-    result = run_from(done["result"])
-    assert result.status is RunStatus.CANCELLED
-    assert result.reason == "cancelled from another process"
-    [never] = result.messages[-1].tool_results
-    assert never.is_error and "cancelled from another process" in never.content
-    assert not (tmp_path / "log").exists()
-    assert model.seen == [("pay-1", 0)]

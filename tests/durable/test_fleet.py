@@ -11,7 +11,7 @@ import pytest
 from child import tools
 from scenario import Model, child
 
-from llm_worker import RunStatus, Worker
+from llm_worker import RunResult, RunStatus, Worker
 from llm_worker.durable import DurableWorker
 from llm_worker.durable._records import run_from
 from llm_worker.testing import ScriptedModelServer
@@ -75,24 +75,38 @@ async def test_two_processes_share_a_queue_and_one_takes_over_the_others_runs(
     assert all(lines[i] <= 1 for i in cut)
 
 
+async def _pay_run(database_url: str, log: Path, model: Model, other: dict[str, str]) -> RunResult:
+    """Run `pay-1` in one process while another (its `other` settings) acts on its pause."""
+    async with ScriptedModelServer("anthropic", [model] * 4) as server:
+        config = {"url": database_url, "model_url": server.base_url, "name": "approve"}
+        config["log"] = str(log)
+        async with child({**config, "runs": ["pay-1"], "executor": "A"}) as a:
+            await a.until("ready")
+            async with child({**config, **other, "executor": "B"}) as b:
+                await b.until("decided" if "decide" in other else "cancelled", within=90)
+            done = await a.until("run", within=90)
+    return run_from(done["result"])
+
+
 async def test_a_pause_in_one_process_is_decided_from_another(
     database_url: str, tmp_path: Path
 ) -> None:
     model = Model(steps=2)
-    async with ScriptedModelServer("anthropic", [model] * 4) as server:
-        config = {
-            "url": database_url,
-            "model_url": server.base_url,
-            "name": "approve",
-            "log": str(tmp_path / "log"),
-        }
-        async with child({**config, "runs": ["pay-1"], "executor": "A"}) as a:
-            await a.until("ready")
-            async with child({**config, "decide": "pay-1", "executor": "B"}) as b:
-                await b.until("decided", within=90)
-            done = await a.until("run", within=90)
-    result = run_from(done["result"])
+    result = await _pay_run(database_url, tmp_path / "log", model, {"decide": "pay-1"})
     assert result.status is RunStatus.FINISHED
     assert result.text == "done pay-1"
     assert (tmp_path / "log").read_text() == "pay 5\n"
     assert model.seen == [("pay-1", 0), ("pay-1", 1)]
+
+
+async def test_a_pause_in_one_process_is_cancelled_from_another(
+    database_url: str, tmp_path: Path
+) -> None:
+    model = Model(steps=2)
+    result = await _pay_run(database_url, tmp_path / "log", model, {"cancel": "pay-1"})
+    assert result.status is RunStatus.CANCELLED
+    assert result.reason == "cancelled from another process"
+    [never] = result.messages[-1].tool_results
+    assert never.is_error and "cancelled from another process" in never.content
+    assert not (tmp_path / "log").exists()  # the payment never ran
+    assert model.seen == [("pay-1", 0)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
 import pytest
 from pydantic import BaseModel
@@ -43,6 +45,19 @@ def _worker(client: LLMClient, *, pauses: int = 1) -> Worker[Invoice]:
 
     worker.add_on_turn_end_hook(pause)
     return worker
+
+
+def _continue_then_pause() -> Callable[[TurnEndContext], ContinueWithMessages | Pause | None]:
+    """An on_turn_end hook: ask again once, then pause once, then accept."""
+    turns: list[int] = []
+
+    def hook(ctx: TurnEndContext) -> ContinueWithMessages | Pause | None:
+        turns.append(1)
+        if len(turns) == 1:
+            return ContinueWithMessages([Message.user("Check the answer again.")])
+        return Pause("review") if len(turns) == 2 else None
+
+    return hook
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -108,19 +123,12 @@ async def test_a_continued_turn_pauses_with_the_new_call_not_the_old_one() -> No
         ScriptedResponse.output({"number": "a-1", "total": 4}, tool=TOOL),
         ScriptedResponse.output({"number": "a-2", "total": 5}, tool=TOOL),
     ]
-    turns: list[int] = []
-
-    def again_then_pause(ctx: TurnEndContext) -> ContinueWithMessages | Pause | None:
-        turns.append(1)
-        if len(turns) == 1:
-            return ContinueWithMessages([Message.user("Check the total again.")])
-        return Pause("review") if len(turns) == 2 else None
 
     async with ScriptedModelServer("openai_responses", script) as server:
         client = server.client()
         worker = Worker(client, output_type=Invoice, output_mode="tool")
         worker.add_before_tool_call_hook(_upper)
-        worker.add_on_turn_end_hook(again_then_pause)
+        worker.add_on_turn_end_hook(_continue_then_pause())
         with anyio.fail_after(10):
             paused = await worker.run("Read it.")
             assert paused.state is not None and paused.state.output_call is not None
@@ -134,18 +142,11 @@ async def test_a_refusal_after_an_accepted_call_pauses_without_the_old_call() ->
         ScriptedResponse.output({"number": "a-1", "total": 4}, tool=TOOL),
         ScriptedResponse.text("I won't.", stop_reason=StopReason.REFUSAL),
     ]
-    turns: list[int] = []
-
-    def again_then_pause(ctx: TurnEndContext) -> ContinueWithMessages | Pause | None:
-        turns.append(1)
-        if len(turns) == 1:
-            return ContinueWithMessages([Message.user("Once more.")])
-        return Pause("review") if len(turns) == 2 else None
 
     async with ScriptedModelServer("anthropic", script) as server:
         client = server.client()
         worker = Worker(client, output_type=Invoice, output_mode="tool")
-        worker.add_on_turn_end_hook(again_then_pause)
+        worker.add_on_turn_end_hook(_continue_then_pause())
         with anyio.fail_after(10):
             paused = await worker.run("Read it.")
         assert paused.state is not None
