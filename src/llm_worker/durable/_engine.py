@@ -179,7 +179,7 @@ async def _workflow(name: str, messages: list[dict[str, Any]]) -> dict[str, Any]
             result.reason = engine.reasons[run_id]
         await dbos.set_event_async(STATUS, result.status.value)
         await dbos.close_stream_async(PROGRESS)
-        return run_record(result)
+        return run_record(result, cfg.output)
     finally:
         followers.discard(worker)
         engine.running.pop(run_id, None)

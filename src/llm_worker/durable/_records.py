@@ -18,7 +18,7 @@ from llm_worker.messages import Message, Origin, ToolResultPart
 from llm_worker.state import Decision, PauseState, RunResult, RunStatus
 from llm_worker.tools import ToolResult
 from llm_worker.worker._assembler import Assembler
-from llm_worker.worker._output import OutputPlan, answer_output
+from llm_worker.worker._output import OutputPlan, Rejected, answer_output
 
 __all__ = (
     "answer_from",
@@ -143,9 +143,18 @@ def tool_from(data: object) -> ToolResult:
     return result
 
 
-def run_record(result: RunResult) -> dict[str, Any]:
-    """A run's result as JSON data (the workflow's return value)."""
+def run_record(result: RunResult, plan: OutputPlan | None = None) -> dict[str, Any]:
+    """A run's result as JSON data (the workflow's return value), its output as `plan` dumps it.
+
+    The output is recorded, not only the final answer: the output tool may have accepted
+    arguments a before_tool_call hook or an edited approval rewrote, which the history (the
+    model's own) does not hold.
+    """
+    output = None
+    if plan is not None and result.status is RunStatus.FINISHED and result.refusal is None:
+        output = plan.dump(result.output)
     return {
+        "output": output,
         "status": result.status.value,
         "text": result.text,
         "messages": messages_record(result.messages),
@@ -162,8 +171,9 @@ def run_record(result: RunResult) -> dict[str, Any]:
 def run_from(data: object, plan: OutputPlan | None = None) -> RunResult:
     """The RunResult a recorded run stands for, its output checked again by `plan`.
 
-    The output is not recorded: it is the final answer validated again (the same check the
-    run made, so the same value), an instance of the output type in any process.
+    The output is the recorded one validated again, an instance of the output type in any
+    process; a record without one (from an earlier version) or whose output no longer fits
+    gets the final answer's, validated again.
     """
     r = as_dict(data)
     stop = as_str(r["stop_reason"])
@@ -180,9 +190,20 @@ def run_from(data: object, plan: OutputPlan | None = None) -> RunResult:
         refusal=as_str(r.get("refusal")),
     )
     if result.status is RunStatus.FINISHED and result.refusal is None:
-        final = next(m for m in reversed(result.messages) if m.role == "assistant")
-        result.output = result.text if plan is None else answer_output(plan, final)
+        result.output = _output(result, plan, r.get("output"))
     return result
+
+
+def _output(result: RunResult, plan: OutputPlan | None, recorded: object) -> object:
+    if plan is None:
+        return result.text
+    if recorded is not None:
+        try:
+            return plan.load(recorded)
+        except Rejected:
+            pass  # the output type changed since: the final answer is checked as it stands
+    final = next(m for m in reversed(result.messages) if m.role == "assistant")
+    return answer_output(plan, final)
 
 
 def decisions_record(decisions: Mapping[str, Decision]) -> dict[str, Any]:

@@ -140,6 +140,33 @@ class OutputPlan:
         except ValidationError as exc:
             raise Rejected(raw, _problems(exc)) from None
 
+    def dump(self, output: Any) -> Any:
+        """A validated output as JSON data, which `load` turns back into the same value.
+
+        `None` when the output type cannot write it as JSON (a custom serializer that fails).
+        """
+        if self._adapter is None:
+            return output
+        try:
+            return self._adapter.dump_python(output, mode="json")
+        except (TypeError, ValueError):  # pydantic's serialization error is a ValueError
+            return None
+
+    def load(self, data: Any) -> Any:
+        """The output `dump` gave as JSON data, validated again.
+
+        Raises:
+            Rejected: The data does not fit the output type (it changed since the dump).
+        """
+        if self._adapter is None:
+            return data
+        from pydantic import ValidationError
+
+        try:
+            return self._adapter.validate_python(data)
+        except ValidationError as exc:
+            raise Rejected(excerpt(repr(data), _MAX_RAW), _problems(exc)) from None
+
     def partial(self, raw: str) -> Any:
         """The output validated from incomplete JSON text, or `None` when nothing fits yet.
 
