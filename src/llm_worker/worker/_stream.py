@@ -1,9 +1,19 @@
-"""`RunStream`: one run's events as an async iterator, its result once it is over."""
+"""`RunStream`: one run's events as an async iterator, its result once it is over.
+
+The run goes on in a task of its own (its hooks, tools and cancel scopes live there), and its
+events reach the reader through a `Channel`. While the model's answer streams, the run lends
+the reader its event iterator (`Channel.lend`): the reader's task then reads the network and
+processes each event itself, so an event costs one task wake-up, not two (the run's task, then
+the reader's). The run takes the iterator back at each completed block, at the end of the
+answer, on an error, and when it is cancelled.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable
+import contextvars
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any, Generic, Self
 
 import anyio
@@ -11,7 +21,175 @@ import anyio
 from llm_worker.errors import ConfigurationError
 from llm_worker.state import OutputT, RunCompleted, RunEvent, RunResult
 
-__all__ = ("RunStream",)
+__all__ = ("Channel", "RunStream")
+
+
+class _Loan:
+    """The run's event iterator, lent to the reader until `back` is resolved."""
+
+    __slots__ = ("back", "ctx", "idle", "it", "process", "revoked", "stepping", "waiting")
+
+    def __init__(
+        self,
+        it: AsyncIterator[Any],
+        process: Callable[[Any], Any],
+        ctx: contextvars.Context,
+        back: asyncio.Future[Any],
+    ) -> None:
+        self.it = it
+        self.process = process  # what the run does with each event; non-None: hand back
+        self.ctx = ctx  # the run's context variables (tracing), for the reader's steps
+        self.back = back  # the run waits on it: a value to act on, None at the end, or an error
+        self.revoked = False  # the run took the iterator back (it was cancelled)
+        self.stepping = False  # the reader is inside a step of the iterator
+        self.waiting: object = None  # what that step awaits (a future of the event loop)
+        self.idle: asyncio.Future[None] | None = None  # resolved when the step is over
+
+
+class _Step:
+    """One step of a lent iterator, in the reader's task and the run's context."""
+
+    __slots__ = ("loan",)
+
+    def __init__(self, loan: _Loan) -> None:
+        self.loan = loan
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        loan = self.loan
+        inner = loan.it.__anext__().__await__()
+        run = loan.ctx.run
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            if loan.revoked and error is None:
+                error = asyncio.CancelledError()  # what the run's own task would have got
+            try:
+                yielded = run(inner.send, value) if error is None else run(inner.throw, error)
+            except StopIteration as stop:
+                return stop.value
+            value = error = None
+            loan.waiting = yielded
+            try:
+                value = yield yielded
+            except GeneratorExit:
+                inner.close()
+                raise
+            except BaseException as exc:  # a cancellation: the iterator gets it, as it would
+                error = exc
+            finally:
+                loan.waiting = None
+
+
+class Channel:
+    """The events of one run on their way to its `RunStream` reader (`put` is the sink)."""
+
+    __slots__ = ("buffer", "loan", "waiter")
+
+    def __init__(self) -> None:
+        # Unbounded only while the run's own code produces events (turn, tool, hook events);
+        # the model's answer is read through the loan, at the reader's pace.
+        self.buffer: deque[Any] = deque()
+        self.loan: _Loan | None = None
+        self.waiter: asyncio.Future[None] | None = None
+
+    def put(self, item: object) -> None:
+        """Hand an event (or the run's error, or None at its end) to the reader."""
+        self.buffer.append(item)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def lend(
+        self, it: AsyncIterator[Any], process: Callable[[Any], Any], ctx: contextvars.Context
+    ) -> Any:
+        """Let the reader step `it` and `process` each event until one gives a value.
+
+        Returns:
+            The first non-None value of `process`, or None once `it` is exhausted.
+
+        Raises:
+            Exception: What `it` or `process` raised.
+        """
+        loan = _Loan(it, process, ctx, asyncio.get_running_loop().create_future())
+        self.loan = loan
+        self._wake()
+        try:
+            return await loan.back
+        except BaseException:
+            # Cancelled (or the error handed back): take the iterator back, and let a step
+            # under way finish first — the iterator must not run in two tasks at once.
+            if self.loan is loan:
+                self.loan = None
+            if loan.stepping:
+                loan.revoked = True
+                waiting = loan.waiting
+                if isinstance(waiting, asyncio.Future) and not waiting.done():
+                    waiting.cancel()  # the step gets the cancellation the run's task got
+                loan.idle = asyncio.get_running_loop().create_future()
+                with anyio.CancelScope(shield=True):
+                    await loan.idle
+            raise
+
+    def _give_back(self, loan: _Loan, value: Any) -> None:
+        if self.loan is loan:
+            self.loan = None
+        back = loan.back
+        if not back.done():
+            if isinstance(value, BaseException):
+                back.set_exception(value)
+            else:
+                back.set_result(value)
+
+    async def next(self) -> Any:
+        """The next item for the reader: an event, the run's error, or None at the end."""
+        buffer = self.buffer
+        while not buffer:
+            loan = self.loan
+            if loan is not None:
+                await self._pump(loan)
+                continue
+            waiter = self.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                self.waiter = None
+        return buffer.popleft()
+
+    async def _pump(self, loan: _Loan) -> None:
+        """One event of the lent iterator, read and processed in the reader's task."""
+        loan.stepping = True
+        try:
+            event = await _Step(loan)
+        except StopAsyncIteration:
+            self._give_back(loan, None)
+            return
+        except Exception as exc:
+            self._give_back(loan, exc)
+            return
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if loan.revoked and (task is None or not task.cancelling()):
+                return  # the run's cancellation, not the reader's: the run goes on ending
+            raise  # the reader's: it stops the run (RunStream.__anext__)
+        finally:
+            loan.stepping = False
+            idle = loan.idle
+            if idle is not None and not idle.done():
+                idle.set_result(None)
+        if loan.revoked:
+            return  # read as the run was cancelled: it is not processed, as it would not be
+        try:
+            value = loan.ctx.run(loan.process, event)
+        except Exception as exc:
+            self._give_back(loan, exc)
+            return
+        if value is not None:
+            self._give_back(loan, value)
 
 
 class RunStream(Generic[OutputT]):
@@ -23,6 +201,9 @@ class RunStream(Generic[OutputT]):
     the last event is a `RunCompleted` whose `result` is the run's `RunResult` — also kept in
     `stream.result` once the stream is over. An exception of the run (`HookError`,
     `ProviderError`, …) is raised where the stream is read.
+
+    The model's answer is read from the network as you read the stream: a reader that pauses
+    holds the answer back (in the connection, not in memory) rather than let it pile up.
 
     `async with worker.stream(...) as stream:` closes the run when the block ends: a reader
     that stops early cancels it (its clean-up runs as for any cancellation). Without
@@ -36,27 +217,46 @@ class RunStream(Generic[OutputT]):
         # Worker registers the sink once the run holds it, so a stream refused because
         # another run is going never shows that run's events.
         self._start = start
-        self._queue: asyncio.Queue[RunEvent | BaseException | None] = asyncio.Queue()
+        self._channel = Channel()
         self._task: asyncio.Task[None] | None = None
-        self._events: AsyncGenerator[RunEvent, None] | None = None
         self._result: RunResult[OutputT] | None = None
         self._error: BaseException | None = None
         self._closed = False
+        self._over = False  # the reader saw the end, the error, or stopped: no more events
         self._reading = False
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> RunEvent:
-        if self._events is None:
+        if self._over:
+            raise StopAsyncIteration
+        task = self._task
+        if task is None:
             if self._closed:  # closed before it was read: its run never starts
                 raise StopAsyncIteration
-            self._events = self._read()
+            task = self._task = asyncio.ensure_future(self._drive())
+        channel = self._channel
         self._reading = True
         try:
-            return await self._events.__anext__()
+            item = channel.buffer.popleft() if channel.buffer else await channel.next()
+        except BaseException:
+            # A reader cancelled while it waited ends the run, rather than leave it unread.
+            self._over = True
+            await _stop(task)
+            raise
         finally:
             self._reading = False
+        if item is None:
+            self._over = True
+            raise StopAsyncIteration
+        if isinstance(item, BaseException):
+            self._over = True
+            self._error = item
+            raise item
+        if type(item) is RunCompleted:
+            self._result = item.result
+        return item
 
     async def __aenter__(self) -> Self:
         return self
@@ -95,11 +295,11 @@ class RunStream(Generic[OutputT]):
         self._closed = True
         if self._task is not None:
             await _stop(self._task)
-        if self._events is not None and not self._reading:  # a reader elsewhere just ends
-            await self._events.aclose()
+        if not self._reading:  # a reader elsewhere gets what is left, then the end
+            self._over = True
 
     async def _drive(self) -> None:
-        put = self._queue.put_nowait
+        put = self._channel.put
         try:
             put(RunCompleted(await self._start(put)))
         except asyncio.CancelledError:
@@ -109,19 +309,14 @@ class RunStream(Generic[OutputT]):
         finally:
             put(None)
 
-    async def _read(self) -> AsyncGenerator[RunEvent, None]:
-        self._task = asyncio.ensure_future(self._drive())
-        try:
-            while (item := await self._queue.get()) is not None:
-                if isinstance(item, BaseException):
-                    self._error = item
-                    raise item
-                if isinstance(item, RunCompleted):
-                    self._result = item.result
-                yield item
-        finally:
-            # A reader that stops early ends the run, rather than leave it running unread.
-            await _stop(self._task)
+
+def channel_of(sinks: list[Callable[[Any], None]]) -> Channel | None:
+    """The `RunStream` channel among a run's sinks, if a stream reads the run."""
+    for sink in sinks:
+        owner = getattr(sink, "__self__", None)
+        if type(owner) is Channel:
+            return owner
+    return None
 
 
 async def _stop(task: asyncio.Task[None]) -> None:

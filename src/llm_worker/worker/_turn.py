@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ from llm_worker.worker._output import (
     give_up,
     rejected_call,
 )
+from llm_worker.worker._stream import channel_of
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -266,23 +268,46 @@ class Run:
             return assembler
 
     async def _stream(self, request: Request, assembler: Assembler) -> None:
-        cfg = self.cfg
-        dispatch = cfg.timeline.dispatch
-        sinks = cfg.sinks
-        # Partial outputs go to `Worker.stream` readers; a plain run() never pays for them.
-        partials = (
-            PartialFeed(cfg.output, lambda e: _send(sinks, e)) if cfg.output and sinks else None
-        )
-        async with _closing(cfg.client.stream(request)) as events:
-            async for event in events:
+        process = self._processor(assembler)
+        async with _closing(self.cfg.client.stream(request)) as events:
+            channel = channel_of(self.cfg.sinks)
+            if channel is None:
+                async for event in events:
+                    completed = process(event)
+                    if completed is not None:
+                        await self._completed(completed)
+                return
+            # A `Worker.stream` reader reads the answer in its own task (one wake-up per
+            # event, not two); the run goes on with each completed block.
+            it, ctx = events.__aiter__(), contextvars.copy_context()
+            while (completed := await channel.lend(it, process, ctx)) is not None:
+                await self._completed(completed)
+
+    def _processor(self, assembler: Assembler) -> Callable[[Event], Completed | None]:
+        """What the run does with each streamed event (synchronous: the hot path)."""
+        dispatch = self.cfg.timeline.dispatch
+        sinks = self.cfg.sinks
+        feed = assembler.feed
+        if not sinks:
+
+            def plain(event: Event) -> Completed | None:
                 dispatch(event)
-                if sinks:
-                    _send(sinks, event)
-                    if partials is not None:
-                        partials.feed(event)
-                completed = assembler.feed(event)
-                if completed is not None:
-                    await self._completed(completed)
+                return feed(event)
+
+            return plain
+        # Partial outputs go to `Worker.stream` readers; a plain run() never pays for them.
+        output = self.cfg.output
+        partials = PartialFeed(output, lambda e: _send(sinks, e)) if output else None
+
+        def sent(event: Event) -> Completed | None:
+            dispatch(event)
+            for sink in sinks:
+                sink(event)
+            if partials is not None:
+                partials.feed(event)
+            return feed(event)
+
+        return sent
 
     async def _completed(self, completed: Completed) -> None:
         cfg = self.cfg
