@@ -47,6 +47,7 @@ __all__ = ("DEFAULT_MAX_ARGUMENTS", "Assembler", "Completed")
 
 _log = logging.getLogger("llm_worker")
 _KEPT_RAW = 200  # characters of oversized arguments kept, to quote to the model
+_TEXTUAL = (TextDelta, ThinkingDelta)
 
 
 @dataclass(slots=True)
@@ -143,7 +144,7 @@ class Assembler:
             # The hot path (one call per streamed chunk): no further calls.
             delta = event.delta
             block = self._open or self._implicit(delta)
-            if isinstance(delta, TextDelta | ThinkingDelta):
+            if isinstance(delta, _TEXTUAL):  # a tuple: `A | B` would build a union per call
                 block.pieces.append(delta.text)
             elif isinstance(delta, InputJsonDelta):
                 if block.size <= self.max_arguments:  # past the cap, only counted

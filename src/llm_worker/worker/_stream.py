@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from asyncio import current_task
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, Self
 
 import anyio
@@ -27,7 +28,7 @@ __all__ = ("Channel", "RunStream")
 class _Loan:
     """The run's event iterator, lent to the reader until `back` is resolved."""
 
-    __slots__ = ("back", "ctx", "idle", "it", "process", "revoked", "stepping", "waiting")
+    __slots__ = ("back", "ctx", "idle", "it", "process", "reader", "revoked")
 
     def __init__(
         self,
@@ -38,46 +39,11 @@ class _Loan:
     ) -> None:
         self.it = it
         self.process = process  # what the run does with each event; non-None: hand back
-        self.ctx = ctx  # the run's context variables (tracing), for the reader's steps
+        self.ctx = ctx  # the run's context variables (tracing), for processing the events
         self.back = back  # the run waits on it: a value to act on, None at the end, or an error
         self.revoked = False  # the run took the iterator back (it was cancelled)
-        self.stepping = False  # the reader is inside a step of the iterator
-        self.waiting: object = None  # what that step awaits (a future of the event loop)
-        self.idle: asyncio.Future[None] | None = None  # resolved when the step is over
-
-
-class _Step:
-    """One step of a lent iterator, in the reader's task and the run's context."""
-
-    __slots__ = ("loan",)
-
-    def __init__(self, loan: _Loan) -> None:
-        self.loan = loan
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        loan = self.loan
-        inner = loan.it.__anext__().__await__()
-        run = loan.ctx.run
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            if loan.revoked and error is None:
-                error = asyncio.CancelledError()  # what the run's own task would have got
-            try:
-                yielded = run(inner.send, value) if error is None else run(inner.throw, error)
-            except StopIteration as stop:
-                return stop.value
-            value = error = None
-            loan.waiting = yielded
-            try:
-                value = yield yielded
-            except GeneratorExit:
-                inner.close()
-                raise
-            except BaseException as exc:  # a cancellation: the iterator gets it, as it would
-                error = exc
-            finally:
-                loan.waiting = None
+        self.reader: asyncio.Task[Any] | None = None  # the reader's task, inside a step
+        self.idle: asyncio.Future[None] | None = None  # resolved when that step is over
 
 
 class Channel:
@@ -86,7 +52,7 @@ class Channel:
     __slots__ = ("buffer", "loan", "waiter")
 
     def __init__(self) -> None:
-        # Unbounded only while the run's own code produces events (turn, tool, hook events);
+        # Unbounded only for what the run's own code produces (turn, tool and hook events);
         # the model's answer is read through the loan, at the reader's pace.
         self.buffer: deque[Any] = deque()
         self.loan: _Loan | None = None
@@ -95,7 +61,9 @@ class Channel:
     def put(self, item: object) -> None:
         """Hand an event (or the run's error, or None at its end) to the reader."""
         self.buffer.append(item)
-        self._wake()
+        waiter = self.waiter
+        if waiter is not None:
+            self._wake()
 
     def _wake(self) -> None:
         waiter = self.waiter
@@ -103,6 +71,14 @@ class Channel:
             self.waiter = None
             if not waiter.done():
                 waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Wait for an item or a loan."""
+        waiter = self.waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            self.waiter = None
 
     async def lend(
         self, it: AsyncIterator[Any], process: Callable[[Any], Any], ctx: contextvars.Context
@@ -122,20 +98,20 @@ class Channel:
             return await loan.back
         except BaseException:
             # Cancelled (or the error handed back): take the iterator back, and let a step
-            # under way finish first — the iterator must not run in two tasks at once.
+            # under way end first — the iterator never runs in two tasks at once.
             if self.loan is loan:
                 self.loan = None
-            if loan.stepping:
+            reader = loan.reader
+            if reader is not None:
                 loan.revoked = True
-                waiting = loan.waiting
-                if isinstance(waiting, asyncio.Future) and not waiting.done():
-                    waiting.cancel()  # the step gets the cancellation the run's task got
+                reader.cancel("the run was cancelled")  # the step gets what the run got
                 loan.idle = asyncio.get_running_loop().create_future()
                 with anyio.CancelScope(shield=True):
                     await loan.idle
             raise
 
-    def _give_back(self, loan: _Loan, value: Any) -> None:
+    def give_back(self, loan: _Loan, value: Any) -> None:
+        """End the loan: the run goes on with `value` (None: the end; an exception: raised)."""
         if self.loan is loan:
             self.loan = None
         back = loan.back
@@ -145,51 +121,18 @@ class Channel:
             else:
                 back.set_result(value)
 
-    async def next(self) -> Any:
-        """The next item for the reader: an event, the run's error, or None at the end."""
-        buffer = self.buffer
-        while not buffer:
-            loan = self.loan
-            if loan is not None:
-                await self._pump(loan)
-                continue
-            waiter = self.waiter = asyncio.get_running_loop().create_future()
-            try:
-                await waiter
-            finally:
-                self.waiter = None
-        return buffer.popleft()
-
-    async def _pump(self, loan: _Loan) -> None:
-        """One event of the lent iterator, read and processed in the reader's task."""
-        loan.stepping = True
-        try:
-            event = await _Step(loan)
-        except StopAsyncIteration:
-            self._give_back(loan, None)
-            return
-        except Exception as exc:
-            self._give_back(loan, exc)
-            return
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if loan.revoked and (task is None or not task.cancelling()):
-                return  # the run's cancellation, not the reader's: the run goes on ending
-            raise  # the reader's: it stops the run (RunStream.__anext__)
-        finally:
-            loan.stepping = False
-            idle = loan.idle
-            if idle is not None and not idle.done():
-                idle.set_result(None)
-        if loan.revoked:
-            return  # read as the run was cancelled: it is not processed, as it would not be
-        try:
-            value = loan.ctx.run(loan.process, event)
-        except Exception as exc:
-            self._give_back(loan, exc)
-            return
-        if value is not None:
-            self._give_back(loan, value)
+    def stepped(self, loan: _Loan, failed: BaseException | None) -> bool:
+        """A step is over; whether its exception was the run's revoking it (not the reader's)."""
+        reader, loan.reader = loan.reader, None
+        idle = loan.idle
+        if idle is not None and not idle.done():
+            idle.set_result(None)
+        if not loan.revoked or reader is None:
+            return False
+        # The one cancellation the run sent is spent in this step (raised, or swallowed by
+        # the iterator); any other left is the reader's own.
+        left = reader.uncancel()
+        return isinstance(failed, asyncio.CancelledError) and left == 0
 
 
 class RunStream(Generic[OutputT]):
@@ -231,22 +174,36 @@ class RunStream(Generic[OutputT]):
     async def __anext__(self) -> RunEvent:
         if self._over:
             raise StopAsyncIteration
-        task = self._task
-        if task is None:
-            if self._closed:  # closed before it was read: its run never starts
-                raise StopAsyncIteration
-            task = self._task = asyncio.ensure_future(self._drive())
         channel = self._channel
-        self._reading = True
-        try:
-            item = channel.buffer.popleft() if channel.buffer else await channel.next()
-        except BaseException:
-            # A reader cancelled while it waited ends the run, rather than leave it unread.
-            self._over = True
-            await _stop(task)
-            raise
-        finally:
-            self._reading = False
+        buffer = channel.buffer
+        while not buffer:
+            loan = channel.loan
+            if loan is None:
+                await self._wait()
+                continue
+            # The hot path: the reader reads the model's answer and processes each event
+            # itself (see Channel.lend), inline here to keep this a single frame.
+            loan.reader = current_task()
+            self._reading = True
+            try:
+                event = await loan.it.__anext__()
+            except BaseException as exc:
+                await self._failed_step(loan, exc)
+                continue
+            finally:
+                self._reading = False
+            if loan.revoked:
+                channel.stepped(loan, None)
+                continue  # read as the run was cancelled: not processed, as it would not be
+            loan.reader = None
+            try:
+                value = loan.ctx.run(loan.process, event)
+            except Exception as exc:
+                channel.give_back(loan, exc)
+                continue
+            if value is not None:
+                channel.give_back(loan, value)
+        item = buffer.popleft()
         if item is None:
             self._over = True
             raise StopAsyncIteration
@@ -257,6 +214,39 @@ class RunStream(Generic[OutputT]):
         if type(item) is RunCompleted:
             self._result = item.result
         return item
+
+    async def _wait(self) -> None:
+        """Start the run if need be, and wait for an item or a loan."""
+        task = self._task
+        if task is None:
+            if self._closed:  # closed before it was read: its run never starts
+                raise StopAsyncIteration
+            task = self._task = asyncio.ensure_future(self._drive())
+        self._reading = True
+        try:
+            await self._channel.wait()
+        except BaseException:
+            # A reader cancelled while it waited ends the run, rather than leave it unread.
+            self._over = True
+            await _stop(task)
+            raise
+        finally:
+            self._reading = False
+
+    async def _failed_step(self, loan: _Loan, exc: BaseException) -> None:
+        """A step of the lent iterator raised: hand it to the run, or end the run and raise."""
+        channel = self._channel
+        if channel.stepped(loan, exc):
+            return  # the cancellation the run sent: the run ends, and says so
+        if isinstance(exc, StopAsyncIteration):
+            channel.give_back(loan, None)
+        elif isinstance(exc, Exception):
+            channel.give_back(loan, exc)  # the run's error: raised there, as before
+        else:  # the reader was cancelled: that ends the run, rather than leave it unread
+            self._over = True
+            if self._task is not None:
+                await _stop(self._task)
+            raise exc
 
     async def __aenter__(self) -> Self:
         return self

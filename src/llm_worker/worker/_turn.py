@@ -271,15 +271,18 @@ class Run:
         process = self._processor(assembler)
         async with _closing(self.cfg.client.stream(request)) as events:
             channel = channel_of(self.cfg.sinks)
-            if channel is None:
-                async for event in events:
-                    completed = process(event)
-                    if completed is not None:
-                        await self._completed(completed)
+            it = events.__aiter__()
+            async for event in it:
+                completed = process(event)
+                if completed is not None:
+                    await self._completed(completed)
+                if channel is not None:
+                    break  # the request is made (in the run's task and context)
+            else:
                 return
-            # A `Worker.stream` reader reads the answer in its own task (one wake-up per
-            # event, not two); the run goes on with each completed block.
-            it, ctx = events.__aiter__(), contextvars.copy_context()
+            # A `Worker.stream` reader reads the rest in its own task (one wake-up per event,
+            # not two); the run goes on with each completed block.
+            ctx = contextvars.copy_context()
             while (completed := await channel.lend(it, process, ctx)) is not None:
                 await self._completed(completed)
 
