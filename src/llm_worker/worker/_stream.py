@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from asyncio import current_task
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, Self
@@ -22,13 +22,31 @@ import anyio
 from llm_worker.errors import ConfigurationError
 from llm_worker.state import OutputT, RunCompleted, RunEvent, RunResult
 
-__all__ = ("Channel", "RunStream")
+__all__ = ("Channel", "Reached", "RunStream", "channel_of")
+
+
+if sys.version_info < (3, 12):
+    # `asyncio.current_task()` is pure Python on 3.11 (a third of a microsecond, once per
+    # event here); the lookup it makes, without the calls. C code from 3.12 on.
+    _current_task: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None] = vars(
+        asyncio.tasks
+    )["_current_tasks"].get
+else:
+    _current_task = asyncio.current_task
+
+
+class Reached(Exception):
+    """Raised by a lent event's processing that failed after the sinks had the event."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 class _Loan:
     """The run's event iterator, lent to the reader until `back` is resolved."""
 
-    __slots__ = ("back", "ctx", "idle", "it", "process", "reader", "revoked")
+    __slots__ = ("back", "ctx", "idle", "it", "loop", "process", "reader", "revoked")
 
     def __init__(
         self,
@@ -44,12 +62,13 @@ class _Loan:
         self.revoked = False  # the run took the iterator back (it was cancelled)
         self.reader: asyncio.Task[Any] | None = None  # the reader's task, inside a step
         self.idle: asyncio.Future[None] | None = None  # resolved when that step is over
+        self.loop = back.get_loop()
 
 
 class Channel:
     """The events of one run on their way to its `RunStream` reader (`put` is the sink)."""
 
-    __slots__ = ("buffer", "loan", "waiter")
+    __slots__ = ("buffer", "loan", "sink", "waiter")
 
     def __init__(self) -> None:
         # Unbounded only for what the run's own code produces (turn, tool and hook events);
@@ -57,6 +76,9 @@ class Channel:
         self.buffer: deque[Any] = deque()
         self.loan: _Loan | None = None
         self.waiter: asyncio.Future[None] | None = None
+        # The sink the run calls; the run's processing of a lent event skips it (the reader
+        # hands the event on itself), so it is kept as one object to compare with `is`.
+        self.sink: Callable[[object], None] = self.put
 
     def put(self, item: object) -> None:
         """Hand an event (or the run's error, or None at its end) to the reader."""
@@ -121,6 +143,25 @@ class Channel:
             else:
                 back.set_result(value)
 
+    def processed(self, loan: _Loan, event: Any) -> bool:
+        """Process an event the reader read; whether the reader hands it on now."""
+        if loan.revoked:
+            self.stepped(loan, None)
+            return False  # read as the run was cancelled: not processed, as it would not be
+        loan.reader = None
+        try:
+            value = loan.ctx.run(loan.process, event)
+        except Reached as reached:  # the event reached the sinks, then something failed
+            self.buffer.appendleft(event)
+            self.give_back(loan, reached.error)
+            return False
+        except Exception as exc:
+            self.give_back(loan, exc)
+            return False
+        if value is not None:
+            self.give_back(loan, value)
+        return True
+
     def stepped(self, loan: _Loan, failed: BaseException | None) -> bool:
         """A step is over; whether its exception was the run's revoking it (not the reader's)."""
         reader, loan.reader = loan.reader, None
@@ -183,26 +224,16 @@ class RunStream(Generic[OutputT]):
                 continue
             # The hot path: the reader reads the model's answer and processes each event
             # itself (see Channel.lend), inline here to keep this a single frame.
-            loan.reader = current_task()
-            self._reading = True
+            loan.reader = _current_task(loan.loop)
             try:
                 event = await loan.it.__anext__()
             except BaseException as exc:
                 await self._failed_step(loan, exc)
                 continue
-            finally:
-                self._reading = False
-            if loan.revoked:
-                channel.stepped(loan, None)
-                continue  # read as the run was cancelled: not processed, as it would not be
-            loan.reader = None
-            try:
-                value = loan.ctx.run(loan.process, event)
-            except Exception as exc:
-                channel.give_back(loan, exc)
-                continue
-            if value is not None:
-                channel.give_back(loan, value)
+            if channel.processed(loan, event):
+                if not buffer:
+                    return event  # of the model's answer: never None, an error or the end
+                buffer.appendleft(event)  # before what its processing sent (a partial output)
         item = buffer.popleft()
         if item is None:
             self._over = True
@@ -283,13 +314,15 @@ class RunStream(Generic[OutputT]):
         task while it is read ends there for its reader (no more events, no result).
         """
         self._closed = True
+        loan = self._channel.loan
+        reading = self._reading or (loan is not None and loan.reader is not None)
         if self._task is not None:
             await _stop(self._task)
-        if not self._reading:  # a reader elsewhere gets what is left, then the end
+        if not reading:  # a reader elsewhere gets what is left, then the end
             self._over = True
 
     async def _drive(self) -> None:
-        put = self._channel.put
+        put = self._channel.sink
         try:
             put(RunCompleted(await self._start(put)))
         except asyncio.CancelledError:

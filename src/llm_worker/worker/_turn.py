@@ -59,7 +59,7 @@ from llm_worker.worker._output import (
     give_up,
     rejected_call,
 )
-from llm_worker.worker._stream import channel_of
+from llm_worker.worker._stream import Reached, channel_of
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -282,12 +282,18 @@ class Run:
                 return
             # A `Worker.stream` reader reads the rest in its own task (one wake-up per event,
             # not two); the run goes on with each completed block.
-            ctx = contextvars.copy_context()
-            while (completed := await channel.lend(it, process, ctx)) is not None:
+            lent, ctx = self._processor(assembler, channel.sink), contextvars.copy_context()
+            while (completed := await channel.lend(it, lent, ctx)) is not None:
                 await self._completed(completed)
 
-    def _processor(self, assembler: Assembler) -> Callable[[Event], Completed | None]:
-        """What the run does with each streamed event (synchronous: the hot path)."""
+    def _processor(
+        self, assembler: Assembler, reader: object = None
+    ) -> Callable[[Event], Completed | None]:
+        """What the run does with each streamed event (synchronous: the hot path).
+
+        With `reader` (a `RunStream`'s sink), that sink is skipped: its reader processes the
+        event in its own task and hands it on itself (`Reached` if it got that far).
+        """
         dispatch = self.cfg.timeline.dispatch
         sinks = self.cfg.sinks
         feed = assembler.feed
@@ -303,12 +309,18 @@ class Run:
         partials = PartialFeed(output, lambda e: _send(sinks, e)) if output else None
 
         def sent(event: Event) -> Completed | None:
-            dispatch(event)
-            for sink in sinks:
-                sink(event)
-            if partials is not None:
-                partials.feed(event)
-            return feed(event)
+            dispatch(event)  # a handler that raises: no sink sees the event
+            try:
+                for sink in sinks:
+                    if sink is not reader:
+                        sink(event)
+                if partials is not None:
+                    partials.feed(event)
+                return feed(event)
+            except Exception as exc:
+                if reader is None:
+                    raise
+                raise Reached(exc) from None
 
         return sent
 
