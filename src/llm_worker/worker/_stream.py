@@ -143,24 +143,12 @@ class Channel:
             else:
                 back.set_result(value)
 
-    def processed(self, loan: _Loan, event: Any) -> bool:
-        """Process an event the reader read; whether the reader hands it on now."""
-        if loan.revoked:
-            self.stepped(loan, None)
-            return False  # read as the run was cancelled: not processed, as it would not be
-        loan.reader = None
-        try:
-            value = loan.ctx.run(loan.process, event)
-        except Reached as reached:  # the event reached the sinks, then something failed
+    def failed(self, loan: _Loan, event: Any, exc: Exception) -> None:
+        """Processing a lent event raised: the run gets the error (after the event, if sent)."""
+        if isinstance(exc, Reached):  # the event reached the sinks, then something failed
             self.buffer.appendleft(event)
-            self.give_back(loan, reached.error)
-            return False
-        except Exception as exc:
-            self.give_back(loan, exc)
-            return False
-        if value is not None:
-            self.give_back(loan, value)
-        return True
+            exc = exc.error
+        self.give_back(loan, exc)
 
     def stepped(self, loan: _Loan, failed: BaseException | None) -> bool:
         """A step is over; whether its exception was the run's revoking it (not the reader's)."""
@@ -230,10 +218,20 @@ class RunStream(Generic[OutputT]):
             except BaseException as exc:
                 await self._failed_step(loan, exc)
                 continue
-            if channel.processed(loan, event):
-                if not buffer:
-                    return event  # of the model's answer: never None, an error or the end
-                buffer.appendleft(event)  # before what its processing sent (a partial output)
+            if loan.revoked:
+                channel.stepped(loan, None)
+                continue  # read as the run was cancelled: not processed, as it would not be
+            loan.reader = None
+            try:
+                value = loan.ctx.run(loan.process, event)
+            except Exception as exc:
+                channel.failed(loan, event, exc)
+                continue
+            if value is not None:
+                channel.give_back(loan, value)
+            if not buffer:
+                return event  # of the model's answer: never None, an error or the end
+            buffer.appendleft(event)  # before what its processing sent (a partial output)
         item = buffer.popleft()
         if item is None:
             self._over = True
