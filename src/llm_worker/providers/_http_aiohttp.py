@@ -7,12 +7,12 @@ read. It runs on asyncio only.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import ClassVar
 
 from llm_worker._extras import require_extra
 from llm_worker.errors import ConfigurationError
-from llm_worker.providers._http_backend import BodyFailed, ConnectFailed, TransportName
+from llm_worker.providers._http_backend import BodyFailed, ConnectFailed, LoopBound, TransportName
 
 # This module is imported only when the aiohttp transport is chosen: without the extra, that
 # choice fails here with the error naming it.
@@ -26,30 +26,41 @@ __all__ = ("AiohttpBackend",)
 class AiohttpBackend:
     """Sends through an `aiohttp.ClientSession`: the caller's, or one made on first use."""
 
-    __slots__ = ("_owns", "_pool_size", "_session", "timeout")
+    __slots__ = ("_bound", "_owns", "_pool_size", "_session", "timeout")
     name: ClassVar[TransportName] = "aiohttp"
 
     def __init__(self, http_client: object, timeout: object, pool_size: int) -> None:
         self._session = http_client if isinstance(http_client, aiohttp.ClientSession) else None
         self._owns = self._session is None
         self._pool_size = pool_size
+        self._bound = LoopBound("aiohttp")
         self.timeout = _timeout(timeout)
 
-    def _http(self) -> aiohttp.ClientSession:
-        if not self._owns and self._session is not None and self._session.closed:
-            # Replacing it would drop the caller's settings and leak a session nobody closes.
-            raise ConfigurationError(
-                "the aiohttp.ClientSession lent as http_client is closed: lend an open one"
-            )
-        if self._session is None or self._session.closed:
+    async def _http(self) -> aiohttp.ClientSession:
+        session = self._session
+        if not self._owns and session is not None:
+            if self._bound.moved():
+                raise self._bound.refuse()
+            if session.closed:
+                # Replacing it would drop the caller's settings and leak a session nobody closes.
+                raise ConfigurationError(
+                    "the aiohttp.ClientSession lent as http_client is closed: lend an open one"
+                )
+            return session
+        if session is None or session.closed or self._bound.moved():
+            # A session made under an earlier event loop was closed when that loop ended.
+            self._bound.forget()
             connector = aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=0)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
-        return self._session
+            session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
+            self._session = session
+            await self._bound.adopt(session.close)
+        return session
 
     async def send(self, url: str, content: bytes, headers: Mapping[str, str]) -> _AiohttpAnswer:
         """POST `content` to `url` and return the answer once its headers are in."""
         try:
-            response = await self._http().request(
+            http = await self._http()
+            response = await http.request(
                 "POST",
                 url,
                 data=content,
@@ -68,9 +79,9 @@ class AiohttpBackend:
 
     async def aclose(self) -> None:
         """Close the session if this backend made it (the next request makes a new one)."""
-        if self._session is not None and self._owns:
-            await self._session.close()
+        if self._owns:
             self._session = None
+            await self._bound.release()
 
 
 class _AiohttpAnswer:
@@ -81,7 +92,7 @@ class _AiohttpAnswer:
         self.status_code = response.status
         self.headers: Mapping[str, str] = response.headers
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
         """The decoded body as it arrives: what one network read brought."""
         content = self._response.content
         try:

@@ -9,8 +9,13 @@ when chosen (`_http.make_backend`): with aiohttp, httpx is never imported.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import sys
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import ClassVar, Final, Literal, Protocol
+
+import sniffio
+
+from llm_worker.errors import ConfigurationError
 
 __all__ = (
     "TRANSPORT_ENV",
@@ -18,6 +23,7 @@ __all__ = (
     "Backend",
     "BodyFailed",
     "ConnectFailed",
+    "LoopBound",
     "TransportName",
 )
 
@@ -59,8 +65,8 @@ class Answer(Protocol):
         """The response headers (names case-insensitive)."""
         ...
 
-    def chunks(self) -> AsyncIterator[bytes]:
-        """The decoded body as it arrives; raises `BodyFailed`."""
+    def chunks(self) -> AsyncGenerator[bytes, None]:
+        """The decoded body as it arrives, what each network read brought; raises `BodyFailed`."""
         ...
 
     async def aclose(self) -> None:
@@ -86,3 +92,70 @@ class Backend(Protocol):
     async def aclose(self) -> None:
         """Close the library's client if the backend made it."""
         ...
+
+
+def running_loop() -> object:
+    """The event loop (asyncio) or run (trio) the caller runs in.
+
+    An HTTP client's sockets belong to it and cannot be used from another.
+    """
+    if sniffio.current_async_library() == "trio":
+        return sys.modules["trio"].lowlevel.current_trio_token()
+    return sys.modules["asyncio"].get_running_loop()
+
+
+class LoopBound:
+    """The event loop an HTTP client is used under, and the closing of a client a backend made.
+
+    A backend's own client is closed when the event loop it was made under ends (an
+    `asyncio.run` returning: its pending async generators are closed, this one with them), so a
+    client object can serve one `asyncio.run` after another, each with a client of its own. A
+    lent client is only checked: used under another loop than its first, it fails with a
+    `ConfigurationError` instead of the library's error about a closed or foreign loop.
+    """
+
+    __slots__ = ("_keeper", "_library", "_loop")
+
+    def __init__(self, library: str) -> None:
+        self._library = library
+        self._loop: object = None
+        self._keeper: AsyncGenerator[None, None] | None = None
+
+    def moved(self) -> bool:
+        """Whether the running loop differs from the one of the last call (first call: no)."""
+        loop = running_loop()
+        if self._loop is None:
+            self._loop = loop
+        return loop is not self._loop
+
+    def refuse(self) -> ConfigurationError:
+        """The error for a lent client used under a second event loop."""
+        return ConfigurationError(
+            f"the {self._library} client lent as http_client was first used under another event "
+            "loop, and its connections belong to that loop: lend one per event loop (asyncio.run), "
+            "or leave http_client out and the client makes its own for each loop"
+        )
+
+    async def adopt(self, close: Callable[[], Awaitable[object]]) -> None:
+        """Run `close` when the running event loop ends or `release()` is awaited."""
+        self._loop = running_loop()
+        self._keeper = _keeper(close)
+        await anext(self._keeper)  # started: the loop now closes it when it ends
+
+    async def release(self) -> None:
+        """Close the adopted client now."""
+        keeper, self._keeper, self._loop = self._keeper, None, None
+        if keeper is not None:
+            await keeper.aclose()
+
+    def forget(self) -> None:
+        """Drop the client of an earlier loop: that loop closes it (or closed it) when it ends."""
+        self._keeper = None
+        self._loop = None
+
+
+async def _keeper(close: Callable[[], Awaitable[object]]) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        await close()

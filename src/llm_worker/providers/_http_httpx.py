@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import ClassVar, Final
 
 import httpx
 
 from llm_worker.errors import ConfigurationError
-from llm_worker.providers._http_backend import BodyFailed, ConnectFailed, TransportName
+from llm_worker.providers._http_backend import BodyFailed, ConnectFailed, LoopBound, TransportName
 
 __all__ = ("DEFAULT_TIMEOUT", "HttpxBackend")
 
@@ -19,29 +19,39 @@ DEFAULT_TIMEOUT: Final = httpx.Timeout(connect=15.0, read=300.0, write=60.0, poo
 class HttpxBackend:
     """Sends through an `httpx.AsyncClient`: the caller's, or one made on first use."""
 
-    __slots__ = ("_client", "_owns", "_pool_size", "timeout")
+    __slots__ = ("_bound", "_client", "_owns", "_pool_size", "timeout")
     name: ClassVar[TransportName] = "httpx"
 
     def __init__(self, http_client: object, timeout: object, pool_size: int) -> None:
         self._client = http_client if isinstance(http_client, httpx.AsyncClient) else None
         self._owns = self._client is None
         self._pool_size = pool_size
+        self._bound = LoopBound("httpx")
         self.timeout = _timeout(timeout)
 
-    def _http(self) -> httpx.AsyncClient:
-        if not self._owns and self._client is not None and self._client.is_closed:
-            raise ConfigurationError(
-                "the httpx.AsyncClient lent as http_client is closed: lend an open one"
-            )
-        if self._client is None:
+    async def _http(self) -> httpx.AsyncClient:
+        client = self._client
+        if not self._owns and client is not None:
+            if self._bound.moved():
+                raise self._bound.refuse()
+            if client.is_closed:
+                raise ConfigurationError(
+                    "the httpx.AsyncClient lent as http_client is closed: lend an open one"
+                )
+            return client
+        if client is None or client.is_closed or self._bound.moved():
+            # A client made under an earlier event loop was closed when that loop ended.
+            self._bound.forget()
             size = self._pool_size
             limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
-            self._client = httpx.AsyncClient(timeout=self.timeout, limits=limits)
-        return self._client
+            client = httpx.AsyncClient(timeout=self.timeout, limits=limits)
+            self._client = client
+            await self._bound.adopt(client.aclose)
+        return client
 
     async def send(self, url: str, content: bytes, headers: Mapping[str, str]) -> _HttpxAnswer:
         """POST `content` to `url` and return the answer once its headers are in."""
-        http = self._http()
+        http = await self._http()
         try:
             request = http.build_request(
                 "POST", url, content=content, headers=headers, timeout=self.timeout
@@ -55,9 +65,9 @@ class HttpxBackend:
 
     async def aclose(self) -> None:
         """Close the client if this backend made it (the next request makes a new one)."""
-        if self._client is not None and self._owns:
-            await self._client.aclose()
+        if self._owns:
             self._client = None
+            await self._bound.release()
 
 
 class _HttpxAnswer:
@@ -68,7 +78,7 @@ class _HttpxAnswer:
         self.status_code = response.status_code
         self.headers: Mapping[str, str] = response.headers
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
         """The decoded body as it arrives."""
         try:
             async for chunk in self._response.aiter_bytes():
