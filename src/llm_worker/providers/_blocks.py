@@ -24,7 +24,7 @@ open block, an `ErrorEvent`, a FAILED status, then raises the typed error.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from llm_worker.errors import (
@@ -294,13 +294,18 @@ async def drive(
     the HTTP response is released without waiting for garbage collection. An unfinished SSE
     line or event longer than `max_event_bytes` fails the stream (`MalformedStreamError`).
     """
-    emitter = BlockEmitter()
-    batches = _pump(chunks, mapper, emitter, provider, max_event_bytes)
+    pump = _Pump(mapper, provider, max_event_bytes)
+    emitter = pump.emitter
     try:
-        async for batch in batches:
-            for event in batch:
+        # The decoding and mapping of a read are plain calls: a generator between the bytes
+        # and this loop would cost one more resumption per network read.
+        async for chunk in chunks:
+            out = pump.feed(chunk)
+            for event in out:
                 yield event
-            batch.clear()
+            out.clear()
+        for event in pump.end():
+            yield event
     except ProviderError as exc:
         _adopt(exc, provider, scrub)
         for event in _failure(emitter, exc, scrub):
@@ -326,7 +331,6 @@ async def drive(
     finally:
         # Nested async generators are not closed with their consumer (PEP 533): close them
         # here, innermost last, so an abandoned stream frees its connection now.
-        await batches.aclose()
         aclose = getattr(chunks, "aclose", None)
         if aclose is not None:
             await aclose()
@@ -341,54 +345,59 @@ def _adopt(exc: ProviderError, provider: str, scrub: Callable[[str], str]) -> No
     scrub_error(exc, scrub)
 
 
-async def _pump(
-    chunks: AsyncIterator[bytes],
-    mapper: StreamMapper,
-    emitter: BlockEmitter,
-    provider: str,
-    max_event_bytes: int,
-) -> AsyncGenerator[list[Event], None]:
-    # Yields the emitter's buffer once per network chunk: one generator hop per chunk, not
-    # per event, keeps the per-event overhead near a bare loop.
-    out = emitter.out
-    decoder = SSEDecoder(max_event_bytes)
-    started = False
-    # Optional (see StreamMapper): called once per network read, after its events.
-    end_of_read = getattr(mapper, "end_of_read", None)
-    async for chunk in chunks:
-        if not started:
-            started = True
-            out.append(StatusEvent(ResponseStatus.STARTED))
-        for sse in decoder.feed(chunk):
-            mapper.on_event(sse, emitter)
-        if end_of_read is not None:
-            end_of_read(emitter)
-        if out:
-            yield out
-    for sse in decoder.flush():
-        if mapper.complete:
-            mapper.on_event(sse, emitter)
-            continue
-        try:
-            mapper.on_event(sse, emitter)
-        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-            # An event without its blank line at the end of an unfinished stream is most
-            # likely cut in the middle: the stream was interrupted, not malformed.
+class _Pump:
+    """Bytes → SSE events → mapper → the emitter's events, one network read at a time."""
+
+    __slots__ = ("_decoder", "_end_of_read", "_mapper", "_provider", "_started", "emitter")
+
+    def __init__(self, mapper: StreamMapper, provider: str, max_event_bytes: int) -> None:
+        self.emitter = BlockEmitter()
+        self._mapper = mapper
+        self._provider = provider
+        self._decoder = SSEDecoder(max_event_bytes)
+        self._started = False
+        # Optional (see StreamMapper): called once per network read, after its events.
+        self._end_of_read = getattr(mapper, "end_of_read", None)
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        """The events one network read completes (the emitter's buffer: clear it after)."""
+        emitter = self.emitter
+        if not self._started:
+            self._started = True
+            emitter.out.append(StatusEvent(ResponseStatus.STARTED))
+        on_event = self._mapper.on_event
+        for sse in self._decoder.feed(chunk):
+            on_event(sse, emitter)
+        if self._end_of_read is not None:
+            self._end_of_read(emitter)
+        return emitter.out
+
+    def end(self) -> list[Event]:
+        """The body ended: the last events, or the error of an answer that is not complete."""
+        mapper, emitter = self._mapper, self.emitter
+        for sse in self._decoder.flush():
+            if mapper.complete:
+                mapper.on_event(sse, emitter)
+                continue
+            try:
+                mapper.on_event(sse, emitter)
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+                # An event without its blank line at the end of an unfinished stream is most
+                # likely cut in the middle: the stream was interrupted, not malformed.
+                raise StreamInterruptedError(
+                    "the stream ended in the middle of an event, before the provider said the "
+                    "answer was complete",
+                    provider=self._provider,
+                    streamed=True,
+                ) from exc
+        if not mapper.complete:
             raise StreamInterruptedError(
-                "the stream ended in the middle of an event, before the provider said the "
-                "answer was complete",
-                provider=provider,
+                "the stream ended before the provider said the answer was complete",
+                provider=self._provider,
                 streamed=True,
-            ) from exc
-    if not mapper.complete:
-        raise StreamInterruptedError(
-            "the stream ended before the provider said the answer was complete",
-            provider=provider,
-            streamed=True,
-        )
-    mapper.on_end(emitter)
-    if out:
-        yield out
+            )
+        mapper.on_end(emitter)
+        return emitter.out
 
 
 def _failure(emitter: BlockEmitter, exc: ProviderError, scrub: Callable[[str], str]) -> list[Event]:

@@ -13,8 +13,8 @@ import os
 import random
 import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, get_args
 from urllib.parse import urlencode
@@ -220,8 +220,18 @@ class Transport:
         body: Mapping[str, Any],
         *,
         params: Mapping[str, str] | None = None,
+        whole: Callable[[bytes], bytes] | None = None,
     ) -> AsyncIterator[bytes]:
         """POST `body` as JSON to `path` and yield the answer's body bytes as they arrive.
+
+        Args:
+            path: The path below `base_url`.
+            body: The JSON body.
+            params: Query parameters added to the base URL's.
+            whole: What to hand on instead of a body that is one JSON object rather than a
+                stream (a server that ignored `stream: true`), read whole up to
+                `max_event_bytes`. Without it, only an `application/json` object is read
+                whole (to raise an error object sent with status 200) and handed on as is.
 
         Raises:
             ProviderError: A typed subclass for every failure; see `llm_worker.errors`.
@@ -232,19 +242,27 @@ class Transport:
         attempt = 0
         while True:
             attempt += 1
-            handed_on = False
+            received = 0  # bytes handed on: after the first, a failure is never retried
             try:
-                # aclosing: a consumer that stops early releases the response now, not at GC.
-                async with (
-                    self._admission(),
-                    aclosing(self._attempt(url, content)) as chunks,
-                ):
-                    async for chunk in chunks:
-                        handed_on = True
-                        yield chunk
+                async with self._admission():
+                    answer, chunks, head = await self._open(url, content, whole)
+                    # One generator between the library's reads and the caller: each layer
+                    # costs a resumption per network read, the main cost of a paced stream.
+                    try:
+                        if head:
+                            received = len(head)
+                            yield head
+                        async for chunk in chunks:
+                            received += len(chunk)
+                            yield chunk
+                    except BodyFailed as failed:
+                        raise self._broken(failed, received) from self._cause(failed.cause)
+                    finally:
+                        await chunks.aclose()
+                        await answer.aclose()
                 return
             except ProviderError as exc:
-                if handed_on or not exc.retryable or exc.error_type in _FINAL_TYPES:
+                if received or not exc.retryable or exc.error_type in _FINAL_TYPES:
                     raise
                 wait = self.retry.delay(attempt, exc.retry_after)
                 if wait is None or time.monotonic() - started + wait > self.retry.max_elapsed:
@@ -262,26 +280,26 @@ class Transport:
             self._gate = anyio.Semaphore(self.max_concurrency)
         return self._gate
 
-    async def _attempt(self, url: str, content: bytes) -> AsyncGenerator[bytes, None]:
+    async def _open(
+        self, url: str, content: bytes, whole: Callable[[bytes], bytes] | None
+    ) -> tuple[Answer, AsyncGenerator[bytes, None], bytes]:
+        """Send, check the status, read the body's head: `(answer, rest of the body, head)`."""
         try:
             answer = await self._backend.send(url, content, self._headers)
         except ConnectFailed as failed:
             raise self._unreachable(failed.cause, timeout=failed.timeout) from self._cause(
                 failed.cause
             )
+        chunks = answer.chunks()
         try:
-            if not 200 <= answer.status_code < 300:
-                raise await self._status_error(answer, answer.chunks())
             content_type = answer.headers.get("content-type", "")
-            if content_type.startswith("text/html"):
-                raise await self._status_error(answer, answer.chunks())
-            body = self._body(answer)
-            if content_type.startswith("application/json"):
-                body = self._json_body(answer, body, content_type)
-            async for chunk in body:
-                yield chunk
-        finally:
+            if not 200 <= answer.status_code < 300 or content_type.startswith("text/html"):
+                raise await self._status_error(answer, chunks)
+            return answer, chunks, await self._head(answer, chunks, content_type, whole)
+        except BaseException:
+            await chunks.aclose()
             await answer.aclose()
+            raise
 
     def _unreachable(self, exc: BaseException, *, timeout: bool) -> ProviderError:
         if timeout:
@@ -294,26 +312,53 @@ class Transport:
             provider=self.provider,
         )
 
-    async def _json_body(
-        self, answer: Answer, body: AsyncIterator[bytes], content_type: str
-    ) -> AsyncIterator[bytes]:
+    async def _head(
+        self,
+        answer: Answer,
+        chunks: AsyncIterator[bytes],
+        content_type: str,
+        whole: Callable[[bytes], bytes] | None,
+    ) -> bytes:
+        """The body up to its first byte that says what it is (blank bytes and a BOM first).
+
+        An HTML page (a proxy's login or error page, whatever its content type and status) is
+        raised as the error it is, for every client alike; a JSON object is read whole.
+        """
+        head = b""
+        try:
+            async for chunk in chunks:
+                head += chunk
+                first = head.lstrip(BLANK)[:1]
+                if first == b"<":
+                    raise await self._status_error(answer, chunks, head, "text/html")
+                if first == b"{" and (whole or content_type.startswith("application/json")):
+                    return await self._whole(answer, chunks, head, content_type, whole)
+                if first or len(head) >= _MAX_ERROR_BODY:
+                    return head
+        except BodyFailed as failed:
+            raise self._broken(failed, len(head)) from self._cause(failed.cause)
+        return head
+
+    async def _whole(
+        self,
+        answer: Answer,
+        chunks: AsyncIterator[bytes],
+        head: bytes,
+        content_type: str,
+        whole: Callable[[bytes], bytes] | None,
+    ) -> bytes:
         # A JSON object instead of a stream is one whole answer (some servers ignore
         # `stream: true`) or an error object sent with status 200, which must surface with
-        # its own message. A JSON array (Gemini's array stream) is passed on as it arrives.
-        pieces: list[bytes] = []
-        size = 0
-        async for chunk in body:
-            if not pieces and chunk.lstrip()[:1] not in (b"{", b""):
-                yield chunk
-                async for rest in body:
-                    yield rest
-                return
+        # its own message. (A JSON array, Gemini's array stream, is handed on as it arrives.)
+        pieces = [head]
+        size = len(head)
+        async for chunk in chunks:
             pieces.append(chunk)
             size += len(chunk)
             if size > self.max_event_bytes:
                 raise event_too_large(self.max_event_bytes, "a JSON answer", self.provider)
         raw = b"".join(pieces)
-        if is_error_body(raw):
+        if content_type.startswith("application/json") and is_error_body(raw):
             raise error_from_status(
                 answer.status_code,
                 raw,
@@ -322,33 +367,7 @@ class Transport:
                 provider=self.provider,
                 scrub=self.scrub,
             )
-        if raw:
-            yield raw
-
-    async def _body(self, answer: Answer) -> AsyncIterator[bytes]:
-        received = 0
-        # The leading blank bytes, held until the first byte that says what the body is: an
-        # HTML page (a proxy's login or error page, whatever its content type and status) is
-        # raised as the error it is, for every client alike.
-        head: bytes | None = b""
-        chunks = answer.chunks()
-        try:
-            async for chunk in chunks:
-                received += len(chunk)
-                if head is None:
-                    yield chunk
-                    continue
-                head += chunk
-                first = head.lstrip(BLANK)[:1]
-                if first == b"<":
-                    raise await self._status_error(answer, chunks, head, "text/html")
-                if first or len(head) >= _MAX_ERROR_BODY:
-                    yield head
-                    head = None
-            if head:
-                yield head
-        except BodyFailed as failed:
-            raise self._broken(failed, received) from self._cause(failed.cause)
+        return whole(raw) if whole is not None else raw
 
     def _cause(self, exc: BaseException) -> BaseException | None:
         """`exc` to chain as the cause, or `None` when its text holds a credential.

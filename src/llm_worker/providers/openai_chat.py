@@ -72,7 +72,7 @@ from llm_worker.providers._http import error_class
 from llm_worker.providers._openai_chat_request import PROVIDER, build_chat_body
 from llm_worker.providers._openai_errors import unverified_organization
 from llm_worker.providers._openai_logprobs import token_logprobs
-from llm_worker.providers._sse import BLANK, ServerSentEvent, event_too_large
+from llm_worker.providers._sse import ServerSentEvent
 
 __all__ = ("OpenAIChatClient",)
 
@@ -130,63 +130,22 @@ class OpenAIChatClient(HttpClient):
             ProviderError: A typed subclass for every failure, after the abort, error and
                 FAILED status events.
         """
+        # An SSE stream never begins with `{`: a body that does is a server that ignored
+        # `stream: true` (one `chat.completion` object, or an error object), handed on as one
+        # SSE event. (An HTML page is refused by the transport, for every client.)
         chunks = self.transport.stream(
-            self.path(request), self.build_body(request), params=self.params(request)
+            self.path(request),
+            self.build_body(request),
+            params=self.params(request),
+            whole=_whole_body,
         )
-        limit = self.transport.max_event_bytes
         return drive(
-            _json_as_sse(chunks, limit),
+            chunks,
             self.mapper(request),
             provider=self.provider,
             scrub=self.transport.scrub,
-            max_event_bytes=limit,
+            max_event_bytes=self.transport.max_event_bytes,
         )
-
-
-async def _json_as_sse(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
-    """Pass an SSE body through; turn a whole-JSON body into one SSE event.
-
-    An SSE stream never begins with `{`. A body that does is a server that ignored
-    `stream: true` (one `chat.completion` object, or an error object), sent on as one SSE
-    event of at most `limit` bytes. (An HTML page is refused by the transport, for every
-    client.)
-    """
-    try:
-        head = b""
-        async for chunk in chunks:
-            head += chunk
-            first = head.lstrip(BLANK)[:1]
-            if not first:
-                if len(head) > limit:
-                    raise event_too_large(limit, "the blank start of the answer", _PROVIDER)
-                continue
-            if first == b"{":
-                yield _whole_body(await _read_all(head, chunks, limit))
-                return
-            yield head
-            break
-        else:
-            if head:
-                yield head
-            return
-        async for chunk in chunks:
-            yield chunk
-    finally:
-        # drive() closes this generator; the transport's must close with it (PEP 533).
-        aclose = getattr(chunks, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-
-async def _read_all(head: bytes, chunks: AsyncIterator[bytes], limit: int) -> bytes:
-    pieces = [head]
-    size = len(head)
-    async for chunk in chunks:
-        pieces.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            raise event_too_large(limit, "a JSON answer", _PROVIDER)
-    return b"".join(pieces)
 
 
 def _whole_body(body: bytes) -> bytes:
