@@ -340,6 +340,35 @@ async def test_an_error_never_shows_the_api_key() -> None:
     assert error is not None and API_KEY not in str(error)
 
 
+async def test_a_stream_that_stalls_after_some_reads_times_out() -> None:
+    # The silence comes after several reads, each of which restarts the read timeout.
+    pieces = [_text_chunk(word) for word in ("a", "b", "c", "d")] + [_FINISH + _USAGE]
+    response = WireResponse(
+        b"".join(pieces),
+        chunking=Chunking("sizes", sizes=tuple(len(p) for p in pieces)),
+        chunk_delays=(0.05, 0.05, 0.05, 5.0),
+    )
+    with anyio.fail_after(4):
+        events, error, _ = await replay(response, timeout=0.3)
+    check_invariants(events, error)
+    assert isinstance(error, APITimeoutError) and error.streamed
+    assert answer(events).text == "abcd"
+
+
+async def test_reads_closer_together_than_the_read_timeout_never_time_out() -> None:
+    # 6 reads 0.2 s apart: the stream lasts longer than the 0.35 s timeout, no gap does.
+    pieces = [_text_chunk(word) for word in "abcde"] + [_FINISH + _USAGE]
+    response = WireResponse(
+        b"".join(pieces),
+        chunking=Chunking("sizes", sizes=tuple(len(p) for p in pieces)),
+        chunk_delay=0.2,
+    )
+    with anyio.fail_after(5):
+        events, error, _ = await replay(response, timeout=0.35)
+    assert error is None, repr(error)
+    assert answer(events).text == "abcde"
+
+
 async def test_a_silent_stream_times_out() -> None:
     # The second write waits 5 s; the read timeout (0.3 s) ends the wait instead.
     body = _text_chunk("Hello") + _text_chunk(" there") + _FINISH + _USAGE

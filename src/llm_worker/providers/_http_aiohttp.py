@@ -7,6 +7,7 @@ read. It runs on asyncio only.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Mapping
 from typing import ClassVar
 
@@ -75,7 +76,7 @@ class AiohttpBackend:
             raise ConnectFailed(exc, timeout=True) from exc
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             raise ConnectFailed(exc, timeout=False) from exc
-        return _AiohttpAnswer(response)
+        return _AiohttpAnswer(response, self.timeout.sock_read)
 
     async def aclose(self) -> None:
         """Close the session if this backend made it (the next request makes a new one)."""
@@ -85,16 +86,18 @@ class AiohttpBackend:
 
 
 class _AiohttpAnswer:
-    __slots__ = ("_response", "headers", "status_code")
+    __slots__ = ("_read_timeout", "_response", "headers", "status_code")
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, read_timeout: float | None) -> None:
         self._response = response
+        self._read_timeout = read_timeout
         self.status_code = response.status
         self.headers: Mapping[str, str] = response.headers
 
     async def chunks(self) -> AsyncGenerator[bytes, None]:
         """The decoded body as it arrives: what one network read brought."""
         content = self._response.content
+        watch = _SilenceWatch.start(self._response, self._read_timeout)
         try:
             while chunk := await content.readany():
                 yield chunk
@@ -102,10 +105,63 @@ class _AiohttpAnswer:
             raise BodyFailed(exc, timeout=True) from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise BodyFailed(exc, timeout=False) from exc
+        finally:
+            if watch is not None:
+                watch.stop()
 
     async def aclose(self) -> None:
         """Release the connection: back to the pool if the body was read to its end."""
         self._response.release()
+
+
+class _SilenceWatch:
+    """A body's read timeout, checked on a timer instead of re-armed at every network read.
+
+    aiohttp re-arms its read timer at each read (a cancelled timer and a new one on the
+    loop's heap, about 2 µs): a large share of a paced stream's cost. This watch looks at the
+    bytes received every eighth of the timeout and fails the body once none came for the
+    whole timeout: after between 1 and 1.125 times the timeout of silence.
+    """
+
+    __slots__ = ("_content", "_handle", "_last", "_loop", "_seen", "_step", "_timeout")
+
+    def __init__(self, content: aiohttp.StreamReader, timeout: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._content = content
+        self._timeout = timeout
+        self._step = timeout / 8
+        self._seen = content.total_bytes
+        self._last = self._loop.time()
+        self._handle: asyncio.TimerHandle | None = self._loop.call_later(self._step, self._check)
+
+    @classmethod
+    def start(cls, response: aiohttp.ClientResponse, timeout: float | None) -> _SilenceWatch | None:
+        """Take the read timeout over from aiohttp for this body (`None`: no timeout)."""
+        connection = response.connection
+        if not timeout or connection is None or connection.protocol is None:
+            return None  # no timeout, or the body is already in
+        # aiohttp does the same for a websocket; the next request sets it again.
+        connection.protocol.read_timeout = None
+        return cls(response.content, timeout)
+
+    def _check(self) -> None:
+        now = self._loop.time()
+        total = self._content.total_bytes
+        if total != self._seen:
+            self._seen, self._last = total, now
+        elif now - self._last >= self._timeout:
+            self._handle = None
+            self._content.set_exception(
+                TimeoutError(f"no data from the server for {self._timeout:g} s")
+            )
+            return
+        self._handle = self._loop.call_later(self._step, self._check)
+
+    def stop(self) -> None:
+        """The body ended or was abandoned."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 def _timeout(timeout: object) -> aiohttp.ClientTimeout:

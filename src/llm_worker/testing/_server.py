@@ -100,6 +100,8 @@ class WireResponse:
             (Content-Length) or `"close"` (the end of the body is the end of the connection).
         first_byte_delay: Seconds to wait before sending the status line.
         chunk_delay: Seconds to wait before each body write after the first.
+        chunk_delays: Seconds to wait before each body write after the first, one per write
+            (a stream that trickles, then stalls); past its end, `chunk_delay` applies.
         cut_at: Close the connection after this many body bytes (an early end of stream).
         reset_at: Reset the connection (TCP RST) after this many body bytes.
     """
@@ -113,6 +115,7 @@ class WireResponse:
     framing: Literal["chunked", "length", "close"] = "chunked"
     first_byte_delay: float = 0.0
     chunk_delay: float = 0.0
+    chunk_delays: tuple[float, ...] = ()
     cut_at: int | None = None
     reset_at: int | None = None
 
@@ -312,8 +315,9 @@ async def _write_response(writer: asyncio.StreamWriter, response: WireResponse) 
     limit = _fault_limit(response)
     sent = 0
     for n, piece in enumerate(response.chunking.split(body)):
-        if response.chunk_delay and n:
-            await asyncio.sleep(response.chunk_delay)
+        delay = response.chunk_delays[n - 1] if 0 < n <= len(response.chunk_delays) else 0.0
+        if n and (delay or response.chunk_delay):
+            await asyncio.sleep(delay or response.chunk_delay)
         if limit is not None and sent + len(piece) >= limit:
             await _send(writer, piece[: limit - sent], response.framing)
             return _fault(writer, response)
