@@ -168,3 +168,35 @@ def test_with_aiohttp_httpx_is_never_imported() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "aiohttp"
+
+
+def test_building_clients_imports_no_http_library_and_no_heavy_stdlib() -> None:
+    # The HTTP library is imported at the first request; our modules import neither
+    # urllib.request (xml.sax.saxutils pulls it in) nor email (for one Retry-After date).
+    code = textwrap.dedent(
+        """
+        import sys
+        from llm_worker.providers import (
+            AnthropicClient, GeminiClient, OpenAIChatClient, OpenAIResponsesClient,
+        )
+        for cls in (AnthropicClient, GeminiClient, OpenAIChatClient, OpenAIResponsesClient):
+            for transport in ("httpx", "aiohttp"):
+                cls(model="m", api_key="k", transport=transport, timeout=30)
+        heavy = ("httpx", "httpcore", "aiohttp", "urllib.request", "email", "xml.sax")
+        print(",".join(m for m in heavy if m in sys.modules))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == ""
+
+
+async def test_a_client_built_before_its_first_request_checks_its_settings_then() -> None:
+    # Built without importing the library, it still refuses bad settings at construction.
+    with pytest.raises(ConfigurationError, match="timeout"):
+        OpenAIChatClient(model="m", api_key="k", timeout=-1.0)
+    client = OpenAIChatClient(model="m", api_key="k", transport="aiohttp", timeout=7)
+    assert client.transport.transport == "aiohttp"
+    assert isinstance(client.transport.timeout, aiohttp.ClientTimeout)
+    assert client.transport.timeout.sock_read == 7.0

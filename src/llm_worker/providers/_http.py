@@ -9,6 +9,7 @@ body byte has been handed on, a failure is raised, never retried silently.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import sys
@@ -28,6 +29,7 @@ from llm_worker.errors import (
     APIStatusError,
     APITimeoutError,
     ConfigurationError,
+    MissingExtraError,
     ProviderError,
     StreamInterruptedError,
 )
@@ -148,6 +150,7 @@ class Transport:
         "_prefix",
         "_query",
         "_scrubber",
+        "_settings",
         "base_url",
         "max_concurrency",
         "max_event_bytes",
@@ -182,9 +185,14 @@ class Transport:
         self.max_concurrency = checked_concurrency(max_concurrency)
         self.max_event_bytes = checked_limit(max_event_bytes)
         self._gate: anyio.Semaphore | None = None
-        self._backend: Backend = make_backend(
-            transport, http_client, timeout, max_concurrency or 100
-        )
+        name = _chosen(transport, http_client)
+        self._settings = (name, http_client, timeout, max_concurrency or 100)
+        self._backend: Backend | None = None
+        if http_client is not None or not _seconds(timeout):
+            # Settings in the library's own types: it is imported already, check them now.
+            self._backend = make_backend(*self._settings)
+        elif name == "aiohttp" and importlib.util.find_spec("aiohttp") is None:
+            raise MissingExtraError("aiohttp", 'transport="aiohttp"', "aiohttp is not installed")
 
     def __repr__(self) -> str:
         return f"Transport(provider={self.provider!r}, base_url={self.scrub(self.base_url)!r})"
@@ -192,16 +200,24 @@ class Transport:
     @property
     def timeout(self) -> object:
         """The timeouts, in the HTTP library's type (`httpx.Timeout`, `aiohttp.ClientTimeout`)."""
-        return self._backend.timeout
+        return self._library().timeout
 
     @property
     def transport(self) -> TransportName:
         """The HTTP library the requests go through: `"httpx"` or `"aiohttp"`."""
-        return self._backend.name
+        return self._settings[0]
+
+    def _library(self) -> Backend:
+        # Made at the first request: a client built at start-up does not pay for importing the
+        # HTTP library (100-300 ms) until it is used.
+        if self._backend is None:
+            self._backend = make_backend(*self._settings)
+        return self._backend
 
     async def aclose(self) -> None:
         """Close the HTTP client if this transport created it."""
-        await self._backend.aclose()
+        if self._backend is not None:
+            await self._backend.aclose()
 
     def scrub(self, text: str) -> str:
         """Mask the client's credentials in a text that may echo them (see `_secrets`)."""
@@ -285,7 +301,7 @@ class Transport:
     ) -> tuple[Answer, AsyncGenerator[bytes, None], bytes]:
         """Send, check the status, read the body's head: `(answer, rest of the body, head)`."""
         try:
-            answer = await self._backend.send(url, content, self._headers)
+            answer = await self._library().send(url, content, self._headers)
         except ConnectFailed as failed:
             raise self._unreachable(failed.cause, timeout=failed.timeout) from self._cause(
                 failed.cause
@@ -425,16 +441,14 @@ class Transport:
 
 
 def make_backend(
-    transport: str | None, http_client: object, timeout: object, pool_size: int
+    name: TransportName, http_client: object, timeout: object, pool_size: int
 ) -> Backend:
-    """The backend named by `transport`, else by `http_client`'s type, else by the environment.
+    """The backend of the library `name` (imported here).
 
     Raises:
-        ConfigurationError: An unknown transport name, or an `http_client` or `timeout` of the
-            other library.
+        ConfigurationError: An `http_client` or `timeout` of the other library.
         MissingExtraError: `"aiohttp"` without the `llm-worker[aiohttp]` extra installed.
     """
-    name = _chosen(transport, http_client)
     if name == "aiohttp":
         from llm_worker.providers._http_aiohttp import AiohttpBackend
 
@@ -444,7 +458,19 @@ def make_backend(
     return HttpxBackend(http_client, timeout, pool_size)
 
 
+def _seconds(timeout: object) -> bool:
+    """Whether `timeout` is the default or a number of seconds: no library type to check."""
+    if timeout is None:
+        return True
+    return isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
+
+
 def _chosen(transport: str | None, http_client: object) -> TransportName:
+    """The transport named by `transport`, else by `http_client`'s type, else the environment.
+
+    Raises:
+        ConfigurationError: An unknown transport name, or an `http_client` of the other library.
+    """
     lent = _library_of(http_client)
     if transport is None:
         transport = lent or os.environ.get(TRANSPORT_ENV, "").strip() or "httpx"

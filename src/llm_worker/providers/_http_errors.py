@@ -6,7 +6,6 @@ inside a stream.
 
 from __future__ import annotations
 
-import email.utils
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -216,6 +215,9 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
+    # Imported here: an HTTP date is rare, and the module costs ~6 ms at import.
+    import email.utils
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
