@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 from typing import ClassVar, Final
 
 import httpx
@@ -80,8 +80,17 @@ class _HttpxAnswer:
 
     async def chunks(self) -> AsyncGenerator[bytes, None]:
         """The decoded body as it arrives."""
+        response = self._response
+        # Without a content encoding, `aiter_bytes()` and `aiter_raw()` only pass the stream's
+        # bytes on (through a no-op decoder and two chunkers): reading the stream itself saves
+        # their two generator layers and lists at every network read.
+        stream = response.stream
+        raw = response.headers.get("content-encoding", "identity") == "identity"
+        body: AsyncIterable[bytes] = (
+            stream if raw and isinstance(stream, httpx.AsyncByteStream) else response.aiter_bytes()
+        )
         try:
-            async for chunk in self._response.aiter_bytes():
+            async for chunk in body:
                 yield chunk
         except httpx.TimeoutException as exc:
             raise BodyFailed(exc, timeout=True) from exc
