@@ -34,19 +34,13 @@ class AiohttpBackend:
         self._session = http_client if isinstance(http_client, aiohttp.ClientSession) else None
         self._owns = self._session is None
         self._pool_size = pool_size
-        self._bound = LoopBound("aiohttp")
+        self._bound = LoopBound("aiohttp.ClientSession")
         self.timeout = _timeout(timeout)
 
     async def _http(self) -> aiohttp.ClientSession:
         session = self._session
         if not self._owns and session is not None:
-            if self._bound.moved():
-                raise self._bound.refuse()
-            if session.closed:
-                # Replacing it would drop the caller's settings and leak a session nobody closes.
-                raise ConfigurationError(
-                    "the aiohttp.ClientSession lent as http_client is closed: lend an open one"
-                )
+            self._bound.check_lent(session.closed)
             return session
         if session is None or session.closed or self._bound.moved():
             # A session made under an earlier event loop was closed when that loop ended.

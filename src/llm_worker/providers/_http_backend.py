@@ -117,7 +117,7 @@ class LoopBound:
     __slots__ = ("_keeper", "_library", "_loop")
 
     def __init__(self, library: str) -> None:
-        self._library = library
+        self._library = library  # the lent client's type, for the errors
         self._loop: object = None
         self._keeper: AsyncGenerator[None, None] | None = None
 
@@ -128,13 +128,23 @@ class LoopBound:
             self._loop = loop
         return loop is not self._loop
 
-    def refuse(self) -> ConfigurationError:
-        """The error for a lent client used under a second event loop."""
-        return ConfigurationError(
-            f"the {self._library} client lent as http_client was first used under another event "
-            "loop, and its connections belong to that loop: lend one per event loop (asyncio.run), "
-            "or leave http_client out and the client makes its own for each loop"
-        )
+    def check_lent(self, closed: bool) -> None:
+        """Before a request through a lent client: it is open and used under its first loop.
+
+        Raises:
+            ConfigurationError: It is closed (replacing it would drop the caller's settings
+                and leak a client nobody closes), or was first used under another event loop.
+        """
+        if self.moved():
+            raise ConfigurationError(
+                f"the {self._library} client lent as http_client was first used under another "
+                "event loop, and its connections belong to that loop: lend one per event loop "
+                "(asyncio.run), or leave http_client out and the client makes its own for each"
+            )
+        if closed:
+            raise ConfigurationError(
+                f"the {self._library} client lent as http_client is closed: lend an open one"
+            )
 
     async def adopt(self, close: Callable[[], Awaitable[object]]) -> None:
         """Run `close` when the running event loop ends or `release()` is awaited."""

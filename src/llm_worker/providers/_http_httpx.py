@@ -26,18 +26,13 @@ class HttpxBackend:
         self._client = http_client if isinstance(http_client, httpx.AsyncClient) else None
         self._owns = self._client is None
         self._pool_size = pool_size
-        self._bound = LoopBound("httpx")
+        self._bound = LoopBound("httpx.AsyncClient")
         self.timeout = _timeout(timeout)
 
     async def _http(self) -> httpx.AsyncClient:
         client = self._client
         if not self._owns and client is not None:
-            if self._bound.moved():
-                raise self._bound.refuse()
-            if client.is_closed:
-                raise ConfigurationError(
-                    "the httpx.AsyncClient lent as http_client is closed: lend an open one"
-                )
+            self._bound.check_lent(client.is_closed)
             return client
         if client is None or client.is_closed or self._bound.moved():
             # A client made under an earlier event loop was closed when that loop ended.
