@@ -297,8 +297,7 @@ async def drive(
     pump = _Pump(mapper, provider, max_event_bytes)
     emitter = pump.emitter
     try:
-        # The decoding and mapping of a read are plain calls: a generator between the bytes
-        # and this loop would cost one more resumption per network read.
+        # Plain calls per read: a generator here would cost a resumption per network read.
         async for chunk in chunks:
             out = pump.feed(chunk)
             for event in out:

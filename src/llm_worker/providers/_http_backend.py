@@ -122,7 +122,7 @@ class LoopBound:
         self._keeper: AsyncGenerator[None, None] | None = None
 
     def moved(self) -> bool:
-        """Whether the running loop differs from the one of the last call (first call: no)."""
+        """Whether the running loop differs from the client's (the first call records it)."""
         loop = running_loop()
         if self._loop is None:
             self._loop = loop
@@ -137,13 +137,13 @@ class LoopBound:
         """
         if self.moved():
             raise ConfigurationError(
-                f"the {self._library} client lent as http_client was first used under another "
+                f"the {self._library} lent as http_client was first used under another "
                 "event loop, and its connections belong to that loop: lend one per event loop "
                 "(asyncio.run), or leave http_client out and the client makes its own for each"
             )
         if closed:
             raise ConfigurationError(
-                f"the {self._library} client lent as http_client is closed: lend an open one"
+                f"the {self._library} lent as http_client is closed: lend an open one"
             )
 
     async def adopt(self, close: Callable[[], Awaitable[object]]) -> None:
@@ -153,9 +153,9 @@ class LoopBound:
         await anext(self._keeper)  # started: the loop now closes it when it ends
 
     async def release(self) -> None:
-        """Close the adopted client now."""
-        keeper, self._keeper, self._loop = self._keeper, None, None
-        if keeper is not None:
+        """Close the adopted client now (one of another event loop is left to that loop)."""
+        keeper, loop, self._keeper, self._loop = self._keeper, self._loop, None, None
+        if keeper is not None and loop is running_loop():
             await keeper.aclose()
 
     def forget(self) -> None:
