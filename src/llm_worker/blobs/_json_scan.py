@@ -92,73 +92,85 @@ def json_kind(text: str) -> Literal["array", "object"] | None:
     return "array" if first == "[" else "object" if first == "{" else None
 
 
+def _walk(text: str, kind: Literal["array", "object"]) -> Iterator[tuple[int, Any, int]]:
+    """The top-level entries (or members) of the JSON array (or object) `text`, in order.
+
+    Each comes as `(start, item, end)`: an array's entry, or an object's `(key, value)`.
+
+    Raises:
+        _NotJson: `text` is not a JSON `kind` (raised when the iteration reaches the fault).
+    """
+    opener, closer, after_item = ("[", "]", _AFTER_ENTRY) if kind == "array" else _OBJECT
+    pos = _skip(text, 0)
+    if not text.startswith(opener, pos):
+        raise _NotJson(f"not an {kind}")
+    pos = _skip(text, pos + 1)
+    if text.startswith(closer, pos):
+        _expect_end(text, pos + 1)
+        return
+    item_at = _value_at if kind == "array" else _member_at
+    while True:
+        start = pos
+        item, pos = item_at(text, pos)
+        yield start, item, pos
+        if text.startswith(",", pos):  # compact JSON: no regex needed
+            pos += 1
+            if text[pos : pos + 1] in _SPACES:
+                pos = _skip(text, pos)
+            continue
+        after = after_item.match(text, pos)
+        if after is None:
+            raise _NotJson(f"expected ',' or '{closer}' at {pos}")
+        pos = after.end()
+        if after.group(1) == closer:
+            _expect_end(text, pos)
+            return
+
+
+_OBJECT = ("{", "}", _AFTER_MEMBER)
+
+
+def _member_at(text: str, pos: int) -> tuple[tuple[str, Any], int]:
+    if not text.startswith('"', pos):
+        raise _NotJson(f"expected a key at {pos}")
+    try:
+        key, pos = _scan_string(text, pos + 1, True)
+    except ValueError as exc:
+        raise _NotJson(str(exc)) from exc
+    colon = _COLON.match(text, pos)
+    if colon is None:
+        raise _NotJson(f"expected ':' at {pos}")
+    value, pos = _value_at(text, colon.end())
+    return (key, value), pos
+
+
 def array_items(text: str) -> Iterator[Any]:
     """The entries of the JSON array `text`, parsed one at a time.
 
     Raises:
         _NotJson: `text` is not a JSON array (raised when the iteration reaches the fault).
     """
-    pos = _skip(text, 0)
-    if not text.startswith("[", pos):
-        raise _NotJson("not an array")
-    pos = _skip(text, pos + 1)
-    if text.startswith("]", pos):
-        _expect_end(text, pos + 1)
-        return
-    while True:
-        value, pos = _value_at(text, pos)
+    for _, value, _ in _walk(text, "array"):
         yield value
-        if text.startswith(",", pos):  # compact JSON: no regex needed
-            pos += 1
-            if text[pos : pos + 1] in _SPACES:
-                pos = _skip(text, pos)
-            continue
-        after = _AFTER_ENTRY.match(text, pos)
-        if after is None:
-            raise _NotJson(f"expected ',' or ']' at {pos}")
-        pos = after.end()
-        if after.group(1) == "]":
-            _expect_end(text, pos)
-            return
 
 
 def array_points(text: str, every: int, span: int) -> tuple[int, list[tuple[int, int]]]:
     """The JSON array `text`'s length, and where some of its entries start.
 
     A point `(entry, index)` is kept every `every` entries, and sooner once `span`
-    characters have passed since the last one. One tight pass of the C scanner: faster than
-    `array_walk` when only the boundaries matter.
+    characters have passed since the last one.
 
     Raises:
         _NotJson: `text` is not a JSON array.
     """
-    pos = _skip(text, 0)
-    if not text.startswith("[", pos):
-        raise _NotJson("not an array")
-    pos = _skip(text, pos + 1)
     points: list[tuple[int, int]] = []
-    if text.startswith("]", pos):
-        _expect_end(text, pos + 1)
-        return 0, points
     count, last_count, last_pos = 0, -every, -span
-    while True:
+    for pos, _, _ in _walk(text, "array"):
         if count - last_count >= every or pos - last_pos >= span:
             points.append((count, pos))
             last_count, last_pos = count, pos
-        pos = _value_at(text, pos)[1]
         count += 1
-        if text.startswith(",", pos):
-            pos += 1
-            if text[pos : pos + 1] in _SPACES:
-                pos = _skip(text, pos)
-            continue
-        after = _AFTER_ENTRY.match(text, pos)
-        if after is None:
-            raise _NotJson(f"expected ',' or ']' at {pos}")
-        pos = after.end()
-        if after.group(1) == "]":
-            _expect_end(text, pos)
-            return count, points
+    return count, points
 
 
 def entries_at(text: str, pos: int = 0) -> Iterator[Any]:
@@ -187,32 +199,8 @@ def object_members(text: str) -> Iterator[tuple[str, Any]]:
     Raises:
         _NotJson: `text` is not a JSON object (raised when the iteration reaches the fault).
     """
-    pos = _skip(text, 0)
-    if not text.startswith("{", pos):
-        raise _NotJson("not an object")
-    pos = _skip(text, pos + 1)
-    if text.startswith("}", pos):
-        _expect_end(text, pos + 1)
-        return
-    while True:
-        if not text.startswith('"', pos):
-            raise _NotJson(f"expected a key at {pos}")
-        try:
-            key, pos = _scan_string(text, pos + 1, True)
-        except ValueError as exc:
-            raise _NotJson(str(exc)) from exc
-        colon = _COLON.match(text, pos)
-        if colon is None:
-            raise _NotJson(f"expected ':' at {pos}")
-        value, pos = _value_at(text, colon.end())
-        yield key, value
-        after = _AFTER_MEMBER.match(text, pos)
-        if after is None:
-            raise _NotJson(f"expected ',' or '}}' at {pos}")
-        pos = after.end()
-        if after.group(1) == "}":
-            _expect_end(text, pos)
-            return
+    for _, member, _ in _walk(text, "object"):
+        yield member
 
 
 def loads_json(text: str) -> Any:
