@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -115,7 +116,6 @@ class Traced:
 
     async def run(self, step: RunStep, proceed: Callable[[], Awaitable[RunResult]]) -> RunResult:
         """Wrap one run in its `invoke_agent` span."""
-        inst = self.inst
         attributes: dict[str, Any] = {
             n.OPERATION: "invoke_agent",
             n.PROVIDER: n.provider_name(step.client.provider),
@@ -125,20 +125,11 @@ class Traced:
             attributes[n.AGENT_NAME] = self.name
         links = self._links(step.resumed)
         span_name = f"invoke_agent {self.name}" if self.name else "invoke_agent"
-        with inst.tracer.start_as_current_span(
-            span_name,
-            attributes=attributes,
-            links=links,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
+        with self._span(span_name, attributes, links=links) as span:
             try:
                 result = await proceed()
             except BaseException as exc:
-                cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
-                span.set_attribute(n.RUN_STATUS, "cancelled" if cancelled else "failed")
-                if not cancelled:
-                    self._failed(span, exc)
+                span.set_attribute(n.RUN_STATUS, "cancelled" if _cancelled(exc) else "failed")
                 raise
             span.set_attribute(n.RUN_STATUS, result.status.value)
             span.set_attribute(n.RUN_REQUESTS, result.requests)
@@ -161,18 +152,13 @@ class Traced:
         }
         timing = _Timing(time.perf_counter())
         token = _timing.set(timing)
-        with inst.tracer.start_as_current_span(
-            f"chat {client.model}",
-            kind=inst.trace.SpanKind.CLIENT,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
+        with self._span(
+            f"chat {client.model}", attributes, kind=inst.trace.SpanKind.CLIENT
         ) as span:
             try:
                 answer = await proceed()
             except BaseException as exc:
-                if not isinstance(exc, anyio.get_cancelled_exc_class()):
-                    self._failed(span, exc)
+                if not _cancelled(exc):
                     metric[n.ERROR_TYPE] = error_type(exc)
                 self._timed(span, timing, metric)
                 raise
@@ -196,17 +182,8 @@ class Traced:
         """Wrap one tool call's execution in its `execute_tool {name}` span."""
         inst = self.inst
         attributes = tool_attributes(step.call, step.tool, inst.capture_content)
-        with inst.tracer.start_as_current_span(
-            f"execute_tool {step.call.name}",
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                result = await proceed()
-            except Exception as exc:
-                self._failed(span, exc)
-                raise
+        with self._span(f"execute_tool {step.call.name}", attributes) as span:
+            result = await proceed()
             span.set_attributes(tool_result_attributes(result, inst.capture_content))
             if result.is_error:
                 span.set_status(inst.trace.Status(inst.trace.StatusCode.ERROR))
@@ -247,6 +224,23 @@ class Traced:
 
     # -- helpers ---------------------------------------------------------------------------
 
+    @contextmanager
+    def _span(self, name: str, attributes: dict[str, Any], **options: Any) -> Generator[Any]:
+        """A current span that an exception ends as failed (a cancellation is no failure)."""
+        with self.inst.tracer.start_as_current_span(
+            name,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+            **options,
+        ) as span:
+            try:
+                yield span
+            except BaseException as exc:
+                if not _cancelled(exc):
+                    self._failed(span, exc)
+                raise
+
     def _links(self, resumed: PauseState | None) -> list[Any]:
         if resumed is None or not resumed.trace_context:
             return []
@@ -283,6 +277,10 @@ class Traced:
         for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
             if count is not None:
                 self.inst.tokens.record(count, metric | {n.TOKEN_TYPE: kind})
+
+
+def _cancelled(exc: BaseException) -> bool:
+    return isinstance(exc, anyio.get_cancelled_exc_class())
 
 
 def _retry_event(retry: retries.Retry) -> None:
