@@ -27,9 +27,10 @@ class Telemetry:
         self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
 
-    def instrumentation(self, *, capture_content: bool = False) -> Instrumentation:
+    def instrumentation(self, *, capture_content: bool = False, **options: Any) -> Instrumentation:
         return Instrumentation(
             capture_content=capture_content,
+            **options,
             tracer_provider=self.tracer_provider,
             meter_provider=self.meter_provider,
         )

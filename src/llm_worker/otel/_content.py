@@ -1,6 +1,7 @@
 """Messages in the conventions' content form (`gen_ai.input.messages` and its kin), as JSON.
 
-Only built when `capture_content=True`. Parts the conventions have no type for (a provider's
+Only built when `capture_content=True`, and each attribute cut to the instrumentation's
+`content_max_chars` (`captured`). Parts the conventions have no type for (a provider's
 opaque continuation data, a thinking block's signature) are left out: they are not content
 a person reads, and a signature is bulky.
 """
@@ -20,8 +21,15 @@ from llm_worker.messages import (
     ToolResultPart,
     ToolUsePart,
 )
+from llm_worker.otel._names import TRUNCATED
 
-__all__ = ("as_json", "input_messages", "output_messages", "system_instructions")
+__all__ = (
+    "as_json",
+    "captured",
+    "input_messages",
+    "output_messages",
+    "system_instructions",
+)
 
 
 def as_json(value: object) -> str:
@@ -32,6 +40,19 @@ def as_json(value: object) -> str:
         # orjson refuses lone surrogates (a file name `os.fsdecode` escaped, a model's `\\ud800`)
         # and integers past 64 bits; tracing must never fail the run it observes.
         return json.dumps(value, default=str, separators=(",", ":"))
+
+
+def captured(name: str, text: str, cap: int) -> dict[str, Any]:
+    """The content attribute `name`, cut to `cap` characters if it is longer.
+
+    A cut value ends with a marker that gives its length before the cut, and an attribute
+    `llm_worker.truncated.<name>` holds that length: a 50 MB tool output stays a bounded
+    attribute, and a reader of the trace sees that more was there.
+    """
+    if len(text) <= cap:
+        return {name: text}
+    marker = f"…[truncated: {len(text)} chars]"
+    return {name: text[: cap - len(marker)] + marker, TRUNCATED + name: len(text)}
 
 
 def input_messages(messages: list[Message]) -> str:

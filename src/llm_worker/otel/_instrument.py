@@ -14,7 +14,9 @@ import anyio
 import llm_worker._retries as retries
 import llm_worker.otel._names as n
 from llm_worker._extras import require_extra
+from llm_worker.errors import ConfigurationError
 from llm_worker.events import BlockDelta, BlockStart
+from llm_worker.otel._content import captured
 from llm_worker.otel._spans import (
     error_type,
     request_attributes,
@@ -53,23 +55,29 @@ class Instrumentation:
     Args:
         capture_content: Record prompts, answers, tool arguments and results on the spans,
             in the conventions' form. Off by default. API keys are never recorded.
+        content_max_chars: With `capture_content`, the most characters each such attribute
+            holds (16,384 by default): a longer one is cut, ends with
+            `…[truncated: N chars]`, and `llm_worker.truncated.<attribute>` gives its length N.
         tracer_provider: The tracer provider (the global one when None).
         meter_provider: The meter provider (the global one when None).
 
     Raises:
         MissingExtraError: `llm-worker[otel]` (opentelemetry-api) is not installed.
+        ConfigurationError: `content_max_chars` is not an int >= 64.
     """
 
     def __init__(
         self,
         *,
         capture_content: bool = False,
+        content_max_chars: int = n.CONTENT_MAX_CHARS,
         tracer_provider: Any = None,
         meter_provider: Any = None,
     ) -> None:
         self.trace: Any = require_extra("opentelemetry.trace", "otel", feature="tracing")
         metrics: Any = require_extra("opentelemetry.metrics", "otel", feature="tracing")
         self.capture_content = capture_content
+        self.content_max_chars = _content_cap(content_max_chars)
         from llm_worker.otel._propagation import propagator
 
         self.propagator = propagator()
@@ -97,6 +105,11 @@ class Instrumentation:
         )
         if _retry_event not in retries.listeners:
             retries.listeners.append(_retry_event)
+
+    @property
+    def content(self) -> int | None:
+        """The cap on each captured content attribute, or `None` when content is not captured."""
+        return self.content_max_chars if self.capture_content else None
 
     def for_worker(self, name: str | None) -> Traced:
         """The interceptor for one Worker (its name goes on its run spans)."""
@@ -144,7 +157,7 @@ class Traced:
         """Wrap one model request in its `chat {model}` span; record its metrics."""
         inst = self.inst
         client = step.client
-        attributes = request_attributes(client, step.request, inst.capture_content)
+        attributes = request_attributes(client, step.request, inst.content)
         metric = {
             n.OPERATION: "chat",
             n.PROVIDER: attributes[n.PROVIDER],
@@ -166,7 +179,7 @@ class Traced:
                 _timing.reset(token)
             if answer.model:
                 metric[n.RESPONSE_MODEL] = answer.model
-            span.set_attributes(response_attributes(answer, inst.capture_content))
+            span.set_attributes(response_attributes(answer, inst.content))
             if answer.replayed:
                 # A recovered durable run's recorded answer: no request was made, so nothing
                 # to time and no tokens spent (the first execution counted them).
@@ -181,10 +194,10 @@ class Traced:
     ) -> ToolResult:
         """Wrap one tool call's execution in its `execute_tool {name}` span."""
         inst = self.inst
-        attributes = tool_attributes(step.call, step.tool, inst.capture_content)
+        attributes = tool_attributes(step.call, step.tool, inst.content)
         with self._span(f"execute_tool {step.call.name}", attributes) as span:
             result = await proceed()
-            span.set_attributes(tool_result_attributes(result, inst.capture_content))
+            span.set_attributes(tool_result_attributes(result, inst.content))
             if result.is_error:
                 span.set_status(inst.trace.Status(inst.trace.StatusCode.ERROR))
             return result
@@ -192,10 +205,10 @@ class Traced:
     def tool_not_run(self, step: ToolStep, outcome: str, result: ToolResult) -> None:
         """A call that did not execute (skipped, denied, discarded): a span that says so."""
         inst = self.inst
-        attributes = tool_attributes(step.call, step.tool, inst.capture_content)
+        attributes = tool_attributes(step.call, step.tool, inst.content)
         attributes[n.TOOL_OUTCOME] = outcome
-        if inst.capture_content:
-            attributes[n.TOOL_RESULT] = result.content
+        if inst.content is not None:
+            attributes |= captured(n.TOOL_RESULT, result.content, inst.content)
         with inst.tracer.start_as_current_span(
             f"execute_tool {step.call.name}", attributes=attributes
         ):
@@ -277,6 +290,14 @@ class Traced:
         for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
             if count is not None:
                 self.inst.tokens.record(count, metric | {n.TOKEN_TYPE: kind})
+
+
+def _content_cap(chars: object) -> int:
+    if isinstance(chars, bool) or not isinstance(chars, int) or chars < n.CONTENT_MIN_CHARS:
+        raise ConfigurationError(
+            f"content_max_chars must be an int >= {n.CONTENT_MIN_CHARS}, not {chars!r}"
+        )
+    return chars
 
 
 def _cancelled(exc: BaseException) -> bool:

@@ -52,6 +52,10 @@ TOOL_OUTCOME: Final = "llm_worker.tool.outcome"
 BLOB_ID: Final = "llm_worker.blob.id"
 HOOK_EVENT: Final = "llm_worker.hook"
 RETRY_EVENT: Final = "llm_worker.retry"
+# Followed by a content attribute's name: the characters it had before it was cut.
+TRUNCATED: Final = "llm_worker.truncated."
+CONTENT_MAX_CHARS: Final = 16_384  # the default cap on each captured attribute, in characters
+CONTENT_MIN_CHARS: Final = 64  # room for the marker a cut value ends with
 
 SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.41.0"
 

@@ -8,6 +8,7 @@ import llm_worker.otel._names as n
 from llm_worker.errors import ProviderError
 from llm_worker.otel._content import (
     as_json,
+    captured,
     input_messages,
     output_messages,
     system_instructions,
@@ -38,8 +39,12 @@ def error_type(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def request_attributes(client: LLMClient, request: Request, content: bool) -> dict[str, Any]:
-    """A `chat` span's attributes at its start."""
+def request_attributes(client: LLMClient, request: Request, content: int | None) -> dict[str, Any]:
+    """A `chat` span's attributes at its start.
+
+    `content` caps each captured attribute, in characters (`None`: content is not captured);
+    likewise below.
+    """
     attributes: dict[str, Any] = {
         n.OPERATION: "chat",
         n.PROVIDER: n.provider_name(client.provider),
@@ -51,14 +56,15 @@ def request_attributes(client: LLMClient, request: Request, content: bool) -> di
         attributes[n.REQUEST_TEMPERATURE] = request.temperature
     if request.stop_sequences:
         attributes[n.REQUEST_STOP] = list(request.stop_sequences)
-    if content:
-        attributes[n.INPUT_MESSAGES] = input_messages(request.messages)
+    if content is not None:
+        attributes |= captured(n.INPUT_MESSAGES, input_messages(request.messages), content)
         if request.system:
-            attributes[n.SYSTEM_INSTRUCTIONS] = system_instructions(request.system)
+            system = system_instructions(request.system)
+            attributes |= captured(n.SYSTEM_INSTRUCTIONS, system, content)
     return attributes
 
 
-def response_attributes(answer: Assembler, content: bool) -> dict[str, Any]:
+def response_attributes(answer: Assembler, content: int | None) -> dict[str, Any]:
     """A `chat` span's attributes once the answer is in."""
     finish = n.finish_reason(answer.stop_reason)
     attributes = usage_attributes(answer.usage)
@@ -67,8 +73,9 @@ def response_attributes(answer: Assembler, content: bool) -> dict[str, Any]:
         attributes[n.RESPONSE_MODEL] = answer.model
     if answer.response_id:
         attributes[n.RESPONSE_ID] = answer.response_id
-    if content:
-        attributes[n.OUTPUT_MESSAGES] = output_messages(answer.message, finish)
+    if content is not None:
+        output = output_messages(answer.message, finish)
+        attributes |= captured(n.OUTPUT_MESSAGES, output, content)
     return attributes
 
 
@@ -84,7 +91,7 @@ def usage_attributes(usage: UsageEvent) -> dict[str, Any]:
     return {name: count for name, count in counts if count is not None}
 
 
-def tool_attributes(call: ToolCall, tool: Tool | None, content: bool) -> dict[str, Any]:
+def tool_attributes(call: ToolCall, tool: Tool | None, content: int | None) -> dict[str, Any]:
     """An `execute_tool` span's attributes at its start."""
     attributes: dict[str, Any] = {
         n.OPERATION: "execute_tool",
@@ -94,12 +101,12 @@ def tool_attributes(call: ToolCall, tool: Tool | None, content: bool) -> dict[st
     }
     if tool is not None:
         attributes[n.TOOL_DESCRIPTION] = tool.description
-    if content:
-        attributes[n.TOOL_ARGUMENTS] = as_json(call.input)
+    if content is not None:
+        attributes |= captured(n.TOOL_ARGUMENTS, as_json(call.input), content)
     return attributes
 
 
-def tool_result_attributes(result: ToolResult, content: bool) -> dict[str, Any]:
+def tool_result_attributes(result: ToolResult, content: int | None) -> dict[str, Any]:
     """An `execute_tool` span's attributes once its result is in."""
     from llm_worker.blobs import StoredOutput
 
@@ -109,6 +116,6 @@ def tool_result_attributes(result: ToolResult, content: bool) -> dict[str, Any]:
         attributes[n.ERROR_TYPE] = type(failure).__name__ if failure else "tool_error"
     if isinstance(result.output, StoredOutput):
         attributes[n.BLOB_ID] = result.output.blob_id
-    if content:
-        attributes[n.TOOL_RESULT] = result.content
+    if content is not None:
+        attributes |= captured(n.TOOL_RESULT, result.content, content)
     return attributes
