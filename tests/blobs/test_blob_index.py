@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -71,14 +72,20 @@ def test_the_format_round_trips_and_refuses_others() -> None:
     doc = json.loads(index.to_json())
     assert doc == {
         "format": "llm-worker.blob-index",
-        "version": 1,
+        "version": 2,
         "kind": "text",
         "bytes": 10,
         "count": 3,
         "points": [[1, 0], [3, 7]],
+        "check": doc["check"],
     }
+    assert re.fullmatch("[0-9a-f]{16}", doc["check"])
     for bad in (
-        {**doc, "version": 2},
+        {**doc, "version": 1},
+        {key: value for key, value in doc.items() if key != "check"},
+        {**doc, "check": "0" * 16},
+        {**doc, "count": 2},  # still consistent with the points: only the check tells
+        {**doc, "bytes": 9},
         {**doc, "format": "other"},
         {**doc, "kind": "object"},
         {**doc, "points": [[1]]},

@@ -97,7 +97,7 @@ async def test_layout_the_blob_and_its_index_beside_it(tmp_path: Path) -> None:
     )
     assert (tmp_path / f"{text_id}.txt").read_bytes() == text.encode()  # FsBlobStore's bytes
     doc = json.loads((tmp_path / f"{text_id}.idx").read_bytes())
-    assert doc["format"] == "llm-worker.blob-index" and doc["version"] == 1
+    assert doc["format"] == "llm-worker.blob-index" and doc["version"] == 2
     assert index == BlobIndex("text", len(text), 1000, tuple(tuple(p) for p in doc["points"]))
     data = text.encode()
     for line, offset in index.points:  # every point is the start of its line
@@ -131,7 +131,7 @@ async def test_an_index_of_another_version_is_ignored(tmp_path: Path) -> None:
         blob_id = await store.store(Content.Text(big_text(100)))
         before = await inspect(store, blob_id, "lines:50-52")
         path = tmp_path / f"{blob_id}.idx"
-        path.write_bytes(path.read_bytes().replace(b'"version":1', b'"version":99'))
+        path.write_bytes(path.read_bytes().replace(b'"version":2', b'"version":99'))
         assert await store.blob_index(blob_id) is None
         assert await inspect(store, blob_id, "lines:50-52") == before  # read by streaming
 

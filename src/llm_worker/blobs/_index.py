@@ -2,21 +2,24 @@
 
 A store that keeps one (`IndexedBlobStore`, e.g. `ObjectBlobStore`) writes it before the blob,
 and `inspect` then fetches only the bytes around the lines or entries asked for, not the
-whole object. The format (version 1, UTF-8 JSON, documented in docs/internals.md):
+whole object. The format (version 2, UTF-8 JSON, documented in docs/internals.md):
 
-    {"format": "llm-worker.blob-index", "version": 1, "kind": "text" | "array",
-     "bytes": <blob size>, "count": <lines | entries>, "points": [[number, offset], ...]}
+    {"format": "llm-worker.blob-index", "version": 2, "kind": "text" | "array",
+     "bytes": <blob size>, "count": <lines | entries>, "points": [[number, offset], ...],
+     "check": <BLAKE2b-64 of [kind, bytes, count, points], hex>}
 
 For text a point is `[line, offset]`: line `line` (1-based) starts at byte `offset`; for a JSON
 array it is `[entry, offset]`: entry `entry` (0-based) starts at byte `offset`. A point is kept
 every `every` lines or entries, and sooner when `span` bytes have passed since the last one, so
 a window never starts more than about `span` bytes (or one long line) before what it needs.
-An index of another format or version is ignored: the reader falls back to a streamed read.
+An index of another format or version, or whose `check` does not match its fields, is ignored:
+the reader falls back to a streamed read.
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
 from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
@@ -37,7 +40,7 @@ __all__ = (
 )
 
 INDEX_FORMAT = "llm-worker.blob-index"
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: the `check` field (a count short of the real one went unseen)
 EVERY = POINT_EVERY  # lines or entries between points
 SPAN = POINT_SPAN  # bytes (for arrays: characters) after which a point comes sooner
 
@@ -80,6 +83,7 @@ class BlobIndex:
 
     def to_json(self) -> bytes:
         """The index as the versioned JSON document stored beside the blob."""
+        points = [list(point) for point in self.points]
         return orjson.dumps(
             {
                 "format": INDEX_FORMAT,
@@ -87,13 +91,18 @@ class BlobIndex:
                 "kind": self.kind,
                 "bytes": self.size,
                 "count": self.count,
-                "points": [list(point) for point in self.points],
+                "points": points,
+                "check": _check(self.kind, self.size, self.count, points),
             }
         )
 
     @classmethod
     def from_json(cls, data: bytes) -> BlobIndex | None:
-        """The index in `data`, or `None` if it is not an index of this format and version."""
+        """The index in `data`, or `None` if it is not an index of this format and version.
+
+        Also `None` when its `check` does not match its fields: a torn or edited index (say a
+        `count` short of the blob's, which no other test of the fields can see).
+        """
         try:
             doc = as_dict(orjson.loads(data))
             if doc.get("format") != INDEX_FORMAT or doc.get("version") != INDEX_VERSION:
@@ -101,11 +110,12 @@ class BlobIndex:
             kind = as_str(doc.get("kind"))
             if kind not in ("text", "array"):
                 return None
-            points = tuple(_point(item) for item in as_list(doc.get("points")))
+            raw = as_list(doc.get("points"))
+            points = tuple(_point(item) for item in raw)
         except (orjson.JSONDecodeError, ValueError):
             return None
         size, count = as_int(doc.get("bytes")), as_int(doc.get("count"))
-        if size is None or count is None:
+        if size is None or count is None or doc.get("check") != _check(kind, size, count, raw):
             return None
         index = cls("text" if kind == "text" else "array", size, count, points)
         return index if index._consistent() else None
@@ -128,6 +138,13 @@ class BlobIndex:
             and all(a < b for a, b in pairwise(offsets))
             and (offsets[-1] < self.size or self.size == 0)
         )
+
+
+def _check(kind: str, size: int, count: int, points: list[Any]) -> str:
+    # Not a signature (anyone who can write the index can recompute it): it tells a damaged
+    # or hand-edited index from the one the store wrote.
+    fields = orjson.dumps([kind, size, count, points])
+    return hashlib.blake2b(fields, digest_size=8).hexdigest()
 
 
 def _point(item: Any) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import logging
 import re
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
     from obstore.store import ObjectStore
 
 __all__ = ("ObjectBlobStore",)
+
+_log = logging.getLogger("llm_worker.blobs")
 
 _MiB = 1 << 20
 _SMALL = _MiB  # characters: up to this, one conditional put; above, a multipart upload
@@ -282,6 +285,8 @@ class ObjectBlobStore:
         data = await self._get(key, ".idx")
         index = None if data is None else BlobIndex.from_json(bytes(data))
         if index is None:
+            if data is not None:
+                _log.warning("the index of blob %s is damaged or of another version", key)
             return None
         try:  # an index is kept only for the blob it describes: same size, and there
             meta = await self._obs.head_async(self._store, f"{key}{_SUFFIX[index.kind]}")
