@@ -477,12 +477,6 @@ async def test_a_bad_setting_is_refused_before_anything_is_stored(
             ObjectBlobStore.from_url(tmp_path.as_uri(), index_every=value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="inspect of a JSON array entry of N bytes peaks at ~15x N in Python memory (the "
-    "entry parsed, re-dumped and cut for the page in full copies; FsBlobStore alike: 627 MiB "
-    "for a 40 MiB entry), not a few MiB beyond the page",
-)
 @pytest.mark.parametrize("kind", ["fs", "object-local"])
 async def test_a_huge_array_entry_is_paged_in_bounded_memory(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest

@@ -17,11 +17,11 @@ import orjson
 from llm_worker.blobs._index import IndexedBlobStore
 from llm_worker.blobs._inspect_json import inspect_json
 from llm_worker.blobs._inspect_text import inspect_text, str_chunks
-from llm_worker.blobs._inspect_window import inspect_window
+from llm_worker.blobs._inspect_window import inspect_array_stream, inspect_window
 from llm_worker.blobs._json_scan import dict_or_none
 from llm_worker.blobs._output import OutputPolicy, StructuredContent, TextContent, parse_blob_id
 from llm_worker.blobs._selectors import Selector, parse_selector
-from llm_worker.blobs._store import BlobStore, TextStreamStore
+from llm_worker.blobs._store import BlobStore, JsonStreamStore, TextStreamStore
 from llm_worker.blobs._summaries import clean
 from llm_worker.errors import BlobError, BlobNotFoundError, InvalidBlobIdError, ToolError
 
@@ -155,6 +155,10 @@ class InspectTool:
         cap = self._policy.inspect_max_chars
         if isinstance(self._store, IndexedBlobStore):
             out = await inspect_window(self._store, blob_id, tag, selector, cap)
+            if out is not None:
+                return out
+        if isinstance(self._store, JsonStreamStore):
+            out = await inspect_array_stream(self._store, blob_id, tag, selector, cap)
             if out is not None:
                 return out
         if isinstance(self._store, TextStreamStore):

@@ -7,10 +7,12 @@ object searched for a key, without building the whole value.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
 from llm_worker.blobs._grep import Grep, render_grep
+from llm_worker.blobs._json_pager import PageText, page_entries
 from llm_worker.blobs._json_scan import (
     array_items,
     describe,
@@ -38,33 +40,63 @@ from llm_worker.blobs._selectors import (
 from llm_worker.blobs._summaries import ELLIPSIS, entry_schema, scalar_header
 from llm_worker.errors import ToolError
 
-__all__ = ("array_selector_error", "counted_bounds", "inspect_json", "render_array")
+__all__ = (
+    "Pull",
+    "array_selector_error",
+    "counted_bounds",
+    "inspect_json",
+    "page_array",
+    "render_array",
+    "text_pull",
+)
 
 
-def _entries(text: str, start: int, stop: int, need: int) -> tuple[int, list[str], bool, Any]:
-    """Count the array's entries; render entries start..stop-1 until `need` characters are.
+Pull = Callable[[], bytes | str | None]
 
-    Also returns the first entry (None if none).
+
+def page_array(
+    tag: str,
+    selector: SliceSelector | WholeSelector,
+    cap: int,
+    source: Callable[[], Pull],
+    *,
+    at: tuple[int | None, int | None] = (None, None),
+) -> str:
+    """What `selector` reads of a JSON array whose text `source()` streams (in a thread).
+
+    `at` is, when a blob index says them, the number of the entry the stream starts at and the
+    array's length: the stream is then read only until the page is full. Otherwise it is the
+    whole array from its `[`, read to its end to count it (twice for a negative index).
+
+    Raises:
+        NotJson: The text is not a JSON array.
     """
-    parts: list[str] = []
-    size = count = 0
-    first: Any = None
-    for count, value in enumerate(array_items(text), 1):
-        if count == 1:
-            first = value
-        if start < count <= stop and size < need:
-            parts.append(dumps_json(value))
-            size += len(parts[-1]) + 1
-    return count, parts, len(parts) >= min(stop, count) - start, first
+    number, count = at
+    if count is None and isinstance(selector, SliceSelector) and _negative(selector):
+        count = page_entries(source(), number=None, bounds=(0, 0), window=(0, 0), to_the_end=True)
+        count = count.count
+    start, stop = counted_bounds(selector, count or 0)
+    window = (selector.offset, selector.offset + cap - RESERVE + 1)
+    paged = page_entries(
+        source(), number=number, bounds=(start, stop), window=window, to_the_end=count is None
+    )
+    total = paged.count if count is None else count
+    complete = paged.rendered >= min(stop, total) - min(start, total)
+    found = (total, paged.page, complete, paged.first)
+    return render_array(tag, selector, (start, stop), found, cap)
 
 
-def _slice_bounds(text: str, selector: SliceSelector) -> tuple[int, int]:
-    start, stop = selector.start, selector.stop
-    if (start or 0) < 0 or (stop or 0) < 0:  # Python's negative indexes need the length first
-        start, stop, _ = slice(start, stop).indices(sum(1 for _ in array_items(text)))
-    return start or 0, _ALL if stop is None else stop
+def _negative(selector: SliceSelector) -> bool:
+    return (selector.start or 0) < 0 or (selector.stop or 0) < 0
 
 
+def text_pull(text: str) -> Pull:
+    """The text in pieces of 1 Mi characters, then `None`."""
+    pieces = iter(range(0, len(text), _PIECE))
+    return lambda: next((text[i : i + _PIECE] for i in pieces), None)
+
+
+_PIECE = 1 << 20
 _ALL = 1 << 62
 
 
@@ -95,12 +127,7 @@ def _inspect_array(tag: str, text: str, selector: Selector, cap: int) -> str:
         return _grep_array(tag, text, selector, cap)
     if not isinstance(selector, SliceSelector | WholeSelector):
         raise array_selector_error(tag, selector)
-    start, stop = (
-        (0, _ALL) if isinstance(selector, WholeSelector) else _slice_bounds(text, selector)
-    )
-    need = selector.offset + cap - RESERVE + 1
-    count, parts, complete, first = _entries(text, start, stop, need)
-    return render_array(tag, selector, (start, stop), (count, parts, complete, first), cap)
+    return page_array(tag, selector, cap, lambda: text_pull(text))
 
 
 def array_selector_error(tag: str, selector: Selector) -> ToolError:
@@ -125,15 +152,16 @@ def render_array(
     tag: str,
     selector: Selector,
     bounds: tuple[int, int],
-    found: tuple[int, list[str], bool, Any],
+    found: tuple[int, PageText, bool, Any],
     cap: int,
 ) -> str:
     """What `inspect` answers for entries `bounds` of an array.
 
-    `found` is the array's length, the entries rendered (one JSON text each), whether they are
-    all the entries asked for, and the first entry (for the overview's schema).
+    `found` is the array's length, the page of the selection's text (one JSON value a line),
+    whether the selection is all the entries asked for, and the first entry (for the
+    overview's schema).
     """
-    (start, stop), (count, parts, complete, first) = bounds, found
+    (start, stop), (count, page, complete, first) = bounds, found
     budget = cap - RESERVE
     whole = isinstance(selector, WholeSelector)
     low, high = min(start, count), max(min(stop, count), min(start, count))
@@ -147,13 +175,14 @@ def render_array(
         notes.append(f"No entries in this range; the array has {count} (slice:0..{count}).")
     body = Body(
         f"entries {low}..{high}, one JSON value a line",
-        "\n".join(parts),
+        page.text,
         complete,
         low,
         "entry",
         page=(lambda n: f"@{n}") if whole else (lambda n: f"slice:{low}..{high}@{n}"),
         resume=lambda k: f"slice:{k}..{high}",
         notes=notes,
+        start=(min(page.lo, page.size), page.lines, page.last_newline),
     )
     return render(header, body, selector.offset, budget, cap)
 
@@ -281,5 +310,5 @@ def inspect_json(tag: str, text: str, selector: Selector, cap: int) -> str:
     )
     try:
         return inspect(tag, text, selector, cap)
-    except ValueError as exc:  # _NotJson, or a damaged scalar blob
+    except ValueError as exc:  # NotJson, or a damaged scalar blob
         raise ToolError(f"{tag} does not hold valid JSON ({exc})") from exc

@@ -9,23 +9,32 @@ blob fetches a few hundred KiB, not the object. The answers are those of the str
 from __future__ import annotations
 
 import contextlib
+import functools
+from collections.abc import AsyncGenerator, Callable, Coroutine
+from typing import Any
 
+import anyio.from_thread
 import anyio.to_thread
 
 from llm_worker.blobs._index import BlobIndex, IndexedBlobStore
-from llm_worker.blobs._inspect_json import array_selector_error, counted_bounds, render_array
+from llm_worker.blobs._inspect_json import (
+    Pull,
+    array_selector_error,
+    counted_bounds,
+    page_array,
+)
 from llm_worker.blobs._inspect_text import inspect_text
-from llm_worker.blobs._json_scan import dumps_json, entries_at
+from llm_worker.blobs._json_scan import NotJson
 from llm_worker.blobs._selectors import (
-    RESERVE,
     LinesSelector,
     Selector,
     SliceSelector,
     WholeSelector,
 )
+from llm_worker.blobs._store import JsonStreamStore
 from llm_worker.errors import BlobError, ToolError
 
-__all__ = ("inspect_window",)
+__all__ = ("inspect_array_stream", "inspect_window")
 
 
 async def inspect_window(
@@ -71,32 +80,97 @@ async def _array_window(
     selector: SliceSelector | WholeSelector,
     cap: int,
 ) -> str | None:
-    count = index.count
-    start, stop = counted_bounds(selector, count)
-    low, high = min(start, count), min(stop, count)
-    need = selector.offset + cap - RESERVE + 1
-    parts: list[str] = []
-    first: object = None
-    size = 0
-    for number, begin, end in index.segments(low) if low < high else []:
-        if number >= high or size >= need:
-            break
-        back = 1 if begin > 0 else 0  # the byte before an entry: a comma, `[` or a space
-        chunks = [c async for c in store.read_range(blob_id, index, begin - back, end)]
-        data = b"".join(chunks)
-        if back and (not data or data[0] not in _BEFORE_ENTRY):
-            return None  # the index does not match the blob: read it the long way
-        try:
-            values = await anyio.to_thread.run_sync(_entries, data[back:], blob_id, tag)
-        except ToolError:
-            return None  # only valid arrays get an index: the index is off, not the blob
-        for at, value in enumerate(values, number):
-            first = value if at == 0 else first
-            if low <= at < high and size < need:
-                parts.append(dumps_json(value))
-                size += len(parts[-1]) + 1
-    complete = len(parts) >= high - low
-    return render_array(tag, selector, (start, stop), (count, parts, complete, first), cap)
+    start, _ = counted_bounds(selector, index.count)
+    number, begin = index.point_at(min(start, index.count))
+    if not await _starts_at(store, blob_id, index, begin, _BEFORE_ENTRY):
+        return None  # the index does not match the blob: read it the long way
+    streams = _Streams(lambda: _opened(store.read_range(blob_id, index, begin, index.size)))
+    try:
+        at = (number if begin else None, index.count)  # no points: read from the `[`
+        return await streams.run(page_array, tag, selector, cap, at=at)
+    except NotJson:
+        return None  # only valid arrays get an index: the index is off, not the blob
+    finally:
+        await streams.aclose()
+
+
+async def inspect_array_stream(
+    store: JsonStreamStore, blob_id: str, tag: str, selector: Selector, cap: int
+) -> str | None:
+    """What a `slice:` selector or none reads of a JSON array blob, streamed from the store.
+
+    Returns `None` when the blob is not a JSON array (an object, a scalar, a text blob) or the
+    selector reads something else: the caller then reads the blob as usual.
+
+    Raises:
+        ToolError: The blob is not valid JSON.
+        BlobError: The blob could not be read.
+    """
+    if not isinstance(selector, SliceSelector | WholeSelector):
+        return None
+    stream = await store.stream_json(blob_id)
+    if stream is None:
+        return None
+    streams = _Streams(lambda: store.stream_json(blob_id))
+    try:
+        first = await _next(stream)
+        streams.pending.append(_prepend(first or b"", stream))
+        if (first or b"").lstrip()[:1] != b"[":
+            return None  # an object or a scalar (or a blob starting with spaces): read whole
+        return await streams.run(page_array, tag, selector, cap)
+    except NotJson as exc:
+        raise ToolError(f"{tag} does not hold valid JSON ({exc})") from exc
+    finally:
+        await stream.aclose()
+        await streams.aclose()
+
+
+Chunks = AsyncGenerator[bytes, None]
+
+
+class _Streams:
+    """Streams a worker thread reads chunk by chunk (`source`), all closed by `aclose`."""
+
+    def __init__(self, open_stream: Callable[[], Coroutine[Any, Any, Chunks | None]]) -> None:
+        self._open = open_stream
+        self.pending: list[Chunks] = []
+        self._opened: list[Chunks] = []
+
+    async def run(self, func: Callable[..., str], *args: Any, **kwargs: Any) -> str:
+        """`func(*args, source, **kwargs)` in a worker thread (`source` placed after `args`)."""
+        call = functools.partial(func, *args, self.source, **kwargs)
+        return await anyio.to_thread.run_sync(call)
+
+    def source(self) -> Pull:
+        """A new stream's next chunk (`None` at its end); called in the worker thread."""
+        stream = self.pending.pop() if self.pending else anyio.from_thread.run(self._open)
+        if stream is None:
+            raise BlobError("the blob went away while it was read")
+        self._opened.append(stream)
+        return lambda: anyio.from_thread.run(_next, stream)
+
+    async def aclose(self) -> None:
+        """Close every stream opened."""
+        for stream in [*self.pending, *self._opened]:
+            await stream.aclose()
+
+
+async def _opened(stream: Chunks) -> Chunks:
+    return stream
+
+
+async def _next(stream: Chunks) -> bytes | None:
+    try:
+        return await stream.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+async def _prepend(first: bytes, rest: Chunks) -> Chunks:
+    yield first
+    async with contextlib.aclosing(rest):
+        async for chunk in rest:
+            yield chunk
 
 
 _BEFORE_ENTRY = b",[ \t\r\n"
@@ -112,14 +186,3 @@ async def _starts_at(
     async with contextlib.aclosing(chunks):
         data = b"".join([chunk async for chunk in chunks])
     return data[:1] != b"" and data[:1] in before
-
-
-def _entries(data: bytes, blob_id: str, tag: str) -> list[object]:
-    try:
-        text = data.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError as exc:
-        raise BlobError(f"blob {blob_id} is not UTF-8 text: {exc}") from exc
-    try:
-        return list(entries_at(text))
-    except ValueError as exc:
-        raise ToolError(f"{tag} does not hold valid JSON ({exc})") from exc

@@ -27,6 +27,7 @@ __all__ = (
     "POINT_EVERY",
     "POINT_SPAN",
     "JsonShape",
+    "NotJson",
     "array_items",
     "array_points",
     "content_shape",
@@ -40,11 +41,13 @@ __all__ = (
     "list_or_none",
     "loads_json",
     "object_members",
+    "scan_once",
+    "scan_string",
     "type_name",
 )
 
 
-class _NotJson(ValueError):
+class NotJson(ValueError):
     """The text is not the JSON it should be."""
 
 
@@ -56,9 +59,9 @@ def _reject_constant(name: str) -> Any:
 # (orjson can only parse whole documents). NaN and Infinity are Python's, not JSON's.
 # typeshed leaves these two out; their signatures are the documented ones.
 _decoder: Any = json.JSONDecoder(parse_constant=_reject_constant)
-_scan_once: Callable[[str, int], tuple[Any, int]] = _decoder.scan_once
+scan_once: Callable[[str, int], tuple[Any, int]] = _decoder.scan_once
 _json_decoder_module: Any = json.decoder
-_scan_string: Callable[[str, int, bool], tuple[str, int]] = _json_decoder_module.scanstring
+scan_string: Callable[[str, int, bool], tuple[str, int]] = _json_decoder_module.scanstring
 _SPACE = re.compile(r"[ \t\n\r]*")
 _AFTER_ENTRY = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 _AFTER_MEMBER = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")
@@ -73,16 +76,16 @@ def _skip(text: str, pos: int) -> int:
 
 def _value_at(text: str, pos: int) -> tuple[Any, int]:
     try:
-        return _scan_once(text, pos)
+        return scan_once(text, pos)
     except StopIteration:  # the scanner's way of saying "no value here"
-        raise _NotJson(f"expected a value at {pos}") from None
+        raise NotJson(f"expected a value at {pos}") from None
     except (ValueError, RecursionError) as exc:
-        raise _NotJson(str(exc)) from exc
+        raise NotJson(str(exc)) from exc
 
 
 def _expect_end(text: str, pos: int) -> None:
     if _skip(text, pos) != len(text):
-        raise _NotJson(f"extra data at {pos}")
+        raise NotJson(f"extra data at {pos}")
 
 
 def json_kind(text: str) -> Literal["array", "object"] | None:
@@ -98,12 +101,12 @@ def _walk(text: str, kind: Literal["array", "object"]) -> Iterator[tuple[int, An
     Each comes as `(start, item, end)`: an array's entry, or an object's `(key, value)`.
 
     Raises:
-        _NotJson: `text` is not a JSON `kind` (raised when the iteration reaches the fault).
+        NotJson: `text` is not a JSON `kind` (raised when the iteration reaches the fault).
     """
     opener, closer, after_item = ("[", "]", _AFTER_ENTRY) if kind == "array" else _OBJECT
     pos = _skip(text, 0)
     if not text.startswith(opener, pos):
-        raise _NotJson(f"not an {kind}")
+        raise NotJson(f"not an {kind}")
     pos = _skip(text, pos + 1)
     if text.startswith(closer, pos):
         _expect_end(text, pos + 1)
@@ -120,7 +123,7 @@ def _walk(text: str, kind: Literal["array", "object"]) -> Iterator[tuple[int, An
             continue
         after = after_item.match(text, pos)
         if after is None:
-            raise _NotJson(f"expected ',' or '{closer}' at {pos}")
+            raise NotJson(f"expected ',' or '{closer}' at {pos}")
         pos = after.end()
         if after.group(1) == closer:
             _expect_end(text, pos)
@@ -132,14 +135,14 @@ _OBJECT = ("{", "}", _AFTER_MEMBER)
 
 def _member_at(text: str, pos: int) -> tuple[tuple[str, Any], int]:
     if not text.startswith('"', pos):
-        raise _NotJson(f"expected a key at {pos}")
+        raise NotJson(f"expected a key at {pos}")
     try:
-        key, pos = _scan_string(text, pos + 1, True)
+        key, pos = scan_string(text, pos + 1, True)
     except ValueError as exc:
-        raise _NotJson(str(exc)) from exc
+        raise NotJson(str(exc)) from exc
     colon = _COLON.match(text, pos)
     if colon is None:
-        raise _NotJson(f"expected ':' at {pos}")
+        raise NotJson(f"expected ':' at {pos}")
     value, pos = _value_at(text, colon.end())
     return (key, value), pos
 
@@ -148,7 +151,7 @@ def array_items(text: str) -> Iterator[Any]:
     """The entries of the JSON array `text`, parsed one at a time.
 
     Raises:
-        _NotJson: `text` is not a JSON array (raised when the iteration reaches the fault).
+        NotJson: `text` is not a JSON array (raised when the iteration reaches the fault).
     """
     for _, value, _ in _walk(text, "array"):
         yield value
@@ -161,7 +164,7 @@ def array_points(text: str, every: int, span: int) -> tuple[int, list[tuple[int,
     characters have passed since the last one.
 
     Raises:
-        _NotJson: `text` is not a JSON array.
+        NotJson: `text` is not a JSON array.
     """
     points: list[tuple[int, int]] = []
     count, last_count, last_pos = 0, -every, -span
@@ -179,7 +182,7 @@ def entries_at(text: str, pos: int = 0) -> Iterator[Any]:
     `text` is a run of entries cut out of an array at an entry's start (an index point).
 
     Raises:
-        _NotJson: An entry or a separator is not JSON.
+        NotJson: An entry or a separator is not JSON.
     """
     pos = _skip(text, pos)
     while pos < len(text) and not text.startswith("]", pos):
@@ -189,7 +192,7 @@ def entries_at(text: str, pos: int = 0) -> Iterator[Any]:
         if after is None:
             if _skip(text, pos) == len(text):
                 return
-            raise _NotJson(f"expected ',' or ']' at {pos}")
+            raise NotJson(f"expected ',' or ']' at {pos}")
         pos = after.end() if after.group(1) == "," else after.start(1)
 
 
@@ -197,7 +200,7 @@ def object_members(text: str) -> Iterator[tuple[str, Any]]:
     """The members of the JSON object `text` in order, each value parsed as it comes.
 
     Raises:
-        _NotJson: `text` is not a JSON object (raised when the iteration reaches the fault).
+        NotJson: `text` is not a JSON object (raised when the iteration reaches the fault).
     """
     for _, member, _ in _walk(text, "object"):
         yield member
@@ -332,7 +335,7 @@ def _scan_shape(text: str, head: int) -> JsonShape:
     try:
         return JsonShape("json_scalar", 1, [loads_json(text)])
     except ValueError as exc:
-        raise _NotJson(str(exc)) from exc
+        raise NotJson(str(exc)) from exc
 
 
 def json_shape(text: str, head: int) -> JsonShape | None:
@@ -344,7 +347,7 @@ def json_shape(text: str, head: int) -> JsonShape | None:
         return None
     try:
         return _scan_shape(text, head)
-    except _NotJson:
+    except NotJson:
         return None
 
 
@@ -377,7 +380,7 @@ def content_shape(content: StructuredContent, head: int) -> JsonShape:
     if shape is None:
         try:
             shape = _scan_shape(content.json_text, head)
-        except _NotJson as exc:
+        except NotJson as exc:
             raise BlobError(f"the content is not valid JSON: {exc}") from exc
     content._shape = shape  # pyright: ignore[reportPrivateUsage]
     return shape

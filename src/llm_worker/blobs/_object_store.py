@@ -264,9 +264,21 @@ class ObjectBlobStore:
             InvalidBlobIdError: `blob_id` is not a blob id.
             BlobError: It could not be read (also raised by the iteration).
         """
+        return await self._stream(blob_id, ".txt")
+
+    async def stream_json(self, blob_id: str) -> AsyncGenerator[bytes, None] | None:
+        """The UTF-8 bytes of a JSON blob in chunks of about 1 MiB, or `None` if not JSON.
+
+        Raises:
+            InvalidBlobIdError: `blob_id` is not a blob id.
+            BlobError: It could not be read (also raised by the iteration).
+        """
+        return await self._stream(blob_id, ".json")
+
+    async def _stream(self, blob_id: str, suffix: str) -> AsyncGenerator[bytes, None] | None:
         key = parse_blob_id(blob_id)
         try:
-            result = await self._obs.get_async(self._store, f"{key}.txt")
+            result = await self._obs.get_async(self._store, f"{key}{suffix}")
         except FileNotFoundError as exc:
             _raise_if_no_container(exc, self._where)
             return None

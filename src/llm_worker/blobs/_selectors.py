@@ -175,10 +175,12 @@ RESERVE = 1_000
 class Body:
     """A rendered selection: items (lines, entries) joined by newlines.
 
-    `text` holds the whole selection when `complete`, else at least its first offset +
-    budget + 1 characters. `first` numbers its first item (None: items are not addressable).
-    `resume(k)` is the selector for items k.. of the selection; `page(n)` the selector for the
-    selection from its character n.
+    `text` holds the selection from its character `start[0]` on: to its end when `complete`,
+    else at least to its character offset + budget + 1. `start` also says how many newlines
+    come before that character and where the last of them is (-1: none), so a reader that
+    skipped the selection's beginning still numbers items. `first` numbers its first item
+    (None: items are not addressable). `resume(k)` is the selector for items k.. of the
+    selection; `page(n)` the selector for the selection from its character n.
     """
 
     title: str
@@ -189,27 +191,30 @@ class Body:
     page: Callable[[int], str]
     resume: Callable[[int], str] | None = None
     notes: list[str] = field(default_factory=lambda: [])
+    start: tuple[int, int, int] = (0, 0, -1)
 
 
 def _page(body: Body, offset: int, budget: int) -> tuple[str, str | None]:
     """The part of `body` to show from `offset`, and the note on what was cut, if anything."""
-    text = body.text
-    if offset and offset >= len(text) and body.complete:
-        raise ToolError(f"@{offset} is past the end of this selection ({len(text)} characters)")
-    rest = text[offset : offset + budget + 1]
+    text, (base, lines, newline) = body.text, body.start
+    size = base + len(text)
+    if offset and offset >= size and body.complete:
+        raise ToolError(f"@{offset} is past the end of this selection ({size} characters)")
+    rest = text[offset - base : offset - base + budget + 1]
     if len(rest) <= budget and body.complete:
         return rest, None
     head = rest[:budget]
     cut = head.rfind("\n")
     shown = head[:cut] if cut > 0 else head  # end at an item boundary when one is in reach
     end = offset + len(shown)
-    item = None if body.first is None else body.first + text.count("\n", 0, end)
+    item = None if body.first is None else body.first + lines + text.count("\n", 0, end - base)
     if cut > 0:
         where = f", up to the end of {body.unit} {item}" if item is not None else ""
         resume = body.resume(item + 1) if body.resume and item is not None else None
         following = resume or body.page(end + 1)
     else:
-        at = end - (text.rfind("\n", 0, end) + 1)
+        last = text.rfind("\n", 0, end - base)
+        at = end - ((base + last if last >= 0 else newline) + 1)
         where = f", inside {body.unit} {item} after its character {at}" if item is not None else ""
         following = body.page(end)
     return shown, (

@@ -44,6 +44,7 @@ _log = logging.getLogger("llm_worker.blobs")
 __all__ = (
     "BlobStore",
     "FsBlobStore",
+    "JsonStreamStore",
     "MemoryBlobStore",
     "TextStreamStore",
     "externalize",
@@ -94,6 +95,24 @@ class TextStreamStore(Protocol):
         """The UTF-8 bytes of the text blob `blob_id` in chunks.
 
         Returns `None` when it is not a text blob (a JSON blob, or none).
+
+        Raises:
+            InvalidBlobIdError: `blob_id` is not a blob id.
+        """
+        ...
+
+
+@runtime_checkable
+class JsonStreamStore(Protocol):
+    """Optional for a store: stream a JSON blob's bytes.
+
+    `inspect` then pages through an array without loading it, however large its entries.
+    """
+
+    async def stream_json(self, blob_id: str) -> AsyncGenerator[bytes, None] | None:
+        """The UTF-8 bytes of the JSON blob `blob_id` in chunks.
+
+        Returns `None` when it is not a JSON blob (a text blob, or none).
 
         Raises:
             InvalidBlobIdError: `blob_id` is not a blob id.
@@ -272,8 +291,22 @@ class FsBlobStore:
             InvalidBlobIdError: `blob_id` is not a blob id.
             BlobError: The file could not be read (raised by the iteration).
         """
+        return await self._stream(blob_id, ".txt")
+
+    async def stream_json(self, blob_id: str) -> AsyncGenerator[bytes, None] | None:
+        """The UTF-8 bytes of a JSON blob in chunks of 1 MiB, or `None` if it is not JSON.
+
+        As `stream_text`, for a JSON blob.
+
+        Raises:
+            InvalidBlobIdError: `blob_id` is not a blob id.
+            BlobError: The file could not be read (raised by the iteration).
+        """
+        return await self._stream(blob_id, ".json")
+
+    async def _stream(self, blob_id: str, suffix: str) -> AsyncGenerator[bytes, None] | None:
         key = parse_blob_id(blob_id)
-        path = self._path(key, ".txt")
+        path = self._path(key, suffix)
         if not await anyio.to_thread.run_sync(path.is_file):
             return None
         return _read_chunks(path, key)
