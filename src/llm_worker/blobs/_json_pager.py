@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import codecs
 import re
-from json.encoder import encode_basestring  # pyright: ignore[reportUnknownVariableType]
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring  # pyright: ignore[reportUnknownVariableType]
 from typing import Any
 
 from llm_worker.blobs._json_scan import NotJson, dumps_json, scan_once, scan_string, type_name
@@ -239,8 +239,11 @@ def _string(src: _Source, out: _Sink) -> None:
 
 
 def _escaped(piece: str) -> str:
-    """A run of a string's JSON text as `dumps_json` escapes it (orjson and the standard
-    library escape strings alike; orjson reserves six bytes a character, the other not)."""
+    """A run of a string's JSON text, escaped as `dumps_json` escapes it.
+
+    orjson and the standard library escape strings alike; orjson reserves six bytes a
+    character for it, the standard library does not.
+    """
     if "\\" not in piece:  # nothing to unescape: only a control character needs escaping
         if _CONTROL.search(piece):
             raise NotJson("a control character in a string")
