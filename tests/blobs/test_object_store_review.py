@@ -478,23 +478,19 @@ async def test_a_bad_setting_is_refused_before_anything_is_stored(
 
 
 @pytest.mark.parametrize("kind", ["fs", "object-local"])
+@pytest.mark.parametrize("deep", [False, True])  # the first page, or one near the entry's end
 async def test_a_huge_array_entry_is_paged_in_bounded_memory(
-    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+    kind: str, deep: bool, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    import tracemalloc
-
-    from support.blob_stores import make_store
+    from support.blob_stores import make_store, traced_peak
 
     store = make_store(kind, tmp_path, request)
     entry = 8 << 20
     blob_id = await store.store(Content.Structured([{"big": "y" * entry}, 1, 2]))
-    tracemalloc.start()
-    try:
-        out = await inspect(store, blob_id, "slice:0..1")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert '{"big":"yyy' in out
+    at = entry - 100_000 if deep else 0
+    out, peak = await traced_peak(inspect(store, blob_id, f"slice:0..1@{at}"))
+    assert ("y" * 10_000 if deep else '{"big":"yyy') in out
+    assert f'Next part: selector "slice:0..1@{at + 15_000}"' in out
     assert peak < 4 * entry, f"peak {peak >> 20} MiB for an entry of {entry >> 20} MiB"
 
 

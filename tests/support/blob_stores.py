@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import tracemalloc
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -21,6 +24,17 @@ def need(module: str) -> None:
 
 
 _counter = iter(range(1 << 30))
+_T = TypeVar("_T")
+
+
+async def traced_peak(action: Awaitable[_T]) -> tuple[_T, int]:
+    """What `action` returns, and the most Python memory it held at once (bytes)."""
+    tracemalloc.start()
+    try:
+        out = await action
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def make_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> BlobStore:
