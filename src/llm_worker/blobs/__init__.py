@@ -2,7 +2,8 @@
 
 Owns `ToolOutput` and `Content` (`_output`), the `BlobStore` protocol, the memory and folder
 stores and `externalize` (`_store`), the summaries a model reads in place of a stored output
-(`_summaries`), JSON scanned entry by entry (`_json_scan`), and the `inspect` tool
+(`_summaries`), JSON scanned entry by entry (`_json_scan`) and an array paged from a stream
+in bounded memory however large its entries (`_json_pager`), and the `inspect` tool
 (`_inspect`) with its selectors (`_selectors`) and its readers of text and JSON
 (`_inspect_text`, `_inspect_json`, and `_inspect_window` through a blob's index, `_index`);
 `ObjectBlobStore` (`_object_store`) keeps blobs in an object store through obstore, imported
@@ -32,6 +33,7 @@ from llm_worker.blobs._output import (
 from llm_worker.blobs._store import (
     BlobStore,
     FsBlobStore,
+    JsonStreamStore,
     MemoryBlobStore,
     TextStreamStore,
     externalize,
@@ -47,6 +49,7 @@ __all__ = (
     "IndexedBlobStore",
     "InlineOutput",
     "InspectTool",
+    "JsonStreamStore",
     "JsonValue",
     "MemoryBlobStore",
     "ObjectBlobStore",

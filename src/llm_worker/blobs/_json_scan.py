@@ -34,7 +34,6 @@ __all__ = (
     "describe",
     "dict_or_none",
     "dumps_json",
-    "entries_at",
     "json_kind",
     "json_shape",
     "key_text",
@@ -95,10 +94,10 @@ def json_kind(text: str) -> Literal["array", "object"] | None:
     return "array" if first == "[" else "object" if first == "{" else None
 
 
-def _walk(text: str, kind: Literal["array", "object"]) -> Iterator[tuple[int, Any, int]]:
+def _walk(text: str, kind: Literal["array", "object"]) -> Iterator[tuple[int, Any]]:
     """The top-level entries (or members) of the JSON array (or object) `text`, in order.
 
-    Each comes as `(start, item, end)`: an array's entry, or an object's `(key, value)`.
+    Each comes as `(start, item)`: an array's entry, or an object's `(key, value)`.
 
     Raises:
         NotJson: `text` is not a JSON `kind` (raised when the iteration reaches the fault).
@@ -115,7 +114,7 @@ def _walk(text: str, kind: Literal["array", "object"]) -> Iterator[tuple[int, An
     while True:
         start = pos
         item, pos = item_at(text, pos)
-        yield start, item, pos
+        yield start, item
         if text.startswith(",", pos):  # compact JSON: no regex needed
             pos += 1
             if text[pos : pos + 1] in _SPACES:
@@ -153,7 +152,7 @@ def array_items(text: str) -> Iterator[Any]:
     Raises:
         NotJson: `text` is not a JSON array (raised when the iteration reaches the fault).
     """
-    for _, value, _ in _walk(text, "array"):
+    for _, value in _walk(text, "array"):
         yield value
 
 
@@ -168,32 +167,12 @@ def array_points(text: str, every: int, span: int) -> tuple[int, list[tuple[int,
     """
     points: list[tuple[int, int]] = []
     count, last_count, last_pos = 0, -every, -span
-    for pos, _, _ in _walk(text, "array"):
+    for pos, _ in _walk(text, "array"):
         if count - last_count >= every or pos - last_pos >= span:
             points.append((count, pos))
             last_count, last_pos = count, pos
         count += 1
     return count, points
-
-
-def entries_at(text: str, pos: int = 0) -> Iterator[Any]:
-    """The array entries in `text` from `pos` on, up to its end or a closing `]`.
-
-    `text` is a run of entries cut out of an array at an entry's start (an index point).
-
-    Raises:
-        NotJson: An entry or a separator is not JSON.
-    """
-    pos = _skip(text, pos)
-    while pos < len(text) and not text.startswith("]", pos):
-        value, pos = _value_at(text, pos)
-        yield value
-        after = _AFTER_ENTRY.match(text, pos)
-        if after is None:
-            if _skip(text, pos) == len(text):
-                return
-            raise NotJson(f"expected ',' or ']' at {pos}")
-        pos = after.end() if after.group(1) == "," else after.start(1)
 
 
 def object_members(text: str) -> Iterator[tuple[str, Any]]:
@@ -202,7 +181,7 @@ def object_members(text: str) -> Iterator[tuple[str, Any]]:
     Raises:
         NotJson: `text` is not a JSON object (raised when the iteration reaches the fault).
     """
-    for _, member, _ in _walk(text, "object"):
+    for _, member in _walk(text, "object"):
         yield member
 
 
