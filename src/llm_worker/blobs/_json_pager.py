@@ -266,6 +266,42 @@ def _before_high_surrogate(buf: str, start: int, end: int) -> int:
     return end
 
 
+_SLOW = object()  # `_quick` could not take the entry
+_SPACES = frozenset(" \t\n\r")
+
+
+def _next_char(src: _Source) -> str:
+    # The common case, an entry right after a comma, without a regex.
+    buf, pos = src.buf, src.pos
+    if pos < len(buf) and buf[pos] not in _SPACES:
+        return buf[pos]
+    return src.ahead()
+
+
+def _quick(src: _Source) -> Any:
+    """The entry at the position, if it ends inside the buffer; else `_SLOW`."""
+    try:
+        value, end = scan_once(src.buf, src.pos)
+    except (StopIteration, ValueError, RecursionError):
+        return _SLOW  # cut by the buffer's end, huge, or not JSON: `_value` tells which
+    if end >= len(src.buf):
+        return _SLOW  # a number may go on in the next chunk
+    src.pos = end
+    return value
+
+
+def _separator(src: _Source, at: int) -> None:
+    buf, pos = src.buf, src.pos
+    if pos < len(buf) and buf[pos] == ",":
+        src.pos = pos + 1
+        return
+    char = src.ahead()
+    if char == ",":
+        src.pos += 1
+    elif char not in ("]", ""):
+        raise NotJson(f"expected ',' or ']' after entry {at - 1}")
+
+
 @dataclass(slots=True)
 class Paged:
     """What `page_entries` read.
@@ -324,21 +360,23 @@ def _page_entries(
     page = PageText(*window)
     first: Any = None
     rendered = 0
-    while (char := src.ahead()) not in ("]", ""):
+    while (char := _next_char(src)) not in ("]", ""):
         if not to_the_end and (at >= high or page.full):
             break
         wanted = low <= at < high and not page.full
         if wanted and rendered:
             page.newline()
-        keys: dict[str, Any] | None = {} if at == 0 else None
-        value = _value(src, _Sink(page if wanted else None), keys)
-        first = (keys if keys and char == "{" else value) if at == 0 else first
+        value = _quick(src)
+        if value is _SLOW:
+            keys: dict[str, Any] | None = {} if at == 0 else None
+            value = _value(src, _Sink(page if wanted else None), keys)
+            value = keys if keys and char == "{" else value
+        elif wanted:
+            page.write(dumps_json(value))
+        first = value if at == 0 else first
         rendered += wanted and not page.full
         at += 1
-        if src.ahead() == ",":
-            src.pos += 1
-        elif src.ahead() not in ("]", ""):
-            raise NotJson(f"expected ',' or ']' after entry {at - 1}")
+        _separator(src, at)
     if number is None and to_the_end:
         src.expect("]")
         if src.ahead():
