@@ -1,17 +1,21 @@
 """Encoding cost of the web protocols, per event, as a ratio to `Worker.stream` alone.
 
-Run: `uv run python benchmarks/bench_ui.py`
+Run: `uv run python benchmarks/bench_ui.py [--rounds 9] [--turns 20]`
 
 The same scripted turn as bench_worker.py (3 requests, 4 tool calls, ~1,500 streamed deltas,
 through `ScriptedClient`: no network noise) is read three ways: the bare `Worker.stream`, the
 stream encoded as the Vercel AI SDK UI message stream (`to_vercel_stream`: SSE text, one
-JSON object per chunk), and as AG-UI events (`to_agui_events`). Target: <= 1.3x. CPU time,
-best of 5.
+JSON object per chunk), and as AG-UI events (`to_agui_events`). Target: <= 1.3x. CPU time
+per turn, the three subjects measured in turn in each round; the ratio is each round's own
+(encoded / bare), the median over rounds reported with its range.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import gc
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -56,28 +60,45 @@ async def agui() -> int:
     return n
 
 
-async def cpu_of(fn: Any, rounds: int = 20) -> float:
-    best = float("inf")
-    for _ in range(5):
-        start = time.process_time()
-        for _ in range(rounds):
-            await fn()
-        best = min(best, time.process_time() - start)
-    return best / rounds
+async def cpu_of(fn: Any, turns: int) -> float:
+    gc.collect()  # each subject starts from a clean heap, not with the previous one's garbage
+    start = time.process_time()
+    for _ in range(turns):
+        await fn()
+    return (time.process_time() - start) / turns
 
 
-async def main() -> None:
+async def main(rounds: int, turns: int) -> None:
     events = await bare()
-    chunks, agui_events = await vercel(), await agui()
-    base = await cpu_of(bare)
-    print(f"Worker.stream: {events} events, {base * 1e3:.2f} ms per turn")
-    for name, fn, count in (("Vercel UI stream", vercel, chunks), ("AG-UI", agui, agui_events)):
-        cost = await cpu_of(fn)
+    counts = {"Vercel UI stream": await vercel(), "AG-UI": await agui()}
+    subjects = {"Worker.stream": bare, "Vercel UI stream": vercel, "AG-UI": agui}
+    costs: dict[str, list[float]] = {name: [] for name in subjects}
+    ratios: dict[str, list[float]] = {name: [] for name in counts}
+    order = list(subjects)
+    for n in range(rounds):
+        # Interleaved, so a busy spell on the machine hits all three alike, and in a rotating
+        # order: whichever subject runs right after another pays for some of its leftovers.
+        turn = order[n % 3 :] + order[: n % 3]
+        cost = {name: await cpu_of(subjects[name], turns) for name in turn}
+        for name, value in cost.items():
+            costs[name].append(value)
+        for name in counts:
+            ratios[name].append(cost[name] / cost["Worker.stream"])
+    base = statistics.median(costs["Worker.stream"])
+    print(f"Worker.stream: {events} events, {base * 1e3:.2f} ms per turn (median)")
+    for name, count in counts.items():
+        ratio = statistics.median(ratios[name])
+        extra = (statistics.median(costs[name]) - base) / events * 1e6
         print(
-            f"{name}: {count} SSE events, {cost * 1e3:.2f} ms per turn, ratio {cost / base:.2f} "
-            f"({(cost - base) / events * 1e6:.2f} µs per Worker event)"
+            f"{name}: {count} SSE events, {statistics.median(costs[name]) * 1e3:.2f} ms per turn, "
+            f"ratio {ratio:.2f} (rounds {min(ratios[name]):.2f}-{max(ratios[name]):.2f}; "
+            f"{extra:.2f} µs per Worker event)"
         )
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=9, help="rounds (the median is reported)")
+    parser.add_argument("--turns", type=int, default=20, help="turns per subject and round")
+    args = parser.parse_args()
+    asyncio.run(main(args.rounds, args.turns))

@@ -10,10 +10,8 @@ and outcome: success, an interrupt per call waiting for approval, or cancelled.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Collection
-from typing import Any, cast
-
-import orjson
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection
+from typing import Any, ClassVar
 
 from llm_worker.blobs import StoredOutput
 from llm_worker.events import (
@@ -33,11 +31,11 @@ from llm_worker.events import (
 from llm_worker.messages import Message, Origin, Part, ThinkingPart, ToolUsePart
 from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
 from llm_worker.ui._agui_messages import encrypted, messages_to_agui
+from llm_worker.ui._encoder import BlockEncoder, OpenBlock, sse
 from llm_worker.ui._errors import ErrorText, error_code, error_text
 from llm_worker.ui._parts import opaque
-from llm_worker.worker._assembler import Assembler
 
-__all__ = ("HEADERS", "AGUIEncoder", "to_agui_events")
+__all__ = ("HEADERS", "AGUIEncoder", "sse", "to_agui_events")
 
 HEADERS = {
     "content-type": "text/event-stream",
@@ -47,18 +45,10 @@ HEADERS = {
 """The response headers of an AG-UI event stream."""
 
 Event = dict[str, Any]
-_TEXT_CONTENT = 'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"'
-_REASONING_CONTENT = 'data: {"type":"REASONING_MESSAGE_CONTENT","messageId":"'
-_DELTA_FIELD = '","delta":'
 _APPROVAL = "approval_"
 
 
-def sse(event: Event) -> str:
-    """One AG-UI event as an SSE event."""
-    return "data: " + orjson.dumps(event).decode() + "\n\n"
-
-
-class AGUIEncoder:
+class AGUIEncoder(BlockEncoder):
     """Turns one run's events into AG-UI events.
 
     Args:
@@ -72,6 +62,21 @@ class AGUIEncoder:
         skip: How many of the run's first messages `history` holds already (the run's input).
     """
 
+    __slots__ = (
+        "_frontend",
+        "_history",
+        "_skip",
+        "_step",
+        "_text_used",
+        "_token",
+        "run_id",
+        "thread_id",
+    )
+
+    _TEXT_HEAD = 'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"'
+    _REASONING_HEAD = 'data: {"type":"REASONING_MESSAGE_CONTENT","messageId":"'
+    _SKIP_EMPTY = True
+
     def __init__(
         self,
         thread_id: str,
@@ -82,14 +87,11 @@ class AGUIEncoder:
         history: list[dict[str, Any]] | None = None,
         skip: int = 0,
     ) -> None:
+        super().__init__(origin)
         self._skip = skip
         self.thread_id, self.run_id = thread_id, run_id
-        self._origin = origin
         self._frontend = frozenset(frontend_tools)
         self._history = history or []
-        self._asm = Assembler(origin)
-        self._open: dict[int, tuple[BlockType, str]] = {}
-        self._chars: dict[int, int] = {}  # characters of text streamed per open block
         self._step = 0
         self._text_used = False
         # Our own ids, never the client's: the fast path writes them into JSON unescaped.
@@ -103,10 +105,10 @@ class AGUIEncoder:
         """The events that open the run."""
         return [{"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}]
 
-    def encode(self, event: object) -> list[Event]:
-        """The AG-UI events of one run event."""
-        handler = _DISPATCH.get(type(event))
-        return [] if handler is None else handler(self, event)
+    def error(self, exc: BaseException, on_error: ErrorText | None = None) -> list[Event]:
+        """The event that ends a run that raised (its text from `on_error`, see `error_text`)."""
+        message = error_text(exc, on_error)
+        return [{"type": "RUN_ERROR", "message": message, "code": error_code(exc)}]
 
     def _result_ready(self, event: ToolResultReady) -> list[Event]:
         return self._result(event)
@@ -114,63 +116,29 @@ class AGUIEncoder:
     def _run_completed(self, event: RunCompleted) -> list[Event]:
         return self.finish(event.result)
 
-    def _block(self, event: BlockStart | BlockStop | BlockAbort | UsageEvent) -> list[Event]:
-        parts = self._asm.parts
-        before = len(parts)
-        if isinstance(event, BlockStop | BlockAbort) and (chars := self._chars.pop(event.index, 0)):
-            # The text's length stands in for it: the part is made exactly when the Worker
-            # makes it (a non-empty text), and AG-UI's layout gets the real length.
-            self._asm.feed(BlockDelta(event.index, TextDelta(" " * chars)))
+    def _usage(self, event: UsageEvent) -> list[Event]:
         self._asm.feed(event)
-        if isinstance(event, BlockStart):
-            return self._start(event)
-        if isinstance(event, BlockStop | BlockAbort):
-            # The part this stop finished, if it made one (an empty text block makes none).
-            return self._stop(event.index, parts[-1] if len(parts) > before else None)
         return []
 
-    def fast_delta(self, event: BlockDelta) -> str | None:
-        """The SSE event of a text or reasoning delta of an open block, written directly.
-
-        `None` for anything else (then use `encode`): the hot path skips the event dict.
-        """
-        delta = event.delta
-        kind = type(delta)
-        if kind is TextDelta:
-            head = _TEXT_CONTENT
-        elif kind is ThinkingDelta:
-            head = _REASONING_CONTENT
-        else:
-            return None
-        text = cast("TextDelta | ThinkingDelta", delta).text  # the type was checked above
-        block = self._open.get(event.index)
-        if block is None or not text:
-            return None
-        if kind is TextDelta:
-            self._chars[event.index] = self._chars.get(event.index, 0) + len(text)
-        return head + block[1] + _DELTA_FIELD + orjson.dumps(text).decode() + "}\n\n"
-
-    def error(self, exc: BaseException, on_error: ErrorText | None = None) -> list[Event]:
-        """The event that ends a run that raised (its text from `on_error`, see `error_text`)."""
-        message = error_text(exc, on_error)
-        return [{"type": "RUN_ERROR", "message": message, "code": error_code(exc)}]
+    def _block(self, event: BlockStart | BlockStop | BlockAbort) -> list[Event]:
+        if isinstance(event, BlockStart):
+            self._asm.feed(event)
+            meta = event.metadata
+            call = meta if isinstance(meta, ToolUseMetadata) else None
+            return self._open_block(event.index, event.block_type, call)
+        block, part = self._close(event)
+        return [] if block is None else self._stop(block, part)
 
     def _delta(self, event: BlockDelta) -> list[Event]:
         delta = event.delta
-        if not isinstance(delta, TextDelta | ThinkingDelta):
-            # The assembler is fed for opaque data and arguments only: the text is not needed
-            # (its length is counted, see `_block`).
-            self._asm.feed(event)
-        elif isinstance(delta, TextDelta):
-            self._chars[event.index] = self._chars.get(event.index, 0) + len(delta.text)
         opened: list[Event] = []
-        if event.index not in self._open and isinstance(delta, TextDelta | ThinkingDelta):
+        if event.index not in self._blocks and isinstance(delta, TextDelta | ThinkingDelta):
             kind = BlockType.TEXT if isinstance(delta, TextDelta) else BlockType.THINKING
             opened = self._open_block(event.index, kind, None)
-        block = self._open.get(event.index)
+        block = self._feed(event)
         if block is None:
             return opened
-        ident = block[1]
+        ident = block.ident
         if isinstance(delta, TextDelta) and delta.text:
             return [*opened, _content("TEXT_MESSAGE_CONTENT", ident, delta.text)]
         if isinstance(delta, ThinkingDelta) and delta.text:
@@ -179,26 +147,21 @@ class AGUIEncoder:
             return [{"type": "TOOL_CALL_ARGS", "toolCallId": ident, "delta": delta.partial_json}]
         return opened
 
-    def _start(self, event: BlockStart) -> list[Event]:
-        meta = event.metadata
-        call = meta if isinstance(meta, ToolUseMetadata) else None
-        return self._open_block(event.index, event.block_type, call)
-
     def _open_block(self, index: int, kind: BlockType, call: ToolUseMetadata | None) -> list[Event]:
         if kind is BlockType.TEXT:
             ident = self._message_id if not self._text_used else f"{self._message_id}-t{index}"
             self._text_used = True
-            self._open[index] = (kind, ident)
+            self._open(index, kind, ident)
             return [{"type": "TEXT_MESSAGE_START", "messageId": ident, "role": "assistant"}]
         if kind is BlockType.THINKING:
             ident = f"{self._message_id}-r{index}"
-            self._open[index] = (kind, ident)
+            self._open(index, kind, ident)
             return [
                 {"type": "REASONING_START", "messageId": ident},
                 {"type": "REASONING_MESSAGE_START", "messageId": ident, "role": "reasoning"},
             ]
         if call is not None:
-            self._open[index] = (kind, call.id)
+            self._open(index, kind, call.id)
             return [
                 {
                     "type": "TOOL_CALL_START",
@@ -209,11 +172,8 @@ class AGUIEncoder:
             ]
         return []
 
-    def _stop(self, index: int, part: Part | None) -> list[Event]:
-        block = self._open.pop(index, None)
-        if block is None:
-            return []
-        kind, ident = block
+    def _stop(self, block: OpenBlock, part: Part | None) -> list[Event]:
+        kind, ident = block.kind, block.ident
         if kind is BlockType.TEXT:
             return [{"type": "TEXT_MESSAGE_END", "messageId": ident}]
         if kind is BlockType.THINKING:
@@ -230,14 +190,13 @@ class AGUIEncoder:
         name = f"request {self._step}"
         if event.status is ResponseStatus.STARTED:
             self._step += 1
-            self._asm = Assembler(self._origin)
-            self._open.clear()
-            self._chars.clear()
+            self._new_step()
             self._text_used = False
             return [{"type": "STEP_STARTED", "stepName": f"request {self._step}"}]
         out: list[Event] = []
-        for index in list(self._open):  # a broken-off answer: its blocks close here
-            out.extend(self._stop(index, None))
+        for block in list(self._blocks.values()):  # a broken-off answer: its blocks close here
+            out.extend(self._stop(block, None))
+        self._blocks.clear()
         if self._text_used or self._asm.calls:  # the client holds this step's message
             layout = messages_to_agui([Message("assistant", self._asm.parts)])[-1]
             out.append(
@@ -305,17 +264,16 @@ class AGUIEncoder:
             {"type": "success", "pendingToolCallIds": frontend} if frontend else {"type": "success"}
         )
 
-
-_DISPATCH: dict[type, Any] = {
-    BlockDelta: AGUIEncoder._delta,  # pyright: ignore[reportPrivateUsage]
-    BlockStart: AGUIEncoder._block,  # pyright: ignore[reportPrivateUsage]
-    BlockStop: AGUIEncoder._block,  # pyright: ignore[reportPrivateUsage]
-    BlockAbort: AGUIEncoder._block,  # pyright: ignore[reportPrivateUsage]
-    UsageEvent: AGUIEncoder._block,  # pyright: ignore[reportPrivateUsage]
-    StatusEvent: AGUIEncoder._status,  # pyright: ignore[reportPrivateUsage]
-    ToolResultReady: AGUIEncoder._result_ready,  # pyright: ignore[reportPrivateUsage]
-    RunCompleted: AGUIEncoder._run_completed,  # pyright: ignore[reportPrivateUsage]
-}
+    _HANDLERS: ClassVar[dict[type, Callable[[Any, Any], list[Event]]]] = {
+        BlockDelta: _delta,
+        BlockStart: _block,
+        BlockStop: _block,
+        BlockAbort: _block,
+        UsageEvent: _usage,
+        StatusEvent: _status,
+        ToolResultReady: _result_ready,
+        RunCompleted: _run_completed,
+    }
 
 
 def _interrupt(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -365,7 +323,7 @@ def _token_usage(usage: UsageEvent, origin: Origin) -> dict[str, Any]:
     return {"provider": origin.provider, "model": origin.model, **counts}
 
 
-async def to_agui_events(
+def to_agui_events(
     stream: AsyncIterable[object],
     *,
     thread_id: str,
@@ -392,15 +350,4 @@ async def to_agui_events(
         history=history,
         skip=skip,
     )
-    for event in encoder.start():
-        yield sse(event)
-    try:
-        async for item in stream:
-            if type(item) is BlockDelta and (fast := encoder.fast_delta(item)) is not None:
-                yield fast
-                continue
-            for event in encoder.encode(item):
-                yield sse(event)
-    except Exception as exc:  # the client shows the run's failure
-        for event in encoder.error(exc, on_error):
-            yield sse(event)
+    return encoder.sse_stream(stream, on_error)

@@ -7,10 +7,20 @@ fields into such a JSON object, and rebuilds the part from the visible fields an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from llm_worker.messages import MediaPart, Message, Part, ToolResultPart
+from llm_worker.messages import (
+    MediaPart,
+    Message,
+    Origin,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    ToolUsePart,
+)
 
 __all__ = ("KEY", "media_json", "opaque", "rebuild")
 
@@ -18,10 +28,67 @@ KEY = "llmWorker"
 """The key under which llm-worker's data travels in `providerMetadata` and custom fields."""
 
 _VISIBLE = frozenset({"type", "text", "id", "name", "input", "data"})
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+# Per part type, its hidden fields that hold a string, an `Origin` or nothing, in the order
+# `to_dict` writes them; a part with anything richer set (citations, a caller) takes the
+# general path. Both encoders read every part's hidden fields at least once (at its block's
+# stop), and the general path is a pydantic serialisation of a whole message (~6 µs).
+_PLAIN: dict[type, tuple[str, ...]] = {
+    TextPart: ("signature", "item_id", "origin", "phase"),
+    ThinkingPart: ("signature", "redacted", "item_id", "origin"),
+    ToolUsePart: ("signature", "item_id", "origin"),
+}
 
 
 def opaque(part: Part) -> dict[str, Any]:
     """The part's fields a front end does not show (empty ones left out)."""
+    names = _PLAIN.get(type(part))
+    if names is None or _rich(part):
+        return _serialised(part)
+    fields: dict[str, Any] = {}
+    for name in names:
+        value = getattr(part, name)
+        if value is None:
+            continue
+        if type(value) is str:
+            fields[name] = value
+        elif type(value) is Origin and type(value.provider) is str and type(value.model) is str:
+            fields[name] = {"provider": value.provider, "model": value.model}
+        else:
+            return _serialised(part)
+    return fields
+
+
+def _rich(part: Part) -> bool:
+    if isinstance(part, TextPart):
+        return bool(part.citations)
+    if isinstance(part, ToolUsePart):
+        # The general path also checks that the input is JSON (and raises if not).
+        return part.caller is not None or not _json_data(part.input)
+    return False
+
+
+def _json_data(value: object) -> bool:
+    """Whether a value is plain JSON data: dicts with string keys, lists, strings, numbers."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key, inner in cast("dict[object, object]", item).items():
+                if type(key) is not str:
+                    return False
+                stack.append(inner)
+        elif kind is list:
+            stack.extend(cast("list[object]", item))
+        elif kind not in _LEAVES or (kind is float and not math.isfinite(cast(float, item))):
+            return False
+    return True
+
+
+def _serialised(part: Part) -> dict[str, Any]:
     content: list[Any] = Message("assistant", [part]).to_dict()["content"]
     fields: dict[str, Any] = content[0]
     return {k: v for k, v in fields.items() if k not in _VISIBLE and v not in (None, [], {})}

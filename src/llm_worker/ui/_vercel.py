@@ -9,8 +9,8 @@ its end in `providerMetadata.llmWorker`, so `messages_from_ui` rebuilds the exac
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Collection
-from typing import Any, cast
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection
+from typing import Any, ClassVar
 
 import orjson
 
@@ -33,9 +33,9 @@ from llm_worker.events import (
 from llm_worker.messages import Origin, Part, ProviderPart, TextPart, ThinkingPart, ToolUsePart
 from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
 from llm_worker.tools import ToolResult
+from llm_worker.ui._encoder import BlockEncoder, sse
 from llm_worker.ui._errors import ErrorText, error_text
 from llm_worker.ui._parts import KEY, media_json, opaque
-from llm_worker.worker._assembler import Assembler
 
 __all__ = ("HEADERS", "VercelEncoder", "sse", "to_vercel_stream", "usage_dict")
 
@@ -56,22 +56,8 @@ _FINISH = {
     StopReason.CONTENT_FILTER: "content-filter",
     StopReason.REFUSAL: "content-filter",
 }
-_DONE = "data: [DONE]\n\n"
-_OUTPUT_FIELDS = {
-    "tool-output-available": ("providerMetadata",),
-    "tool-output-error": ("providerMetadata",),
-}
-# Our text and reasoning ids are ASCII letters, digits and `_`: safe inside a JSON string.
-_TEXT_DELTA = 'data: {"type":"text-delta","id":"'
-_REASONING_DELTA = 'data: {"type":"reasoning-delta","id":"'
-_DELTA_FIELD = '","delta":'
 
 Chunk = dict[str, Any]
-
-
-def sse(chunk: Chunk) -> str:
-    """One chunk as an SSE event."""
-    return "data: " + orjson.dumps(chunk).decode() + "\n\n"
 
 
 def usage_dict(usage: UsageEvent) -> dict[str, int]:
@@ -90,7 +76,7 @@ def _usage_items(usage: UsageEvent) -> list[tuple[str, int | None]]:
     ]
 
 
-class VercelEncoder:
+class VercelEncoder(BlockEncoder):
     """Turns one run's events into UI message chunks; feed it with `encode(event)`.
 
     Args:
@@ -102,18 +88,12 @@ class VercelEncoder:
         frontend: Names of tools the browser runs: their pending calls ask no approval.
     """
 
-    __slots__ = (
-        "_asm",
-        "_chars",
-        "_denied",
-        "_frontend",
-        "_ids",
-        "_n",
-        "_origin",
-        "_step_usage",
-        "_token",
-        "message_id",
-    )
+    __slots__ = ("_denied", "_frontend", "_n", "_step_usage", "_token", "message_id")
+
+    # Our text and reasoning ids are ASCII letters, digits and `_`: safe inside a JSON string.
+    _TEXT_HEAD = 'data: {"type":"text-delta","id":"'
+    _REASONING_HEAD = 'data: {"type":"reasoning-delta","id":"'
+    _DONE = "data: [DONE]\n\n"
 
     def __init__(
         self,
@@ -123,13 +103,10 @@ class VercelEncoder:
         denied: Collection[str] = (),
         frontend: Collection[str] = (),
     ) -> None:
+        super().__init__(origin)
         self._frontend = frozenset(frontend)
         self.message_id = message_id
-        self._origin = origin
         self._denied = frozenset(denied)
-        self._asm = Assembler(origin)
-        self._ids: dict[int, str] = {}
-        self._chars: dict[int, int] = {}  # characters of text streamed per open block
         self._n = 0
         self._step_usage = UsageEvent()
         # Our own ids, never the client's: the fast path writes them into JSON unescaped.
@@ -138,59 +115,6 @@ class VercelEncoder:
     def start(self) -> list[Chunk]:
         """The chunks that open the stream."""
         return [{"type": "start", "messageId": self.message_id}]
-
-    def encode(self, event: object) -> list[Chunk]:
-        """The chunks of one run event (none for events the protocol has no place for)."""
-        handler = _DISPATCH.get(type(event))
-        return [] if handler is None else handler(self, event)
-
-    def _block(self, event: BlockStart | BlockStop | BlockAbort) -> list[Chunk]:
-        parts = self._asm.parts
-        before = len(parts)
-        if isinstance(event, BlockStop | BlockAbort) and (chars := self._chars.pop(event.index, 0)):
-            # The text's length stands in for it: the part is made exactly when the Worker
-            # makes it (a non-empty text), and AG-UI's layout gets the real length.
-            self._asm.feed(BlockDelta(event.index, TextDelta(" " * chars)))
-        self._asm.feed(event)
-        if isinstance(event, BlockStart):
-            return self._block_start(event)
-        if isinstance(event, BlockStop):
-            # The part this stop finished, if it made one (an empty text block makes none).
-            return self._block_stop(event, parts[-1] if len(parts) > before else None)
-        return self._block_abort(event)
-
-    def _usage(self, event: UsageEvent) -> list[Chunk]:
-        self._asm.feed(event)
-        self._step_usage = self._step_usage.updated(event)
-        return []
-
-    def _result_ready(self, event: ToolResultReady) -> list[Chunk]:
-        return self._result(event.result)
-
-    def _run_completed(self, event: RunCompleted) -> list[Chunk]:
-        return self._completed(event.result)
-
-    def fast_delta(self, event: BlockDelta) -> str | None:
-        """The SSE event of a text or reasoning delta, written directly; `None` otherwise.
-
-        The hot path: most events of a run are these, and skipping the chunk dict and the
-        generic encoding is what keeps the stream close to the bare run's cost.
-        """
-        delta = event.delta
-        kind = type(delta)
-        if kind is TextDelta:
-            head = _TEXT_DELTA
-        elif kind is ThinkingDelta:
-            head = _REASONING_DELTA
-        else:
-            return None
-        ident = self._ids.get(event.index)
-        if ident is None:
-            return None
-        text = cast("TextDelta | ThinkingDelta", delta).text  # the type was checked above
-        if kind is TextDelta:
-            self._chars[event.index] = self._chars.get(event.index, 0) + len(text)
-        return head + ident + _DELTA_FIELD + orjson.dumps(text).decode() + "}\n\n"
 
     def error(self, exc: BaseException, on_error: ErrorText | None = None) -> list[Chunk]:
         """The chunks that end a run that raised (its text from `on_error`, see `error_text`)."""
@@ -203,35 +127,54 @@ class VercelEncoder:
             {"type": "finish", "finishReason": "error"},
         ]
 
-    def _id(self, index: int, prefix: str) -> str:
+    def _block(self, event: BlockStart | BlockStop | BlockAbort) -> list[Chunk]:
+        if isinstance(event, BlockStart):
+            self._asm.feed(event)
+            return self._block_start(event)
+        block, part = self._close(event)
+        ident = None if block is None else block.ident
+        if isinstance(event, BlockStop):
+            return self._block_stop(event, ident, part)
+        return self._block_abort(event, ident)
+
+    def _usage(self, event: UsageEvent) -> list[Chunk]:
+        self._asm.feed(event)
+        self._step_usage = self._step_usage.updated(event)
+        return []
+
+    def _result_ready(self, event: ToolResultReady) -> list[Chunk]:
+        return self._result(event.result)
+
+    def _run_completed(self, event: RunCompleted) -> list[Chunk]:
+        return self._completed(event.result)
+
+    def _id(self, index: int, kind: BlockType) -> str:
         self._n += 1
-        ident = self._ids[index] = f"{prefix}_{self._token}_{self._n}"
+        prefix = "text" if kind is BlockType.TEXT else "reas"
+        ident = f"{prefix}_{self._token}_{self._n}"
+        self._open(index, kind, ident)
         return ident
 
     def _delta(self, event: BlockDelta) -> list[Chunk]:
         delta = event.delta
-        if not isinstance(delta, TextDelta | ThinkingDelta):
-            # The assembler is fed for opaque data and arguments only: the text is not needed
-            # (its length is counted, see `_block`).
-            self._asm.feed(event)
-        elif isinstance(delta, TextDelta):
-            self._chars[event.index] = self._chars.get(event.index, 0) + len(delta.text)
-        ident = self._ids.get(event.index)
-        if isinstance(delta, TextDelta):
-            if ident is None:  # a delta with no start: the event model's implicit start
-                ident = self._id(event.index, "text")
-                return [{"type": "text-start", "id": ident}, _text(ident, delta.text)]
-            return [{"type": "text-delta", "id": ident, "delta": delta.text}]
-        if isinstance(delta, ThinkingDelta):
-            if ident is None:
-                ident = self._id(event.index, "reas")
-                return [{"type": "reasoning-start", "id": ident}, _reasoning(ident, delta.text)]
-            return [{"type": "reasoning-delta", "id": ident, "delta": delta.text}]
-        if isinstance(delta, InputJsonDelta) and ident is not None:
+        opened: list[Chunk] = []
+        if event.index not in self._blocks and isinstance(delta, TextDelta | ThinkingDelta):
+            # A delta with no start: the event model's implicit start.
+            kind = BlockType.TEXT if isinstance(delta, TextDelta) else BlockType.THINKING
+            ident = self._id(event.index, kind)
+            opened = [
+                {"type": "text-start" if kind is BlockType.TEXT else "reasoning-start", "id": ident}
+            ]
+        block = self._feed(event)
+        if isinstance(delta, TextDelta) and block is not None:
+            return [*opened, {"type": "text-delta", "id": block.ident, "delta": delta.text}]
+        if isinstance(delta, ThinkingDelta) and block is not None:
+            return [*opened, {"type": "reasoning-delta", "id": block.ident, "delta": delta.text}]
+        if isinstance(delta, InputJsonDelta) and block is not None:
             return [
                 {
                     "type": "tool-input-delta",
-                    "toolCallId": ident,
+                    "toolCallId": block.ident,
                     "inputTextDelta": delta.partial_json,
                 }
             ]
@@ -240,16 +183,15 @@ class VercelEncoder:
     def _block_start(self, event: BlockStart) -> list[Chunk]:
         meta = event.metadata
         if event.block_type is BlockType.TEXT:
-            return [{"type": "text-start", "id": self._id(event.index, "text")}]
+            return [{"type": "text-start", "id": self._id(event.index, BlockType.TEXT)}]
         if event.block_type is BlockType.THINKING:
-            return [{"type": "reasoning-start", "id": self._id(event.index, "reas")}]
+            return [{"type": "reasoning-start", "id": self._id(event.index, BlockType.THINKING)}]
         if event.block_type is BlockType.TOOL_USE and isinstance(meta, ToolUseMetadata):
-            self._ids[event.index] = meta.id
+            self._open(event.index, BlockType.TOOL_USE, meta.id)
             return [{"type": "tool-input-start", "toolCallId": meta.id, "toolName": meta.name}]
         return []
 
-    def _block_stop(self, event: BlockStop, part: Part | None) -> list[Chunk]:
-        ident = self._ids.pop(event.index, None)
+    def _block_stop(self, event: BlockStop, ident: str | None, part: Part | None) -> list[Chunk]:
         if isinstance(part, ProviderPart) and event.block_type is BlockType.PROVIDER:
             return [
                 {"type": "data-llm-worker-provider", "data": opaque(part) | {"data": part.data}}
@@ -281,8 +223,7 @@ class VercelEncoder:
             chunk["providerMetadata"] = {KEY: hidden}
         return [chunk]
 
-    def _block_abort(self, event: BlockAbort) -> list[Chunk]:
-        ident = self._ids.pop(event.index, None)
+    def _block_abort(self, event: BlockAbort, ident: str | None) -> list[Chunk]:
         if ident is None:
             return []
         aborted = {KEY: {"aborted": event.reason}}
@@ -296,9 +237,7 @@ class VercelEncoder:
 
     def _status(self, event: StatusEvent) -> list[Chunk]:
         if event.status is ResponseStatus.STARTED:
-            self._asm = Assembler(self._origin)
-            self._ids.clear()
-            self._chars.clear()
+            self._new_step()
             self._step_usage = UsageEvent()
             return [{"type": "start-step"}]
         chunks: list[Chunk] = []
@@ -357,25 +296,16 @@ class VercelEncoder:
         chunks.append({"type": "finish", "finishReason": reason, "messageMetadata": meta})
         return chunks
 
-
-_DISPATCH: dict[type, Any] = {
-    BlockDelta: VercelEncoder._delta,  # pyright: ignore[reportPrivateUsage]
-    BlockStart: VercelEncoder._block,  # pyright: ignore[reportPrivateUsage]
-    BlockStop: VercelEncoder._block,  # pyright: ignore[reportPrivateUsage]
-    BlockAbort: VercelEncoder._block,  # pyright: ignore[reportPrivateUsage]
-    UsageEvent: VercelEncoder._usage,  # pyright: ignore[reportPrivateUsage]
-    StatusEvent: VercelEncoder._status,  # pyright: ignore[reportPrivateUsage]
-    ToolResultReady: VercelEncoder._result_ready,  # pyright: ignore[reportPrivateUsage]
-    RunCompleted: VercelEncoder._run_completed,  # pyright: ignore[reportPrivateUsage]
-}
-
-
-def _text(ident: str, text: str) -> Chunk:
-    return {"type": "text-delta", "id": ident, "delta": text}
-
-
-def _reasoning(ident: str, text: str) -> Chunk:
-    return {"type": "reasoning-delta", "id": ident, "delta": text}
+    _HANDLERS: ClassVar[dict[type, Callable[[Any, Any], list[Chunk]]]] = {
+        BlockDelta: _delta,
+        BlockStart: _block,
+        BlockStop: _block,
+        BlockAbort: _block,
+        UsageEvent: _usage,
+        StatusEvent: _status,
+        ToolResultReady: _result_ready,
+        RunCompleted: _run_completed,
+    }
 
 
 def _input_error(call_id: str, name: str, raw: object, error: str) -> Chunk:
@@ -397,7 +327,7 @@ def _size(output: StoredOutput) -> int:
     return 0
 
 
-async def to_vercel_stream(
+def to_vercel_stream(
     stream: AsyncIterable[object],
     *,
     message_id: str,
@@ -425,16 +355,4 @@ async def to_vercel_stream(
         on_error: The text the browser shows of the exception that ended the run.
     """
     encoder = VercelEncoder(message_id, origin or Origin("", ""), denied=denied, frontend=frontend)
-    for chunk in encoder.start():
-        yield sse(chunk)
-    try:
-        async for event in stream:
-            if type(event) is BlockDelta and (fast := encoder.fast_delta(event)) is not None:
-                yield fast
-                continue
-            for chunk in encoder.encode(event):
-                yield sse(chunk)
-    except Exception as exc:  # the run's failure is the client's to show, not a broken pipe
-        for chunk in encoder.error(exc, on_error):
-            yield sse(chunk)
-    yield _DONE
+    return encoder.sse_stream(stream, on_error)

@@ -1,0 +1,199 @@
+"""What both protocol encoders share: a model request's blocks, the parts they make, the hot path.
+
+`to_vercel_stream` and `to_agui_events` follow the same blocks the same way; only the chunks
+they write differ. `BlockEncoder` keeps, per model request, the open blocks (their protocol
+ids) and an `Assembler` fed just enough to make the Worker's parts (opaque data, arguments,
+the text's length), writes text and reasoning deltas straight into their SSE line, and runs
+the stream loop. The protocol subclasses turn starts, stops and the rest into their chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from dataclasses import dataclass
+from json.encoder import encode_basestring
+from typing import Any, ClassVar
+
+import orjson
+
+from llm_worker.events import (
+    BlockAbort,
+    BlockDelta,
+    BlockStop,
+    BlockType,
+    TextDelta,
+    ThinkingDelta,
+)
+from llm_worker.messages import Origin, Part
+from llm_worker.ui._errors import ErrorText
+from llm_worker.worker._assembler import Assembler
+
+__all__ = ("BlockEncoder", "OpenBlock", "sse")
+
+Payload = dict[str, Any]
+# Below this length the stdlib's C escaper (`json.encoder.encode_basestring`) beats orjson plus
+# `.decode()`: it walks the text a character at a time, orjson does not. Both write the same
+# JSON for every character; only for ASCII is the fast one used, so that a lone surrogate still
+# fails in orjson as it does on the general path (tests/ui/test_encoder.py compares the two).
+_SHORT = 48
+
+
+def sse(payload: Payload) -> str:
+    """One chunk or event as an SSE event."""
+    return "data: " + orjson.dumps(payload).decode() + "\n\n"
+
+
+@dataclass(slots=True)
+class OpenBlock:
+    """A block of the current model request that has started and not stopped.
+
+    Attributes:
+        kind: The block's type.
+        ident: Its protocol id (a text or reasoning message id, or the tool call's id).
+        delta_type: The delta the hot path writes for it (`TextDelta`, `ThinkingDelta`, or
+            `None` for blocks whose deltas take the generic path).
+        head: The SSE line of such a delta up to the JSON string of its text.
+        chars: Characters of its own deltas written (the text stands in by its length).
+        stray: Characters of text deltas in a block of another type.
+    """
+
+    kind: BlockType
+    ident: str
+    delta_type: type | None
+    head: str
+    chars: int = 0
+    stray: int = 0
+
+    @property
+    def text_chars(self) -> int:
+        """Characters of text streamed into the block."""
+        return self.chars if self.delta_type is TextDelta else self.stray
+
+    def add_text(self, chars: int) -> None:
+        """Count characters of text streamed into the block."""
+        if self.delta_type is TextDelta:
+            self.chars += chars
+        else:
+            self.stray += chars
+
+
+class BlockEncoder:
+    """The block bookkeeping and stream loop under `VercelEncoder` and `AGUIEncoder`.
+
+    Args:
+        origin: The Worker's provider and model, stamped on opaque data as in its history.
+    """
+
+    __slots__ = ("_asm", "_blocks", "_origin")
+
+    _TEXT_HEAD: ClassVar[str]  # the SSE line of a text delta up to the block id
+    _REASONING_HEAD: ClassVar[str]
+    _DELTA_FIELD: ClassVar[str] = '","delta":'
+    _SKIP_EMPTY: ClassVar[bool] = False  # an empty text delta writes nothing
+    _DONE: ClassVar[str] = ""  # the SSE event after the last one, if the protocol has one
+    _HANDLERS: ClassVar[dict[type, Callable[[Any, Any], list[Payload]]]] = {}
+
+    def __init__(self, origin: Origin) -> None:
+        self._origin = origin
+        self._asm = Assembler(origin)
+        self._blocks: dict[int, OpenBlock] = {}
+
+    def start(self) -> list[Payload]:
+        """The chunks that open the stream."""
+        raise NotImplementedError
+
+    def error(self, exc: BaseException, on_error: ErrorText | None = None) -> list[Payload]:
+        """The chunks that end a run that raised (its text from `on_error`, see `error_text`)."""
+        raise NotImplementedError
+
+    def encode(self, event: object) -> list[Payload]:
+        """The chunks of one run event (none for events the protocol has no place for)."""
+        handler = self._HANDLERS.get(type(event))
+        return [] if handler is None else handler(self, event)
+
+    def fast_delta(self, event: BlockDelta) -> str | None:
+        """The SSE event of a text or reasoning delta of an open block, written directly.
+
+        `None` for anything else (then use `encode`). The hot path: most events of a run are
+        these, and skipping the chunk dict and the generic encoding keeps the stream close to
+        the bare run's cost.
+        """
+        block = self._blocks.get(event.index)
+        if block is None:
+            return None
+        # Typed as the text delta that the check below makes it (or a ThinkingDelta, which has
+        # the same `text`): no `cast`, which would cost a call per delta.
+        delta: TextDelta = event.delta  # pyright: ignore[reportAssignmentType]
+        if type(delta) is not block.delta_type:
+            return None
+        text = delta.text
+        if not text and self._SKIP_EMPTY:
+            return None
+        n = len(text)
+        block.chars += n
+        if n < _SHORT and text.isascii():
+            return f"{block.head}{encode_basestring(text)}}}\n\n"
+        return f"{block.head}{orjson.dumps(text).decode()}}}\n\n"
+
+    async def sse_stream(
+        self, events: AsyncIterable[object], on_error: ErrorText | None = None
+    ) -> AsyncIterator[str]:
+        """The run's events as SSE events: `start()` first, `error()` if the run raises."""
+        for payload in self.start():
+            yield sse(payload)
+        fast, encode = self.fast_delta, self.encode
+        try:
+            async for event in events:
+                if type(event) is BlockDelta and (line := fast(event)) is not None:
+                    yield line
+                    continue
+                for payload in encode(event):
+                    yield sse(payload)
+        except Exception as exc:  # the run's failure is the client's to show, not a broken pipe
+            for payload in self.error(exc, on_error):
+                yield sse(payload)
+        if self._DONE:
+            yield self._DONE
+
+    def _new_step(self) -> None:
+        self._asm = Assembler(self._origin)
+        self._blocks.clear()
+
+    def _open(self, index: int, kind: BlockType, ident: str) -> None:
+        # Our ids are our own (letters, digits, `-`, `_`) or a provider's call id, written
+        # only for tool blocks, which take the generic path: the head needs no escaping.
+        if kind is BlockType.TEXT:
+            block = OpenBlock(kind, ident, TextDelta, self._TEXT_HEAD + ident + self._DELTA_FIELD)
+        elif kind is BlockType.THINKING:
+            head = self._REASONING_HEAD + ident + self._DELTA_FIELD
+            block = OpenBlock(kind, ident, ThinkingDelta, head)
+        else:
+            block = OpenBlock(kind, ident, None, "")
+        if (before := self._blocks.get(index)) is not None:
+            # A second start without a stop: the text streamed at this index still counts.
+            block.add_text(before.text_chars)
+        self._blocks[index] = block
+
+    def _feed(self, event: BlockDelta) -> OpenBlock | None:
+        """Feed the assembler what it needs of a delta; the delta's open block, if any."""
+        delta = event.delta
+        block = self._blocks.get(event.index)
+        if isinstance(delta, TextDelta):
+            # The text is not needed, only its length (see `_close`).
+            if block is not None:
+                block.add_text(len(delta.text))
+        elif not isinstance(delta, ThinkingDelta):  # opaque data and arguments
+            self._asm.feed(event)
+        return block
+
+    def _close(self, event: BlockStop | BlockAbort) -> tuple[OpenBlock | None, Part | None]:
+        """Close the event's block: the block, and the part it made (an empty text makes none)."""
+        block = self._blocks.pop(event.index, None)
+        parts = self._asm.parts
+        before = len(parts)
+        if block is not None and (chars := block.text_chars):
+            # The text's length stands in for it: the part is made exactly when the Worker
+            # makes it (a non-empty text), and AG-UI's layout gets the real length.
+            self._asm.feed(BlockDelta(event.index, TextDelta(" " * chars)))
+        self._asm.feed(event)
+        return block, parts[-1] if len(parts) > before else None
