@@ -10,8 +10,8 @@ and outcome: success, an interrupt per call waiting for approval, or cancelled.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection
-from typing import Any, ClassVar
+from collections.abc import AsyncIterable, AsyncIterator, Collection
+from typing import Any
 
 from llm_worker.blobs import StoredOutput
 from llm_worker.events import (
@@ -115,10 +115,6 @@ class AGUIEncoder(BlockEncoder):
 
     def _run_completed(self, event: RunCompleted) -> list[Event]:
         return self.finish(event.result)
-
-    def _usage(self, event: UsageEvent) -> list[Event]:
-        self._asm.feed(event)
-        return []
 
     def _block(self, event: BlockStart | BlockStop | BlockAbort) -> list[Event]:
         if isinstance(event, BlockStart):
@@ -263,17 +259,6 @@ class AGUIEncoder(BlockEncoder):
         return (
             {"type": "success", "pendingToolCallIds": frontend} if frontend else {"type": "success"}
         )
-
-    _HANDLERS: ClassVar[dict[type, Callable[[Any, Any], list[Event]]]] = {
-        BlockDelta: _delta,
-        BlockStart: _block,
-        BlockStop: _block,
-        BlockAbort: _block,
-        UsageEvent: _usage,
-        StatusEvent: _status,
-        ToolResultReady: _result_ready,
-        RunCompleted: _run_completed,
-    }
 
 
 def _interrupt(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:

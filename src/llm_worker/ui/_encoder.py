@@ -19,12 +19,16 @@ import orjson
 from llm_worker.events import (
     BlockAbort,
     BlockDelta,
+    BlockStart,
     BlockStop,
     BlockType,
+    StatusEvent,
     TextDelta,
     ThinkingDelta,
+    UsageEvent,
 )
 from llm_worker.messages import Origin, Part
+from llm_worker.state import RunCompleted, ToolResultReady
 from llm_worker.ui._errors import ErrorText
 from llm_worker.worker._assembler import Assembler
 
@@ -36,6 +40,17 @@ Payload = dict[str, Any]
 # JSON for every character; only for ASCII is the fast one used, so that a lone surrogate still
 # fails in orjson as it does on the general path (tests/ui/test_encoder.py compares the two).
 _SHORT = 48
+# The run events a protocol has a place for, and the encoder method that writes each.
+_ROUTES = {
+    BlockDelta: "_delta",
+    BlockStart: "_block",
+    BlockStop: "_block",
+    BlockAbort: "_block",
+    UsageEvent: "_usage",
+    StatusEvent: "_status",
+    ToolResultReady: "_result_ready",
+    RunCompleted: "_run_completed",
+}
 
 
 def sse(payload: Payload) -> str:
@@ -91,7 +106,12 @@ class BlockEncoder:
     _DELTA_FIELD: ClassVar[str] = '","delta":'
     _SKIP_EMPTY: ClassVar[bool] = False  # an empty text delta writes nothing
     _DONE: ClassVar[str] = ""  # the SSE event after the last one, if the protocol has one
-    _HANDLERS: ClassVar[dict[type, Callable[[Any, Any], list[Payload]]]] = {}
+    _handlers: ClassVar[dict[type, Callable[[Any, Any], list[Payload]]]] = {}
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        # One route table; each protocol's handlers are found by name.
+        cls._handlers = {kind: getattr(cls, name) for kind, name in _ROUTES.items()}
 
     def __init__(self, origin: Origin) -> None:
         self._origin = origin
@@ -108,8 +128,27 @@ class BlockEncoder:
 
     def encode(self, event: object) -> list[Payload]:
         """The chunks of one run event (none for events the protocol has no place for)."""
-        handler = self._HANDLERS.get(type(event))
+        handler = self._handlers.get(type(event))
         return [] if handler is None else handler(self, event)
+
+    def _delta(self, event: BlockDelta) -> list[Payload]:
+        raise NotImplementedError
+
+    def _block(self, event: BlockStart | BlockStop | BlockAbort) -> list[Payload]:
+        raise NotImplementedError
+
+    def _status(self, event: StatusEvent) -> list[Payload]:
+        raise NotImplementedError
+
+    def _usage(self, event: UsageEvent) -> list[Payload]:
+        self._asm.feed(event)
+        return []
+
+    def _result_ready(self, event: ToolResultReady) -> list[Payload]:
+        raise NotImplementedError
+
+    def _run_completed(self, event: RunCompleted) -> list[Payload]:
+        raise NotImplementedError
 
     def fast_delta(self, event: BlockDelta) -> str | None:
         """The SSE event of a text or reasoning delta of an open block, written directly.

@@ -9,8 +9,8 @@ its end in `providerMetadata.llmWorker`, so `messages_from_ui` rebuilds the exac
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection
-from typing import Any, ClassVar
+from collections.abc import AsyncIterable, AsyncIterator, Collection
+from typing import Any
 
 import orjson
 
@@ -295,17 +295,6 @@ class VercelEncoder(BlockEncoder):
             reason = "tool-calls"
         chunks.append({"type": "finish", "finishReason": reason, "messageMetadata": meta})
         return chunks
-
-    _HANDLERS: ClassVar[dict[type, Callable[[Any, Any], list[Chunk]]]] = {
-        BlockDelta: _delta,
-        BlockStart: _block,
-        BlockStop: _block,
-        BlockAbort: _block,
-        UsageEvent: _usage,
-        StatusEvent: _status,
-        ToolResultReady: _result_ready,
-        RunCompleted: _run_completed,
-    }
 
 
 def _input_error(call_id: str, name: str, raw: object, error: str) -> Chunk:
