@@ -97,7 +97,7 @@ async def main(rounds: int, turns: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Encoding cost of the web protocols.")
     parser.add_argument("--rounds", type=int, default=9, help="rounds (the median is reported)")
     parser.add_argument("--turns", type=int, default=20, help="turns per subject and round")
     args = parser.parse_args()
