@@ -8,6 +8,11 @@ stream encoded as the Vercel AI SDK UI message stream (`to_vercel_stream`: SSE t
 JSON object per chunk), and as AG-UI events (`to_agui_events`). Target: <= 1.3x. CPU time
 per turn, the three subjects measured in turn in each round; the ratio is each round's own
 (encoded / bare), the median over rounds reported with its range.
+
+`--over http` runs the Worker on `OpenAIChatClient` against a local server in a child
+process (one per subject, so each replays the script from its start), as a served run does:
+the encoding's share of a real run. The default, `ScriptedClient`, is the strictest
+denominator: a Worker with no network under it.
 """
 
 from __future__ import annotations
@@ -31,10 +36,18 @@ from llm_worker.testing import ScriptedClient
 from llm_worker.ui import to_agui_events, to_vercel_stream
 
 ORIGIN = Origin("scripted", "scripted-model")
+# Set by `--over http`: each subject's Worker is made on its own client over its own server.
+CLIENTS: dict[str, Any] = {}
+
+
+def worker_for(subject: str) -> Worker:
+    """A fresh Worker for one turn of `subject` (on its HTTP client, or a ScriptedClient)."""
+    client = CLIENTS.get(subject)
+    return Worker(client or ScriptedClient(script()), tools=[lookup])
 
 
 async def bare() -> int:
-    worker = Worker(ScriptedClient(script()), tools=[lookup])
+    worker = worker_for("bare")
     n = 0
     async with worker.stream("go") as stream:
         async for _event in stream:
@@ -43,7 +56,7 @@ async def bare() -> int:
 
 
 async def vercel() -> int:
-    worker = Worker(ScriptedClient(script()), tools=[lookup])
+    worker = worker_for("vercel")
     n = 0
     async with worker.stream("go") as stream:
         async for _text in to_vercel_stream(stream, message_id="m1", origin=ORIGIN):
@@ -52,7 +65,7 @@ async def vercel() -> int:
 
 
 async def agui() -> int:
-    worker = Worker(ScriptedClient(script()), tools=[lookup])
+    worker = worker_for("agui")
     n = 0
     async with worker.stream("go") as stream:
         async for _text in to_agui_events(stream, thread_id="t", run_id="r", origin=ORIGIN):
@@ -96,9 +109,35 @@ async def main(rounds: int, turns: int) -> None:
         )
 
 
+async def over_http(rounds: int, turns: int) -> None:
+    """`main` with each subject's Worker on the Chat client over its own local server."""
+    from _harness import start_script_server
+
+    from llm_worker.providers import OpenAIChatClient
+
+    names = ("bare", "vercel", "agui")
+    servers = [start_script_server("openai_chat", rounds * turns + 2) for _ in names]
+    try:
+        for name, server in zip(names, servers, strict=True):
+            base_url = server.base_url + "/v1"
+            CLIENTS[name] = OpenAIChatClient(model="m", base_url=base_url, api_key="k")
+        await main(rounds, turns)
+    finally:
+        for client in CLIENTS.values():
+            await client.aclose()
+        for server in servers:
+            server.close()
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Encoding cost of the web protocols.")
     parser.add_argument("--rounds", type=int, default=9, help="rounds (the median is reported)")
     parser.add_argument("--turns", type=int, default=20, help="turns per subject and round")
+    parser.add_argument(
+        "--over", choices=["scripted", "http"], default="scripted", help="the Worker's client"
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.rounds, args.turns))
+    if args.over == "scripted":
+        asyncio.run(main(args.rounds, args.turns))
+    else:
+        asyncio.run(over_http(args.rounds, args.turns))
