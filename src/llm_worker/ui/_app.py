@@ -9,6 +9,7 @@ becomes a run (`_begin`).
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -29,7 +30,7 @@ from llm_worker.errors import ConfigurationError, InvalidMessagesError, PauseSta
 from llm_worker.messages import Message, Origin
 from llm_worker.state import Decision, PauseState, RunCompleted
 from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
-from llm_worker.ui._errors import ErrorText
+from llm_worker.ui._errors import GENERIC_ERROR, ErrorText
 from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
 from llm_worker.ui._resumable import ResumableStreams, RunLog, StreamGone
 from llm_worker.ui._store import MemoryPauseStore, PauseStore
@@ -57,14 +58,25 @@ AG-UI `state` / `context`, or your own `body` fields)."""
 
 MAX_BODY = 32 << 20
 
+_log = logging.getLogger("llm_worker.ui")
+
 
 async def make_worker(factory: WorkerFactory, body: dict[str, Any]) -> Worker:
-    """The factory's Worker (given the body if it takes an argument; awaited if async)."""
-    worker = factory(body) if _takes_argument(factory) else factory()
-    if inspect.isawaitable(worker):
-        worker = await worker
-    if not isinstance(worker, Worker):  # pyright: ignore[reportUnnecessaryIsInstance]
-        raise TypeError(f"the worker factory returned {worker!r}, not a Worker")
+    """The factory's Worker (given the body if it takes an argument; awaited if async).
+
+    Raises:
+        BadRequest: The factory failed or returned no Worker (500, a generic text: its
+            exception, logged on `llm_worker.ui`, may name files, hosts or credentials).
+    """
+    try:
+        worker = factory(body) if _takes_argument(factory) else factory()
+        if inspect.isawaitable(worker):
+            worker = await worker
+        if not isinstance(worker, Worker):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"the worker factory returned {worker!r}, not a Worker")
+    except Exception as exc:
+        _log.error("the worker factory failed", exc_info=exc)
+        raise BadRequest(500, GENERIC_ERROR) from exc
     return worker
 
 

@@ -91,7 +91,12 @@ class RunLog:
         start = 0
         if last_event_id is not None:
             token, _, number = last_event_id.rpartition("-")
-            if token != self.token or not number.isdigit():
+            # ASCII digits only, and few: int() refuses "²" and a 5000-digit number (a 500).
+            if (
+                token != self.token
+                or not (number.isascii() and number.isdigit())
+                or len(number) > 18
+            ):
                 raise StreamGone(404, f"{last_event_id!r} is no event id of the current run")
             start = int(number) + 1
             if start > self._first + len(self._events):

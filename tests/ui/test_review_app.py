@@ -1,0 +1,89 @@
+"""Review probes of the request core, the error text and resumable runs (both protocols)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from llm_worker import TextPart, ToolUsePart, Worker, tool
+from llm_worker.errors import ConfigurationError
+from llm_worker.testing import ScriptedResponse
+from llm_worker.ui import AGUIAdapter, VercelAIAdapter
+
+from .conftest import scripted, serve
+from .test_errors import BODIES, SECRET
+from .test_resumable import AGUI, PROTOCOLS, VERCEL, _after, world
+from .test_review_adapters import chunks
+
+pytestmark = pytest.mark.anyio
+
+ADAPTERS = [VercelAIAdapter, AGUIAdapter]
+
+
+def failing_factory(exc: Exception) -> Any:
+    def make(body: Any) -> Worker:
+        raise exc
+
+    return make
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("kind", [ValueError, TypeError, ConfigurationError, RuntimeError])
+async def test_a_failing_worker_factory_shows_no_internals(adapter: Any, kind: Any) -> None:
+    app = adapter(failing_factory(kind(f"cannot open {SECRET}")))
+    async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+        with anyio.fail_after(10):
+            response = await http.post(url, json=BODIES[adapter])
+    assert response.status_code >= 500
+    assert "hunter2" not in response.text
+    assert "/srv/app" not in response.text
+
+
+@tool(effect="read_only")
+def lookup_db(city: str) -> str:
+    """Looks a city up in the database."""
+    raise RuntimeError(f"cannot reach {SECRET} for {city}")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a tool's exception becomes its error result ('RuntimeError: <message>', what the "
+    "model reads), and the encoders send that text as tool-output-error.errorText / "
+    "TOOL_CALL_RESULT.content: on_error is never asked (the ai SDK sends onError(error) for "
+    "a tool-error). Masking it in the encoders (_vercel.py/_agui.py) changes what the "
+    "browser sends back as history: the lead's call",
+)
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_tools_exception_text_does_not_reach_the_browser(adapter: Any) -> None:
+    script = [
+        ScriptedResponse([TextPart("Checking."), ToolUsePart("", "lookup_db", {"city": "Oslo"})]),
+        ScriptedResponse.text("Sorry."),
+    ]
+    async with scripted("anthropic", script) as (_, factory):
+        app = adapter(lambda: Worker(factory.client, tools=[lookup_db]))
+        async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+            with anyio.fail_after(10):
+                response = await http.post(url, json=BODIES[adapter])
+    assert "Sorry." in response.text
+    assert "hunter2" not in response.text
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("number", ["\u00b2", "9" * 5000, "-1", " 1"])
+async def test_a_hostile_last_event_id_is_refused_not_a_server_error(
+    adapter: Any, number: str
+) -> None:
+    body, key, _, _ = PROTOCOLS[adapter]
+    async with world(adapter) as w:
+        w.gate.set()
+        status, events = await w.read("POST", w.url, json=body)
+        token = events[0][0].rpartition("-")[0]
+        with anyio.fail_after(10):
+            hostile = {"last-event-id": f"{token}-{number}".encode("latin-1")}
+            response = await w.http.get(w.stream_url(key), headers=hostile)
+    assert status == 200
+    assert response.status_code == 404
