@@ -87,3 +87,69 @@ async def test_a_hostile_last_event_id_is_refused_not_a_server_error(
             response = await w.http.get(w.stream_url(key), headers=hostile)
     assert status == 200
     assert response.status_code == 404
+
+
+class SlowClose(Worker):
+    """A Worker whose closing waits for `gate` (a client whose pool closes slowly)."""
+
+    gate: anyio.Event
+    closing: anyio.Event
+
+    async def aclose(self) -> None:
+        self.closing.set()
+        await self.gate.wait()
+        await super().aclose()
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_stop_while_the_ended_run_closes_adds_nothing_after_its_end(adapter: Any) -> None:
+    body, key, _, _ = PROTOCOLS[adapter]
+    gate, closing = anyio.Event(), anyio.Event()
+    async with scripted("anthropic", [ScriptedResponse.text("Hi.")]) as (_, factory):
+
+        def make() -> Worker:
+            worker = SlowClose(factory.client)
+            worker.gate, worker.closing = gate, closing
+            return worker
+
+        app = adapter(make, resumable=True)
+        async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+            with anyio.fail_after(10):
+                async with http.stream("POST", url, json=body) as response:
+                    await closing.wait()  # every event was sent; the Worker is closing
+                    stop = await http.delete(f"{url}/{key}/stream")
+                    gate.set()
+                    first = await response.aread()
+                replay = await http.get(f"{url}/{key}/stream")
+    ends = [c["type"] for c in chunks(replay.text)][-1:]
+    assert ends == (["finish"] if adapter is VercelAIAdapter else ["RUN_FINISHED"])
+    assert replay.text.endswith("data: [DONE]\n\n") == (adapter is VercelAIAdapter)
+    assert first.decode() == replay.text
+    assert stop.status_code in (200, 404)  # the run had not closed yet: "stopped" is moot
+
+
+async def test_chat_requests_without_an_id_do_not_stop_each_other() -> None:
+    anonymous = {k: v for k, v in VERCEL.items() if k != "id"}
+    async with world(VercelAIAdapter, runs=2) as w:
+        seen: list[str] = []
+
+        async def post(started: anyio.Event) -> None:
+            async with w.http.stream("POST", w.url, json=anonymous) as response:
+                text = ""
+                async for piece in response.aiter_text():
+                    text += piece
+                    if '"type":"start"' in text:
+                        started.set()
+                seen.append(text)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                for _ in range(2):
+                    started = anyio.Event()
+                    group.start_soon(post, started)
+                    await started.wait()  # each run began (and was kept, if it was)
+                w.gate.set()
+    assert len(seen) == 2
+    for text in seen:
+        assert '"type":"abort"' not in text
+        assert "Sunny in Oslo." in "".join(c.get("delta", "") for c in chunks(text))

@@ -231,7 +231,9 @@ class Endpoint:
         except (InvalidMessagesError, TypeError, ValueError) as exc:
             await send_json(send, 400, {"error": str(exc)})
             return
-        if self.streams is None:  # a closed connection cancels the run
+        # A closed connection cancels the run; so does it for a request naming no chat, which
+        # has no key to reconnect by (and must not stop another anonymous request's run).
+        if self.streams is None or not begun.key:
             await stream_sse(receive, send, begun.events, self.headers)
             return
         log = self.streams.open(begun.key, begun.run_id)
@@ -305,7 +307,10 @@ async def encoded(
                 async for text in stream:
                     yield text
     finally:
-        await worker.aclose()
+        # A stop (or disconnect) landing while the ended run closes must not cut the closing
+        # short (its client's pool would leak) nor end a finished stream a second time.
+        with anyio.CancelScope(shield=True):
+            await worker.aclose()
 
 
 def _stream_id(scope: Scope) -> str | None:
