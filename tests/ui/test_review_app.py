@@ -14,7 +14,7 @@ from llm_worker.errors import ConfigurationError
 from llm_worker.testing import ScriptedResponse
 from llm_worker.ui import AGUIAdapter, VercelAIAdapter
 
-from .conftest import scripted, serve
+from .conftest import booking, scripted, serve
 from .test_errors import BODIES, SECRET
 from .test_resumable import AGUI, PROTOCOLS, VERCEL, _after, world
 from .test_review_adapters import chunks
@@ -153,3 +153,22 @@ async def test_chat_requests_without_an_id_do_not_stop_each_other() -> None:
     for text in seen:
         assert '"type":"abort"' not in text
         assert "Sunny in Oslo." in "".join(c.get("delta", "") for c in chunks(text))
+
+
+async def test_an_ag_ui_resume_reusing_the_paused_runs_id_resumes_it_on_a_resumable_adapter() -> (
+    None
+):
+    async with scripted("anthropic", booking("Booked.")) as (_, factory):
+        app = AGUIAdapter(factory, resumable=True)
+        async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+            with anyio.fail_after(10):
+                first = await http.post(url, json=AGUI)
+                [end] = [c for c in chunks(first.text) if c["type"] == "RUN_FINISHED"]
+                [interrupt] = end["outcome"]["interrupts"]
+                answer = {"interruptId": interrupt["id"], "status": "resolved"}
+                resume = [{**answer, "payload": {"approved": True}}]
+                second = await http.post(url, json={**AGUI, "resume": resume})
+    texts = [c["delta"] for c in chunks(second.text) if c["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert "".join(texts) == "Booked."
+    assert len(factory.workers) == 2
+    assert len(app.store) == 0

@@ -70,6 +70,8 @@ class AGUIAdapter(Endpoint):
     stopped = (sse({"type": "RUN_ERROR", "message": "the run was stopped", "code": "Stopped"}),)
 
     def _rejoin(self, body: dict[str, Any]) -> RunLog | None:
+        if as_list(body.get("resume")):  # answers to a pause are never a reconnect
+            return None
         thread_id, run_id = as_str(body.get("threadId")), as_str(body.get("runId"))
         log = self.streams.get(thread_id) if self.streams and thread_id else None
         return log if log is not None and log.run_id == run_id else None
