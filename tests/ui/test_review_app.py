@@ -12,7 +12,7 @@ import pytest
 from llm_worker import TextPart, ToolUsePart, Worker, tool
 from llm_worker.errors import ConfigurationError
 from llm_worker.testing import ScriptedResponse
-from llm_worker.ui import AGUIAdapter, VercelAIAdapter
+from llm_worker.ui import AGUIAdapter, ResumableStreams, VercelAIAdapter
 
 from .conftest import booking, scripted, serve
 from .test_errors import BODIES, SECRET
@@ -172,3 +172,37 @@ async def test_an_ag_ui_resume_reusing_the_paused_runs_id_resumes_it_on_a_resuma
     assert "".join(texts) == "Booked."
     assert len(factory.workers) == 2
     assert len(app.store) == 0
+
+
+async def test_a_20k_delta_run_reaches_its_connected_reader_whole_and_its_log_stays_bounded() -> (
+    None
+):
+    text = "".join(chr(0x41 + i % 26) for i in range(20_000))
+    streams = ResumableStreams()
+    script = [ScriptedResponse.text(text, chunk_size=1)]
+    async with scripted("anthropic", script) as (_, factory):
+        app = VercelAIAdapter(factory, resumable=streams)
+        async with serve(app) as url, httpx.AsyncClient(timeout=30) as http:
+            with anyio.fail_after(60):
+                response = await http.post(url, json=VERCEL)
+                replay = await http.get(f"{url}/c1/stream")
+    deltas = [c["delta"] for c in chunks(response.text) if c["type"] == "text-delta"]
+    assert "".join(deltas) == text
+    assert response.text.endswith("data: [DONE]\n\n")
+    log = streams.get("c1")
+    assert log is not None and len(log) == streams.max_events and log.size <= streams.max_bytes
+    assert replay.status_code == 410  # the start was dropped: a replay from it is refused
+
+
+async def test_finished_logs_past_the_total_byte_budget_go_oldest_first() -> None:
+    streams = ResumableStreams()
+    async with world(VercelAIAdapter, runs=2, resumable=streams) as w:
+        w.gate.set()
+        await w.read("POST", w.url, json=VERCEL)
+        one = streams.get("c1")
+        assert one is not None
+        streams.max_total_bytes = one.size * 3 // 2  # room for one run's log, not two
+        await w.read("POST", w.url, json={**VERCEL, "id": "c2"})
+        first = await w.http.get(w.stream_url("c1"))
+        second = await w.http.get(w.stream_url("c2"))
+    assert (first.status_code, second.status_code) == (204, 200)

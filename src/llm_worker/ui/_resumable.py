@@ -129,13 +129,16 @@ class ResumableStreams:
     Pass one (or `resumable=True`) to an adapter to make its runs outlive their connection.
     One run is active per chat: a new run of the same chat stops the older one. A finished
     run's log is kept `keep_seconds` for a late reconnect, and at most `max_runs` finished
-    logs are kept (the oldest go first); running runs are never dropped.
+    logs, `max_total_bytes` of events in all, are kept (the oldest finished go first);
+    running runs are never dropped.
 
     Args:
         max_events: Events kept per run (the oldest dropped past it).
         max_bytes: Bytes of events kept per run (the oldest dropped past it).
         keep_seconds: How long a finished run's log stays readable.
         max_runs: Finished logs kept at most.
+        max_total_bytes: Bytes of events kept in all logs, past which the oldest finished
+            logs are dropped (`max_runs` full logs could otherwise hold gigabytes).
         clock: The monotonic clock the expiry reads (seconds).
     """
 
@@ -146,12 +149,17 @@ class ResumableStreams:
         max_bytes: int = 8 << 20,
         keep_seconds: float = 300.0,
         max_runs: int = 1000,
+        max_total_bytes: int = 256 << 20,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if max_events < 1 or max_bytes < 1 or max_runs < 1 or keep_seconds < 0:
-            raise ValueError("max_events, max_bytes and max_runs must be >= 1, keep_seconds >= 0")
+        if min(max_events, max_bytes, max_runs, max_total_bytes) < 1 or keep_seconds < 0:
+            raise ValueError(
+                "max_events, max_bytes, max_runs and max_total_bytes must be >= 1, "
+                "keep_seconds >= 0"
+            )
         self.max_events, self.max_bytes = max_events, max_bytes
         self.keep_seconds, self.max_runs = keep_seconds, max_runs
+        self.max_total_bytes = max_total_bytes
         self.clock = clock
         self._logs: OrderedDict[str, RunLog] = OrderedDict()
 
@@ -205,3 +213,8 @@ class ResumableStreams:
         finished = [k for k in finished if k in self._logs]
         for key in finished[: max(0, len(finished) - self.max_runs)]:
             del self._logs[key]
+        total = sum(log.size for log in self._logs.values())
+        for key in [k for k in finished if k in self._logs]:
+            if total <= self.max_total_bytes:
+                break
+            total -= self._logs.pop(key).size
