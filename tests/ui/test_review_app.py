@@ -206,3 +206,54 @@ async def test_finished_logs_past_the_total_byte_budget_go_oldest_first() -> Non
         first = await w.http.get(w.stream_url("c1"))
         second = await w.http.get(w.stream_url("c2"))
     assert (first.status_code, second.status_code) == (204, 200)
+
+
+def gated_book(gate: anyio.Event, entered: anyio.Event) -> Any:
+    @tool(requires_approval=True)
+    async def book(city: str) -> str:
+        """Book a trip (a person approves each call; answers once the test opens the gate)."""
+        entered.set()
+        await gate.wait()
+        return f"booked {city}"
+
+    return book
+
+
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_resumed_run_cut_off_in_its_tool_leaves_the_chat_usable(resumable: bool) -> None:
+    gate, entered = anyio.Event(), anyio.Event()
+    pause = ScriptedResponse([TextPart("Booking."), ToolUsePart("", "book", {"city": "Kyoto"})])
+    script = [pause, ScriptedResponse.text("Hello again.")]
+    async with scripted("anthropic", script) as (server, factory):
+        app = VercelAIAdapter(
+            lambda: Worker(factory.client, tools=[gated_book(gate, entered)]), resumable=resumable
+        )
+        async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+            with anyio.fail_after(10):
+                first = await http.post(url, json=VERCEL)
+                parts = [c for c in chunks(first.text) if c["type"] == "tool-approval-request"]
+                call_id = parts[0]["toolCallId"]
+                answered = {
+                    "type": "tool-book",
+                    "toolCallId": call_id,
+                    "state": "approval-responded",
+                    "input": {"city": "Kyoto"},
+                    "approval": {"id": parts[0]["approvalId"], "approved": True},
+                }
+                assistant = {"id": "a1", "role": "assistant", "parts": [answered]}
+                resume = {**VERCEL, "messages": [VERCEL["messages"][0], assistant]}
+                async with http.stream("POST", url, json={**resume, "messageId": "a1"}):
+                    await entered.wait()
+                    if resumable:
+                        await http.delete(f"{url}/c1/stream")
+                # the browser stopped (or the stop call): the part stays approval-responded
+                user = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "Hi?"}]}
+                body = {**resume, "messages": [*resume["messages"], user]}
+                after = await http.post(url, json=body)
+        sent = json.loads(server.requests[-1].body)
+    blocks = [b for m in sent["messages"] for b in m["content"] if isinstance(b, dict)]
+    uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
+    assert uses == [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+    errors = [c for c in chunks(after.text) if c["type"] == "error"]
+    assert errors == []
+    assert "Hello again." in "".join(c.get("delta", "") for c in chunks(after.text))

@@ -175,14 +175,17 @@ def _result(p: dict[str, Any], state: object, call_id: str, name: str) -> Part |
 
 
 def decisions_from_ui(ui_messages: list[object]) -> dict[str, Decision]:
-    """The approvals answered in the last assistant message, by call id.
+    """The approvals answered in the last message (an assistant's), by call id.
 
     A tool part in state `approval-responded` carries `approval: {id, approved, reason}`;
     llm-worker also reads an optional `approval.input` (edited arguments) the `ai` client
     passes through untouched.
     """
-    assistants = [as_dict(m) for m in ui_messages if as_dict(m).get("role") == "assistant"]
-    last: dict[str, Any] = assistants[-1] if assistants else {}
+    last = as_dict(ui_messages[-1]) if ui_messages else {}
+    if last.get("role") != "assistant":
+        # The client answers a pause by posting the assistant message last; after it the
+        # user's new message leaves the answer behind (a resume cut off: nothing waits).
+        return {}
     decisions: dict[str, Decision] = {}
     for p in as_list(last.get("parts")):
         part = as_dict(p)
