@@ -11,10 +11,10 @@ import pytest
 
 from llm_worker import TextPart, ToolUsePart, Worker, tool
 from llm_worker.errors import ConfigurationError
-from llm_worker.testing import ScriptedResponse
+from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 from llm_worker.ui import AGUIAdapter, ResumableStreams, VercelAIAdapter
 
-from .conftest import booking, scripted, serve
+from .conftest import PROVIDERS, booking, scripted, serve
 from .test_errors import BODIES, SECRET
 from .test_resumable import AGUI, PROTOCOLS, VERCEL, _after, world
 from .test_review_adapters import chunks
@@ -257,3 +257,74 @@ async def test_a_resumed_run_cut_off_in_its_tool_leaves_the_chat_usable(resumabl
     errors = [c for c in chunks(after.text) if c["type"] == "error"]
     assert errors == []
     assert "Hello again." in "".join(c.get("delta", "") for c in chunks(after.text))
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_an_unreachable_provider_shows_a_fixed_sentence_and_no_address(
+    adapter: Any, provider: str, resumable: bool
+) -> None:
+    from llm_worker.providers._http import RetryPolicy
+
+    async with ScriptedModelServer(provider, []) as model:
+        client = model.client(api_key="sk-secret-key-1234", retry=RetryPolicy.disabled())
+    # the model server is gone: connecting to its port is refused
+    body = {**BODIES[adapter], "id": "c1"}
+    async with client:
+        app = adapter(lambda: Worker(client), resumable=resumable)
+        async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+            with anyio.fail_after(10):
+                response = await http.post(url, json=body)
+    text = response.text
+    assert "could not be reached" in text
+    assert "sk-secret" not in text and "127.0.0.1" not in text
+
+
+class LeakyHook:
+    """A before_tool_call hook whose own failure names a database and a path."""
+
+    async def before_tool_call(self, ctx: Any) -> Any:
+        raise RuntimeError(f"cannot reach {SECRET}")
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_hooks_exception_is_masked_on_a_resumable_run_and_its_replay(adapter: Any) -> None:
+    body, key, _, _ = PROTOCOLS[adapter]
+    async with world(adapter) as w:
+        w.adapter.worker_factory = hooked(w.adapter.worker_factory)
+        status, events = await w.read("POST", w.url, json=body)
+        replay = await w.read("GET", w.stream_url(key))
+    assert status == 200
+    assert replay == (200, events)
+    text = "\n".join(d for _, d in events)
+    assert "hunter2" not in text and "An error occurred." in text
+
+
+def hooked(factory: Any) -> Any:
+    def make() -> Worker:
+        worker = factory()
+        worker.add_hooks(LeakyHook())
+        return worker
+
+    return make
+
+
+@pytest.mark.parametrize("chat_id", ["чат 🚀", "a%41b", "100%"])
+@pytest.mark.parametrize("routed", [False, True])
+async def test_a_chat_id_of_any_text_reconnects_to_its_own_run(chat_id: str, routed: bool) -> None:
+    from urllib.parse import quote
+
+    from llm_worker.ui._serve import web_app
+
+    async with scripted("anthropic", [ScriptedResponse.text("Hi.")] * 2) as (_, factory):
+        adapter = VercelAIAdapter(factory, resumable=True)
+        app = web_app(adapter) if routed else adapter
+        async with serve(app) as root, httpx.AsyncClient(timeout=10) as http:
+            url = f"{root}/api/chat" if routed else root
+            with anyio.fail_after(10):
+                first = await http.post(url, json={**VERCEL, "id": chat_id})
+                await http.post(url, json={**VERCEL, "id": "other"})
+                replay = await http.get(f"{url}/{quote(chat_id, safe='')}/stream")
+    assert replay.status_code == 200
+    assert replay.text == first.text

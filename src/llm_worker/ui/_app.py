@@ -21,7 +21,6 @@ from collections.abc import (
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, cast
-from urllib.parse import unquote
 
 import anyio
 
@@ -321,7 +320,7 @@ def _stream_id(scope: Scope) -> str | None:
     head, _, tail = str(scope.get("path", "")).rstrip("/").rpartition("/")
     if tail != "stream" or not head:
         return None
-    return unquote(head.rpartition("/")[2]) or None
+    return head.rpartition("/")[2] or None  # ASGI's path is already percent-decoded
 
 
 def _last_event_id(scope: Scope) -> str | None:
