@@ -13,6 +13,7 @@ from llm_worker import TextPart, ToolUsePart, Worker, tool
 from llm_worker.errors import ConfigurationError
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 from llm_worker.ui import AGUIAdapter, ResumableStreams, VercelAIAdapter
+from llm_worker.ui._resumable import RunLog
 
 from .conftest import PROVIDERS, booking, scripted, serve
 from .test_errors import BODIES, SECRET
@@ -328,3 +329,35 @@ async def test_a_chat_id_of_any_text_reconnects_to_its_own_run(chat_id: str, rou
                 replay = await http.get(f"{url}/{quote(chat_id, safe='')}/stream")
     assert replay.status_code == 200
     assert replay.text == first.text
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_reader_the_bounds_left_behind_is_told_so_not_cut_off_mid_answer(
+    adapter: Any,
+) -> None:
+    log = RunLog("c1", "r1", max_events=2, max_bytes=1 << 20)
+    reader = log.read(0, adapter.behind)  # a reader still at the first event
+    for n in range(5):
+        log.append(f"data: {n}\n\n")
+    log.close(0.0)
+    got = [text async for text in reader]
+    assert log.first == 3
+    last = [c for c in chunks("".join(got))][-1]
+    assert last["type"] in ("error", "RUN_ERROR")
+    assert "fell too far behind" in last.get("errorText", last.get("message", ""))
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_reconnect_to_an_adapter_that_keeps_no_runs_finds_nothing_to_resume(
+    adapter: Any,
+) -> None:
+    from llm_worker.ui._serve import web_app
+
+    async with scripted("anthropic", []) as (_, factory):
+        app = web_app(adapter(factory))
+        async with serve(app) as root, httpx.AsyncClient(timeout=10) as http:
+            with anyio.fail_after(10):
+                resume = await http.get(f"{root}/api/chat/c1/stream")
+                stop = await http.delete(f"{root}/api/chat/c1/stream")
+    assert resume.status_code == 204  # what the ai client's resumeStream() reads as "none"
+    assert (stop.status_code, stop.json()) == (404, {"stopped": False})

@@ -30,6 +30,8 @@ from llm_worker.worker import RunStream, Worker
 
 __all__ = ("AGUIAdapter",)
 
+BEHIND = "The connection fell too far behind the run: the events it missed were dropped."
+
 
 class AGUIAdapter(Endpoint):
     """An ASGI app answering an AG-UI `RunAgentInput` POST with AG-UI 1.0 events over SSE.
@@ -68,6 +70,7 @@ class AGUIAdapter(Endpoint):
     headers = HEADERS
     post_hint = "POST a RunAgentInput here"
     stopped = (sse({"type": "RUN_ERROR", "message": "the run was stopped", "code": "Stopped"}),)
+    behind = (sse({"type": "RUN_ERROR", "message": BEHIND, "code": "StreamBehind"}),)
 
     def _rejoin(self, body: dict[str, Any]) -> RunLog | None:
         if as_list(body.get("resume")):  # answers to a pause are never a reconnect

@@ -169,14 +169,16 @@ class Begun:
 class Endpoint:
     """The ASGI side shared by the adapters: requests in, SSE out, resumable runs kept.
 
-    Subclasses set `headers` (of the SSE response), `post_hint` (the 405 text) and
-    `stopped` (the events that end a stopped run), and implement `_begin(body)`; the AG-UI
+    Subclasses set `headers` (of the SSE response), `post_hint` (the 405 text),
+    `stopped` (the events that end a stopped run) and `behind` (those that end the stream of
+    a reader that fell behind the log's bounds), and implement `_begin(body)`; the AG-UI
     adapter also `_rejoin(body)`, its reconnect by POST.
     """
 
     headers: Mapping[str, str] = {}
     post_hint = "POST here"
     stopped: tuple[str, ...] = ()  # the SSE events that end a stopped run's log
+    behind: tuple[str, ...] = ()  # what ends the stream of a reader the log's bounds dropped
 
     def __init__(
         self,
@@ -200,12 +202,15 @@ class Endpoint:
         if scope["type"] != "http":
             return
         method, stream_id = scope["method"], _stream_id(scope)
-        if stream_id is not None and self.streams is not None:
+        if stream_id is not None:
+            # Without resumable runs nothing is kept: a client resuming on mount gets the
+            # 204 "nothing to resume" (the `ai` client throws on a 405).
+            streams = self.streams
             if method == "GET":
-                log = self.streams.get(stream_id)
+                log = streams.get(stream_id) if streams is not None else None
                 await self._replay(log, _last_event_id(scope), receive, send)
             elif method == "DELETE":
-                stopped = self.streams.cancel(stream_id)
+                stopped = streams is not None and streams.cancel(stream_id)
                 await send_json(send, 200 if stopped else 404, {"stopped": stopped})
             else:
                 await send_json(send, 405, {"error": "GET (reconnect) or DELETE (stop) here"})
@@ -238,7 +243,7 @@ class Endpoint:
         log = self.streams.open(begun.key, begun.run_id)
         async with anyio.create_task_group() as group:
             group.start_soon(self.streams.produce, log, begun.events, begun.stopped)
-            await stream_sse(receive, send, log.read(0), self.headers)
+            await stream_sse(receive, send, log.read(0, self.behind), self.headers)
 
     async def _replay(
         self, log: RunLog | None, last: str | None, receive: Receive, send: Send
@@ -252,7 +257,7 @@ class Endpoint:
         except StreamGone as exc:
             await send_json(send, exc.status, {"error": str(exc)})
             return
-        await stream_sse(receive, send, log.read(position), self.headers)
+        await stream_sse(receive, send, log.read(position, self.behind), self.headers)
 
     def _rejoin(self, body: dict[str, Any]) -> RunLog | None:
         """The kept run a POST reconnects to, if the protocol reconnects by POST."""

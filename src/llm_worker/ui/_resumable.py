@@ -105,11 +105,11 @@ class RunLog:
             raise StreamGone(410, "the events to resume from were dropped (the log is bounded)")
         return start
 
-    async def read(self, start: int) -> AsyncGenerator[str, None]:
+    async def read(self, start: int, behind: Iterable[str] = ()) -> AsyncGenerator[str, None]:
         """The events from number `start` on, waiting for new ones until the run ends.
 
-        A reader that falls behind the dropped events ends here (its client reconnects and
-        is told why).
+        A reader that falls behind the dropped events gets `behind` (the events saying so:
+        its stream would else end mid-answer without a word) and ends.
         """
         position = start
         while position >= self._first:
@@ -121,6 +121,8 @@ class RunLog:
                 return
             else:
                 await self._changed.wait()
+        for text in behind:
+            yield text
 
 
 class ResumableStreams:

@@ -29,6 +29,8 @@ from llm_worker.worker import RunStream, Worker
 
 __all__ = ("VercelAIAdapter",)
 
+BEHIND = "The connection fell too far behind the answer: the events it missed were dropped."
+
 
 class VercelAIAdapter(Endpoint):
     """An ASGI app answering the Vercel AI SDK chat POST with a UI message stream (`v1`).
@@ -69,6 +71,7 @@ class VercelAIAdapter(Endpoint):
     headers = HEADERS
     post_hint = "POST the chat request here"
     stopped = (sse({"type": "abort", "reason": "stopped"}), "data: [DONE]\n\n")
+    behind = (sse({"type": "error", "errorText": BEHIND}), "data: [DONE]\n\n")
 
     def __init__(
         self,
