@@ -156,9 +156,10 @@ async def test_chat_requests_without_an_id_do_not_stop_each_other() -> None:
         assert "Sunny in Oslo." in "".join(c.get("delta", "") for c in chunks(text))
 
 
-async def test_an_ag_ui_resume_reusing_the_paused_runs_id_resumes_it_on_a_resumable_adapter() -> (
-    None
-):
+@pytest.mark.parametrize("run_id", ["r1", "r2"])
+async def test_an_ag_ui_resume_reusing_the_paused_runs_id_resumes_it_on_a_resumable_adapter(
+    run_id: str,
+) -> None:
     async with scripted("anthropic", booking("Booked.")) as (_, factory):
         app = AGUIAdapter(factory, resumable=True)
         async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
@@ -168,9 +169,11 @@ async def test_an_ag_ui_resume_reusing_the_paused_runs_id_resumes_it_on_a_resuma
                 [interrupt] = end["outcome"]["interrupts"]
                 answer = {"interruptId": interrupt["id"], "status": "resolved"}
                 resume = [{**answer, "payload": {"approved": True}}]
-                second = await http.post(url, json={**AGUI, "resume": resume})
+                second = await http.post(url, json={**AGUI, "runId": run_id, "resume": resume})
+                replay = await http.get(f"{url}/t1/stream")
     texts = [c["delta"] for c in chunks(second.text) if c["type"] == "TEXT_MESSAGE_CONTENT"]
     assert "".join(texts) == "Booked."
+    assert replay.text == second.text  # the kept log is the resumed run's
     assert len(factory.workers) == 2
     assert len(app.store) == 0
 
@@ -361,3 +364,24 @@ async def test_a_reconnect_to_an_adapter_that_keeps_no_runs_finds_nothing_to_res
                 stop = await http.delete(f"{root}/api/chat/c1/stream")
     assert resume.status_code == 204  # what the ai client's resumeStream() reads as "none"
     assert (stop.status_code, stop.json()) == (404, {"stopped": False})
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_disconnect_in_a_tool_call_of_the_default_adapter_leaves_no_task(
+    adapter: Any,
+) -> None:
+    from .test_http import run_tasks
+
+    body, _, waiting, _ = PROTOCOLS[adapter]
+    async with world(adapter, runs=2, resumable=False) as w:
+        await w.until(body, waiting)  # the run waits in its tool; the browser goes away
+        with anyio.fail_after(10):
+            await w.app.finished.wait()  # the ASGI call returned: the run was cancelled
+        tasks = run_tasks()
+        [worker] = w.workers
+        w.gate.set()
+        status, events = await w.read("POST", w.url, json=body)  # the chat goes on
+    assert tasks == []
+    uses = [u.id for m in worker.history for u in m.tool_uses]
+    assert uses == [r.tool_use_id for m in worker.history for r in m.tool_results]
+    assert status == 200 and "Sunny in Oslo." in "".join(d for _, d in events)
