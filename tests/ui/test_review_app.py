@@ -385,3 +385,33 @@ async def test_a_disconnect_in_a_tool_call_of_the_default_adapter_leaves_no_task
     uses = [u.id for m in worker.history for u in m.tool_uses]
     assert uses == [r.tool_use_id for m in worker.history for r in m.tool_results]
     assert status == 200 and "Sunny in Oslo." in "".join(d for _, d in events)
+
+
+HOSTILE: list[Any] = [
+    [],
+    "text",
+    None,
+    {"id": 5, "threadId": ["t"], "runId": {}, "messages": "x"},
+    {"id": "c1", "threadId": "t1", "runId": "r1", "messages": [{"role": "user"}]},
+    {"id": "c1", "threadId": "t1", "runId": "r1", "messages": [], "resume": "yes"},
+    {"id": "c1", "threadId": "t1", "runId": "r1", "messages": [7, None, "u"]},
+    {"id": "\u0000" * 1000, "threadId": "\ud7ff", "runId": "x", "messages": [[[[]]]]},
+    {"id": "c1", "threadId": "t1", "runId": "r1", "resume": [{"interruptId": "x" * 100_000}]},
+]
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("body", HOSTILE, ids=range(len(HOSTILE)))
+async def test_a_hostile_body_gets_a_client_error_or_a_whole_answer(adapter: Any, body: Any) -> None:
+    async with world(adapter) as w:
+        w.gate.set()
+        with anyio.fail_after(10):
+            response = await w.http.post(w.url, json=body)
+            nested = await w.http.post(w.url, content=b"[" * 100_000 + b"]" * 100_000)
+    assert 400 <= nested.status_code < 500
+    assert response.status_code < 500, response.text
+    if response.status_code == 200:  # an AG-UI input with no usable message still runs
+        last = chunks(response.text)[-1]["type"]
+        assert last in ("finish", "error", "RUN_FINISHED", "RUN_ERROR"), response.text
+    else:
+        assert len(w.workers) == 0
