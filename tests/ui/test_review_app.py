@@ -14,10 +14,11 @@ from llm_worker.errors import ConfigurationError
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 from llm_worker.ui import AGUIAdapter, ResumableStreams, VercelAIAdapter
 from llm_worker.ui._resumable import RunLog
+from llm_worker.ui._store import MemoryPauseStore
 
 from .conftest import PROVIDERS, booking, scripted, serve
 from .test_errors import BODIES, SECRET
-from .test_resumable import AGUI, PROTOCOLS, VERCEL, _after, world
+from .test_resumable import AGUI, PROTOCOLS, VERCEL, world
 from .test_review_adapters import chunks
 
 pytestmark = pytest.mark.anyio
@@ -84,7 +85,7 @@ async def test_a_hostile_last_event_id_is_refused_not_a_server_error(
         status, events = await w.read("POST", w.url, json=body)
         token = events[0][0].rpartition("-")[0]
         with anyio.fail_after(10):
-            hostile = {"last-event-id": f"{token}-{number}".encode("latin-1")}
+            hostile = {b"last-event-id": f"{token}-{number}".encode("latin-1")}
             response = await w.http.get(w.stream_url(key), headers=hostile)
     assert status == 200
     assert response.status_code == 404
@@ -160,8 +161,9 @@ async def test_chat_requests_without_an_id_do_not_stop_each_other() -> None:
 async def test_an_ag_ui_resume_reusing_the_paused_runs_id_resumes_it_on_a_resumable_adapter(
     run_id: str,
 ) -> None:
+    store = MemoryPauseStore()
     async with scripted("anthropic", booking("Booked.")) as (_, factory):
-        app = AGUIAdapter(factory, resumable=True)
+        app = AGUIAdapter(factory, store=store, resumable=True)
         async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
             with anyio.fail_after(10):
                 first = await http.post(url, json=AGUI)
@@ -175,7 +177,7 @@ async def test_an_ag_ui_resume_reusing_the_paused_runs_id_resumes_it_on_a_resuma
     assert "".join(texts) == "Booked."
     assert replay.text == second.text  # the kept log is the resumed run's
     assert len(factory.workers) == 2
-    assert len(app.store) == 0
+    assert len(store) == 0
 
 
 async def test_a_20k_delta_run_reaches_its_connected_reader_whole_and_its_log_stays_bounded() -> (
@@ -402,7 +404,9 @@ HOSTILE: list[Any] = [
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 @pytest.mark.parametrize("body", HOSTILE, ids=range(len(HOSTILE)))
-async def test_a_hostile_body_gets_a_client_error_or_a_whole_answer(adapter: Any, body: Any) -> None:
+async def test_a_hostile_body_gets_a_client_error_or_a_whole_answer(
+    adapter: Any, body: Any
+) -> None:
     async with world(adapter) as w:
         w.gate.set()
         with anyio.fail_after(10):
