@@ -17,7 +17,7 @@ from llm_worker.ui._resumable import RunLog
 from llm_worker.ui._store import MemoryPauseStore
 
 from .conftest import PROVIDERS, booking, scripted, serve
-from .test_errors import BODIES, SECRET
+from .test_errors import BODIES, SECRET, leaky
 from .test_resumable import AGUI, PROTOCOLS, VERCEL, world
 from .test_review_adapters import chunks
 
@@ -287,33 +287,17 @@ async def test_an_unreachable_provider_shows_a_fixed_sentence_and_no_address(
     assert "sk-secret" not in text and "127.0.0.1" not in text
 
 
-class LeakyHook:
-    """A before_tool_call hook whose own failure names a database and a path."""
-
-    async def before_tool_call(self, ctx: Any) -> Any:
-        raise RuntimeError(f"cannot reach {SECRET}")
-
-
 @pytest.mark.parametrize("adapter", ADAPTERS)
 async def test_a_hooks_exception_is_masked_on_a_resumable_run_and_its_replay(adapter: Any) -> None:
     body, key, _, _ = PROTOCOLS[adapter]
     async with world(adapter) as w:
-        w.adapter.worker_factory = hooked(w.adapter.worker_factory)
+        w.adapter.worker_factory = leaky(w.adapter.worker_factory)
         status, events = await w.read("POST", w.url, json=body)
         replay = await w.read("GET", w.stream_url(key))
     assert status == 200
     assert replay == (200, events)
     text = "\n".join(d for _, d in events)
     assert "hunter2" not in text and "An error occurred." in text
-
-
-def hooked(factory: Any) -> Any:
-    def make() -> Worker:
-        worker = factory()
-        worker.add_hooks(LeakyHook())
-        return worker
-
-    return make
 
 
 @pytest.mark.parametrize("chat_id", ["чат 🚀", "a%41b", "100%"])
