@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -12,11 +13,11 @@ import pytest
 from llm_worker import TextPart, ToolUsePart, Worker, tool
 from llm_worker.errors import ConfigurationError
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
-from llm_worker.ui import AGUIAdapter, ResumableStreams, VercelAIAdapter
+from llm_worker.ui import AGUIAdapter, ResumableStreams, VercelAIAdapter, messages_from_ui
 from llm_worker.ui._resumable import RunLog
 from llm_worker.ui._store import MemoryPauseStore
 
-from .conftest import PROVIDERS, booking, scripted, serve
+from .conftest import CONSUMERS, PROVIDERS, booking, consumed, scripted, serve
 from .test_errors import BODIES, SECRET, leaky
 from .test_resumable import AGUI, PROTOCOLS, VERCEL, world
 from .test_review_adapters import chunks
@@ -403,3 +404,20 @@ async def test_a_hostile_body_gets_a_client_error_or_a_whole_answer(
         assert last in ("finish", "error", "RUN_FINISHED", "RUN_ERROR"), response.text
     else:
         assert len(w.workers) == 0
+
+
+async def test_the_ai_clients_resume_stream_after_an_approvals_answer_was_cut_off(
+    node_modules: Path,
+) -> None:
+    plan = [
+        {"send": "Book Kyoto if sunny"},
+        {"approve": True, "dropAfter": "tool-output-available"},
+        {"resume": True},
+    ]
+    async with consumed(
+        CONSUMERS["vercel"], node_modules, "gemini", booking("Booked."), plan, resumable=True
+    ) as run:
+        out, _, factory, _ = run
+    assert out["drops"] == ["chat: network error"]
+    assert messages_from_ui(out["messages"]) == factory.workers[1].history
+    assert out["messages"][1]["parts"][-1]["text"] == "Booked."

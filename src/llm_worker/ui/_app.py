@@ -240,10 +240,14 @@ class Endpoint:
         if self.streams is None or not begun.key:
             await stream_sse(receive, send, begun.events, self.headers)
             return
-        log = self.streams.open(begun.key, begun.run_id)
+        old = self.streams.get(begun.key)
+        carried = self._carried(old) if old is not None and old.run_id == begun.run_id else []
+        log = self.streams.open(begun.key, begun.run_id, carried)
         async with anyio.create_task_group() as group:
             group.start_soon(self.streams.produce, log, begun.events, begun.stopped)
-            await stream_sse(receive, send, log.read(0, self.behind), self.headers)
+            # This browser has the carried events already: it reads the run's own.
+            start = log.first + len(carried)
+            await stream_sse(receive, send, log.read(start, self.behind), self.headers)
 
     async def _replay(
         self, log: RunLog | None, last: str | None, receive: Receive, send: Send
@@ -258,6 +262,11 @@ class Endpoint:
             await send_json(send, exc.status, {"error": str(exc)})
             return
         await stream_sse(receive, send, log.read(position, self.behind), self.headers)
+
+    def _carried(self, old: RunLog) -> list[str]:
+        """The events of `old`, a kept run of the same id, a replay of this one starts with."""
+        del old
+        return []
 
     def _rejoin(self, body: dict[str, Any]) -> RunLog | None:
         """The kept run a POST reconnects to, if the protocol reconnects by POST."""

@@ -72,6 +72,10 @@ class RunLog:
             self._first += 1
         self._wake()
 
+    def texts(self) -> list[str]:
+        """The events kept, as appended (without their `id:` line)."""
+        return [framed.split("\n", 1)[1] for framed, _ in self._events]
+
     def close(self, now: float) -> None:
         """Mark the run ended: readers stop at the last event."""
         self.done, self.finished_at = True, now
@@ -174,11 +178,17 @@ class ResumableStreams:
         self._expire()
         return self._logs.get(key)
 
-    def open(self, key: str, run_id: str) -> RunLog:
-        """A new log for a run of `key`; an older run of `key` still going is stopped."""
+    def open(self, key: str, run_id: str, carried: Iterable[str] = ()) -> RunLog:
+        """A new log for a run of `key`; an older run of `key` still going is stopped.
+
+        `carried` are events a replay must show before the run's own (the start of the
+        message the run continues).
+        """
         self.cancel(key)
         self._logs.pop(key, None)
         log = RunLog(key, run_id, self.max_events, self.max_bytes)
+        for text in carried:
+            log.append(text)
         self._logs[key] = log
         self._expire()
         return log

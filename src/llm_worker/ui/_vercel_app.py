@@ -7,6 +7,8 @@ from collections.abc import AsyncGenerator, Callable, Collection, Sequence
 from functools import partial
 from typing import Any
 
+import orjson
+
 from llm_worker._json import as_dict, as_list, as_str
 from llm_worker.messages import ToolSpec
 from llm_worker.ui._app import (
@@ -21,7 +23,7 @@ from llm_worker.ui._app import (
 from llm_worker.ui._asgi import BadRequest
 from llm_worker.ui._errors import ErrorText
 from llm_worker.ui._frontend import FrontendTool, with_frontend_results
-from llm_worker.ui._resumable import ResumableStreams
+from llm_worker.ui._resumable import ResumableStreams, RunLog
 from llm_worker.ui._store import PauseStore
 from llm_worker.ui._vercel import HEADERS, sse, to_vercel_stream
 from llm_worker.ui._vercel_messages import decisions_from_ui, messages_from_ui
@@ -29,6 +31,7 @@ from llm_worker.worker import RunStream, Worker
 
 __all__ = ("VercelAIAdapter",)
 
+DONE = "data: [DONE]\n\n"
 BEHIND = "The connection fell too far behind the answer: the events it missed were dropped."
 
 
@@ -70,8 +73,8 @@ class VercelAIAdapter(Endpoint):
 
     headers = HEADERS
     post_hint = "POST the chat request here"
-    stopped = (sse({"type": "abort", "reason": "stopped"}), "data: [DONE]\n\n")
-    behind = (sse({"type": "error", "errorText": BEHIND}), "data: [DONE]\n\n")
+    stopped = (sse({"type": "abort", "reason": "stopped"}), DONE)
+    behind = (sse({"type": "error", "errorText": BEHIND}), DONE)
 
     def __init__(
         self,
@@ -93,6 +96,17 @@ class VercelAIAdapter(Endpoint):
         self.frontend_tools = [
             FrontendTool(t.name, t.description, t.input_schema) for t in frontend_tools
         ]
+
+    def _carried(self, old: RunLog) -> list[str]:
+        # A run continuing an assistant message (an approval's answer) streams only what it
+        # adds, but the `ai` client's resumeStream() rebuilds the message from the replay:
+        # it starts with the message's earlier events, less their finish and [DONE].
+        if not old.done or old.first > 0:
+            return []  # still going (a regenerate), or its start was dropped: none to add
+        texts = old.texts()
+        while texts and (texts[-1] == DONE or _type(texts[-1]) == "finish"):
+            texts.pop()
+        return texts
 
     async def _begin(self, body: dict[str, Any]) -> Begun:
         chat_id = as_str(body.get("id")) or ""
@@ -154,3 +168,8 @@ async def _refused(message_id: str, text: str) -> AsyncGenerator[str, None]:
     yield sse({"type": "error", "errorText": text})
     yield sse({"type": "finish", "finishReason": "error"})
     yield "data: [DONE]\n\n"
+
+
+def _type(text: str) -> object:
+    """The `type` of an SSE event's chunk."""
+    return as_dict(orjson.loads(text.removeprefix("data: "))).get("type")

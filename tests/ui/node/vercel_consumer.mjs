@@ -1,6 +1,6 @@
 // The `ai` package (6.x) consuming llm-worker's UI message stream, as a browser would.
 // argv: <url> <plan JSON>. The plan: [{send: "text", dropAfter?: "chunk type"} |
-// {approve: true|false, reason?} | {clientTool: "output"} | {resume: true} |
+// {approve: true|false, reason?, dropAfter?} | {clientTool: "output"} | {resume: true} |
 // {resumeChat: "chat id"}].
 // `dropAfter` breaks the connection as a network failure would, once a chunk of that type
 // has arrived; `resume` then calls the chat's resumeStream() (GET {api}/{id}/stream);
@@ -137,6 +137,7 @@ for (const step of plan) {
     }
     await chat.sendMessage();
   } else {
+    dropAfter = step.dropAfter;
     const last = chat.messages[chat.messages.length - 1];
     for (const part of last.parts) {
       if (part.state === "approval-requested") {
