@@ -12,6 +12,7 @@ import pytest
 
 from llm_worker import TextPart, ToolUsePart, Worker, tool
 from llm_worker.errors import ConfigurationError
+from llm_worker.state import PauseState
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 from llm_worker.ui import AGUIAdapter, ResumableStreams, VercelAIAdapter, messages_from_ui
 from llm_worker.ui._resumable import RunLog
@@ -421,3 +422,54 @@ async def test_the_ai_clients_resume_stream_after_an_approvals_answer_was_cut_of
     assert out["drops"] == ["chat: network error"]
     assert messages_from_ui(out["messages"]) == factory.workers[1].history
     assert out["messages"][1]["parts"][-1]["text"] == "Booked."
+
+
+class JsonStore:
+    """A pause store that keeps only JSON text (a database's), so every resume is fresh."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, str] = {}
+
+    async def put(self, chat_id: str, state: PauseState) -> None:
+        self.rows[chat_id] = state.to_json()
+
+    async def take(self, chat_id: str) -> PauseState | None:
+        row = self.rows.pop(chat_id, None)
+        return None if row is None else PauseState.from_json(row)
+
+
+async def test_an_ag_ui_resume_cut_off_in_its_tool_leaves_the_thread_usable() -> None:
+    gate, entered = anyio.Event(), anyio.Event()
+    pause = ScriptedResponse([TextPart("Booking."), ToolUsePart("", "book", {"city": "Kyoto"})])
+    script = [pause, ScriptedResponse.text("Hello again.")]
+    store = JsonStore()
+    async with scripted("openai_responses", script) as (server, factory):
+        app = AGUIAdapter(
+            lambda: Worker(factory.client, tools=[gated_book(gate, entered)]),
+            store=store,
+            resumable=True,
+        )
+        async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+            with anyio.fail_after(10):
+                first = await http.post(url, json=AGUI)
+                [snapshot] = [c for c in chunks(first.text) if c["type"] == "MESSAGES_SNAPSHOT"]
+                [end] = [c for c in chunks(first.text) if c["type"] == "RUN_FINISHED"]
+                [interrupt] = end["outcome"]["interrupts"]
+                answer = {"interruptId": interrupt["id"], "status": "resolved"}
+                resume = [{**answer, "payload": {"approved": True}}]
+                body = {**AGUI, "runId": "r2", "messages": snapshot["messages"]}
+                async with http.stream("POST", url, json={**body, "resume": resume}):
+                    await entered.wait()
+                    stop = await http.delete(f"{url}/t1/stream")
+                user = {"id": "u2", "role": "user", "content": "Hi?"}
+                again = {**body, "runId": "r3", "messages": [*snapshot["messages"], user]}
+                after = await http.post(url, json=again)
+        sent = json.loads(server.requests[-1].body)
+    assert stop.json() == {"stopped": True}
+    calls = [i["call_id"] for i in sent["input"] if i.get("type") == "function_call"]
+    outputs = [i["call_id"] for i in sent["input"] if i.get("type") == "function_call_output"]
+    assert calls == outputs  # the cut-off call is answered in the history the provider gets
+    assert [c for c in chunks(after.text) if c["type"] == "RUN_ERROR"] == []
+    texts = [c["delta"] for c in chunks(after.text) if c["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert "".join(texts) == "Hello again."
+    assert store.rows == {}
