@@ -473,3 +473,49 @@ async def test_an_ag_ui_resume_cut_off_in_its_tool_leaves_the_thread_usable() ->
     texts = [c["delta"] for c in chunks(after.text) if c["type"] == "TEXT_MESSAGE_CONTENT"]
     assert "".join(texts) == "Hello again."
     assert store.rows == {}
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_double_submitted_answer_does_not_stop_the_resumed_run(adapter: Any) -> None:
+    gate, entered = anyio.Event(), anyio.Event()
+    pause = ScriptedResponse([TextPart("Booking."), ToolUsePart("", "book", {"city": "Kyoto"})])
+    script = [pause, ScriptedResponse.text("Booked.")]
+    async with scripted("anthropic", script) as (_, factory):
+        app = adapter(
+            lambda: Worker(factory.client, tools=[gated_book(gate, entered)]), resumable=True
+        )
+        async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+            with anyio.fail_after(10):
+                first = await http.post(url, json=BODIES_KEPT[adapter])
+                answer = answer_of(adapter, first.text)
+                async with http.stream("POST", url, json=answer(1)) as running:
+                    await entered.wait()  # the approved call runs
+                    twice = await http.post(url, json=answer(2))  # the same answer again
+                    gate.set()
+                    text = (await running.aread()).decode()
+    assert "no paused run waits" in twice.text
+    assert "Booked." in text
+    assert '"abort"' not in text and '"Stopped"' not in text
+
+
+BODIES_KEPT: dict[Any, dict[str, Any]] = {VercelAIAdapter: VERCEL, AGUIAdapter: AGUI}
+
+
+def answer_of(adapter: Any, text: str) -> Any:
+    """The body approving the first turn's paused call (`n` numbers an AG-UI run)."""
+    if adapter is AGUIAdapter:
+        [end] = [c for c in chunks(text) if c["type"] == "RUN_FINISHED"]
+        interrupt = end["outcome"]["interrupts"][0]["id"]
+        resume = [{"interruptId": interrupt, "status": "resolved", "payload": {"approved": True}}]
+        return lambda n: {**AGUI, "runId": f"r{n + 1}", "resume": resume}
+    [ask] = [c for c in chunks(text) if c["type"] == "tool-approval-request"]
+    part = {
+        "type": "tool-book",
+        "toolCallId": ask["toolCallId"],
+        "state": "approval-responded",
+        "input": {"city": "Kyoto"},
+        "approval": {"id": ask["approvalId"], "approved": True},
+    }
+    assistant = {"id": "a1", "role": "assistant", "parts": [part]}
+    body = {**VERCEL, "messages": [VERCEL["messages"][0], assistant], "messageId": "a1"}
+    return lambda n: body

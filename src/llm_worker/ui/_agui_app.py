@@ -97,7 +97,8 @@ class AGUIAdapter(Endpoint):
             return self._run(worker, start, body, names, before=raw, skip=1)
         if state is None:
             text = "no paused run waits for this thread: it was resumed already, or the server "
-            return Begun(_refused(thread_id, run_id, text + "restarted"), thread_id, run_id, ())
+            # Not kept (no key): a repeated answer must not stop the run the first one resumed.
+            return Begun(_refused(thread_id, run_id, text + "restarted"), "", run_id, ())
         try:
             decisions = _decisions(resume, state)
         except (BadRequest, TypeError, ValueError):

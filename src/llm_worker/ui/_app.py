@@ -155,7 +155,7 @@ class Begun:
 
     Attributes:
         events: The run's SSE events (closing them cancels the run).
-        key: The chat (thread) id the run belongs to.
+        key: The chat (thread) id the run belongs to (empty: a run that is never kept).
         run_id: The run's own id (AG-UI `runId`; the assistant message id for Vercel).
         stopped: The SSE events that end the log of a run stopped by a stop call.
     """

@@ -124,7 +124,8 @@ class VercelAIAdapter(Endpoint):
         state = await self.store.take(chat_id)
         if state is None:
             text = "no paused run waits for this chat: it was answered already, or the server "
-            return Begun(_refused(message_id, text + "restarted"), chat_id, message_id, ())
+            # Not kept (no key): a repeated answer must not stop the run the first one resumed.
+            return Begun(_refused(message_id, text + "restarted"), "", message_id, ())
         worker = await resuming(
             self.store, chat_id, state, lambda: self._worker(body, self.frontend_tools), decisions
         )
