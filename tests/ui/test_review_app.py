@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,6 @@ import pytest
 
 from llm_worker import TextPart, ToolUsePart, Worker, tool
 from llm_worker.errors import ConfigurationError
-from llm_worker.state import PauseState
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 from llm_worker.ui import AGUIAdapter, ResumableStreams, VercelAIAdapter, messages_from_ui
 from llm_worker.ui._resumable import RunLog
@@ -22,6 +24,7 @@ from .conftest import CONSUMERS, PROVIDERS, booking, consumed, scripted, serve
 from .test_errors import BODIES, SECRET, leaky
 from .test_resumable import AGUI, PROTOCOLS, VERCEL, world
 from .test_review_adapters import chunks
+from .test_review_hooks import JsonStore
 
 pytestmark = pytest.mark.anyio
 
@@ -227,38 +230,43 @@ def gated_book(gate: anyio.Event, entered: anyio.Event) -> Any:
     return book
 
 
-@pytest.mark.parametrize("resumable", [False, True])
-async def test_a_resumed_run_cut_off_in_its_tool_leaves_the_chat_usable(resumable: bool) -> None:
+@dataclass
+class Booking:
+    """A served adapter whose model calls `book` (approval first, then held), then answers."""
+
+    server: Any
+    url: str
+    http: httpx.AsyncClient
+    gate: anyio.Event  # opens the held book call
+    entered: anyio.Event  # set when book runs
+
+
+@asynccontextmanager
+async def booking_site(
+    adapter: Any, answer: str, provider: str = "anthropic", **options: Any
+) -> AsyncIterator[Booking]:
     gate, entered = anyio.Event(), anyio.Event()
     pause = ScriptedResponse([TextPart("Booking."), ToolUsePart("", "book", {"city": "Kyoto"})])
-    script = [pause, ScriptedResponse.text("Hello again.")]
-    async with scripted("anthropic", script) as (server, factory):
-        app = VercelAIAdapter(
-            lambda: Worker(factory.client, tools=[gated_book(gate, entered)]), resumable=resumable
-        )
+    async with scripted(provider, [pause, ScriptedResponse.text(answer)]) as (server, factory):
+        app = adapter(lambda: Worker(factory.client, tools=[gated_book(gate, entered)]), **options)
         async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
             with anyio.fail_after(10):
-                first = await http.post(url, json=VERCEL)
-                parts = [c for c in chunks(first.text) if c["type"] == "tool-approval-request"]
-                call_id = parts[0]["toolCallId"]
-                answered = {
-                    "type": "tool-book",
-                    "toolCallId": call_id,
-                    "state": "approval-responded",
-                    "input": {"city": "Kyoto"},
-                    "approval": {"id": parts[0]["approvalId"], "approved": True},
-                }
-                assistant = {"id": "a1", "role": "assistant", "parts": [answered]}
-                resume = {**VERCEL, "messages": [VERCEL["messages"][0], assistant]}
-                async with http.stream("POST", url, json={**resume, "messageId": "a1"}):
-                    await entered.wait()
-                    if resumable:
-                        await http.delete(f"{url}/c1/stream")
-                # the browser stopped (or the stop call): the part stays approval-responded
-                user = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "Hi?"}]}
-                body = {**resume, "messages": [*resume["messages"], user]}
-                after = await http.post(url, json=body)
-        sent = json.loads(server.requests[-1].body)
+                yield Booking(server, url, http, gate, entered)
+
+
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_resumed_run_cut_off_in_its_tool_leaves_the_chat_usable(resumable: bool) -> None:
+    async with booking_site(VercelAIAdapter, "Hello again.", resumable=resumable) as b:
+        first = await b.http.post(b.url, json=VERCEL)
+        resume = answer_of(VercelAIAdapter, first.text)(1)
+        async with b.http.stream("POST", b.url, json=resume):
+            await b.entered.wait()
+            if resumable:
+                await b.http.delete(f"{b.url}/c1/stream")
+        # the browser stopped (or the stop call): the part stays approval-responded
+        user = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "Hi?"}]}
+        after = await b.http.post(b.url, json={**resume, "messages": [*resume["messages"], user]})
+        sent = json.loads(b.server.requests[-1].body)
     blocks = [b for m in sent["messages"] for b in m["content"] if isinstance(b, dict)]
     uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
     assert uses == [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
@@ -424,47 +432,20 @@ async def test_the_ai_clients_resume_stream_after_an_approvals_answer_was_cut_of
     assert out["messages"][1]["parts"][-1]["text"] == "Booked."
 
 
-class JsonStore:
-    """A pause store that keeps only JSON text (a database's), so every resume is fresh."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, str] = {}
-
-    async def put(self, chat_id: str, state: PauseState) -> None:
-        self.rows[chat_id] = state.to_json()
-
-    async def take(self, chat_id: str) -> PauseState | None:
-        row = self.rows.pop(chat_id, None)
-        return None if row is None else PauseState.from_json(row)
-
-
 async def test_an_ag_ui_resume_cut_off_in_its_tool_leaves_the_thread_usable() -> None:
-    gate, entered = anyio.Event(), anyio.Event()
-    pause = ScriptedResponse([TextPart("Booking."), ToolUsePart("", "book", {"city": "Kyoto"})])
-    script = [pause, ScriptedResponse.text("Hello again.")]
     store = JsonStore()
-    async with scripted("openai_responses", script) as (server, factory):
-        app = AGUIAdapter(
-            lambda: Worker(factory.client, tools=[gated_book(gate, entered)]),
-            store=store,
-            resumable=True,
-        )
-        async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
-            with anyio.fail_after(10):
-                first = await http.post(url, json=AGUI)
-                [snapshot] = [c for c in chunks(first.text) if c["type"] == "MESSAGES_SNAPSHOT"]
-                [end] = [c for c in chunks(first.text) if c["type"] == "RUN_FINISHED"]
-                [interrupt] = end["outcome"]["interrupts"]
-                answer = {"interruptId": interrupt["id"], "status": "resolved"}
-                resume = [{**answer, "payload": {"approved": True}}]
-                body = {**AGUI, "runId": "r2", "messages": snapshot["messages"]}
-                async with http.stream("POST", url, json={**body, "resume": resume}):
-                    await entered.wait()
-                    stop = await http.delete(f"{url}/t1/stream")
-                user = {"id": "u2", "role": "user", "content": "Hi?"}
-                again = {**body, "runId": "r3", "messages": [*snapshot["messages"], user]}
-                after = await http.post(url, json=again)
-        sent = json.loads(server.requests[-1].body)
+    options = {"store": store, "resumable": True}
+    async with booking_site(AGUIAdapter, "Hello again.", "openai_responses", **options) as b:
+        first = await b.http.post(b.url, json=AGUI)
+        [snapshot] = [c for c in chunks(first.text) if c["type"] == "MESSAGES_SNAPSHOT"]
+        body = {**answer_of(AGUIAdapter, first.text)(1), "messages": snapshot["messages"]}
+        async with b.http.stream("POST", b.url, json=body):
+            await b.entered.wait()
+            stop = await b.http.delete(f"{b.url}/t1/stream")
+        user = {"id": "u2", "role": "user", "content": "Hi?"}
+        again = {**AGUI, "runId": "r3", "messages": [*snapshot["messages"], user]}
+        after = await b.http.post(b.url, json=again)
+        sent = json.loads(b.server.requests[-1].body)
     assert stop.json() == {"stopped": True}
     calls = [i["call_id"] for i in sent["input"] if i.get("type") == "function_call"]
     outputs = [i["call_id"] for i in sent["input"] if i.get("type") == "function_call_output"]
@@ -472,27 +453,19 @@ async def test_an_ag_ui_resume_cut_off_in_its_tool_leaves_the_thread_usable() ->
     assert [c for c in chunks(after.text) if c["type"] == "RUN_ERROR"] == []
     texts = [c["delta"] for c in chunks(after.text) if c["type"] == "TEXT_MESSAGE_CONTENT"]
     assert "".join(texts) == "Hello again."
-    assert store.rows == {}
+    assert store.saved == {}
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 async def test_a_double_submitted_answer_does_not_stop_the_resumed_run(adapter: Any) -> None:
-    gate, entered = anyio.Event(), anyio.Event()
-    pause = ScriptedResponse([TextPart("Booking."), ToolUsePart("", "book", {"city": "Kyoto"})])
-    script = [pause, ScriptedResponse.text("Booked.")]
-    async with scripted("anthropic", script) as (_, factory):
-        app = adapter(
-            lambda: Worker(factory.client, tools=[gated_book(gate, entered)]), resumable=True
-        )
-        async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
-            with anyio.fail_after(10):
-                first = await http.post(url, json=BODIES_KEPT[adapter])
-                answer = answer_of(adapter, first.text)
-                async with http.stream("POST", url, json=answer(1)) as running:
-                    await entered.wait()  # the approved call runs
-                    twice = await http.post(url, json=answer(2))  # the same answer again
-                    gate.set()
-                    text = (await running.aread()).decode()
+    async with booking_site(adapter, "Booked.", resumable=True) as b:
+        first = await b.http.post(b.url, json=BODIES_KEPT[adapter])
+        answer = answer_of(adapter, first.text)
+        async with b.http.stream("POST", b.url, json=answer(1)) as running:
+            await b.entered.wait()  # the approved call runs
+            twice = await b.http.post(b.url, json=answer(2))  # the same answer again
+            b.gate.set()
+            text = (await running.aread()).decode()
     assert "no paused run waits" in twice.text
     assert "Booked." in text
     assert '"abort"' not in text and '"Stopped"' not in text
