@@ -489,6 +489,21 @@ def answer_of(adapter: Any, text: str) -> Any:
         "input": {"city": "Kyoto"},
         "approval": {"id": ask["approvalId"], "approved": True},
     }
-    assistant = {"id": "a1", "role": "assistant", "parts": [part]}
-    body = {**VERCEL, "messages": [VERCEL["messages"][0], assistant], "messageId": "a1"}
+    [start] = [c["messageId"] for c in chunks(text) if c["type"] == "start"]
+    assistant = {"id": start, "role": "assistant", "parts": [part]}
+    body = {**VERCEL, "messages": [VERCEL["messages"][0], assistant], "messageId": start}
     return lambda n: body
+
+
+async def test_an_answer_carrying_more_events_than_the_log_keeps_streams_its_run_whole() -> None:
+    streams = ResumableStreams()
+    async with booking_site(VercelAIAdapter, "Booked.", resumable=streams) as b:
+        first = await b.http.post(b.url, json=VERCEL)
+        paused = streams.get("c1")
+        assert paused is not None
+        streams.max_events = len(paused) - 3  # the carried events overflow the next log
+        b.gate.set()
+        second = await b.http.post(b.url, json=answer_of(VercelAIAdapter, first.text)(1))
+    kinds = [c["type"] for c in chunks(second.text)]
+    assert kinds[0] == "start" and kinds[-1] == "finish"
+    assert "Booked." in "".join(c.get("delta", "") for c in chunks(second.text))

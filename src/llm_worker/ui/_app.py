@@ -246,7 +246,7 @@ class Endpoint:
         async with anyio.create_task_group() as group:
             group.start_soon(self.streams.produce, log, begun.events, begun.stopped)
             # This browser has the carried events already: it reads the run's own.
-            start = log.first + len(carried)
+            start = len(carried)  # the number of the run's first event
             await stream_sse(receive, send, log.read(start, self.behind), self.headers)
 
     async def _replay(
