@@ -507,3 +507,28 @@ async def test_an_answer_carrying_more_events_than_the_log_keeps_streams_its_run
     kinds = [c["type"] for c in chunks(second.text)]
     assert kinds[0] == "start" and kinds[-1] == "finish"
     assert "Booked." in "".join(c.get("delta", "") for c in chunks(second.text))
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_worker_cancel_in_a_tool_call_ends_a_resumable_run_and_its_readers(
+    adapter: Any,
+) -> None:
+    body, key, waiting, _ = PROTOCOLS[adapter]
+    async with world(adapter) as w:
+        await w.until(body, waiting)  # the browser left; the run waits in its tool
+        readers: list[Any] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(_read_stream, w, key, readers)
+            w.workers[0].cancel()  # the application cancels the run itself
+        with anyio.fail_after(10):
+            await w.app.finished.wait()
+    [(status, events)] = readers
+    kinds = [json.loads(d)["type"] for _, d in events if d != "[DONE]"]
+    assert status == 200
+    assert kinds[-1] in ("finish", "abort", "RUN_FINISHED", "RUN_ERROR"), kinds
+    assert (events[-1][1] == "[DONE]") == (adapter is VercelAIAdapter)
+    assert not w.gate.is_set()
+
+
+async def _read_stream(w: Any, key: str, into: list[Any]) -> None:
+    into.append(await w.read("GET", w.stream_url(key)))
