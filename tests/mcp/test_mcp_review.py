@@ -11,10 +11,10 @@ import pytest
 
 from llm_worker import HookError, MCPConnectionError, PauseState, RunStatus, ToolProgress, Worker
 from llm_worker.blobs import MemoryBlobStore
-from llm_worker.errors import ToolError
+from llm_worker.errors import ConfigurationError, ToolError
 from llm_worker.hooks import Pause, ToolCallContext
 from llm_worker.mcp import MCPServer
-from llm_worker.messages import ToolUsePart
+from llm_worker.messages import ImagePart, ToolUsePart
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse, WireResponse, WireServer
 from support.mcp_servers import scripted
 
@@ -144,6 +144,29 @@ async def test_an_image_no_model_takes_becomes_a_placeholder(what: str) -> None:
         async with MCPServer.stdio(*scripted("normal")) as server:
             out = await (await _echo(server)).execute(json.dumps({"text": f"!{what}"}))
     assert isinstance(out, str) and "not shown to the model" in out
+
+
+async def test_an_image_over_the_default_max_image_bytes_is_an_error_naming_the_limit() -> None:
+    limit = 5 * 1024 * 1024  # the documented default: Anthropic's per-image limit
+    with anyio.fail_after(30):
+        async with MCPServer.stdio(*scripted("normal")) as server:
+            assert server.max_image_bytes == limit
+            echo = await _echo(server)
+            at_limit = await echo.execute(json.dumps({"text": f"!hugeimg:{limit}"}))
+            with pytest.raises(ToolError, match=rf"max_image_bytes={limit}\b") as caught:
+                await echo.execute(json.dumps({"text": f"!hugeimg:{limit + 4}"}))
+            assert await echo.execute('{"text": "b"}') == "echo: b"  # the server stays
+    assert isinstance(at_limit, list)
+    [image] = at_limit
+    assert isinstance(image, ImagePart) and image.data is not None
+    assert len(image.data) == limit * 3 // 4
+    assert f"{limit + 4} bytes" in str(caught.value) and "MCP server" in str(caught.value)
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_max_image_bytes_must_be_positive(limit: int) -> None:
+    with pytest.raises(ConfigurationError, match="max_image_bytes"):
+        MCPServer.stdio(*scripted("normal"), max_image_bytes=limit)
 
 
 @pytest.mark.parametrize("what", ["big:2000000", "bigimg:2000000", "bigerr:2000000"])

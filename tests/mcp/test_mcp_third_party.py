@@ -176,6 +176,38 @@ async def test_an_mcp_image_becomes_an_image_result(everything_js: Path) -> None
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["stdio", "http"])
+async def test_an_image_over_max_image_bytes_is_an_error_result_naming_the_limit(
+    kind: str, request: pytest.FixtureRequest, everything_js: Path
+) -> None:
+    # server-everything's tiny image is about 2 KB of base64: over a 1,000-byte limit
+    if kind == "stdio":
+        server = everything_stdio(everything_js, max_image_bytes=1000)
+    else:
+        url: str = request.getfixturevalue("everything_http")
+        server = MCPServer.http(url, name="everything", max_image_bytes=1000)
+    script = [
+        ScriptedResponse([ToolUsePart("", "get-tiny-image", {})]),
+        ScriptedResponse.text("ok"),
+    ]
+    with anyio.fail_after(30):
+        async with (
+            server,
+            ScriptedModelServer("anthropic", script) as model,
+            model.client() as client,
+            Worker(client, tools=[server]) as worker,
+        ):
+            result = await worker.run("show me")
+            [echo] = [t for t in await server.list_tools() if t.remote_name == "echo"]
+            assert await echo.execute('{"message": "still here"}') == "Echo: still here"
+    assert result.status is RunStatus.FINISHED
+    [sent] = model.requests[1].json()["messages"][-1]["content"]
+    assert sent["is_error"] is True
+    assert "max_image_bytes=1000" in json.dumps(sent)
+    assert '"image"' not in json.dumps(sent)  # the image never reached the model
+
+
+@pytest.mark.anyio
 async def test_strict_tools_take_the_strict_form_and_nulls_are_left_out(
     everything_js: Path,
 ) -> None:

@@ -14,7 +14,7 @@ import anyio
 from llm_worker._extras import require_extra
 from llm_worker.errors import ConfigurationError, MCPConnectionError, ToolError
 from llm_worker.mcp._connection import ConnectionLost, Live, guarded, open_connection
-from llm_worker.mcp._results import result_output
+from llm_worker.mcp._results import DEFAULT_MAX_IMAGE_BYTES, result_output
 from llm_worker.mcp._tools import MCPTool, make_tool
 from llm_worker.mcp._transports import Transport, http_transport, stdio_transport
 
@@ -66,6 +66,10 @@ class MCPServer:
         strict: Offer the tools in OpenAI's strict mode where their schemas allow it (the
             provider then holds the model to the schema); a `null` the model sends for an
             optional argument is left out before the call reaches the server.
+        max_image_bytes: The largest image (its base64 size, as the server sends it) a result
+            may carry; a result with a larger one becomes an error result naming this limit,
+            which the model reads. Default 5 MB: the smallest per-image limit of the
+            providers (Anthropic's), so an image let through is one every provider takes.
     """
 
     def __init__(
@@ -80,17 +84,23 @@ class MCPServer:
         init_timeout: float = 30.0,
         max_reconnects: int = 3,
         strict: bool = False,
+        max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
     ) -> None:
         if init_timeout <= 0 or max_reconnects < 0 or (timeout is not None and timeout <= 0):
             raise ConfigurationError(
                 f"MCP server {name}: timeout and init_timeout must be positive seconds and "
                 "max_reconnects >= 0"
             )
+        if max_image_bytes <= 0:
+            raise ConfigurationError(
+                f"MCP server {name}: max_image_bytes must be a positive number of bytes, "
+                f"not {max_image_bytes!r}"
+            )
         self.name = name
         self._transport = transport
         self.prefix, self.include, self.exclude = prefix, include, tuple(exclude)
         self.timeout, self.init_timeout, self.max_reconnects = timeout, init_timeout, max_reconnects
-        self.strict = strict
+        self.strict, self.max_image_bytes = strict, max_image_bytes
         self._group: TaskGroup | None = None
         self._live: Live | None = None
         self._lock = anyio.Lock()
@@ -121,7 +131,7 @@ class MCPServer:
             cwd: The working directory.
             name: The name in messages; default: the command line.
             **options: `prefix`, `include`, `exclude`, `timeout`, `init_timeout`,
-                `max_reconnects`, `strict` (see the class).
+                `max_reconnects`, `strict`, `max_image_bytes` (see the class).
         """
         label = name or " ".join([command, *args])
         return cls(label, stdio_transport(command, args, env, cwd, label), **options)
@@ -298,7 +308,7 @@ class MCPServer:
         except Exception as exc:
             raise ToolError(f"MCP server {self.name}: {_error_text(exc)}") from exc
         self._failures = 0
-        return result_output(result, self.name)
+        return result_output(result, self.name, self.max_image_bytes)
 
     async def _on_message(self, message: Any) -> None:
         root = getattr(message, "root", None)

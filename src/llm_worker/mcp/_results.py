@@ -13,12 +13,18 @@ from llm_worker.tools._text import json_text
 if TYPE_CHECKING:
     from mcp import types
 
-__all__ = ("image_text", "result_output")
+__all__ = ("DEFAULT_MAX_IMAGE_BYTES", "image_text", "result_output")
 
 Item: TypeAlias = "str | MediaPart"
 
+DEFAULT_MAX_IMAGE_BYTES = 5 * 1024 * 1024
+"""The largest image (its base64 size) an MCP result may carry by default: 5 MB, the smallest
+per-image limit of the providers (Anthropic's), so an image let through fits every one."""
 
-def result_output(result: types.CallToolResult, server: str) -> str | list[str | MediaPart]:
+
+def result_output(
+    result: types.CallToolResult, server: str, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES
+) -> str | list[str | MediaPart]:
     """What the model reads for a result (text, or text and images); an error result raises.
 
     Text blocks are kept as they are; `structuredContent`, when present, replaces them (the
@@ -28,12 +34,14 @@ def result_output(result: types.CallToolResult, server: str) -> str | list[str |
     not an image type a model takes; audio becomes `image_text`.
 
     Raises:
-        ToolError: The server marked the result as an error; the message is its text.
+        ToolError: The server marked the result as an error (the message is its text), or an
+            image in it is over `max_image_bytes` (base64 size; the message names the limit).
     """
-    items = [_block(block) for block in result.content]
     if result.isError:
-        text = "\n".join(i for i, _ in items if isinstance(i, str))
+        text = "\n".join(_error_texts(result.content))
         raise ToolError(f"{text or 'the tool failed and gave no message'} (MCP server {server})")
+    _check_images(result.content, server, max_image_bytes)
+    items = [_block(block) for block in result.content]
     kept: list[Item] = [i for i, is_text in items if not is_text]
     if result.structuredContent is not None:
         kept.insert(0, json_text(result.structuredContent))
@@ -42,6 +50,22 @@ def result_output(result: types.CallToolResult, server: str) -> str | list[str |
     if all(isinstance(i, str) for i in kept):
         return "\n".join(cast("list[str]", kept))
     return kept
+
+
+def _error_texts(blocks: list[types.ContentBlock]) -> list[str]:
+    # An error result's media is not decoded: the model reads its message only.
+    return [t for b in blocks if b.type != "image" and isinstance(t := _block(b)[0], str)]
+
+
+def _check_images(blocks: list[types.ContentBlock], server: str, limit: int) -> None:
+    """Refuse an image over `limit` before decoding it: a server's bytes are not trusted."""
+    for block in blocks:
+        if block.type == "image" and len(data := block.data) > limit:
+            raise ToolError(
+                f"MCP server {server} returned an image of {len(data)} bytes (base64), over "
+                f"the limit max_image_bytes={limit}; it was not passed on. Ask for a smaller "
+                "image (a lower resolution, a crop), or raise MCPServer's max_image_bytes"
+            )
 
 
 def _block(block: types.ContentBlock) -> tuple[Item, bool]:

@@ -10,6 +10,7 @@ Tools: `echo` (read-only), `slow` (answers after 60 s, reporting progress first)
 `add_tool` (adds the tool `extra` and sends `notifications/tools/list_changed`).
 """
 
+import base64
 import json
 import os
 import sys
@@ -102,10 +103,20 @@ _PNG = (
 )
 
 
+def png_of_base64_size(size: int) -> str:
+    """A PNG (a real header, then zeros) whose base64 is `size` characters (a multiple of 4)."""
+    raw = base64.b64decode(_PNG)
+    return base64.b64encode(raw + bytes(size * 3 // 4 - len(raw))).decode()
+
+
 def hostile(request_id: object, what: str) -> None:
     """`echo` with text `!WHAT`: a result built to test the client (big, bad blocks)."""
     kind, _, size = what.partition(":")
     if kind == "hang":
+        return
+    if kind == "hugeimg":
+        image = {"type": "image", "data": png_of_base64_size(int(size)), "mimeType": "image/png"}
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [image]}})
         return
     blocks = {
         "big": [{"type": "text", "text": "x" * int(size or 0)}],
