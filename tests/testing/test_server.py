@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import select
+import socket
 import time
 from typing import Any
 
@@ -382,3 +385,22 @@ async def test_the_address_of_a_server_not_running_is_an_error_not_port_0() -> N
         assert server.base_url == f"http://127.0.0.1:{server.port}"
     with pytest.raises(ConfigurationError, match="not running"):
         _ = server.base_url
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("turns", range(7))
+async def test_close_ends_a_connection_accepted_just_before(turns: int) -> None:
+    # A connection the server accepted a loop turn or two before close(), whose handler had
+    # not run yet, stayed open (the client waited forever) and its socket was left to the
+    # garbage collector: an "unclosed socket" warning in whichever later test it ran in.
+    server = WireServer()
+    await server.start()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as client:
+        for _ in range(turns):  # each lets the event loop take the connection one step on
+            await anyio.lowlevel.checkpoint()
+        with anyio.fail_after(10):
+            await server.close()
+        readable, _, _ = select.select([client], [], [], 5)  # bounded: fails after 5 s
+        assert readable, "the server left the connection open after close()"
+        with contextlib.suppress(ConnectionResetError):  # reset: closed before accepting it
+            assert client.recv(1) == b""

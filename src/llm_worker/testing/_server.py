@@ -25,6 +25,7 @@ from llm_worker.errors import ConfigurationError
 __all__ = ("Chunking", "RecordedRequest", "WireResponse", "WireServer")
 
 _MAX_HEADER = 64 * 1024
+_STREAM_LIMIT = 64 * 1024  # asyncio.start_server's default
 
 
 @dataclass(slots=True, frozen=True)
@@ -152,6 +153,7 @@ class RecordedRequest:
 
 
 Handler = Callable[[RecordedRequest], "WireResponse | Awaitable[WireResponse]"]
+_Accept = Callable[[asyncio.StreamReader, asyncio.StreamWriter], None]
 """Chooses the answer to a request."""
 
 
@@ -176,7 +178,10 @@ class WireServer:
         self.handler = handler
         self.requests: list[RecordedRequest] = []
         self._server: asyncio.Server | None = None
+        self._closing = False
         self._connections: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._open: set[_Connection] = set()
         self.port = 0
 
     @property
@@ -200,20 +205,33 @@ class WireServer:
 
     async def start(self) -> None:
         """Start listening on a free port of 127.0.0.1."""
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._closing = False
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Connection(self._accept, self._open), "127.0.0.1", 0
+        )
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
-        """Stop listening and drop open connections."""
-        if self._server is not None:
-            self._server.close()
-            for task in list(self._connections):
-                task.cancel()
-            for task in list(self._connections):
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-            await self._server.wait_closed()
-            self._server = None
+        """Stop listening and drop open connections, those just accepted too."""
+        server = self._server
+        if server is None:
+            return
+        self._closing = True
+        await _stop_accepting(server)
+        server.close()
+        for writer in list(self._writers):
+            writer.close()  # a handler cancelled before it ran would never close its own
+        for task in list(self._connections):
+            task.cancel()
+        for task in list(self._connections):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if ended := [c.ended for c in self._open]:
+            # bounded: a connection whose setup failed never reports its end
+            await asyncio.wait(ended, timeout=5)
+        await server.wait_closed()
+        self._server = None
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -222,22 +240,25 @@ class WireServer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._closing:  # accepted as the server closed: no handler will serve it
+            writer.close()
+            return
+        self._writers.add(writer)
+        task = asyncio.get_running_loop().create_task(self._serve(reader, writer))
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._connections.add(task)
         try:
             while await self._one(reader, writer):
                 pass
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
         except asyncio.CancelledError:
-            # close() cancelled this connection. Ending normally keeps Python 3.11's stream
-            # callback from logging the cancellation as an "unhandled exception".
-            pass
+            pass  # close() cancelled this connection: it closes it below
         finally:
-            if task is not None:
-                self._connections.discard(task)
+            self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -265,6 +286,36 @@ class WireServer:
         if self._queue:
             return self._queue.popleft()
         return _problem("the test server has no answer left")
+
+
+async def _stop_accepting(server: asyncio.Server) -> None:
+    """Stop accepting, then let the connections accepted so far get their transport.
+
+    asyncio makes an accepted connection's transport a loop turn after the accept; if the
+    server was closed in between, it fails and leaves the socket to the garbage collector
+    (CPython gh-109564, gh-155934). Callbacks run in order, so one turn is enough.
+    """
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError):  # a proactor loop has no readers
+        for sock in server.sockets:
+            loop.remove_reader(sock.fileno())
+    await asyncio.sleep(0)
+
+
+class _Connection(asyncio.StreamReaderProtocol):
+    """One connection's protocol: in `opened` (its server's) until the connection has ended."""
+
+    def __init__(self, accept: _Accept, opened: set[_Connection]) -> None:
+        super().__init__(asyncio.StreamReader(limit=_STREAM_LIMIT), accept)
+        self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._opened = opened
+        opened.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._opened.discard(self)
+        if not self.ended.done():
+            self.ended.set_result(None)
 
 
 def _problem(message: str) -> WireResponse:
