@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -124,22 +125,28 @@ async def test_everything_progress_reaches_the_worker_stream(everything_js: Path
 @pytest.mark.anyio
 async def test_everything_call_timeout_is_an_error_result(everything_js: Path) -> None:
     call = ToolUsePart("", "trigger-long-running-operation", {"duration": 30, "steps": 3})
-    script = [ScriptedResponse([call]), ScriptedResponse.text("too slow")]
+    sent = await error_result_sent(everything_stdio(everything_js, timeout=0.5), call)
+    assert "0.5" in json.dumps(sent)
+
+
+async def error_result_sent(server: MCPServer, call: ToolUsePart) -> dict[str, Any]:
+    """The tool result a Worker sends the model for `call`, checked to be an error; the
+    server is checked to be still usable after it."""
+    script = [ScriptedResponse([call]), ScriptedResponse.text("ok")]
     with anyio.fail_after(30):
         async with (
-            everything_stdio(everything_js, timeout=0.5) as server,
+            server,
             ScriptedModelServer("anthropic", script) as model,
             model.client() as client,
             Worker(client, tools=[server]) as worker,
         ):
             result = await worker.run("go")
-            # the server is still usable after a timed-out call
             [echo] = [t for t in await server.list_tools() if t.remote_name == "echo"]
             assert await echo.execute('{"message": "still here"}') == "Echo: still here"
     assert result.status is RunStatus.FINISHED
     [sent] = model.requests[1].json()["messages"][-1]["content"]
     assert sent["is_error"] is True
-    assert "0.5" in json.dumps(sent)
+    return sent
 
 
 @pytest.mark.anyio
@@ -186,23 +193,7 @@ async def test_an_image_over_max_image_bytes_is_an_error_result_naming_the_limit
     else:
         url: str = request.getfixturevalue("everything_http")
         server = MCPServer.http(url, name="everything", max_image_bytes=1000)
-    script = [
-        ScriptedResponse([ToolUsePart("", "get-tiny-image", {})]),
-        ScriptedResponse.text("ok"),
-    ]
-    with anyio.fail_after(30):
-        async with (
-            server,
-            ScriptedModelServer("anthropic", script) as model,
-            model.client() as client,
-            Worker(client, tools=[server]) as worker,
-        ):
-            result = await worker.run("show me")
-            [echo] = [t for t in await server.list_tools() if t.remote_name == "echo"]
-            assert await echo.execute('{"message": "still here"}') == "Echo: still here"
-    assert result.status is RunStatus.FINISHED
-    [sent] = model.requests[1].json()["messages"][-1]["content"]
-    assert sent["is_error"] is True
+    sent = await error_result_sent(server, ToolUsePart("", "get-tiny-image", {}))
     assert "max_image_bytes=1000" in json.dumps(sent)
     assert '"image"' not in json.dumps(sent)  # the image never reached the model
 
