@@ -1,3 +1,4 @@
+import gc
 import logging
 import sys
 from collections.abc import Iterator
@@ -28,6 +29,23 @@ def _dbos_console_on_the_real_stderr() -> Iterator[None]:
             and handler.name == "__dbos_console_log_handler__"
         ):
             handler.stream = sys.__stderr__  # not setStream: it flushes the closed one
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _leaks_reported_in_their_module() -> Iterator[None]:
+    """Collect garbage as each module ends, so a leak fails the module that made it.
+
+    A socket or transport a test leaves open is found only when the garbage collector frees
+    it; pytest then reports it (an error, by `filterwarnings`) in whichever test is running.
+    Collecting here blames this module's last test, the message naming the object
+    (`PYTHONTRACEMALLOC=20` adds where it was made) instead of a test modules later.
+    """
+    yield
+    # pytest keeps the last failure (an xfail too) in sys.last_value until the next test
+    # runs: its frames would keep what the failing test left open out of this collection.
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        sys.__dict__.pop(name, None)
+    gc.collect()
 
 
 @pytest.fixture(scope="session")
