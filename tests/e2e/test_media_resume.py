@@ -71,7 +71,7 @@ def animation() -> ImagePart:
 
 async def test_a_tool_image_the_provider_refuses_reaches_the_model_as_an_error() -> None:
     script = [ScriptedResponse([ToolUsePart("", "animation", {})]), ScriptedResponse.text("ok")]
-    # `async with`: the run raises (for now), and a client left open leaks its connection
+    # `async with`: were the run to raise, a client closed by a later line would leak its socket
     async with (
         ScriptedModelServer("gemini", script, model=MODELS["gemini"]) as server,
         server.client() as client,
