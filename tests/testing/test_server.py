@@ -404,3 +404,14 @@ async def test_close_ends_a_connection_accepted_just_before(turns: int) -> None:
         assert readable, "the server left the connection open after close()"
         with contextlib.suppress(ConnectionResetError):  # reset: closed before accepting it
             assert client.recv(1) == b""
+
+
+@pytest.mark.anyio
+async def test_close_in_a_cancelled_block_still_stops_listening() -> None:
+    with anyio.fail_after(10), anyio.CancelScope() as scope:
+        async with WireServer() as server:
+            port = server.port
+            scope.cancel()
+            await anyio.sleep_forever()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()

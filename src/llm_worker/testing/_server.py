@@ -18,6 +18,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, Self
 from urllib.parse import parse_qsl, urlsplit
 
+import anyio
 import orjson
 
 from llm_worker.errors import ConfigurationError
@@ -218,6 +219,12 @@ class WireServer:
         if server is None:
             return
         self._closing = True
+        # Shielded: close() also runs as a cancelled block exits, and must finish there too.
+        with anyio.CancelScope(shield=True):
+            await self._close(server)
+        self._server = None
+
+    async def _close(self, server: asyncio.Server) -> None:
         await _stop_accepting(server)
         server.close()
         for writer in list(self._writers):
@@ -231,7 +238,6 @@ class WireServer:
             # bounded: a connection whose setup failed never reports its end
             await asyncio.wait(ended, timeout=5)
         await server.wait_closed()
-        self._server = None
 
     async def __aenter__(self) -> Self:
         await self.start()
