@@ -47,7 +47,7 @@ def _leaks_reported_in_their_module() -> Iterator[None]:
         sys.__dict__.pop(name, None)
     gc.collect()
     # What outlives a module lives on (imports, caches, session fixtures): frozen, later
-    # collections skip it. Collecting cost 35.8 s CPU over the suite; frozen, about 2% of that.
+    # collections skip it (tests/tools, timeline and worker: 2.7 s CPU collecting, 0.12 s).
     gc.freeze()
 
 
