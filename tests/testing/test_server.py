@@ -408,6 +408,7 @@ async def test_close_ends_a_connection_accepted_just_before(turns: int) -> None:
 
 @pytest.mark.anyio
 async def test_close_in_a_cancelled_block_still_stops_listening() -> None:
+    port = 0
     with anyio.fail_after(10), anyio.CancelScope() as scope:
         async with WireServer() as server:
             port = server.port
