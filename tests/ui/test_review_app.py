@@ -56,26 +56,32 @@ def lookup_db(city: str) -> str:
     raise RuntimeError(f"cannot reach {SECRET} for {city}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a tool's exception becomes its error result ('RuntimeError: <message>', what the "
-    "model reads), and the encoders send that text as tool-output-error.errorText / "
-    "TOOL_CALL_RESULT.content: on_error is never asked (the ai SDK sends onError(error) for "
-    "a tool-error). Masking it in the encoders (_vercel.py/_agui.py) changes what the "
-    "browser sends back as history: the lead's call",
-)
 @pytest.mark.parametrize("adapter", ADAPTERS)
-async def test_a_tools_exception_text_does_not_reach_the_browser(adapter: Any) -> None:
+async def test_a_tools_exception_text_reaches_the_browser_only_as_the_model_reads_it(
+    adapter: Any,
+) -> None:
+    # A failed call's error result is part of the conversation the browser keeps and sends
+    # back, so the browser shows exactly what the model read: `Worker(format_tool_error=)`
+    # decides it for both (masking only the browser's copy would break the round trip).
     script = [
         ScriptedResponse([TextPart("Checking."), ToolUsePart("", "lookup_db", {"city": "Oslo"})]),
         ScriptedResponse.text("Sorry."),
     ]
     async with scripted("anthropic", script) as (_, factory):
-        app = adapter(lambda: Worker(factory.client, tools=[lookup_db]))
+
+        def make() -> Worker:
+            return Worker(
+                factory.client,
+                tools=[lookup_db],
+                format_tool_error=lambda exc, call: f"{call.name} failed",
+            )
+
+        app = adapter(make)
         async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
             with anyio.fail_after(10):
                 response = await http.post(url, json=BODIES[adapter])
     assert "Sorry." in response.text
+    assert "lookup_db failed" in response.text
     assert "hunter2" not in response.text
 
 
