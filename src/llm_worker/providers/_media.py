@@ -43,6 +43,8 @@ __all__ = (
     "check_total",
     "data_url",
     "document_text",
+    "inline_size",
+    "media_size",
     "rules_for",
     "sendable",
 )
@@ -122,16 +124,19 @@ def rules_for(provider: str) -> MediaRules | None:
     return _BY_PROVIDER.get(provider)
 
 
-def sendable(media: Iterable[MediaPart], rules: MediaRules) -> tuple[list[MediaPart], list[str]]:
+def sendable(
+    media: Iterable[MediaPart], rules: MediaRules, used: int = 0
+) -> tuple[list[MediaPart], list[str]]:
     """The parts `rules` accept (each, and together within one request), and why the rest not.
 
     A part is refused for its type, its bytes, or its size; a part that would take the parts
-    kept so far past the provider's per-request limit is refused too, so what is kept can be
-    sent. Never raises: the reasons are `MediaError` messages, for the model to read.
+    kept so far, on top of the `used` bytes (base64) the request already carries, past the
+    provider's per-request limit is refused too, so what is kept can be sent. Never raises:
+    the reasons are `MediaError` messages, for the model to read.
     """
     kept: list[MediaPart] = []
     refused: list[str] = []
-    total = 0
+    total = used
     for part in media:
         try:
             check(part, rules)
@@ -180,13 +185,23 @@ def check_total(messages: Iterable[Message], rules: MediaRules) -> None:
     Raises:
         MediaError: The base64 of all inline parts is over `rules.max_request_bytes`.
     """
-    total = sum(_b64_size(len(m.data)) for m in _inline(messages) if m.data is not None)
+    total = inline_size(messages)
     if total > rules.max_request_bytes:
         raise MediaError(
             f"{rules.provider} accepts at most {rules.max_request_bytes // _MB} MB of images "
             f"and documents per request (base64); these are {total / _MB:.1f} MB: send fewer, "
             "smaller ones, or give them by URL"
         )
+
+
+def inline_size(messages: Iterable[Message]) -> int:
+    """The base64 bytes of the inline images and documents of `messages`, as a request has them."""
+    return media_size(_inline(messages))
+
+
+def media_size(parts: Iterable[MediaPart]) -> int:
+    """The base64 bytes of the parts given inline (a part given by URL weighs nothing)."""
+    return sum(_b64_size(len(m.data)) for m in parts if m.data is not None)
 
 
 def _inline(messages: Iterable[Message]) -> Iterator[MediaPart]:

@@ -45,7 +45,7 @@ from llm_worker.messages import DocumentPart, ImagePart, Message, Part, ToolResu
 from llm_worker.state import PendingCall, ToolResultReady
 from llm_worker.tools import Tool, ToolResult, execute_call, tool_meta
 from llm_worker.worker._intercept import ToolStep, intercepted
-from llm_worker.worker._media_check import sendable_result
+from llm_worker.worker._media_check import sendable_results
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -144,10 +144,11 @@ class Batch:
 
     def _media_checked(self) -> None:
         """Take out of each result the media the provider would refuse (the model reads why)."""
-        provider = self.owner.cfg.client.provider
-        for pending in self.pending:
-            if pending.result is not None:
-                pending.result = sendable_result(pending.result, provider)
+        owner = self.owner
+        results = [p.result for p in self.pending]
+        checked = sendable_results(results, owner.cfg.client.provider, owner.history)
+        for pending, result in zip(self.pending, checked, strict=True):
+            pending.result = result
 
     async def _decide(self, index: int, *, resumed: bool) -> None:
         cfg = self.owner.cfg
@@ -284,10 +285,17 @@ class Batch:
             return None
         # With no after hook registered, every result has been seen by all of them.
         unchecked_ok = not self.owner.cfg.hooks.after_tool_call
+        kept = [
+            p.result if unchecked_ok or index in self._checked else None
+            for index, p in enumerate(self.pending)
+        ]
+        provider = self.owner.cfg.client.provider
+        checked = sendable_results(kept, provider, self.owner.history)
         parts: list[Part] = []
         for index, pending in enumerate(self.pending):
-            if pending.result is not None and (unchecked_ok or index in self._checked):
-                parts.append(_part(sendable_result(pending.result, self.owner.cfg.client.provider)))
+            result = checked[index]
+            if result is not None:
+                parts.append(_part(result))
             else:
                 text = self._missing(index, why)
                 parts.append(

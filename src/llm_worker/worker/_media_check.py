@@ -12,24 +12,45 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from llm_worker.providers._media import rules_for, sendable
+from llm_worker.providers._media import inline_size, media_size, rules_for, sendable
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from llm_worker.messages import Message
     from llm_worker.tools import ToolResult
 
-__all__ = ("sendable_result",)
+__all__ = ("sendable_result", "sendable_results")
 
 
-def sendable_result(result: ToolResult, provider: str) -> ToolResult:
+def sendable_results(
+    results: Sequence[ToolResult | None], provider: str, history: Sequence[Message]
+) -> list[ToolResult | None]:
+    """Each of a batch's `results` as `sendable_result` leaves it, in one request with `history`.
+
+    The next request carries the history's media and every result's: the provider's limit
+    per request holds for all of them together, not for each result alone.
+    """
+    used = inline_size(history)
+    checked: list[ToolResult | None] = []
+    for result in results:
+        fit = None if result is None else sendable_result(result, provider, used)
+        used += 0 if fit is None else media_size(fit.media)
+        checked.append(fit)
+    return checked
+
+
+def sendable_result(result: ToolResult, provider: str, used: int = 0) -> ToolResult:
     """`result` as `provider` accepts it: refused media taken out, the model told which and why.
 
+    `used`: the base64 bytes of media the request carries besides this result's.
     A result whose media all fit (or a provider whose limits are not known here) is returned
     as it is; otherwise a copy marked as an error keeps the tool's text and the parts that fit.
     """
     rules = rules_for(provider)
     if rules is None or not result.media:
         return result
-    kept, refused = sendable(result.media, rules)
+    kept, refused = sendable(result.media, rules, used)
     if not refused:
         return result
     reasons = "\n".join(f"- {why}" for why in refused)
