@@ -385,6 +385,8 @@ def _call_from_dict(data: object) -> ToolCall:
 def _output_call(data: object) -> ToolCall | None:
     if data is None:  # no output call, or a state saved before the field existed
         return None
+    if not isinstance(as_dict(data).get("input"), dict):  # accepted arguments are an object
+        raise PauseStateError("pause state has a damaged output call: its input is not an object")
     try:
         return _call_from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:

@@ -147,8 +147,8 @@ class OutputPlan:
         """
         if self._adapter is None:
             return output
-        try:
-            return self._adapter.dump_python(output, mode="json")
+        try:  # as validation reads it back: aliases, no computed fields, Json[...] as text
+            return self._adapter.dump_python(output, mode="json", by_alias=True, round_trip=True)
         except (TypeError, ValueError):  # pydantic's serialization error is a ValueError
             return None
 
