@@ -206,9 +206,9 @@ class DurableWorker:
             return
         fork = engine.running.get(run_id)
         if fork is not None:  # this process holds it
-            engine.reasons[run_id] = reason
+            engine.reasons.setdefault(run_id, reason)  # the first cancel says why
+            fork._cancel_run()  # pyright: ignore[reportPrivateUsage]
             if fork._done is not None:  # pyright: ignore[reportPrivateUsage]
-                fork.cancel()
                 return
         elif await dbos.get_event_async(run_id, PAUSE, timeout_seconds=0) is None:
             await dbos.cancel_workflow_async(run_id)  # queued, or running in another process

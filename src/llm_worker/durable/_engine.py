@@ -198,8 +198,9 @@ async def _paused(dbos: Any, worker: Worker, state: PauseState, run_id: str) -> 
         message = await _decision(dbos)
         await dbos.set_event_async(PAUSE, None)
         await dbos.set_event_async(STATUS, "running")
-        if CANCEL in message:
-            return await _discarded(worker, state, str(message[CANCEL]))
+        cancel = message.get(CANCEL)
+        if isinstance(cancel, str):  # a decision is an object: a call may have this id
+            return await _discarded(worker, state, cancel)
         try:
             return await worker.resume(state, decisions=decisions_from(message))
         except PauseStateError as exc:  # decisions that do not fit: the run waits for others

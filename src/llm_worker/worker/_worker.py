@@ -237,6 +237,7 @@ class Worker(Registrations, Generic[OutputT]):
         self._subscribers: list[Any] = []
         # Forks running runs on this Worker's behalf (a DurableWorker's): cancel() reaches them.
         self._followers: set[Worker[Any]] = set()
+        self._cancel_next = False  # a cancel that came before the run's scope opened
 
     def __repr__(self) -> str:
         return f"Worker(client={self._cfg.client!r}, tools={self._cfg.registry.names!r})"
@@ -300,7 +301,7 @@ class Worker(Registrations, Generic[OutputT]):
         twin.history = list(history)
         twin._turns, twin._scope, twin._done = 0, None, None
         twin._paused, twin._last_response = None, None
-        twin._followers = set()
+        twin._followers, twin._cancel_next = set(), False
         return twin
 
     # -- running -----------------------------------------------------------------------------
@@ -480,14 +481,26 @@ class Worker(Registrations, Generic[OutputT]):
     def cancel(self) -> None:
         """Cancel the running run: it returns `RunStatus.CANCELLED` after its clean-up.
 
+        A run that is starting (a run interceptor still at work) is cancelled as it starts;
+        an idle Worker has nothing to cancel, and its next run goes as usual.
+
         The runs a `DurableWorker` over this Worker is running in this process are cancelled
         too (each ends CANCELLED, its result recorded); one waiting for a decision is not
         running: end it with `DurableWorker.cancel(run_id)`.
         """
         if self._scope is not None:
             self._scope.cancel()
+        elif self._done is not None:  # starting: its scope opens in a moment
+            self._cancel_next = True
         for follower in list(self._followers):
-            follower.cancel()
+            if follower._paused is None:  # one waiting for a decision is not running
+                follower._cancel_run()
+
+    def _cancel_run(self) -> None:
+        """Cancel the run this fork runs, or the next one it starts (it is about to)."""
+        self._cancel_next = True
+        if self._scope is not None:
+            self._scope.cancel()
 
     def _check_idle(self) -> None:
         if self._done is not None:
@@ -516,7 +529,7 @@ class Worker(Registrations, Generic[OutputT]):
         finally:
             if sink is not None:
                 self._cfg.sinks.remove(sink)
-            self._done = None
+            self._done, self._cancel_next = None, False
             done.set()
         self._paused = result.state if result.status is RunStatus.PAUSED else None
         self._last_response = (result.response_ids or [self._last_response])[-1]
@@ -527,6 +540,8 @@ class Worker(Registrations, Generic[OutputT]):
         try:
             with anyio.CancelScope() as scope:
                 self._scope = scope
+                if self._cancel_next:
+                    scope.cancel()
                 result = await run.loop(resume=resume)
         except Aborted:
             raise  # its clean-up ran where the hook aborted
