@@ -19,6 +19,7 @@ from llm_worker import (
     tool,
 )
 from llm_worker.durable import DurableWorker
+from llm_worker.errors import ConfigurationError
 from llm_worker.events import UsageEvent
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 
@@ -192,3 +193,21 @@ async def test_worker_cancel_leaves_a_paused_durable_run_to_its_decision(
     assert result.status is RunStatus.FINISHED and result.text == "Paid."
     assert ran == [5]
     assert len(server.requests) == 2
+
+
+async def test_a_reason_that_is_not_a_string_is_a_typed_error(database_url: str) -> None:
+    ran: list[int] = []
+    script = [ScriptedResponse([ToolUsePart("p1", "pay", {"amount": 5})], usage=USAGE)]
+    async with ScriptedModelServer("anthropic", script) as server, server.client() as c:
+        durable = DurableWorker(Worker(c, tools=[_pay(ran)]), name="t", database_url=database_url)
+        with anyio.fail_after(TIMEOUT):
+            async with durable:
+                run_id = await durable.start("Pay", run_id="typed-reason")
+                assert await durable.paused(run_id) is not None
+                bad: Any = {"why": "no"}
+                with pytest.raises(ConfigurationError, match="string"):
+                    await durable.cancel(run_id, bad)
+                await durable.cancel(run_id, "now")
+                result = await durable.result(run_id)
+    assert result.status is RunStatus.CANCELLED and result.reason == "now"
+    assert ran == []

@@ -196,8 +196,11 @@ class DurableWorker:
         `DBOS.cancel_workflow` directly.
 
         Raises:
-            ConfigurationError: No run has this id.
+            ConfigurationError: No run has this id, or `reason` is not a string.
         """
+        # The reason travels as the cancel message: anything but a string would read as decisions.
+        if not isinstance(reason, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError(f"a cancel's reason is a string, not {type(reason).__name__}")
         dbos = self._dbos.DBOS
         found = await dbos.get_workflow_status_async(run_id)
         if found is None:
