@@ -359,14 +359,9 @@ def _stop_reason(value: object) -> StopReason | None:
         raise PauseStateError(f"pause state has an unknown stop reason {value!r}") from None
 
 
-def _call_to_dict(call: ToolCall) -> dict[str, Any]:
-    return {
-        "id": call.id,
-        "name": call.name,
-        "input": call.input,
-        "raw_input": call.raw_input,
-        "error": call.error,
-    }
+def _call_to_dict(c: ToolCall) -> dict[str, Any]:
+    out = {"id": c.id, "name": c.name, "input": c.input, "raw_input": c.raw_input}
+    return {**out, "error": c.error}
 
 
 def _call_from_dict(data: object) -> ToolCall:
