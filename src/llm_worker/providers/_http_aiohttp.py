@@ -93,8 +93,19 @@ class _AiohttpAnswer:
         content = self._response.content
         watch = _SilenceWatch.start(self._response, self._read_timeout)
         try:
-            while chunk := await content.readany():
-                yield chunk
+            if watch is None:
+                while chunk := await content.readany():
+                    yield chunk
+            else:
+                # Silence counts only while we wait for bytes: a caller slower than the timeout
+                # (bytes buffered, or the whole body in) is not a silent server.
+                while True:
+                    watch.waiting = True
+                    chunk = await content.readany()
+                    watch.waiting = False
+                    if not chunk:
+                        break
+                    yield chunk
         except TimeoutError as exc:
             raise BodyFailed(exc, timeout=True) from exc
         except (aiohttp.ClientError, OSError) as exc:
@@ -114,10 +125,12 @@ class _SilenceWatch:
     aiohttp re-arms its read timer at each read (a cancelled timer and a new one on the
     loop's heap, about 2 µs): a large share of a paced stream's cost. This watch looks at the
     bytes received every eighth of the timeout and fails the body once none came for the
-    whole timeout: after between 1 and 1.125 times the timeout of silence.
+    whole timeout while the reader waited for them: after between 1 and 1.125 times the
+    timeout of silence. As with httpx, time the caller spends between two reads is not
+    silence (the body may be in the buffer already, or paused by backpressure).
     """
 
-    __slots__ = ("_content", "_handle", "_last", "_loop", "_seen", "_step", "_timeout")
+    __slots__ = ("_content", "_handle", "_last", "_loop", "_seen", "_step", "_timeout", "waiting")
 
     def __init__(self, content: aiohttp.StreamReader, timeout: float) -> None:
         self._loop = asyncio.get_running_loop()
@@ -126,6 +139,7 @@ class _SilenceWatch:
         self._step = timeout / 8
         self._seen = content.total_bytes
         self._last = self._loop.time()
+        self.waiting = False  # set by the reader around each read
         self._handle: asyncio.TimerHandle | None = self._loop.call_later(self._step, self._check)
 
     @classmethod
@@ -143,6 +157,10 @@ class _SilenceWatch:
         total = self._content.total_bytes
         if total != self._seen:
             self._seen, self._last = total, now
+        elif not self.waiting:
+            # The reader may wait again right after this check: a step of credit keeps the
+            # silence it must wait at least the whole timeout.
+            self._last = now + self._step
         elif now - self._last >= self._timeout:
             self._handle = None
             self._content.set_exception(
