@@ -3,10 +3,13 @@ a slow reader, bodies split at every byte, cancellation, the owned client across
 
 from __future__ import annotations
 
+from typing import Literal
+
 import anyio
 import orjson
 import pytest
 
+from llm_worker.errors import ProviderError
 from llm_worker.events import BlockDelta, Event, TextDelta
 from llm_worker.messages import Message, Request
 from llm_worker.providers import OpenAIChatClient
@@ -80,3 +83,139 @@ async def test_a_trickle_just_inside_the_read_timeout_never_times_out() -> None:
         finally:
             await client.aclose()
     assert _text_of(events) == "abc"
+
+
+def _whole_json() -> bytes:
+    return orjson.dumps(
+        {
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"content": "abcd"}, "finish_reason": "stop"}],
+        }
+    )
+
+
+@pytest.mark.parametrize("shape", ["sse", "json"])
+async def test_a_stream_cancelled_at_any_point_frees_its_slot_and_connection(shape: str) -> None:
+    # Cancelled at seeded times across the send, the head sniff, the whole-JSON read and the
+    # per-read pump; with one slot, a permit or connection left held would hang the next one.
+    import random
+
+    rng = random.Random(17)
+    if shape == "sse":
+        pieces = [_text(w) for w in "abcd"] + [_FINISH + b"data: [DONE]\n\n"]
+        content_type = "text/event-stream"
+    else:
+        raw = _whole_json()
+        pieces = [raw[i : i + 9] for i in range(0, len(raw), 9)]
+        content_type = "application/json"
+    sizes = Chunking("sizes", sizes=tuple(len(p) for p in pieces))
+    slow = WireResponse(
+        b"".join(pieces), chunking=sizes, chunk_delay=0.01, content_type=content_type
+    )
+    deadlines = [rng.uniform(0.0, 0.06) for _ in range(6)]
+    async with WireServer([slow] * len(deadlines) + [slow]) as server:
+        client = _client(server, max_concurrency=1)
+        try:
+            for deadline in deadlines:
+                with anyio.move_on_after(deadline):
+                    async for _ in client.stream(Request([Message.user("hi")])):
+                        pass
+            with anyio.fail_after(10):
+                events = [e async for e in client.stream(Request([Message.user("hi")]))]
+        finally:
+            await client.aclose()
+            await client.aclose()  # twice: a no-op
+    assert _text_of(events) == "abcd"
+
+
+@pytest.mark.parametrize("framing", ["chunked", "length", "close"])
+async def test_a_body_split_at_every_byte_with_bom_crlf_and_multibyte_text(
+    framing: Literal["chunked", "length", "close"],
+) -> None:
+    # One byte per write: a BOM, CRLF line ends (the CR and LF in separate reads), a field
+    # name split, and 2-, 3- and 4-byte UTF-8 characters split inside their bytes.
+    body = (
+        "\ufeff".encode()
+        + _text("é€").replace(b"\n", b"\r\n")
+        + b": a comment\r\n\r\n"
+        + _text("𝄞x")
+        + _FINISH.replace(b"\n", b"\r\n")
+        + b"data: [DONE]\r\n\r\n"
+    )
+    response = WireResponse(body, chunking=Chunking.bytewise(), framing=framing)
+    async with WireServer([response]) as server:
+        client = _client(server)
+        try:
+            with anyio.fail_after(20):
+                events = [e async for e in client.stream(Request([Message.user("hi")]))]
+        finally:
+            await client.aclose()
+    assert _text_of(events) == "é€𝄞x"
+
+
+async def test_a_whole_json_answer_over_the_bound_is_refused_not_buffered() -> None:
+    # A chat answer sent as one JSON object is read whole, up to max_event_bytes.
+    raw = _whole_json().replace(b"abcd", b"x" * 5000)
+    async with WireServer([WireResponse(raw, content_type="application/json")]) as server:
+        client = _client(server, max_event_bytes=4096)
+        try:
+            with anyio.fail_after(10), pytest.raises(ProviderError, match="max_event_bytes"):
+                async for _ in client.stream(Request([Message.user("hi")])):
+                    pass
+        finally:
+            await client.aclose()
+
+
+def _compressed(encoding: str, raw: bytes) -> bytes:
+    import gzip
+    import zlib
+
+    return gzip.compress(raw) if encoding == "gzip" else zlib.compress(raw)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+@pytest.mark.parametrize("chunking", ["whole", "bytewise"])
+async def test_a_compressed_stream_is_decoded_at_any_split(encoding: str, chunking: str) -> None:
+    body = b"".join(_text(w) for w in "ab€") + _FINISH + b"data: [DONE]\n\n"
+    response = WireResponse(
+        _compressed(encoding, body),
+        headers={"content-encoding": encoding},
+        chunking=Chunking.bytewise() if chunking == "bytewise" else Chunking.whole(),
+    )
+    async with WireServer([response]) as server:
+        client = _client(server)
+        try:
+            with anyio.fail_after(20):
+                events = [e async for e in client.stream(Request([Message.user("hi")]))]
+        finally:
+            await client.aclose()
+    assert _text_of(events) == "ab€"
+
+
+async def test_an_encoding_header_that_lies_is_a_typed_error_without_the_key() -> None:
+    body = b"".join(_text(w) for w in "ab") + _FINISH + b"data: [DONE]\n\n"
+    response = WireResponse(body, headers={"content-encoding": "gzip"})
+    async with WireServer([response]) as server:
+        client = _client(server)
+        try:
+            with anyio.fail_after(10), pytest.raises(ProviderError) as caught:
+                async for _ in client.stream(Request([Message.user("hi")])):
+                    pass
+        finally:
+            await client.aclose()
+    assert API_KEY not in repr(caught.value) and API_KEY not in str(caught.value.__cause__)
+
+
+@pytest.mark.parametrize("seconds", [float("inf"), 1e9])
+async def test_an_unbounded_read_timeout_streams(seconds: float) -> None:
+    pieces = [_text(w) for w in "ab"] + [_FINISH + b"data: [DONE]\n\n"]
+    sizes = Chunking("sizes", sizes=tuple(len(p) for p in pieces))
+    response = WireResponse(b"".join(pieces), chunking=sizes, chunk_delay=0.01)
+    async with WireServer([response]) as server:
+        client = _client(server, timeout=seconds)
+        try:
+            with anyio.fail_after(10):
+                events = [e async for e in client.stream(Request([Message.user("hi")]))]
+        finally:
+            await client.aclose()
+    assert _text_of(events) == "ab"

@@ -8,6 +8,7 @@ read. It runs on asyncio only.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncGenerator, Mapping
 from typing import ClassVar
 
@@ -186,7 +187,8 @@ def _timeout(timeout: object) -> aiohttp.ClientTimeout:
     if type(timeout).__module__.startswith("httpx"):
         return _from_httpx(timeout)
     if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
-        seconds = float(timeout)
+        # aiohttp's timers overflow on infinity (an untyped OverflowError at connect): no bound.
+        seconds = float(timeout) if math.isfinite(timeout) else None
         return aiohttp.ClientTimeout(
             total=None, connect=seconds, sock_connect=seconds, sock_read=seconds
         )
