@@ -219,3 +219,38 @@ async def test_an_unbounded_read_timeout_streams(seconds: float) -> None:
         finally:
             await client.aclose()
     assert _text_of(events) == "ab"
+
+
+@pytest.mark.parametrize("lead", [b"", b"\n", "\ufeff".encode(), b"\r\n\r\n"])
+async def test_a_connection_broken_before_any_event_is_retried(lead: bytes) -> None:
+    # Blank bytes or a BOM before the break are not the answer: nothing was handed on.
+    body = b"".join(_text(w) for w in "ab") + _FINISH + b"data: [DONE]\n\n"
+    broken = WireResponse(lead + body, chunking=Chunking.bytewise(), reset_at=len(lead))
+    retry = RetryPolicy(max_attempts=2, initial_delay=0.01, jitter=0.0)
+    async with WireServer([broken, WireResponse(body)]) as server:
+        client = _client(server, retry=retry)
+        try:
+            with anyio.fail_after(10):
+                events = [e async for e in client.stream(Request([Message.user("hi")]))]
+        finally:
+            await client.aclose()
+    assert _text_of(events) == "ab"
+
+
+async def test_a_body_broken_midway_keeps_the_library_error_readable() -> None:
+    # The library's exception chained as the cause keeps what it says about its request.
+    body = b"".join(_text(w) for w in "abcd") + _FINISH + b"data: [DONE]\n\n"
+    response = WireResponse(body, chunking=Chunking.bytewise(), reset_at=len(_text("a")) + 3)
+    async with WireServer([response]) as server:
+        client = _client(server)
+        try:
+            with anyio.fail_after(10), pytest.raises(ProviderError) as caught:
+                async for _ in client.stream(Request([Message.user("hi")])):
+                    pass
+        finally:
+            await client.aclose()
+    cause = caught.value.__cause__
+    assert cause is not None
+    if hasattr(type(cause), "request"):  # httpx: reading .request raised a RuntimeError
+        url: object = getattr(cause, "request").url  # noqa: B009
+        assert str(url).endswith("/v1/chat/completions")

@@ -352,7 +352,8 @@ class Transport:
                 if first or len(head) >= _MAX_ERROR_BODY:
                     return head
         except BodyFailed as failed:
-            raise self._broken(failed, len(head)) from self._cause(failed.cause)
+            # Blank bytes or a BOM are not the answer, and nothing was handed on: retryable.
+            raise self._broken(failed, 0) from self._cause(failed.cause)
         return head
 
     async def _whole(

@@ -87,10 +87,11 @@ class _HttpxAnswer:
         try:
             async for chunk in body:
                 yield chunk
-        except httpx.TimeoutException as exc:
-            raise BodyFailed(exc, timeout=True) from exc
         except (httpx.TransportError, httpx.DecodingError) as exc:
-            raise BodyFailed(exc, timeout=False) from exc
+            # `aiter_bytes` would have named the request on the error; the stream does not.
+            exc.request = response.request
+            timeout = isinstance(exc, httpx.TimeoutException)
+            raise BodyFailed(exc, timeout=timeout) from exc
 
     async def aclose(self) -> None:
         """Release the connection."""
