@@ -341,3 +341,18 @@ def test_a_client_made_under_a_loop_closed_by_hand_is_closed_too(http_transport:
     result = _loops(http_transport, "loop,run")
     assert result.stdout.split() == ["True"] * 2, result.stderr[-2000:]
     assert "nclosed" not in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/event-stream"])
+async def test_a_whole_json_answer_split_at_every_byte_after_a_bom(content_type: str) -> None:
+    # A server that ignored `stream: true`: one JSON object, whatever its content type.
+    raw = "\ufeff \r\n".encode() + _whole_json()
+    response = WireResponse(raw, chunking=Chunking.bytewise(), content_type=content_type)
+    async with WireServer([response]) as server:
+        client = _client(server)
+        try:
+            with anyio.fail_after(20):
+                events = [e async for e in client.stream(Request([Message.user("hi")]))]
+        finally:
+            await client.aclose()
+    assert _text_of(events) == "abcd"

@@ -374,7 +374,7 @@ class Transport:
             size += len(chunk)
             if size > self.max_event_bytes:
                 raise event_too_large(self.max_event_bytes, "a JSON answer", self.provider)
-        raw = b"".join(pieces)
+        raw = b"".join(pieces).lstrip(BLANK)  # orjson refuses a BOM; it starts with "{"
         if content_type.startswith("application/json") and is_error_body(raw):
             raise error_from_status(
                 answer.status_code,
