@@ -356,3 +356,27 @@ async def test_a_whole_json_answer_split_at_every_byte_after_a_bom(content_type:
         finally:
             await client.aclose()
     assert _text_of(events) == "abcd"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("SSL_CERT_FILE", "/nonexistent/ca.pem"), ("HTTPS_PROXY", "foo://user:pw@proxy")],
+)
+async def test_an_httpx_client_that_cannot_be_made_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    # The client is made at the first request since session 4: a bad environment setting was
+    # a bare FileNotFoundError, or a MalformedStreamError "unreadable data in the stream".
+    from llm_worker.errors import ConfigurationError
+
+    monkeypatch.setenv(variable, value)
+    client = OpenAIChatClient(
+        model="m", base_url="https://127.0.0.1:9/v1", api_key=API_KEY, transport="httpx"
+    )
+    try:
+        with anyio.fail_after(10), pytest.raises(ConfigurationError, match=variable) as caught:
+            async for _ in client.stream(Request([Message.user("hi")])):
+                pass
+    finally:
+        await client.aclose()
+    assert ":pw@" not in str(caught.value)

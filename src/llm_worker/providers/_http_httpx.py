@@ -39,7 +39,15 @@ class HttpxBackend:
             self._bound.forget()
             size = self._pool_size
             limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
-            client = httpx.AsyncClient(timeout=self.timeout, limits=limits)
+            try:
+                client = httpx.AsyncClient(timeout=self.timeout, limits=limits)
+            except (OSError, ValueError) as exc:
+                # Made at the first request now: a bad SSL_CERT_FILE or proxy variable read
+                # from the environment is a setting to fix, not a stream or network failure.
+                raise ConfigurationError(
+                    f"the httpx client could not be made: {type(exc).__name__}: {exc} (check the "
+                    "environment's SSL_CERT_FILE, SSL_CERT_DIR, HTTP_PROXY, HTTPS_PROXY, ALL_PROXY)"
+                ) from exc
             self._client = client
             await self._bound.adopt(client.aclose)
         return client
