@@ -11,7 +11,7 @@ import anyio
 import orjson
 import pytest
 
-from llm_worker.errors import ProviderError
+from llm_worker.errors import APITimeoutError, ProviderError
 from llm_worker.events import BlockDelta, Event, TextDelta
 from llm_worker.messages import Message, Request
 from llm_worker.providers import OpenAIChatClient
@@ -380,3 +380,52 @@ async def test_an_httpx_client_that_cannot_be_made_is_a_configuration_error(
     finally:
         await client.aclose()
     assert ":pw@" not in str(caught.value)
+
+
+async def test_a_compressed_stream_whose_bytes_trickle_in_never_times_out() -> None:
+    # The gzip header comes one byte per 0.15 s: bytes arrive well within the 0.5 s read
+    # timeout, but none decodes to body bytes for 1.5 s.
+    import gzip
+
+    body = _compressed("gzip", b"".join(_text(w) for w in "ab") + _FINISH + b"data: [DONE]\n\n")
+    assert gzip.decompress(body)
+    sizes = Chunking("sizes", sizes=(1,) * 10 + (len(body) - 10,))
+    response = WireResponse(
+        body, headers={"content-encoding": "gzip"}, chunking=sizes, chunk_delay=0.15
+    )
+    async with WireServer([response]) as server:
+        client = _client(server, timeout=0.5)
+        try:
+            with anyio.fail_after(10):
+                events = [e async for e in client.stream(Request([Message.user("hi")]))]
+        finally:
+            await client.aclose()
+    assert _text_of(events) == "ab"
+
+
+async def test_a_compressed_stream_that_stalls_times_out() -> None:
+    import zlib
+
+    packer = zlib.compressobj(wbits=31)  # gzip, flushed per event as a server does
+    pieces = [packer.compress(_text(w)) + packer.flush(zlib.Z_SYNC_FLUSH) for w in "ab"]
+    pieces.append(packer.compress(_FINISH) + packer.flush())
+    sizes = Chunking("sizes", sizes=tuple(len(p) for p in pieces))
+    response = WireResponse(
+        b"".join(pieces),
+        headers={"content-encoding": "gzip"},
+        chunking=sizes,
+        chunk_delays=(0.01, 5.0),
+    )
+    async with WireServer([response]) as server:
+        client = _client(server, timeout=0.3)
+        events: list[Event] = []
+        error: Exception | None = None
+        try:
+            with anyio.fail_after(4):
+                async for event in client.stream(Request([Message.user("hi")])):
+                    events.append(event)
+        except APITimeoutError as exc:
+            error = exc
+        finally:
+            await client.aclose()
+    assert isinstance(error, APITimeoutError) and _text_of(events) == "ab"

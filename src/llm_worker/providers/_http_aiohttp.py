@@ -149,6 +149,10 @@ class _SilenceWatch:
         connection = response.connection
         if not timeout or connection is None or connection.protocol is None:
             return None  # no timeout, or the body is already in
+        if response.headers.get("content-encoding", "identity") != "identity":
+            # Decoded bytes lag the received ones (a compressed block decodes at its end):
+            # aiohttp's own timer, reset by every received byte, keeps the timeout.
+            return None
         # aiohttp does the same for a websocket; the next request sets it again.
         connection.protocol.read_timeout = None
         return cls(response.content, timeout)
