@@ -48,43 +48,50 @@ def _text_of(events: list[Event]) -> str:
     )
 
 
-async def test_a_reader_slower_than_the_read_timeout_loses_nothing_once_the_body_is_in() -> None:
-    # The server sends the whole answer at once; the caller then pauses longer than the read
-    # timeout between two events (a slow consumer). The server was never silent: no timeout.
+async def _run(
+    responses: list[WireResponse], *, pause_after: int = 0, pause: float = 0.0, **options: object
+) -> tuple[list[Event], Exception | None]:
+    """One stream of a fresh client: its events and the error that ended it, every wait bounded.
+
+    `pause`: seconds the caller takes after its `pause_after`-th event (a slow consumer).
+    """
+    events: list[Event] = []
+    error: Exception | None = None
+    async with WireServer(responses) as server:
+        client = _client(server, **options)
+        try:
+            with anyio.fail_after(20):
+                async for event in client.stream(Request([Message.user("hi")])):
+                    events.append(event)
+                    if len(events) == pause_after:
+                        await anyio.sleep(pause)  # the slow caller under test, not a sync
+        except Exception as exc:
+            error = exc
+        finally:
+            await client.aclose()
+    return events, error
+
+
+@pytest.mark.parametrize(
+    ("gap", "seconds", "pause"),
+    [
+        # The writes come at once; the caller pauses 3 x the timeout: the rest is buffered.
+        (0.01, 0.2, 0.6),
+        # A write every 0.8 x the timeout, the caller slow in between: never silent.
+        (0.8, 1.0, 0.3),
+    ],
+)
+async def test_a_caller_slower_than_the_read_timeout_is_not_a_silent_server(
+    gap: float, seconds: float, pause: float
+) -> None:
+    # The time the caller spends between two events is not the server's silence (aiohttp's
+    # silence watch lost the buffered rest of the body to a spurious APITimeoutError).
     pieces = [_text(w) for w in "abcd"] + [_FINISH + b"data: [DONE]\n\n"]
     sizes = Chunking("sizes", sizes=tuple(len(p) for p in pieces))
-    response = WireResponse(b"".join(pieces), chunking=sizes, chunk_delay=0.01)
-    async with WireServer([response]) as server:
-        client = _client(server, timeout=0.2)
-        events: list[Event] = []
-        try:
-            with anyio.fail_after(10):
-                async for event in client.stream(Request([Message.user("hi")])):
-                    events.append(event)
-                    if len(events) == 3:
-                        await anyio.sleep(0.6)  # the slow consumer under test, not a sync
-        finally:
-            await client.aclose()
+    response = WireResponse(b"".join(pieces), chunking=sizes, chunk_delay=gap)
+    events, error = await _run([response], timeout=seconds, pause_after=3, pause=pause)
+    assert error is None, repr(error)
     assert _text_of(events) == "abcd"
-
-
-async def test_a_trickle_just_inside_the_read_timeout_never_times_out() -> None:
-    # One small write every 0.8 x the read timeout, the caller slow in between: never silent.
-    pieces = [_text(w) for w in "abc"] + [_FINISH + b"data: [DONE]\n\n"]
-    sizes = Chunking("sizes", sizes=tuple(len(p) for p in pieces))
-    response = WireResponse(b"".join(pieces), chunking=sizes, chunk_delay=0.8)
-    async with WireServer([response]) as server:
-        client = _client(server, timeout=1.0)
-        events: list[Event] = []
-        try:
-            with anyio.fail_after(15):
-                async for event in client.stream(Request([Message.user("hi")])):
-                    events.append(event)
-                    if len(events) == 2:
-                        await anyio.sleep(0.3)  # a slow caller: its time is not the server's
-        finally:
-            await client.aclose()
-    assert _text_of(events) == "abc"
 
 
 def _whole_json() -> bytes:
@@ -145,27 +152,19 @@ async def test_a_body_split_at_every_byte_with_bom_crlf_and_multibyte_text(
         + b"data: [DONE]\r\n\r\n"
     )
     response = WireResponse(body, chunking=Chunking.bytewise(), framing=framing)
-    async with WireServer([response]) as server:
-        client = _client(server)
-        try:
-            with anyio.fail_after(20):
-                events = [e async for e in client.stream(Request([Message.user("hi")]))]
-        finally:
-            await client.aclose()
+    events, error = await _run([response])
+    assert error is None, repr(error)
     assert _text_of(events) == "é€𝄞x"
 
 
 async def test_a_whole_json_answer_over_the_bound_is_refused_not_buffered() -> None:
     # A chat answer sent as one JSON object is read whole, up to max_event_bytes.
     raw = _whole_json().replace(b"abcd", b"x" * 5000)
-    async with WireServer([WireResponse(raw, content_type="application/json")]) as server:
-        client = _client(server, max_event_bytes=4096)
-        try:
-            with anyio.fail_after(10), pytest.raises(ProviderError, match="max_event_bytes"):
-                async for _ in client.stream(Request([Message.user("hi")])):
-                    pass
-        finally:
-            await client.aclose()
+    _, error = await _run(
+        [WireResponse(raw, content_type="application/json")], max_event_bytes=4096
+    )
+    assert isinstance(error, ProviderError), repr(error)
+    assert "max_event_bytes" in str(error)
 
 
 def _compressed(encoding: str, raw: bytes) -> bytes:
@@ -184,28 +183,17 @@ async def test_a_compressed_stream_is_decoded_at_any_split(encoding: str, chunki
         headers={"content-encoding": encoding},
         chunking=Chunking.bytewise() if chunking == "bytewise" else Chunking.whole(),
     )
-    async with WireServer([response]) as server:
-        client = _client(server)
-        try:
-            with anyio.fail_after(20):
-                events = [e async for e in client.stream(Request([Message.user("hi")]))]
-        finally:
-            await client.aclose()
+    events, error = await _run([response])
+    assert error is None, repr(error)
     assert _text_of(events) == "ab€"
 
 
 async def test_an_encoding_header_that_lies_is_a_typed_error_without_the_key() -> None:
     body = b"".join(_text(w) for w in "ab") + _FINISH + b"data: [DONE]\n\n"
     response = WireResponse(body, headers={"content-encoding": "gzip"})
-    async with WireServer([response]) as server:
-        client = _client(server)
-        try:
-            with anyio.fail_after(10), pytest.raises(ProviderError) as caught:
-                async for _ in client.stream(Request([Message.user("hi")])):
-                    pass
-        finally:
-            await client.aclose()
-    assert API_KEY not in repr(caught.value) and API_KEY not in str(caught.value.__cause__)
+    _, error = await _run([response])
+    assert isinstance(error, ProviderError), repr(error)
+    assert API_KEY not in repr(error) and API_KEY not in str(error.__cause__)
 
 
 @pytest.mark.parametrize("seconds", [float("inf"), 1e9])
@@ -213,13 +201,8 @@ async def test_an_unbounded_read_timeout_streams(seconds: float) -> None:
     pieces = [_text(w) for w in "ab"] + [_FINISH + b"data: [DONE]\n\n"]
     sizes = Chunking("sizes", sizes=tuple(len(p) for p in pieces))
     response = WireResponse(b"".join(pieces), chunking=sizes, chunk_delay=0.01)
-    async with WireServer([response]) as server:
-        client = _client(server, timeout=seconds)
-        try:
-            with anyio.fail_after(10):
-                events = [e async for e in client.stream(Request([Message.user("hi")]))]
-        finally:
-            await client.aclose()
+    events, error = await _run([response], timeout=seconds)
+    assert error is None, repr(error)
     assert _text_of(events) == "ab"
 
 
@@ -229,13 +212,8 @@ async def test_a_connection_broken_before_any_event_is_retried(lead: bytes) -> N
     body = b"".join(_text(w) for w in "ab") + _FINISH + b"data: [DONE]\n\n"
     broken = WireResponse(lead + body, chunking=Chunking.bytewise(), reset_at=len(lead))
     retry = RetryPolicy(max_attempts=2, initial_delay=0.01, jitter=0.0)
-    async with WireServer([broken, WireResponse(body)]) as server:
-        client = _client(server, retry=retry)
-        try:
-            with anyio.fail_after(10):
-                events = [e async for e in client.stream(Request([Message.user("hi")]))]
-        finally:
-            await client.aclose()
+    events, error = await _run([broken, WireResponse(body)], retry=retry)
+    assert error is None, repr(error)
     assert _text_of(events) == "ab"
 
 
@@ -243,15 +221,9 @@ async def test_a_body_broken_midway_keeps_the_library_error_readable() -> None:
     # The library's exception chained as the cause keeps what it says about its request.
     body = b"".join(_text(w) for w in "abcd") + _FINISH + b"data: [DONE]\n\n"
     response = WireResponse(body, chunking=Chunking.bytewise(), reset_at=len(_text("a")) + 3)
-    async with WireServer([response]) as server:
-        client = _client(server)
-        try:
-            with anyio.fail_after(10), pytest.raises(ProviderError) as caught:
-                async for _ in client.stream(Request([Message.user("hi")])):
-                    pass
-        finally:
-            await client.aclose()
-    cause = caught.value.__cause__
+    _, error = await _run([response])
+    assert isinstance(error, ProviderError), repr(error)
+    cause = error.__cause__
     assert cause is not None
     if hasattr(type(cause), "request"):  # httpx: reading .request raised a RuntimeError
         url: object = getattr(cause, "request").url  # noqa: B009
@@ -348,13 +320,8 @@ async def test_a_whole_json_answer_split_at_every_byte_after_a_bom(content_type:
     # A server that ignored `stream: true`: one JSON object, whatever its content type.
     raw = "\ufeff \r\n".encode() + _whole_json()
     response = WireResponse(raw, chunking=Chunking.bytewise(), content_type=content_type)
-    async with WireServer([response]) as server:
-        client = _client(server)
-        try:
-            with anyio.fail_after(20):
-                events = [e async for e in client.stream(Request([Message.user("hi")]))]
-        finally:
-            await client.aclose()
+    events, error = await _run([response])
+    assert error is None, repr(error)
     assert _text_of(events) == "abcd"
 
 
@@ -393,13 +360,8 @@ async def test_a_compressed_stream_whose_bytes_trickle_in_never_times_out() -> N
     response = WireResponse(
         body, headers={"content-encoding": "gzip"}, chunking=sizes, chunk_delay=0.15
     )
-    async with WireServer([response]) as server:
-        client = _client(server, timeout=0.5)
-        try:
-            with anyio.fail_after(10):
-                events = [e async for e in client.stream(Request([Message.user("hi")]))]
-        finally:
-            await client.aclose()
+    events, error = await _run([response], timeout=0.5)
+    assert error is None, repr(error)
     assert _text_of(events) == "ab"
 
 
