@@ -68,7 +68,7 @@ class _Loan:
 class Channel:
     """The events of one run on their way to its `RunStream` reader (`put` is the sink)."""
 
-    __slots__ = ("buffer", "loan", "sink", "waiter")
+    __slots__ = ("buffer", "loan", "orphaned", "sink", "waiter")
 
     def __init__(self) -> None:
         # Unbounded only for what the run's own code produces (turn, tool and hook events);
@@ -79,9 +79,12 @@ class Channel:
         # The sink the run calls; the run's processing of a lent event skips it (the reader
         # hands the event on itself), so it is kept as one object to compare with `is`.
         self.sink: Callable[[object], None] = self.put
+        self.orphaned = False  # its RunStream was dropped unread: the run reads on alone
 
     def put(self, item: object) -> None:
         """Hand an event (or the run's error, or None at its end) to the reader."""
+        if self.orphaned:
+            return
         self.buffer.append(item)
         waiter = self.waiter
         if waiter is not None:
@@ -93,6 +96,14 @@ class Channel:
             self.waiter = None
             if not waiter.done():
                 waiter.set_result(None)
+
+    def orphan(self) -> None:
+        """The reader dropped the stream without closing it: end the loan, keep nothing."""
+        self.orphaned = True
+        self.buffer.clear()
+        loan = self.loan
+        if loan is not None and not loan.loop.is_closed():
+            self.give_back(loan, None)
 
     async def wait(self) -> None:
         """Wait for an item or a loan."""
@@ -212,6 +223,8 @@ class RunStream(Generic[OutputT]):
                 continue
             # The hot path: the reader reads the model's answer and processes each event
             # itself (see Channel.lend), inline here to keep this a single frame.
+            if loan.reader is not None:
+                raise _second_reader()
             loan.reader = _current_task(loan.loop)
             try:
                 event = await loan.it.__anext__()
@@ -232,7 +245,11 @@ class RunStream(Generic[OutputT]):
             if not buffer:
                 return event  # of the model's answer: never None, an error or the end
             buffer.appendleft(event)  # before what its processing sent (a partial output)
-        item = buffer.popleft()
+        return self._next_item()
+
+    def _next_item(self) -> RunEvent:
+        """The first buffered item: an event, or the end (None) or the run's error, raised."""
+        item = self._channel.buffer.popleft()
         if item is None:
             self._over = True
             raise StopAsyncIteration
@@ -250,7 +267,9 @@ class RunStream(Generic[OutputT]):
         if task is None:
             if self._closed:  # closed before it was read: its run never starts
                 raise StopAsyncIteration
-            task = self._task = asyncio.ensure_future(self._drive())
+            task = self._task = asyncio.ensure_future(_drive(self._start, self._channel))
+        if self._channel.waiter is not None:
+            raise _second_reader()
         self._reading = True
         try:
             await self._channel.wait()
@@ -319,16 +338,33 @@ class RunStream(Generic[OutputT]):
         if not reading:  # a reader elsewhere gets what is left, then the end
             self._over = True
 
-    async def _drive(self) -> None:
-        put = self._channel.sink
-        try:
-            put(RunCompleted(await self._start(put)))
-        except asyncio.CancelledError:
-            raise  # the stream was closed: its reader ends, it was not cancelled itself
-        except BaseException as exc:  # handed to the reader, who re-raises it
-            put(exc)
-        finally:
-            put(None)
+    def __del__(self) -> None:
+        # Dropped unread and unclosed: its run must not wait for a reader that is gone (its
+        # Worker would stay busy); it reads on alone, as a run without a stream would.
+        if not self._over and self._task is not None and not self._task.done():
+            self._channel.orphan()
+
+
+async def _drive(
+    start: Callable[[Callable[[Any], None]], Awaitable[Any]], channel: Channel
+) -> None:
+    # Not a method: the run's task must not keep its RunStream alive (see RunStream.__del__).
+    put = channel.sink
+    try:
+        put(RunCompleted(await start(put)))
+    except asyncio.CancelledError:
+        raise  # the stream was closed: its reader ends, it was not cancelled itself
+    except BaseException as exc:  # handed to the reader, who re-raises it
+        put(exc)
+    finally:
+        put(None)
+
+
+def _second_reader() -> ConfigurationError:
+    return ConfigurationError(
+        "this stream is already being read by another task: read a RunStream from one task "
+        "at a time"
+    )
 
 
 def channel_of(sinks: list[Callable[[Any], None]]) -> Channel | None:

@@ -59,7 +59,7 @@ from llm_worker.worker._output import (
     give_up,
     rejected_call,
 )
-from llm_worker.worker._stream import Reached, channel_of
+from llm_worker.worker._stream import Channel, Reached, channel_of
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -276,15 +276,30 @@ class Run:
                 completed = process(event)
                 if completed is not None:
                     await self._completed(completed)
-                if channel is not None:
-                    break  # the request is made (in the run's task and context)
-            else:
-                return
-            # A `Worker.stream` reader reads the rest in its own task (one wake-up per event,
-            # not two); the run goes on with each completed block.
-            lent, ctx = self._processor(assembler, channel.sink), contextvars.copy_context()
-            while (completed := await channel.lend(it, lent, ctx)) is not None:
-                await self._completed(completed)
+                # Once the request is made (in the run's task and context), a `Worker.stream`
+                # reader reads the rest in its own task (one wake-up per event, not two).
+                if (
+                    channel is not None
+                    and not channel.orphaned
+                    and not await self._lend(it, assembler, channel)
+                ):
+                    return
+
+    async def _lend(self, it: AsyncIterator[Event], assembler: Assembler, channel: Channel) -> bool:
+        """Lend the answer to the reader; the run goes on with each completed block.
+
+        Returns:
+            Whether the reader dropped its stream unread: the run then reads on itself.
+        """
+        lent = self._processor(assembler, channel.sink)
+        while not channel.orphaned:
+            ctx = contextvars.copy_context()
+            completed = await channel.lend(it, lent, ctx)
+            _adopt(ctx)  # what the handlers set is the run's, as if they had run in its task
+            if completed is None:
+                return channel.orphaned
+            await self._completed(completed)
+        return True
 
     def _processor(
         self, assembler: Assembler, reader: object = None
@@ -475,6 +490,16 @@ def _last_assistant(history: list[Message]) -> Message:
         if message.role == "assistant":
             return message
     return Message("assistant", [])
+
+
+def _adopt(ctx: contextvars.Context) -> None:
+    """Set in the current context the variables `ctx` (a copy of it) changed."""
+    for var, value in ctx.items():
+        if var.get(_UNSET) is not value:
+            var.set(value)
+
+
+_UNSET = object()
 
 
 def _send(sinks: list[Callable[[Any], None]], event: Any) -> None:
