@@ -6,11 +6,13 @@ import asyncio
 import contextvars
 import gc
 import random
-from typing import Any
+from collections.abc import AsyncGenerator
+from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
 import pytest
+from pydantic import BaseModel
 
 from llm_worker import (
     BlockDelta,
@@ -24,9 +26,12 @@ from llm_worker import (
     Worker,
     tool,
 )
-from llm_worker.errors import Aborted, HookError
+from llm_worker.errors import Aborted, HookError, OverloadedError
 from llm_worker.hooks import Abort, Pause, ToolCallContext
+from llm_worker.state import OutputPartial
 from llm_worker.testing import ScriptedClient, ScriptedModelServer, ScriptedResponse
+from llm_worker.ui import to_vercel_stream
+from llm_worker.worker import StreamRetry
 from support.telemetry import Telemetry, parent_of, span_id
 
 pytestmark = pytest.mark.anyio
@@ -328,3 +333,130 @@ async def test_reader_contextvar_seen_by_handler() -> None:
             async for _ in s:
                 VAR.set("changed-by-reader")
     assert set(seen) == {"reader"}, seen
+
+
+async def test_vercel_stream_abandoned(http_transport: str) -> None:
+    async with (
+        ScriptedModelServer(
+            "anthropic",
+            [
+                ScriptedResponse.text("z" * 100, chunk_size=1, delay=0.001),
+                ScriptedResponse.text("again"),
+            ],
+        ) as server,
+        server.client() as client,
+    ):
+        w = Worker(client)
+        sse = to_vercel_stream(w.stream("go"), message_id="m1")
+        gen = cast("AsyncGenerator[str, None]", sse)
+        del sse  # the browser goes away: its generator is closed, the RunStream dropped
+        n = 0
+        with anyio.fail_after(TIMEOUT):
+            async for _ in gen:
+                n += 1
+                if n == 5:
+                    break
+            await gen.aclose()
+            del gen
+            done = w._done  # pyright: ignore[reportPrivateUsage]
+            if done is not None:
+                await done.wait()
+            again = await w.run("again")
+        assert again.text == "again"
+
+
+async def test_handler_calls_worker_cancel(http_transport: str) -> None:
+    async with (
+        ScriptedModelServer(
+            "openai_chat",
+            [
+                ScriptedResponse.text("abcdefghij", chunk_size=1, delay=0.001),
+                ScriptedResponse.text("again"),
+            ],
+        ) as server,
+        server.client() as client,
+    ):
+        w = Worker(client)
+
+        def h(e: object) -> None:
+            if isinstance(e, TextDelta) and e.text == "d":
+                w.cancel()
+
+        w.timeline.on_text_block(h)
+        seen: list[RunEvent] = []
+        with anyio.fail_after(TIMEOUT):
+            async with w.stream("go") as s:
+                async for e in s:
+                    seen.append(e)
+            assert isinstance(seen[-1], RunCompleted)
+            assert seen[-1].result.status is RunStatus.CANCELLED
+            assert texts(seen).startswith("abcd")
+            again = await w.run("again")
+        assert again.text == "again"
+
+
+async def test_handler_raises_cancelled(http_transport: str) -> None:
+    async with (
+        ScriptedModelServer(
+            "gemini",
+            [ScriptedResponse.text("abcdefghij", chunk_size=1), ScriptedResponse.text("again")],
+        ) as server,
+        server.client() as client,
+    ):
+        w = Worker(client)
+
+        def h(e: object) -> None:
+            if isinstance(e, TextDelta) and e.text == "d":
+                raise asyncio.CancelledError()
+
+        w.timeline.on_text_block(h)
+        seen: list[RunEvent] = []
+        with anyio.fail_after(TIMEOUT):
+            # the run is cancelled, as when the handler ran in its task; not the reader
+            await read_all(w.stream("go"), seen)
+        assert texts(seen) == "abc"
+        with anyio.fail_after(TIMEOUT):
+            again = await w.run("again")
+        assert again.text == "again"
+
+
+async def test_stream_breaks_midway_retry() -> None:
+    script = [
+        ScriptedResponse.text(
+            "abcdefghij",
+            chunk_size=1,
+            fail_with=OverloadedError("busy", error_type="overloaded_error", streamed=True),
+        ),
+        ScriptedResponse.text("klmno", chunk_size=1),
+    ]
+    w = Worker(ScriptedClient(script), stream_retry=StreamRetry(on_interrupted=True, delay=0.0))
+    seen: list[RunEvent] = []
+    with anyio.fail_after(TIMEOUT):
+        async with w.stream("go") as s:
+            async for e in s:
+                seen.append(e)
+    assert s.result.text == "klmno", s.result
+    assert texts(seen) == "abcdefghijklmno"
+
+
+class Out(BaseModel):
+    name: str
+    items: list[int]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai_chat", "openai_responses", "gemini"])
+async def test_structured_partials(provider: str, http_transport: str) -> None:
+    value = Out(name="n" * 30, items=list(range(20)))
+    async with (
+        ScriptedModelServer(provider, [ScriptedResponse.output(value, chunk_size=3)]) as server,
+        server.client() as client,
+    ):
+        w = Worker(client, output_type=Out)
+        seen: list[RunEvent] = []
+        with anyio.fail_after(TIMEOUT):
+            async with w.stream("go") as s:
+                async for e in s:
+                    seen.append(e)
+        partials = [e for e in seen if isinstance(e, OutputPartial)]
+        assert partials
+        assert s.result.output == value

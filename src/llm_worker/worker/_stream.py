@@ -154,7 +154,7 @@ class Channel:
             else:
                 back.set_result(value)
 
-    def failed(self, loan: _Loan, event: Any, exc: Exception) -> None:
+    def failed(self, loan: _Loan, event: Any, exc: BaseException) -> None:
         """Processing a lent event raised: the run gets the error (after the event, if sent)."""
         if isinstance(exc, Reached):  # the event reached the sinks, then something failed
             self.buffer.appendleft(event)
@@ -237,7 +237,7 @@ class RunStream(Generic[OutputT]):
             loan.reader = None
             try:
                 value = loan.ctx.run(loan.process, event)
-            except Exception as exc:
+            except BaseException as exc:  # the run's, as if raised in its task (a cancel too)
                 channel.failed(loan, event, exc)
                 continue
             if value is not None:
