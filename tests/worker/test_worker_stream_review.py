@@ -460,3 +460,35 @@ async def test_structured_partials(provider: str, http_transport: str) -> None:
         partials = [e for e in seen if isinstance(e, OutputPartial)]
         assert partials
         assert s.result.output == value
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_on_turn_end_pause_then_resume_stream_from_json(
+    provider: str, http_transport: str
+) -> None:
+    script = [
+        ScriptedResponse.text("draft " * 20, chunk_size=3),
+        ScriptedResponse.text("final", chunk_size=1),
+    ]
+    async with ScriptedModelServer(provider, script) as server, server.client() as client:
+        w = Worker(client)
+        w.add_on_turn_end_hook(lambda ctx: None if ctx.resumed else Pause("review"))
+        seen: list[RunEvent] = []
+        with anyio.fail_after(TIMEOUT):
+            await read_all(w.stream("go"), seen)
+        last = seen[-1]
+        assert isinstance(last, RunCompleted)
+        assert last.result.status is RunStatus.PAUSED
+        assert last.result.state is not None
+        assert texts(seen) == "draft " * 20
+        state = PauseState.from_json(last.result.state.to_json())
+        async with server.client() as again:
+            fresh = Worker(again)
+            fresh.add_on_turn_end_hook(lambda ctx: None if ctx.resumed else Pause("review"))
+            resumed: list[RunEvent] = []
+            with anyio.fail_after(TIMEOUT):
+                await read_all(fresh.resume_stream(state), resumed)
+        done = resumed[-1]
+        assert isinstance(done, RunCompleted)
+        assert done.result.status is RunStatus.FINISHED
+        assert [m.role for m in fresh.history] == ["user", "assistant"]

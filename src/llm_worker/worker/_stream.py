@@ -102,7 +102,7 @@ class Channel:
         self.orphaned = True
         self.buffer.clear()
         loan = self.loan
-        if loan is not None and not loan.loop.is_closed():
+        if loan is not None:
             self.give_back(loan, None)
 
     async def wait(self) -> None:
@@ -190,7 +190,8 @@ class RunStream(Generic[OutputT]):
 
     `async with worker.stream(...) as stream:` closes the run when the block ends: a reader
     that stops early cancels it (its clean-up runs as for any cancellation). Without
-    `async with`, call `await stream.aclose()` when you stop before the end.
+    `async with`, call `await stream.aclose()` when you stop before the end: a stream dropped
+    unread and unclosed lets its run go on to its end alone, its events discarded.
     """
 
     def __init__(
@@ -341,8 +342,11 @@ class RunStream(Generic[OutputT]):
     def __del__(self) -> None:
         # Dropped unread and unclosed: its run must not wait for a reader that is gone (its
         # Worker would stay busy); it reads on alone, as a run without a stream would.
-        if not self._over and self._task is not None and not self._task.done():
-            self._channel.orphan()
+        task = self._task
+        if not self._over and task is not None and not task.done():
+            loop = task.get_loop()
+            if not loop.is_closed():  # a collection may run in another thread
+                loop.call_soon_threadsafe(self._channel.orphan)
 
 
 async def _drive(
