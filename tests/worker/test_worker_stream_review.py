@@ -27,6 +27,7 @@ from llm_worker import (
     tool,
 )
 from llm_worker.errors import Aborted, HookError, OverloadedError
+from llm_worker.events import StatusEvent
 from llm_worker.hooks import Abort, Pause, ToolCallContext
 from llm_worker.state import OutputPartial
 from llm_worker.testing import ScriptedClient, ScriptedModelServer, ScriptedResponse
@@ -469,3 +470,33 @@ async def test_on_turn_end_pause_then_resume_stream_from_json(
         assert isinstance(done, RunCompleted)
         assert done.result.status is RunStatus.FINISHED
         assert [m.role for m in fresh.history] == ["user", "assistant"]
+
+
+class _BlockFirst(ScriptedClient):
+    """A client whose answer starts with its first block (no status event before it)."""
+
+    def stream(self, request: Any) -> Any:
+        inner = super().stream(request)
+
+        async def events() -> Any:
+            async for event in inner:
+                if type(event) is not StatusEvent:
+                    yield event
+
+        return events()
+
+
+async def test_partials_of_an_output_call_that_is_the_answers_first_event() -> None:
+    # The first event is processed by the run, the rest by the reader: one partial feed must
+    # see them all (it learns the output call's block from its start, the first event).
+    value = Out(name="n" * 300, items=list(range(200)))
+    answer = ScriptedResponse.output(value, tool="final_result", chunk_size=50)
+    w = Worker(_BlockFirst([answer]), output_type=Out, output_mode="tool")
+    seen: list[RunEvent] = []
+    with anyio.fail_after(TIMEOUT):
+        await read_all(w.stream("go"), seen)
+    partials = [e for e in seen if isinstance(e, OutputPartial)]
+    assert len(partials) >= 2
+    last = seen[-1]
+    assert isinstance(last, RunCompleted)
+    assert last.result.output == value

@@ -268,7 +268,14 @@ class Run:
             return assembler
 
     async def _stream(self, request: Request, assembler: Assembler) -> None:
-        process = self._processor(assembler)
+        # Partial outputs go to `Worker.stream` readers; a plain run() never pays for them.
+        # One feed for the whole answer, whichever task processes its events.
+        cfg = self.cfg
+        sinks = cfg.sinks
+        partials = (
+            PartialFeed(cfg.output, lambda e: _send(sinks, e)) if cfg.output and sinks else None
+        )
+        process = self._processor(assembler, partials)
         async with _closing(self.cfg.client.stream(request)) as events:
             channel = channel_of(self.cfg.sinks)
             it = events.__aiter__()
@@ -281,28 +288,33 @@ class Run:
                 if (
                     channel is not None
                     and not channel.orphaned
-                    and not await self._lend(it, assembler, channel)
+                    and not await self._lend(
+                        it, self._processor(assembler, partials, channel.sink), channel
+                    )
                 ):
                     return
 
-    async def _lend(self, it: AsyncIterator[Event], assembler: Assembler, channel: Channel) -> bool:
-        """Lend the answer to the reader; the run goes on with each completed block.
+    async def _lend(
+        self, it: AsyncIterator[Event], lent: Callable[[Event], Completed | None], channel: Channel
+    ) -> bool:
+        """Lend the answer to the reader, to `lent` each event; the run goes on with each block.
 
         Returns:
             Whether the reader dropped its stream unread: the run then reads on itself.
         """
-        lent = self._processor(assembler, channel.sink)
         while not channel.orphaned:
             ctx = contextvars.copy_context()
-            completed = await channel.lend(it, lent, ctx)
-            _adopt(ctx)  # what the handlers set is the run's, as if they had run in its task
+            try:
+                completed = await channel.lend(it, lent, ctx)
+            finally:
+                _adopt(ctx)  # what the handlers set is the run's, as if they ran in its task
             if completed is None:
                 return channel.orphaned
             await self._completed(completed)
         return True
 
     def _processor(
-        self, assembler: Assembler, reader: object = None
+        self, assembler: Assembler, partials: PartialFeed | None, reader: object = None
     ) -> Callable[[Event], Completed | None]:
         """What the run does with each streamed event (synchronous: the hot path).
 
@@ -319,9 +331,6 @@ class Run:
                 return feed(event)
 
             return plain
-        # Partial outputs go to `Worker.stream` readers; a plain run() never pays for them.
-        output = self.cfg.output
-        partials = PartialFeed(output, lambda e: _send(sinks, e)) if output else None
 
         def sent(event: Event) -> Completed | None:
             dispatch(event)  # a handler that raises: no sink sees the event
