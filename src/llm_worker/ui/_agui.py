@@ -65,6 +65,7 @@ class AGUIEncoder(BlockEncoder):
     __slots__ = (
         "_frontend",
         "_history",
+        "_in_step",
         "_skip",
         "_step",
         "_text_used",
@@ -93,6 +94,7 @@ class AGUIEncoder(BlockEncoder):
         self._frontend = frozenset(frontend_tools)
         self._history = history or []
         self._step = 0
+        self._in_step = False
         self._text_used = False
         # Our own ids, never the client's: the fast path writes them into JSON unescaped.
         self._token = "run-" + uuid.uuid4().hex[:12]
@@ -183,12 +185,17 @@ class AGUIEncoder(BlockEncoder):
         return out
 
     def _status(self, event: StatusEvent) -> list[Event]:
-        name = f"request {self._step}"
         if event.status is ResponseStatus.STARTED:
             self._step += 1
+            self._in_step = True
             self._new_step()
             self._text_used = False
             return [{"type": "STEP_STARTED", "stepName": f"request {self._step}"}]
+        return self._end_step()
+
+    def _end_step(self) -> list[Event]:
+        self._in_step = False
+        name = f"request {self._step}"
         out: list[Event] = []
         for block in list(self._blocks.values()):  # a broken-off answer: its blocks close here
             out.extend(self._stop(block, None))
@@ -223,6 +230,9 @@ class AGUIEncoder(BlockEncoder):
 
     def finish(self, result: RunResult) -> list[Event]:
         """The snapshot and `RUN_FINISHED` of a run that returned."""
+        # A run cancelled inside a model request never saw its end: a step left open makes
+        # the client refuse `RUN_FINISHED`.
+        ended = self._end_step() if self._in_step else []
         snapshot = self._history + messages_to_agui(
             result.messages[self._skip :], prefix=self.run_id
         )
@@ -234,7 +244,7 @@ class AGUIEncoder(BlockEncoder):
         }
         if usage := _token_usage(result.usage, self._origin):
             finished["usage"] = [usage]
-        out: list[Event] = [{"type": "MESSAGES_SNAPSHOT", "messages": snapshot}]
+        out: list[Event] = [*ended, {"type": "MESSAGES_SNAPSHOT", "messages": snapshot}]
         if result.reason:  # why a hook paused or cancelled the run: no native event says it
             notice = {"status": result.status.value, "reason": result.reason}
             out.append({"type": "CUSTOM", "name": "llm-worker.notice", "value": notice})
