@@ -57,7 +57,7 @@ async def test_hostile_text_reaches_the_client_intact(
     assert HOSTILE in texts
 
 
-async def _cancelled_mid_block(protocol: str, kind: str) -> list[str]:
+async def _cancelled_mid_block(protocol: str, kind: str) -> tuple[list[str], list[Any]]:
     """The SSE events of a run cancelled (`worker.cancel()`) inside its first `kind` block."""
     script = [
         ScriptedResponse(
@@ -66,8 +66,10 @@ async def _cancelled_mid_block(protocol: str, kind: str) -> list[str]:
     ]
     worker = Worker(ScriptedClient(script))
     lines: list[str] = []
-    marker = {"text": ("text-delta", "TEXT_MESSAGE_CONTENT"), "reasoning": ("reasoning-delta",
-              "REASONING_MESSAGE_CONTENT")}[kind][protocol == "ag-ui"]
+    marker = {
+        "text": ("text-delta", "TEXT_MESSAGE_CONTENT"),
+        "reasoning": ("reasoning-delta", "REASONING_MESSAGE_CONTENT"),
+    }[kind][protocol == "ag-ui"]
     with anyio.fail_after(10):
         async with worker.stream("go") as stream:
             if protocol == "vercel":
@@ -78,7 +80,7 @@ async def _cancelled_mid_block(protocol: str, kind: str) -> list[str]:
                 lines.append(line)
                 if sum(marker in seen for seen in lines) == 2:
                     worker.cancel()
-    return lines
+    return lines, worker.history
 
 
 def _replay(lines: list[str], headers: dict[str, str]) -> Any:
@@ -100,8 +102,10 @@ def _replay(lines: list[str], headers: dict[str, str]) -> Any:
 async def test_a_run_cancelled_mid_block_ends_cleanly_in_the_client(
     protocol: str, kind: str, node_modules: Path
 ) -> None:
-    lines = await _cancelled_mid_block(protocol, kind)
+    lines, history = await _cancelled_mid_block(protocol, kind)
     headers = VERCEL_HEADERS if protocol == "vercel" else AGUI_HEADERS
     async with serve(_replay(lines, headers)) as url:
         out = await run_node(node_modules, CONSUMERS[protocol].script, url, '[{"send": "go"}]')
     assert out["errors"] == []
+    # What the client holds is what the Worker kept of the broken-off answer.
+    assert CONSUMERS[protocol].history(out) == history

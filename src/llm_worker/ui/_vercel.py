@@ -88,7 +88,7 @@ class VercelEncoder(BlockEncoder):
         frontend: Names of tools the browser runs: their pending calls ask no approval.
     """
 
-    __slots__ = ("_denied", "_frontend", "_n", "_step_usage", "_token", "message_id")
+    __slots__ = ("_denied", "_frontend", "_in_step", "_n", "_step_usage", "_token", "message_id")
 
     # Our text and reasoning ids are ASCII letters, digits and `_`: safe inside a JSON string.
     _TEXT_HEAD = 'data: {"type":"text-delta","id":"'
@@ -108,6 +108,7 @@ class VercelEncoder(BlockEncoder):
         self.message_id = message_id
         self._denied = frozenset(denied)
         self._n = 0
+        self._in_step = False
         self._step_usage = UsageEvent()
         # Our own ids, never the client's: the fast path writes them into JSON unescaped.
         self._token = uuid.uuid4().hex[:12]
@@ -238,8 +239,10 @@ class VercelEncoder(BlockEncoder):
     def _status(self, event: StatusEvent) -> list[Chunk]:
         if event.status is ResponseStatus.STARTED:
             self._new_step()
+            self._in_step = True
             self._step_usage = UsageEvent()
             return [{"type": "start-step"}]
+        self._in_step = False
         chunks: list[Chunk] = []
         if usage := usage_dict(self._step_usage):
             data = {"usage": usage, "model": event.model}
@@ -287,6 +290,8 @@ class VercelEncoder(BlockEncoder):
             }
         }
         if result.status is RunStatus.CANCELLED:
+            if self._in_step:  # the Worker keeps none of a model request it cancelled
+                chunks.append({"type": "data-llm-worker-cancelled", "data": {}})
             chunks.append({"type": "message-metadata", "messageMetadata": meta})
             chunks.append({"type": "abort", "reason": result.reason or "cancelled"})
             return chunks

@@ -104,8 +104,8 @@ def _assistant(parts: list[dict[str, Any]]) -> list[Message]:
         if kind == "step-start" and calls:
             _flush(out, calls, results)
             calls, results = [], []
-        elif kind == "data-llm-worker-error":
-            calls, results = [], []  # the step failed: the Worker kept none of it
+        elif kind in ("data-llm-worker-error", "data-llm-worker-cancelled"):
+            calls, results = [], []  # the step failed or was cancelled: the Worker kept none of it
         elif kind == "file":
             raise InvalidMessagesError("files an assistant generated are not supported yet")
         elif kind not in _IGNORED:
