@@ -297,11 +297,9 @@ class Message:
         Raises:
             InvalidMessagesError: A value in the message (a tool input) is not JSON data.
         """
-        from pydantic_core import PydanticSerializationError
-
         try:
             return _message_adapter().dump_python(self, mode="json")
-        except PydanticSerializationError as exc:
+        except ValueError as exc:  # PydanticSerializationError, or a cycle / too deep a value
             raise InvalidMessagesError(f"a message holds a value that is not JSON: {exc}") from exc
 
     def to_json(self) -> str:

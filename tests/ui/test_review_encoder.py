@@ -3,6 +3,7 @@ texts, ids and malformed event orders, byte for byte on the whole SSE stream."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llm_worker.errors import InvalidMessagesError
 from llm_worker.events import (
     BlockAbort,
     BlockDelta,
@@ -28,9 +30,10 @@ from llm_worker.events import (
     ToolUseMetadata,
     UsageEvent,
 )
-from llm_worker.messages import Origin
+from llm_worker.messages import Origin, ToolUsePart
 from llm_worker.ui._agui import AGUIEncoder
 from llm_worker.ui._encoder import BlockEncoder, sse
+from llm_worker.ui._parts import _serialised, opaque  # pyright: ignore[reportPrivateUsage]
 from llm_worker.ui._vercel import VercelEncoder
 
 ORIGIN = Origin("anthropic", "claude")
@@ -204,3 +207,35 @@ def test_a_lone_surrogate_fails_alike_on_both_paths(protocol: str, text: str) ->
     fast_lines = anyio.run(_lines, fast, events)
     assert fast_lines == anyio.run(_lines, general, events)
     assert any('"type":"error"' in line or "RUN_ERROR" in line for line in fast_lines)
+
+
+def _cyclic() -> dict[str, Any]:
+    loop: dict[str, Any] = {"city": "Kyoto"}
+    loop["self"] = [loop]
+    return loop
+
+
+def test_opaque_of_a_call_whose_input_holds_a_cycle_raises_a_typed_error() -> None:
+    # A hook may hand the history such an input; reading a part's opaque data looped forever
+    # on a cycle, and the general path raised a bare ValueError.
+    part = ToolUsePart("call_1", "weather", _cyclic(), signature="sig")
+    # In a daemon thread, bounded: a regression fails here instead of hanging the suite.
+    outcome: list[object] = []
+
+    def read() -> None:
+        try:
+            outcome.append(opaque(part))
+        except InvalidMessagesError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], InvalidMessagesError)
+
+
+def test_opaque_of_a_call_reusing_one_json_value_twice_reads_it() -> None:
+    shared = {"city": "Kyoto"}
+    part = ToolUsePart("call_1", "weather", {"a": shared, "b": [shared]}, signature="sig")
+    assert opaque(part) == _serialised(part) == {"signature": "sig"}

@@ -73,9 +73,14 @@ def _rich(part: Part) -> bool:
 def _json_data(value: object) -> bool:
     """Whether a value is plain JSON data: dicts with string keys, lists, strings, numbers."""
     stack = [value]
+    seen: set[int] = set()  # a container met twice (a cycle): the general path's to judge
     while stack:
         item = stack.pop()
         kind = type(item)
+        if kind is dict or kind is list:
+            if id(item) in seen:
+                return False
+            seen.add(id(item))
         if kind is dict:
             for key, inner in cast("dict[object, object]", item).items():
                 if type(key) is not str:
