@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,6 +34,7 @@ from llm_worker.events import (
 from llm_worker.messages import Origin, ToolUsePart
 from llm_worker.ui._agui import AGUIEncoder
 from llm_worker.ui._encoder import BlockEncoder, sse
+from llm_worker.ui._errors import GENERIC_ERROR
 from llm_worker.ui._parts import _serialised, opaque  # pyright: ignore[reportPrivateUsage]
 from llm_worker.ui._vercel import VercelEncoder
 
@@ -239,3 +241,33 @@ def test_opaque_of_a_call_reusing_one_json_value_twice_reads_it() -> None:
     shared = {"city": "Kyoto"}
     part = ToolUsePart("call_1", "weather", {"a": shared, "b": [shared]}, signature="sig")
     assert opaque(part) == _serialised(part) == {"signature": "sig"}
+
+
+async def _failing() -> AsyncIterator[object]:
+    yield StatusEvent(ResponseStatus.STARTED)
+    yield BlockStart(0, BlockType.TEXT, TextMetadata())
+    yield BlockDelta(0, TextDelta("half an ans"))
+    raise OSError("disk gone")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("protocol", ["vercel", "ag-ui"])
+@pytest.mark.parametrize("bad", [42, None, "lone \ud800 surrogate"])
+async def test_an_on_error_giving_no_sendable_text_still_ends_the_stream(
+    protocol: str, bad: object
+) -> None:
+    # Not a str, or a str no UTF-8 can carry: the stream raised out of its error handler, so
+    # the client got neither an error nor an end.
+    fast, _ = _pair(protocol)
+    with anyio.fail_after(10):
+        lines = [line async for line in fast.sse_stream(_failing(), lambda exc: bad)]  # pyright: ignore[reportArgumentType]
+    if protocol == "vercel":
+        assert lines[-1] == "data: [DONE]\n\n"
+        chunks = [orjson.loads(line[6:]) for line in lines[:-1]]
+        assert chunks[-2:] == [
+            {"type": "error", "errorText": GENERIC_ERROR},
+            {"type": "finish", "finishReason": "error"},
+        ]
+    else:
+        last = orjson.loads(lines[-1][6:])
+        assert last == {"type": "RUN_ERROR", "message": GENERIC_ERROR, "code": "RunError"}

@@ -81,15 +81,23 @@ def safe_error_text(exc: BaseException) -> str:
 def error_text(exc: BaseException, on_error: ErrorText | None) -> str:
     """The text the browser sees of `exc`, with the full exception logged on the server.
 
-    A failing `on_error` must not turn one failure into a hung stream: its own exception is
-    logged and the generic text sent.
+    A failing `on_error` (one that raises, or gives no text UTF-8 can carry) must not turn
+    one failure into a hung or broken stream: its own failure is logged and the generic text
+    sent.
     """
     _log.error("a run streamed to a web client failed", exc_info=exc)
     try:
-        return (on_error or safe_error_text)(exc)
+        return _sendable((on_error or safe_error_text)(exc))
     except Exception as failure:
         _log.error("on_error raised while describing a run's failure", exc_info=failure)
         return GENERIC_ERROR
+
+
+def _sendable(text: object) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"on_error gave {type(text).__name__}, not a str")
+    text.encode()  # a lone surrogate: no UTF-8 stream can carry it
+    return text
 
 
 def error_code(exc: BaseException) -> str:
