@@ -33,6 +33,7 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 _STRING_RUN = re.compile(r'[^"\\]*(?:(?:\\[^u]|\\u[0-9a-fA-F]{4})[^"\\]*)*')
 _HIGH_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
 _CONTROL = re.compile(r"[\x00-\x1f]")
+_NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
 _PLACEHOLDER: dict[str, Any] = {
     "string": "",
     "integer": 0,
@@ -159,7 +160,7 @@ def _small(src: _Source) -> tuple[bool, Any]:
         except (ValueError, RecursionError) as exc:
             error = exc
         else:
-            if end < len(src.buf) or src.eof:  # a number could go on in the next chunk
+            if src.eof or not _may_go_on(src.buf, end):
                 src.pos = end
                 return True, value
         if error is not None and len(src.buf) - src.pos >= ENTRY_CHARS:
@@ -266,6 +267,12 @@ def _before_high_surrogate(buf: str, start: int, end: int) -> int:
     return end
 
 
+def _may_go_on(buf: str, end: int) -> bool:
+    # A number cut by the chunk's end ("1." of "1.5") scans as a shorter one ("1"): it may go
+    # on while only a number's characters follow it to the buffer's end.
+    return _NUMBER_TAIL.match(buf, end).end() >= len(buf)  # type: ignore[union-attr]
+
+
 _SLOW = object()  # `_quick` could not take the entry
 _SPACES = frozenset(" \t\n\r")
 
@@ -284,22 +291,24 @@ def _quick(src: _Source) -> Any:
         value, end = scan_once(src.buf, src.pos)
     except (StopIteration, ValueError, RecursionError):
         return _SLOW  # cut by the buffer's end, huge, or not JSON: `_value` tells which
-    if end >= len(src.buf):
-        return _SLOW  # a number may go on in the next chunk
+    if _may_go_on(src.buf, end):
+        return _SLOW
     src.pos = end
     return value
 
 
-def _separator(src: _Source, at: int) -> None:
+def _separator(src: _Source, at: int) -> bool:
+    """Consume the comma after entry `at - 1`, if there is one (True)."""
     buf, pos = src.buf, src.pos
     if pos < len(buf) and buf[pos] == ",":
         src.pos = pos + 1
-        return
+        return True
     char = src.ahead()
     if char == ",":
         src.pos += 1
     elif char not in ("]", ""):
         raise NotJson(f"expected ',' or ']' after entry {at - 1}")
+    return char == ","
 
 
 @dataclass(slots=True)
@@ -359,7 +368,7 @@ def _page_entries(
     at, (low, high) = number or 0, bounds
     page = PageText(*window)
     first: Any = None
-    rendered = 0
+    rendered, comma = 0, False
     while (char := _next_char(src)) not in ("]", ""):
         if not to_the_end and (at >= high or page.full):
             break
@@ -376,7 +385,9 @@ def _page_entries(
         first = value if at == 0 else first
         rendered += wanted and not page.full
         at += 1
-        _separator(src, at)
+        comma = _separator(src, at)
+    if comma and char in ("]", ""):
+        raise NotJson(f"expected an entry after entry {at - 1}")
     if number is None and to_the_end:
         src.expect("]")
         if src.ahead():
