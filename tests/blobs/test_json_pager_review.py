@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -45,7 +45,7 @@ async def test_a_number_cut_by_the_chunk_boundary_is_read_whole(
     value = ["x" * padding, json.loads(number), "after"]
     blob_id = await store.store(Content.Structured(value))
     out = await inspect(store, blob_id, "slice:1..3")
-    assert f"{dumps_json(value[1])}\n\"after\"" in out, out[-300:]
+    assert f'{dumps_json(value[1])}\n"after"' in out, out[-300:]
 
 
 def _pull(data: bytes, sizes: random.Random | int) -> Callable[[], bytes | None]:
@@ -65,7 +65,7 @@ def _pull(data: bytes, sizes: random.Random | int) -> Callable[[], bytes | None]
 def _random_value(rng: random.Random, depth: int = 0) -> Any:
     kind = rng.randint(0, 9 if depth < 4 else 3)
     if kind == 0:
-        alphabet = ["a", "é", "漢", "🧪", "\n", '"', "\\", "\x01", "/", "\u2028", "\ud800", "\udc00"]
+        alphabet = ["a", "é", "漢", "🧪", "\n", '"', "\\", "\x01", "\u2028", "\ud800", "\udc00"]
         return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
     if kind == 1:
         return rng.choice([0, -1, 2**64, -(2**70), 12345678901234567890, 10**30])

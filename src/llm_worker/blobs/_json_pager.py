@@ -270,7 +270,8 @@ def _before_high_surrogate(buf: str, start: int, end: int) -> int:
 def _may_go_on(buf: str, end: int) -> bool:
     # A number cut by the chunk's end ("1." of "1.5") scans as a shorter one ("1"): it may go
     # on while only a number's characters follow it to the buffer's end.
-    return _NUMBER_TAIL.match(buf, end).end() >= len(buf)  # type: ignore[union-attr]
+    tail = _NUMBER_TAIL.match(buf, end)
+    return tail is None or tail.end() >= len(buf)
 
 
 _SLOW = object()  # `_quick` could not take the entry
