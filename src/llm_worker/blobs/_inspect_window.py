@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import AsyncGenerator, Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio.from_thread
 import anyio.to_thread
@@ -126,6 +126,7 @@ async def inspect_array_stream(
 
 
 Chunks = AsyncGenerator[bytes, None]
+_T = TypeVar("_T")
 
 
 class _Streams:
@@ -143,16 +144,31 @@ class _Streams:
 
     def source(self) -> Pull:
         """A new stream's next chunk (`None` at its end); called in the worker thread."""
-        stream = self.pending.pop() if self.pending else anyio.from_thread.run(self._open)
+        stream = self.pending.pop() if self.pending else _from_thread(self._open)
         if stream is None:
             raise BlobError("the blob went away while it was read")
         self._opened.append(stream)
-        return lambda: anyio.from_thread.run(_next, stream)
+        return lambda: _from_thread(_next, stream)
 
     async def aclose(self) -> None:
         """Close every stream opened."""
         for stream in [*self.pending, *self._opened]:
             await stream.aclose()
+
+
+def _from_thread(func: Callable[..., Coroutine[Any, Any, _T]], *args: Any) -> _T:
+    # A coroutine started from the thread joins the host task's cancel scope; started once that
+    # scope is cancelled, it waits for a cancellation never delivered (and the host waits for
+    # the thread): the thread stops at the cancellation instead, and each read is shielded.
+    anyio.from_thread.check_cancelled()
+    return anyio.from_thread.run(_shielded, func, *args)
+
+
+async def _shielded(func: Callable[..., Coroutine[Any, Any, _T]], *args: Any) -> _T:
+    result: list[_T] = []  # typed, a CancelScope may swallow exceptions (a shield never does)
+    with anyio.CancelScope(shield=True):
+        result.append(await func(*args))
+    return result[0]
 
 
 async def _opened(stream: Chunks) -> Chunks:
