@@ -41,8 +41,22 @@ def _rechecked(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+_COUNT_TRUSTED = pytest.mark.xfail(
+    strict=True,
+    reason="the index's check covers only its own fields: an index whose count is short of "
+    "the blob's yet past its last point, with a matching check (a writer's bug, not a torn "
+    "write), is trusted: 'N entries/lines' and slices or lines past that count come back "
+    "short; the tail past the last point is never counted against `count`",
+)
+_HOWS = [
+    pytest.param(how, marks=_COUNT_TRUSTED) if how in _UNSEEN else how
+    for how in TAMPERINGS
+    if how not in _NO_CHECK
+]
+
+
 @pytest.mark.parametrize("kind", ["text", "array"])
-@pytest.mark.parametrize("how", [h for h in TAMPERINGS if h not in _UNSEEN | _NO_CHECK])
+@pytest.mark.parametrize("how", _HOWS)
 async def test_a_tampered_index_with_its_check_recomputed_gives_no_wrong_answer(
     tmp_path: Path, kind: str, how: str
 ) -> None:
@@ -121,24 +135,3 @@ async def test_a_huge_entry_deep_in_a_nested_array_is_paged_in_bounded_memory(
         out, peak = await traced_peak(inspect(store, blob_id, f"slice:1..2@{at}"))
     assert "yyyyyyyyyy" in out, out[:400]
     assert peak < 4 * entry, f"peak {peak >> 20} MiB for an entry of {entry >> 20} MiB"
-
-
-@pytest.mark.parametrize("kind", ["text", "array"])
-@pytest.mark.parametrize("how", sorted(_UNSEEN))
-@pytest.mark.xfail(
-    strict=True,
-    reason="the index's check covers only its own fields: an index whose count is short of "
-    "the blob's yet past its last point, with a matching check (a writer's bug, not a torn "
-    "write), is trusted: 'N entries/lines' and slices or lines past that count come back "
-    "short; the tail past the last point is never counted against `count`",
-)
-async def test_a_self_consistent_index_short_of_its_blob_gives_no_wrong_answer(
-    tmp_path: Path, kind: str, how: str
-) -> None:
-    store = local(tmp_path)
-    content = Content.Text(TEXT) if kind == "text" else Content.Structured(ARRAY)
-    blob_id = await store.store(content)
-    path = tmp_path / f"{blob_id}.idx"
-    doc = _rechecked(_tamper(json.loads(path.read_bytes()), how))
-    path.write_bytes(json.dumps(doc).encode())
-    assert await _answers(store, blob_id, kind) == await _expected(kind)
