@@ -391,3 +391,26 @@ async def test_a_compressed_stream_that_stalls_times_out() -> None:
         finally:
             await client.aclose()
     assert isinstance(error, APITimeoutError) and _text_of(events) == "ab"
+
+
+@pytest.mark.parametrize("library", ["httpx", "aiohttp"])
+async def test_both_transports_send_through_the_proxy_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch, library: Literal["httpx", "aiohttp"]
+) -> None:
+    # The target port is closed: the answer can only come through the proxy. Our aiohttp
+    # session ignored HTTP_PROXY while httpx honoured it.
+    body = b"".join(_text(w) for w in "ab") + _FINISH + b"data: [DONE]\n\n"
+    async with WireServer([WireResponse(body)]) as proxy:
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
+        client = OpenAIChatClient(
+            model="m", base_url="http://127.0.0.1:9/v1", api_key=API_KEY, transport=library
+        )
+        try:
+            with anyio.fail_after(10):
+                events = [e async for e in client.stream(Request([Message.user("hi")]))]
+        finally:
+            await client.aclose()
+    assert _text_of(events) == "ab"
+    assert len(proxy.requests) == 1

@@ -47,7 +47,10 @@ class AiohttpBackend:
             # A session made under an earlier event loop was closed when that loop ended.
             self._bound.forget()
             connector = aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=0)
-            session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
+            # trust_env: proxy variables and .netrc, as httpx reads them by default.
+            session = aiohttp.ClientSession(
+                connector=connector, timeout=self.timeout, trust_env=True
+            )
             self._session = session
             await self._bound.adopt(session.close)
         return session
