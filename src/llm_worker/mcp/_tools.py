@@ -12,6 +12,7 @@ from llm_worker._json import as_dict
 from llm_worker._strict import drop_optional_nulls, strict_schema
 from llm_worker.errors import ConfigurationError, ToolError
 from llm_worker.tools import Effect, ToolMeta
+from llm_worker.tools._tool import MetaTool
 from llm_worker.tools._toolset import current_progress
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class Caller(Protocol):
         ...
 
 
-class MCPTool:
+class MCPTool(MetaTool):
     """A tool of an MCP server: its schema passed through, its calls sent to the server.
 
     Attributes:
@@ -57,21 +58,6 @@ class MCPTool:
         self.remote_name = remote_name
         self.meta = meta
         self._schema = schema  # the server's own, when meta has the strict form
-
-    @property
-    def name(self) -> str:
-        """The name the model calls the tool by."""
-        return self.meta.name
-
-    @property
-    def description(self) -> str:
-        """What the tool does, as the server describes it."""
-        return self.meta.description
-
-    @property
-    def input_schema(self) -> dict[str, Any]:
-        """The server's JSON Schema of the arguments."""
-        return self.meta.input_schema
 
     async def execute(self, input_json: str) -> str | list[str | MediaPart]:
         """Send the call to the server; what it returns is the result's text.

@@ -164,6 +164,31 @@ def _positive_seconds(value: object) -> bool:
     )
 
 
+class MetaTool:
+    """A base for tools that keep their `ToolMeta` in `meta`.
+
+    It gives them `Tool`'s `name`, `description` and `input_schema`, read from `meta`.
+    """
+
+    __slots__ = ()
+    meta: ToolMeta
+
+    @property
+    def name(self) -> str:
+        """The name the model calls the tool by."""
+        return self.meta.name
+
+    @property
+    def description(self) -> str:
+        """What the tool does, for the model."""
+        return self.meta.description
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """JSON Schema of the arguments."""
+        return self.meta.input_schema
+
+
 @runtime_checkable
 class Tool(Protocol):
     """What the Worker can run: write a class with these members for a hand-written tool.
@@ -310,7 +335,7 @@ class ToolResult:
 _UNBOUND: Any = object()
 
 
-class FunctionTool(Generic[P, R]):
+class FunctionTool(MetaTool, Generic[P, R]):
     """A tool made from a Python function or method; what [`tool`][] returns.
 
     The name is the function's, the description its docstring (summary and body; the
@@ -410,21 +435,6 @@ class FunctionTool(Generic[P, R]):
         self._is_async = inspect.iscoroutinefunction(target)
         self._bound: object = _UNBOUND
         self._origin: FunctionTool[Any, Any] = self
-
-    @property
-    def name(self) -> str:
-        """The name the model calls the tool by."""
-        return self.meta.name
-
-    @property
-    def description(self) -> str:
-        """What the tool does, for the model."""
-        return self.meta.description
-
-    @property
-    def input_schema(self) -> dict[str, Any]:
-        """JSON Schema of the arguments."""
-        return self.meta.input_schema
 
     @property
     def instance(self) -> object | None:

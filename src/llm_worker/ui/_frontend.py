@@ -10,11 +10,12 @@ from llm_worker.errors import ConfigurationError, ToolError
 from llm_worker.messages import Message
 from llm_worker.state import PauseState, PendingCall
 from llm_worker.tools import ToolMeta, ToolResult
+from llm_worker.tools._tool import MetaTool
 
 __all__ = ("FrontendTool", "add_frontend_tools", "with_frontend_results")
 
 
-class FrontendTool:
+class FrontendTool(MetaTool):
     """A tool the model may call but the browser runs: a call pauses the run, never executes.
 
     The adapter ends the run with the call pending (AG-UI `pendingToolCallIds`); the browser
@@ -24,21 +25,6 @@ class FrontendTool:
     def __init__(self, name: str, description: str, input_schema: dict[str, Any]) -> None:
         schema = input_schema or {"type": "object", "properties": {}}
         self.meta = ToolMeta(name, description, schema, requires_approval=True)
-
-    @property
-    def name(self) -> str:
-        """The tool's name."""
-        return self.meta.name
-
-    @property
-    def description(self) -> str:
-        """What the tool does, for the model."""
-        return self.meta.description
-
-    @property
-    def input_schema(self) -> dict[str, Any]:
-        """JSON Schema of the arguments."""
-        return self.meta.input_schema
 
     async def execute(self, input_json: str) -> str:
         """Never runs here: the browser runs the call."""

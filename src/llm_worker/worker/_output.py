@@ -44,6 +44,7 @@ from llm_worker.messages import Message, OutputSchema
 from llm_worker.state import OutputPartial
 from llm_worker.tools import ToolMeta
 from llm_worker.tools._messages import MAX_ERRORS, excerpt
+from llm_worker.tools._tool import MetaTool
 from llm_worker.worker._schema_check import schema_problems
 
 if TYPE_CHECKING:
@@ -214,7 +215,7 @@ class OutputPlan:
         return Rejected("", [f"no call of {name!r}: give your final answer by calling it"])
 
 
-class OutputTool:
+class OutputTool(MetaTool):
     """Tool mode's final tool: its arguments are the output, checked when it is called."""
 
     __slots__ = ("meta", "plan")
@@ -233,21 +234,6 @@ class OutputTool:
             effect="read_only",
             strict=strict,
         )
-
-    @property
-    def name(self) -> str:
-        """The tool's name."""
-        return self.meta.name
-
-    @property
-    def description(self) -> str:
-        """What the model reads about it."""
-        return self.meta.description
-
-    @property
-    def input_schema(self) -> dict[str, Any]:
-        """The output's schema (an object)."""
-        return self.meta.input_schema
 
     async def execute(self, input_json: str) -> str:
         """Check the arguments; the model reads the problems when they do not fit.
