@@ -37,7 +37,6 @@ from llm_worker.providers._gemini_request import build_body as gemini_body
 from llm_worker.providers._openai_chat_request import build_chat_body
 from llm_worker.providers._openai_responses_request import build_body as responses_body
 from llm_worker.testing import WireResponse
-from support.recorded import requires_fixtures
 
 pytestmark = pytest.mark.anyio
 
@@ -107,7 +106,6 @@ async def _history() -> list[Message]:
     return messages_from_json(messages_to_json(history))  # as a stored conversation
 
 
-@requires_fixtures
 async def test_after_a_json_round_trip_the_same_model_gets_all_of_it_back() -> None:
     sent = anthropic_body(Request(await _history()), model=MODEL)
     text = orjson.dumps(sent).decode()
@@ -118,7 +116,6 @@ async def test_after_a_json_round_trip_the_same_model_gets_all_of_it_back() -> N
     assert coded[2]["caller"] == {"type": "code_execution_20260120", "tool_id": "srvtoolu_1"}
 
 
-@requires_fixtures
 @pytest.mark.parametrize("target", ["claude-opus-4-6", "openai_chat", "openai_responses", "gemini"])
 async def test_anthropic_objects_never_reach_another_model_or_provider(target: str) -> None:
     request = Request(await _history())

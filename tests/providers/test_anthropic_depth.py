@@ -56,7 +56,7 @@ from llm_worker.providers import AnthropicClient
 from llm_worker.providers._http import RetryPolicy
 from llm_worker.testing import ScriptedResponse, WireResponse, WireServer
 from llm_worker.testing._wire_anthropic import encode
-from support.recorded import load, requires_fixtures
+from support.recorded import load
 from support.sdk_types import mismatches
 
 pytestmark = pytest.mark.anyio
@@ -99,9 +99,6 @@ def _recorded_citations(name: str) -> list[list[dict[str, Any]]]:
 
 
 # -- citations ------------------------------------------------------------------------------
-
-
-@requires_fixtures
 async def test_recorded_web_search_citations_reach_their_text_parts() -> None:
     events, error, _ = await replay(recorded_response("web_search_citations"))
     assert error is None
@@ -122,7 +119,6 @@ async def test_recorded_web_search_citations_reach_their_text_parts() -> None:
     assert cited[0].text.startswith("Today (November 15, 2025)")
 
 
-@requires_fixtures
 async def test_citations_go_back_on_their_text_blocks_to_the_same_model_only() -> None:
     events, _, _ = await replay(recorded_response("web_search_citations"))
     history = [Message.user("weather?"), assemble(events, ORIGIN), Message.user("thanks")]
@@ -175,9 +171,6 @@ def test_a_citation_without_its_nullable_title_gets_null() -> None:
 
 
 # -- code execution: the container and the caller ------------------------------------------
-
-
-@requires_fixtures
 async def test_the_recorded_container_is_kept_for_the_next_request() -> None:
     events, error, _ = await replay(recorded_response("code_execution_server_tool"))
     assert error is None
@@ -287,7 +280,6 @@ async def test_a_compaction_without_summary_is_kept_and_sent_back_verbatim() -> 
     assert sent["messages"][1]["content"] == [block]
 
 
-@requires_fixtures
 async def test_recorded_compaction_usage_counts_the_compaction_iteration() -> None:
     events, error, _ = await replay(recorded_response("compaction_block"))
     assert error is None
@@ -301,9 +293,6 @@ async def test_recorded_compaction_usage_counts_the_compaction_iteration() -> No
 
 
 # -- the response, the stop, the usage details ---------------------------------------------
-
-
-@requires_fixtures
 async def test_response_id_model_and_tier_close_the_stream() -> None:
     events, error, _ = await replay(recorded_response("web_search_citations"))
     assert error is None
@@ -315,7 +304,6 @@ async def test_response_id_model_and_tier_close_the_stream() -> None:
     )
 
 
-@requires_fixtures
 @pytest.mark.parametrize(
     ("name", "searches"), [("web_search_citations", 1), ("pause_turn_web_search", 10)]
 )
@@ -329,7 +317,6 @@ async def test_server_tool_requests_are_counted(name: str, searches: int) -> Non
     )
 
 
-@requires_fixtures
 async def test_the_matched_stop_sequence_is_on_the_last_stop() -> None:
     events, error, _ = await replay(recorded_response("stop_sequence_with_prefill"))
     assert error is None

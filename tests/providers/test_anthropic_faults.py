@@ -52,7 +52,7 @@ from llm_worker.events import (
 )
 from llm_worker.providers._http import RetryPolicy
 from llm_worker.testing import Chunking, WireResponse
-from support.recorded import load, requires_fixtures
+from support.recorded import load
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
@@ -78,7 +78,6 @@ def _cut_points(body: str) -> list[int]:
     return [1, 100, *range(300, size - 1, max(1, size // 23)), size - 3]
 
 
-@requires_fixtures
 @pytest.mark.parametrize("framing", ["chunked", "close"])
 @pytest.mark.parametrize("name", ["thinking_tool_run_step1", "text_and_two_tool_calls"])
 async def test_cut_at_any_byte_fails_typed_and_keeps_what_arrived(name: str, framing: Any) -> None:
@@ -98,7 +97,6 @@ async def test_cut_at_any_byte_fails_typed_and_keeps_what_arrived(name: str, fra
         assert thinking_text(events) == before["thinking"], cut
 
 
-@requires_fixtures
 @pytest.mark.parametrize("at", [0, 700, 1500])
 async def test_connection_reset_fails_typed(at: int) -> None:
     name = "thinking_with_signature"

@@ -50,9 +50,8 @@ from llm_worker.providers import (
 )
 from llm_worker.providers._http import RetryPolicy
 from llm_worker.testing import WireResponse, WireServer
-from support.recorded import requires_fixtures
 
-pytestmark = [pytest.mark.anyio, requires_fixtures]
+pytestmark = pytest.mark.anyio
 
 MODEL = "claude-sonnet-4-5"
 ORIGIN = Origin("anthropic", MODEL)

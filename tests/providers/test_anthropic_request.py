@@ -35,7 +35,7 @@ from llm_worker.messages import (
 )
 from llm_worker.providers import AnthropicClient, from_string
 from llm_worker.testing import WireResponse, WireServer
-from support.recorded import load, requires_fixtures
+from support.recorded import load
 
 MODEL = "claude-test"
 MINE = Origin("anthropic", MODEL)
@@ -153,7 +153,6 @@ def _recorded_for_comparison(recorded: dict[str, Any]) -> dict[str, Any]:
     return recorded
 
 
-@requires_fixtures
 @pytest.mark.anyio
 @pytest.mark.parametrize("name", list(MULTI_TURN))
 async def test_recorded_multi_turn_request_is_rebuilt_from_the_neutral_history(name: str) -> None:
@@ -170,7 +169,6 @@ async def test_recorded_multi_turn_request_is_rebuilt_from_the_neutral_history(n
     assert built == want
 
 
-@requires_fixtures
 @pytest.mark.anyio
 async def test_thinking_signature_of_step1_goes_back_verbatim() -> None:
     recorded = load(API, "thinking_tool_run_step2")["request"]["body"]
@@ -189,7 +187,6 @@ async def test_thinking_signature_of_step1_goes_back_verbatim() -> None:
     assert again == sent
 
 
-@requires_fixtures
 @pytest.mark.anyio
 async def test_redacted_thinking_goes_back_untouched() -> None:
     answer = await _parsed_answer("redacted_thinking", MODEL)
@@ -212,7 +209,6 @@ async def test_redacted_thinking_goes_back_untouched() -> None:
         ("max_tokens_truncated", {"max_tokens": 50}, {}),
     ],
 )
-@requires_fixtures
 def test_recorded_single_turn_requests_are_rebuilt(
     name: str, request_kw: dict[str, Any], options: dict[str, Any]
 ) -> None:

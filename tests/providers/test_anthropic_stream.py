@@ -42,9 +42,9 @@ from llm_worker.messages import Message, Request
 from llm_worker.providers import AnthropicClient
 from llm_worker.providers._blocks import drive
 from llm_worker.testing import Chunking
-from support.recorded import fixture_names, load, requires_fixtures
+from support.recorded import fixture_names, load
 
-pytestmark = [pytest.mark.anyio, requires_fixtures]
+pytestmark = pytest.mark.anyio
 
 
 def _streams() -> list[str]:

@@ -46,9 +46,7 @@ from llm_worker.providers import (
 )
 from llm_worker.testing import WireResponse, WireServer
 from llm_worker.worker._assembler import Assembler
-from support.recorded import load, requires_fixtures
-
-pytestmark = requires_fixtures
+from support.recorded import load
 
 KEY = "cross-provider-test-key-0123"
 

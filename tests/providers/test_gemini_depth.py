@@ -54,7 +54,7 @@ from llm_worker.providers.gemini import GeminiClient
 from llm_worker.testing import ScriptedResponse, WireResponse, WireServer
 from llm_worker.testing._wire_gemini import encode
 from llm_worker.worker._turn import MALFORMED_CALL_RETRIES
-from support.recorded import load, requires_fixtures
+from support.recorded import load
 
 pytestmark = pytest.mark.anyio
 
@@ -96,9 +96,6 @@ async def _answer(response: WireResponse) -> tuple[list[Event], Message]:
 
 
 # -- grounding and URL context --------------------------------------------------------------
-
-
-@requires_fixtures
 async def test_recorded_search_grounding_gives_citations_with_their_spans() -> None:
     _, message = await _answer(recording_response("google_search_grounding"))
     text = message.content[0]
@@ -120,7 +117,6 @@ async def test_recorded_search_grounding_gives_citations_with_their_spans() -> N
     assert first.title == "Weather information for San Francisco, CA, US"
 
 
-@requires_fixtures
 async def test_the_search_entry_point_is_kept_and_never_sent_back() -> None:
     _, message = await _answer(recording_response("google_search_grounding"))
     kept = message.content[-1]
@@ -133,7 +129,6 @@ async def test_the_search_entry_point_is_kept_and_never_sent_back() -> None:
     assert body["contents"][1]["parts"] == [{"text": message.text}]
 
 
-@requires_fixtures
 async def test_recorded_url_context_is_kept_with_its_grounding() -> None:
     _, message = await _answer(recording_response("url_context_tool"))
     text, kept = message.content
@@ -151,7 +146,6 @@ async def test_recorded_url_context_is_kept_with_its_grounding() -> None:
     assert (citation.start_index, citation.end_index) == (0, 37)
 
 
-@requires_fixtures
 async def test_recorded_file_search_quotes_the_retrieved_passage() -> None:
     _, message = await _answer(recording_response("file_search_tool"))
     text = next(p for p in message.content if isinstance(p, TextPart))
@@ -190,9 +184,6 @@ async def test_citation_sources_become_citations_with_character_spans() -> None:
 
 
 # -- log probabilities ----------------------------------------------------------------------
-
-
-@requires_fixtures
 async def test_recorded_logprobs_ride_on_the_text() -> None:
     events, _ = await _answer(recording_response("nonstream_vertex_logprobs"))
     [delta] = [e.delta for e in events if isinstance(e, BlockDelta)]
@@ -234,7 +225,6 @@ async def test_a_failed_tool_call_is_not_an_answer_and_says_why(raw: str) -> Non
     assert answer.content == []
 
 
-@requires_fixtures
 async def test_the_recorded_finish_message_is_kept() -> None:
     events, _ = await _answer(recording_response("parallel_function_calls_run_step1"))
     assert _stop(events).stop_message == "Model generated function call(s)."
@@ -276,9 +266,6 @@ def test_ids_gemini_did_not_give_are_not_sent() -> None:
 
 
 # -- the response ---------------------------------------------------------------------------
-
-
-@requires_fixtures
 async def test_response_id_and_model_version_close_the_stream() -> None:
     events, _ = await _answer(recording_response("plain_text"))
     assert events[-1] == StatusEvent(

@@ -38,7 +38,7 @@ from llm_worker.errors import (
 from llm_worker.events import BlockAbort, BlockType, ErrorEvent
 from llm_worker.providers._http import RetryPolicy
 from llm_worker.testing import Chunking, WireResponse
-from support.recorded import load, requires_fixtures
+from support.recorded import load
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
@@ -63,7 +63,6 @@ def _cuts(body: str) -> list[int]:
     return sorted({1, size // 3, size // 2, ends[0], ends[-2] if len(ends) > 1 else 2, size - 10})
 
 
-@requires_fixtures
 @pytest.mark.parametrize("framing", ["chunked", "length", "close"])
 @pytest.mark.parametrize(
     "name", ["thought_parts_with_signature", "sequential_function_calls_run_step3"]
@@ -87,7 +86,6 @@ async def test_a_cut_anywhere_fails_typed_and_keeps_what_arrived(name: str, fram
         assert full.startswith(got), cut  # and nothing else
 
 
-@requires_fixtures
 async def test_a_cut_mid_text_aborts_the_open_block() -> None:
     body = load(API, "plain_text")["response"]["body"]
     second_event = body.encode().index(b"\r\n\r\n") + 4
@@ -100,7 +98,6 @@ async def test_a_cut_mid_text_aborts_the_open_block() -> None:
     assert answer(events).text == "The"
 
 
-@requires_fixtures
 @pytest.mark.parametrize("at", [1, 200, 700])
 async def test_a_connection_reset_fails_typed(at: int) -> None:
     events, error, _ = await replay(recording_response("finish_max_tokens", reset_at=at))
@@ -108,7 +105,6 @@ async def test_a_connection_reset_fails_typed(at: int) -> None:
     check_invariants(events, error)
 
 
-@requires_fixtures
 async def test_a_cut_inside_a_json_array_stream_is_interrupted_not_complete() -> None:
     body = load(API, "json_array_stream_function_call")["response"]["body"]
     cut = body.encode().index(b"functionCall")

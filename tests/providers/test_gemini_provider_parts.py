@@ -43,7 +43,7 @@ from llm_worker.providers import (
     OpenAIResponsesClient,
 )
 from llm_worker.testing import WireResponse, WireServer
-from support.recorded import load, requires_fixtures
+from support.recorded import load
 
 pytestmark = pytest.mark.anyio
 
@@ -73,7 +73,6 @@ async def _answer(name: str) -> tuple[Message, Origin]:
     return assemble(events, origin), origin
 
 
-@requires_fixtures
 @pytest.mark.parametrize(
     ("name", "kinds"),
     [(CODE, ["executableCode", "codeExecutionResult"]), ("file_search_tool", ["executableCode"])],
@@ -99,7 +98,6 @@ async def test_recorded_native_parts_are_kept_whole_in_order(name: str, kinds: l
     ]
 
 
-@requires_fixtures
 async def test_the_signature_stays_on_the_code_part() -> None:
     message, _ = await _answer(CODE)
     code = message.content[0]
@@ -123,7 +121,6 @@ def _expected_model_turn(name: str) -> dict[str, Any]:
     }
 
 
-@requires_fixtures
 async def test_the_next_request_sends_them_back_exactly() -> None:
     message, origin = await _answer(CODE)
     history = [Message.user("calculate"), message, Message.user("and doubled?")]
@@ -140,7 +137,6 @@ async def test_the_next_request_sends_them_back_exactly() -> None:
     assert "extra" not in first.data
 
 
-@requires_fixtures
 async def test_another_gemini_model_gets_none_of_them() -> None:
     message, _ = await _answer(CODE)
     body = GeminiClient(model="gemini-2.5-flash", api_key="k").build_body(
@@ -161,7 +157,6 @@ def _other_clients() -> list[HttpClient]:
     ]
 
 
-@requires_fixtures
 @pytest.mark.parametrize("client", _other_clients(), ids=lambda c: c.provider)
 async def test_other_providers_drop_them(client: HttpClient) -> None:
     message, _ = await _answer(CODE)
@@ -199,7 +194,6 @@ async def test_unknown_parts_are_kept_and_a_bare_signature_part_is_passed_over()
     ]
 
 
-@requires_fixtures
 async def test_the_worker_sends_the_code_execution_back_on_the_next_run() -> None:
     final = _sse({"text": "Doubled: -856,661,911.9549."}, finish="STOP")
     async with WireServer([recording_response(CODE), WireResponse(final)]) as server:

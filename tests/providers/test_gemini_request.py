@@ -35,7 +35,7 @@ from llm_worker.messages import (
 from llm_worker.providers import GeminiClient, from_string
 from llm_worker.providers._gemini_request import SKIP_SIGNATURE, build_body
 from llm_worker.testing import WireServer
-from support.recorded import load, requires_fixtures
+from support.recorded import load
 
 pytestmark = pytest.mark.anyio
 
@@ -164,7 +164,6 @@ async def _rebuild(run: str, step: int) -> tuple[Request, dict[str, Any]]:
     return request, recorded
 
 
-@requires_fixtures
 @pytest.mark.parametrize(
     ("run", "step"),
     [
@@ -191,7 +190,6 @@ async def test_multi_turn_requests_rebuild_the_recorded_bodies(run: str, step: i
     assert not any(s and s != SKIP_SIGNATURE for s in sent)
 
 
-@requires_fixtures
 async def test_recorded_declarations_match_our_schema_conversion() -> None:
     # google-genai converted this pydantic schema for the recorded request; ours agrees, but
     # for `title`, which we drop (the python-genai SDK mishandles it; it tells the model
@@ -209,7 +207,6 @@ async def test_recorded_declarations_match_our_schema_conversion() -> None:
     assert ours == want
 
 
-@requires_fixtures
 @pytest.mark.parametrize(
     ("name", "options"),
     [

@@ -34,17 +34,14 @@ from llm_worker.events import (
 )
 from llm_worker.messages import Message, Request, ToolResultPart, ToolUsePart
 from llm_worker.testing import Chunking, WireResponse
-from support.recorded import fixture_names, load, requires_fixtures
+from support.recorded import fixture_names, load
 
 pytestmark = pytest.mark.anyio
 
 
 def _answers() -> list[Any]:
     """Every recording with a 200 answer: SSE streams, JSON-array streams, single bodies."""
-    names = [n for n in fixture_names(API) if load(API, n)["response"]["status"] == 200]
-    if not names:
-        return [pytest.param(None, marks=requires_fixtures, id="no-fixtures")]
-    return names
+    return [n for n in fixture_names(API) if load(API, n)["response"]["status"] == 200]
 
 
 def _chunking(name: str, mode: str) -> Chunking:
@@ -62,7 +59,6 @@ _SOCKET_BYTEWISE = {
 }
 
 
-@requires_fixtures
 @pytest.mark.parametrize("chunking", ["whole", "bytewise", "random"])
 @pytest.mark.parametrize("name", _answers())
 async def test_recording_replays_to_its_recorded_content(name: str, chunking: str) -> None:
@@ -90,7 +86,6 @@ async def test_recording_replays_to_its_recorded_content(name: str, chunking: st
         assert got.usage == want.usage
 
 
-@requires_fixtures
 @pytest.mark.parametrize(
     ("name", "cls", "status"),
     [
@@ -114,7 +109,6 @@ async def test_error_bodies_under_event_stream_content_type_raise_typed(
     assert len(server.requests) == 1
 
 
-@requires_fixtures
 async def test_signature_of_a_text_part_rides_on_the_text_block_not_the_thinking() -> None:
     events, _, _ = await replay(recording_response("thought_parts_with_signature"))
     starts = [e for e in events if isinstance(e, BlockStart)]
@@ -125,7 +119,6 @@ async def test_signature_of_a_text_part_rides_on_the_text_block_not_the_thinking
     assert [s.index for s in signed] == [1]
 
 
-@requires_fixtures
 async def test_signature_on_a_final_empty_text_part_is_kept_on_the_text_block() -> None:
     events, _, _ = await replay(recording_response("gemini3_thoughts_and_signature"))
     stop = events.index(next(e for e in events if isinstance(e, BlockStop) and e.index == 1))
@@ -138,7 +131,6 @@ async def test_signature_on_a_final_empty_text_part_is_kept_on_the_text_block() 
     assert signature < stop
 
 
-@requires_fixtures
 async def test_function_call_answer_is_one_tool_block_with_its_signature() -> None:
     events, _, _ = await replay(recording_response("function_call_thought_signature_run_step1"))
     blocks = [e for e in events if isinstance(e, BlockStart | BlockDelta | BlockStop)]
@@ -174,7 +166,6 @@ def _call_ids(events: list[Any]) -> list[str]:
     ]
 
 
-@requires_fixtures
 async def test_call_ids_continue_the_conversation_and_skip_ids_in_use() -> None:
     # Two calls in the history, one of them already named like our third id.
     request = _history_with_calls("toolu_01", "gemini_call_2")
@@ -269,7 +260,6 @@ async def test_a_blocked_prompt_raises_content_filter_error() -> None:
     assert events[1] == UsageEvent(input_tokens=7, total_tokens=7)
 
 
-@requires_fixtures
 async def test_a_safety_finish_with_no_content_raises_after_the_error_event() -> None:
     events, error, _ = await replay(recording_response("nonstream_finish_safety"))
     assert isinstance(error, ContentFilterError)
@@ -278,7 +268,6 @@ async def test_a_safety_finish_with_no_content_raises_after_the_error_event() ->
     assert events[-2] == ErrorEvent("SAFETY", error.message)
 
 
-@requires_fixtures
 async def test_usage_is_emitted_when_it_changes_once_per_network_read() -> None:
     name = "plain_text"  # the first two chunks repeat the same usage, the third changes it
     chunks = recorded_chunks(load(API, name)["response"]["body"])
@@ -298,7 +287,6 @@ async def test_usage_is_emitted_when_it_changes_once_per_network_read() -> None:
     assert [e for e in events if isinstance(e, UsageEvent)] == [final]
 
 
-@requires_fixtures
 @pytest.mark.parametrize(
     ("name", "usage"),
     [
@@ -325,7 +313,6 @@ async def test_usage_fields(name: str, usage: UsageEvent) -> None:
     assert answer(events).usage == usage
 
 
-@requires_fixtures
 async def test_parts_outside_the_event_model_become_provider_blocks() -> None:
     events, error, _ = await replay(recording_response("code_execution_parts"))
     assert error is None

@@ -282,7 +282,6 @@ ERROR_RECORDINGS = [
 ]
 
 
-@recorded.requires_fixtures
 @pytest.mark.anyio
 @pytest.mark.parametrize(("api", "name", "cls"), ERROR_RECORDINGS, ids=str)
 async def test_recorded_error_answers(api: str, name: str, cls: type[ProviderError]) -> None:

@@ -1,6 +1,6 @@
 """Images and documents in each provider's request body, field by field, and the refusals.
 
-No recorded stream under ../shared/fixtures/recorded carries an image or a document (none
+No recorded stream under tests/fixtures/recorded carries an image or a document (none
 has `image_url`, `input_image`, `inlineData`, `input_file` or a `document` block), so these
 bodies are checked against each API's documented shapes, and Anthropic's also against its
 SDK's request types.

@@ -47,7 +47,7 @@ from llm_worker.providers import (
 from llm_worker.providers._http import RetryPolicy
 from llm_worker.testing import RecordedRequest, WireResponse, WireServer
 from support import streams
-from support.recorded import fixture_names, load, requires_fixtures
+from support.recorded import fixture_names, load
 
 COUNT = int(os.environ.get("LLM_WORKER_MUTATIONS", "300"))
 SEED = int(os.environ.get("LLM_WORKER_MUTATION_SEED", "0"))
@@ -209,7 +209,6 @@ def check(provider: str, events: list[Event], error: Exception | None) -> None:
     assert len(ids) == len(set(ids)), ids
 
 
-@requires_fixtures
 @pytest.mark.anyio
 @pytest.mark.parametrize("provider", list(_CLIENTS))
 async def test_mutated_recordings_end_typed_and_in_order(provider: str) -> None:
@@ -246,7 +245,6 @@ async def test_mutated_recordings_end_typed_and_in_order(provider: str) -> None:
 WORKER_COUNT = max(1, COUNT // 6)
 
 
-@requires_fixtures
 @pytest.mark.anyio
 @pytest.mark.parametrize("provider", list(_CLIENTS))
 async def test_mutated_recordings_through_the_worker(provider: str) -> None:

@@ -42,9 +42,9 @@ from llm_worker.events import BlockAbort, ErrorEvent, ResponseStatus, StatusEven
 from llm_worker.messages import Message, Request
 from llm_worker.providers._http import RetryPolicy
 from llm_worker.testing import Chunking, WireResponse, WireServer
-from support.recorded import have_fixtures, load, requires_fixtures
+from support.recorded import load
 
-pytestmark = [pytest.mark.anyio, requires_fixtures, pytest.mark.usefixtures("http_transport")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
 PLAIN = "plain_text_with_usage_chunk"  # finish chunk, then a usage chunk, then [DONE]
 UNICODE = "deepseek_text_usage"  # non-ASCII text; usage rides on the finish chunk
@@ -75,8 +75,6 @@ class Cut:
 
 
 def _cuts() -> list[Any]:
-    if not have_fixtures():
-        return [pytest.param(None, id="no-fixtures")]  # the module's skip mark applies
     plain, uni = _body(PLAIN), _body(UNICODE)
     mid_json = plain.index(b'"content":" ') + 6
     mid_utf8 = uni.index(bytes([b for b in uni if b >= 0xC0][:1])) + 1

@@ -47,7 +47,7 @@ from llm_worker.providers import (
     OpenAIResponsesClient,
 )
 from llm_worker.testing import WireResponse, WireServer
-from support.recorded import load, requires_fixtures
+from support.recorded import load
 
 pytestmark = pytest.mark.anyio
 
@@ -84,7 +84,6 @@ async def _answer(name: str) -> tuple[Message, Origin]:
     return assemble(events, origin), origin
 
 
-@requires_fixtures
 @pytest.mark.parametrize(
     ("name", "kinds"),
     [
@@ -114,7 +113,6 @@ def _kind_and_id(part: Part) -> tuple[str, str | None]:
     return "message", part.item_id
 
 
-@requires_fixtures
 @pytest.mark.parametrize("name", SENT_BACK)
 async def test_the_next_request_sends_them_back_in_place(name: str) -> None:
     message, origin = await _answer(name)
@@ -130,7 +128,6 @@ async def test_the_next_request_sends_them_back_in_place(name: str) -> None:
     assert again == body
 
 
-@requires_fixtures
 async def test_the_body_holds_copies_of_the_kept_items() -> None:
     message, origin = await _answer("web_search_annotations")
     body = OpenAIResponsesClient(model=origin.model, api_key="k").build_body(
@@ -142,7 +139,6 @@ async def test_the_body_holds_copies_of_the_kept_items() -> None:
     assert first.data["status"] == "completed"
 
 
-@requires_fixtures
 async def test_a_client_run_tool_search_stays_out_of_the_request() -> None:
     # `execution: "client"` waits for a tool_search_output this library cannot give; sent
     # back unanswered, the call would be rejected.
@@ -155,7 +151,6 @@ async def test_a_client_run_tool_search_stays_out_of_the_request() -> None:
     assert [i["type"] for i in body["input"]] == ["message", "message"]
 
 
-@requires_fixtures
 async def test_another_model_gets_none_of_them() -> None:
     message, _ = await _answer("web_search_call_cached_tokens")
     body = OpenAIResponsesClient(model="gpt-4.1", api_key="k").build_body(
@@ -175,7 +170,6 @@ def _other_clients() -> list[HttpClient]:
     ]
 
 
-@requires_fixtures
 @pytest.mark.parametrize("client", _other_clients(), ids=lambda c: c.provider)
 async def test_other_providers_drop_them(client: HttpClient) -> None:
     message, _ = await _answer("mcp_list_tools_and_call")
@@ -246,7 +240,6 @@ def test_hosted_items_split_the_assistant_messages_around_them() -> None:
     ]
 
 
-@requires_fixtures
 async def test_the_worker_sends_the_searches_back_on_the_next_run() -> None:
     name = "web_search_annotations"
     answers = [recorded(name), WireResponse(text_stream("It is Mount Columbia."))]

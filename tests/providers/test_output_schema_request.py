@@ -19,7 +19,7 @@ from llm_worker.providers import (
     OpenAIChatClient,
     OpenAIResponsesClient,
 )
-from support.recorded import load, requires_fixtures
+from support.recorded import load
 
 KEY = "output-schema-test-key-0123"
 
@@ -165,7 +165,6 @@ def test_the_callers_schema_is_never_changed() -> None:
     assert repr(schema) == before
 
 
-@requires_fixtures
 def test_chat_response_format_equals_the_recorded_request() -> None:
     recorded = load("openai_chat", "json_schema_response_format")["request"]["body"]
     output = OutputSchema(Book.model_json_schema(), name="Book", description=Book.__doc__)
@@ -178,7 +177,6 @@ def test_chat_response_format_equals_the_recorded_request() -> None:
     ("api", "name"),
     [("openai_chat", "refusal_structured_output"), ("openai_responses", "refusal")],
 )
-@requires_fixtures
 def test_the_recorded_refusal_requests_are_built_exactly(api: str, name: str) -> None:
     class FentanylHandbook(BaseModel):
         instructions: str

@@ -360,7 +360,6 @@ def _sse_recordings() -> list[tuple[str, str]]:
     return found
 
 
-@recorded.requires_fixtures
 def test_every_recorded_stream_decodes_alike_whole_bytewise_and_in_pieces() -> None:
     recordings = _sse_recordings()
     assert len(recordings) > 50
