@@ -17,6 +17,7 @@ from llm_worker.testing import ScriptedResponse
 from llm_worker.tools import Tool
 from llm_worker.ui import AGUIAdapter, ResumableStreams, VercelAIAdapter, messages_from_ui
 from llm_worker.ui._asgi import Receive, Scope, Send
+from llm_worker.ui._auth import chat_key
 
 from .conftest import CONSUMERS, booking, consumed, scripted, serve
 from .test_http import run_tasks
@@ -248,7 +249,7 @@ async def test_an_explicit_stop_cancels_the_run_and_ends_every_reader(adapter: A
 async def test_a_new_message_of_the_chat_stops_its_older_run() -> None:
     async with world(VercelAIAdapter, runs=2) as w:
         await w.until(VERCEL, "tool-input-available")
-        old = w.adapter.streams.get("c1")
+        old = w.adapter.streams.get(chat_key("", "c1"))
         w.gate.set()
         status, events = await w.read("POST", w.url, json=VERCEL)
     assert old.done
@@ -263,7 +264,7 @@ async def test_the_log_is_bounded_and_a_reconnect_to_dropped_events_is_told_so()
         await w.read("POST", w.url, json=VERCEL)  # may end early: this reader fell behind
         with anyio.fail_after(10):
             await w.app.finished.wait()
-        log = streams.get("c1")
+        log = streams.get(chat_key("", "c1"))
         assert log is not None and log.done
         gone = await w.http.get(w.stream_url("c1"))
         dropped = await w.http.get(
@@ -284,7 +285,7 @@ async def test_a_log_keeps_its_bytes_bound() -> None:
     async with world(VercelAIAdapter, resumable=streams) as w:
         w.gate.set()
         await w.read("POST", w.url, json=VERCEL)
-        log = streams.get("c1")
+        log = streams.get(chat_key("", "c1"))
     assert log is not None and 0 < log.size <= 400
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -90,7 +91,8 @@ async def test_a_decision_naming_a_call_that_is_not_pending_leaves_the_pause_wai
 
 
 async def test_an_edited_input_the_tool_refuses_leaves_the_pause_waiting() -> None:
-    async with site(VercelAIAdapter, booking("Booked.")) as (_, url, http):
+    editable = partial(VercelAIAdapter, editable_tools=["book"])
+    async with site(editable, booking("Booked.")) as (_, url, http):
         call_id = await first_turn(http, url)
         wrong = answered([], call_id, approved=True, input={"town": 3})
         body = {"id": "c1", "messages": [USER, wrong], "messageId": "a1"}

@@ -17,6 +17,7 @@ from llm_worker import TextPart, ToolUsePart, Worker, tool
 from llm_worker.errors import ConfigurationError
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 from llm_worker.ui import AGUIAdapter, ResumableStreams, VercelAIAdapter, messages_from_ui
+from llm_worker.ui._auth import chat_key
 from llm_worker.ui._resumable import RunLog
 from llm_worker.ui._store import MemoryPauseStore
 
@@ -206,7 +207,7 @@ async def test_a_20k_delta_run_reaches_its_connected_reader_whole_and_its_log_st
     deltas = [c["delta"] for c in chunks(response.text) if c["type"] == "text-delta"]
     assert "".join(deltas) == text
     assert response.text.endswith("data: [DONE]\n\n")
-    log = streams.get("c1")
+    log = streams.get(chat_key("", "c1"))
     assert log is not None and len(log) == streams.max_events and log.size <= streams.max_bytes
     assert replay.status_code == 410  # the start was dropped: a replay from it is refused
 
@@ -216,7 +217,7 @@ async def test_finished_logs_past_the_total_byte_budget_go_oldest_first() -> Non
     async with world(VercelAIAdapter, runs=2, resumable=streams) as w:
         w.gate.set()
         await w.read("POST", w.url, json=VERCEL)
-        one = streams.get("c1")
+        one = streams.get(chat_key("", "c1"))
         assert one is not None
         streams.max_total_bytes = one.size * 3 // 2  # room for one run's log, not two
         await w.read("POST", w.url, json={**VERCEL, "id": "c2"})
@@ -505,7 +506,7 @@ async def test_an_answer_carrying_more_events_than_the_log_keeps_streams_its_run
     streams = ResumableStreams()
     async with booking_site(VercelAIAdapter, "Booked.", resumable=streams) as b:
         first = await b.http.post(b.url, json=VERCEL)
-        paused = streams.get("c1")
+        paused = streams.get(chat_key("", "c1"))
         assert paused is not None
         streams.max_events = len(paused) - 3  # the carried events overflow the next log
         b.gate.set()

@@ -116,6 +116,12 @@ def _serve_parser(sub: Any) -> None:  # argparse's subparsers type is private
         action="store_true",
         help="runs outlive their connection; GET/DELETE {path}/{id}/stream reconnects/stops",
     )
+    serve.add_argument(
+        "--authorize",
+        metavar="MODULE:FUNCTION",
+        help="authorize(request, chat_id) -> owner or None, asked for every request "
+        "(without it only 127.0.0.1 is served: every client acts as one user)",
+    )
 
 
 def _mcp_serve_parser(sub: Any) -> None:  # argparse names the subparsers' type privately
@@ -181,6 +187,7 @@ def _dispatch(console: Console, args: argparse.Namespace) -> int:
         from llm_worker.ui._serve import run_server
 
         options = {"host": args.host, "port": args.port, "static": args.static}
+        options["authorize"] = args.authorize
         run_server(args.target, args.protocol, resumable=args.resumable, **options)
         return 0
     if args.command == "mcp-serve":

@@ -9,7 +9,7 @@ and outcome: success, an interrupt per call waiting for approval, or cancelled.
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from collections.abc import AsyncIterable, AsyncIterator, Collection
 from typing import Any
 
@@ -97,7 +97,7 @@ class AGUIEncoder(BlockEncoder):
         self._in_step = False
         self._text_used = False
         # Our own ids, never the client's: the fast path writes them into JSON unescaped.
-        self._token = "run-" + uuid.uuid4().hex[:12]
+        self._token = "run-" + secrets.token_hex(8)
 
     @property
     def _message_id(self) -> str:

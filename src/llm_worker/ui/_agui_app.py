@@ -65,6 +65,12 @@ class AGUIAdapter(Endpoint):
             exception is logged on `llm_worker.ui`).
         resumable: `True` or a `ResumableStreams` (to set its bounds) to keep runs going
             when their connection closes.
+        authorize: `authorize(request, thread_id) -> owner | None`, asked for every request
+            (see `Authorize`): pauses, runs and snapshots are kept by owner and thread id,
+            `None` is a 403. Without it every client is one owner (the scope's
+            authenticated user, if any): serve it on a loopback address only.
+        editable_tools: The tools whose arguments an approval may edit (`payload.input`);
+            an edit of another tool's call is refused (400).
     """
 
     headers = HEADERS
@@ -72,14 +78,17 @@ class AGUIAdapter(Endpoint):
     stopped = (sse({"type": "RUN_ERROR", "message": "the run was stopped", "code": "Stopped"}),)
     behind = (sse({"type": "RUN_ERROR", "message": BEHIND, "code": "StreamBehind"}),)
 
-    def _rejoin(self, body: dict[str, Any]) -> RunLog | None:
+    def _chat_id(self, body: dict[str, Any]) -> str:
+        return as_str(body.get("threadId")) or ""
+
+    def _rejoin(self, body: dict[str, Any], key: str) -> RunLog | None:
         if as_list(body.get("resume")):  # answers to a pause are never a reconnect
             return None
-        thread_id, run_id = as_str(body.get("threadId")), as_str(body.get("runId"))
-        log = self.streams.get(thread_id) if self.streams and thread_id else None
+        run_id = as_str(body.get("runId"))
+        log = self.streams.get(key) if self.streams and key else None
         return log if log is not None and log.run_id == run_id else None
 
-    async def _begin(self, body: dict[str, Any]) -> Begun:
+    async def _begin(self, body: dict[str, Any], key: str) -> Begun:
         thread_id, run_id = as_str(body.get("threadId")), as_str(body.get("runId"))
         if not thread_id or not run_id:
             raise BadRequest(400, "a RunAgentInput needs threadId and runId")
@@ -88,13 +97,13 @@ class AGUIAdapter(Endpoint):
         frontend = _frontend_tools(body)
         resume = [as_dict(r) for r in as_list(body.get("resume"))]
         # A new message leaves an unanswered pause behind; a resume takes it.
-        state = await self.store.take(thread_id)
+        state = await self.store.take(key)
         names = [t.name for t in frontend]
         if not resume:
             worker = await self._tooled(body, frontend)
             # The snapshot starts with the request's messages; the run's input is the last.
             start = lambda: start_run(worker, history)  # noqa: E731
-            return self._run(worker, start, body, names, before=raw, skip=1)
+            return self._run(worker, start, body, key, names, before=raw, skip=1)
         if state is None:
             text = "no paused run waits for this thread: it was resumed already, or the server "
             # Not kept (no key): a repeated answer must not stop the run the first one resumed.
@@ -102,15 +111,17 @@ class AGUIAdapter(Endpoint):
         try:
             decisions = _decisions(resume, state)
         except (BadRequest, TypeError, ValueError):
-            await self.store.put(thread_id, state)  # a wrong answer leaves the pause waiting
+            await self.store.put(key, state)  # a wrong answer leaves the pause waiting
             raise
         make = lambda: self._tooled(body, frontend)  # noqa: E731
-        worker = await resuming(self.store, thread_id, state, make, decisions)
+        worker = await resuming(
+            self.store, key, state, make, decisions, editable=self.editable_tools
+        )
         state = with_frontend_results(state, history, names)
         same = history == state.history  # else the server's record of the thread wins
         before = raw if same else messages_to_agui(state.history, prefix=f"{run_id}-h")
         start = lambda: worker.resume_stream(state, decisions=decisions)  # noqa: E731
-        return self._run(worker, start, body, names, before=before, skip=0)
+        return self._run(worker, start, body, key, names, before=before, skip=0)
 
     async def _tooled(self, body: dict[str, Any], frontend: list[FrontendTool]) -> Worker:
         try:
@@ -123,6 +134,7 @@ class AGUIAdapter(Endpoint):
         worker: Worker,
         start: Callable[[], RunStream],
         body: dict[str, Any],
+        key: str,
         names: list[str],
         *,
         before: list[Any],
@@ -139,7 +151,7 @@ class AGUIAdapter(Endpoint):
             skip=skip,
             on_error=self.on_error,
         )
-        return self._started(worker, start, thread_id, run_id, encode)
+        return self._started(worker, start, key, run_id, encode)
 
 
 def _frontend_tools(body: dict[str, Any]) -> list[FrontendTool]:

@@ -15,6 +15,7 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Collection,
     Mapping,
     Sequence,
 )
@@ -29,6 +30,7 @@ from llm_worker.errors import ConfigurationError, InvalidMessagesError, PauseSta
 from llm_worker.messages import Message, Origin
 from llm_worker.state import Decision, PauseState, RunCompleted
 from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
+from llm_worker.ui._auth import Authorize, Refused, chat_key, owner_of
 from llm_worker.ui._errors import GENERIC_ERROR, ErrorText
 from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
 from llm_worker.ui._resumable import ResumableStreams, RunLog, StreamGone
@@ -42,6 +44,7 @@ __all__ = (
     "Begun",
     "Endpoint",
     "WorkerFactory",
+    "check_edits",
     "encoded",
     "make_worker",
     "origin_of",
@@ -56,6 +59,9 @@ with no argument, or with the request's JSON body when it takes one (to read a t
 AG-UI `state` / `context`, or your own `body` fields)."""
 
 MAX_BODY = 32 << 20
+
+REFUSED = "this request may not act on the chat"
+"""The 403 text of a request `authorize` refused: the same whether the chat exists or not."""
 
 _log = logging.getLogger("llm_worker.ui")
 
@@ -104,37 +110,44 @@ def start_run(worker: Worker, history: list[Message]) -> RunStream:
 
 
 async def run_events(
-    start: Callable[[], RunStream], store: PauseStore, chat_id: str
+    start: Callable[[], RunStream], store: PauseStore, key: str
 ) -> AsyncGenerator[object, None]:
     """The events of the run `start` opens; a pause is stored before the browser can see it.
+
+    A run without a key (a request naming no chat) keeps no pause: nothing could resume it
+    but another anonymous request, which must never reach it.
 
     Close it (`aclosing`) when the reader stops early: that closes the run, which cancels
     its work cleanly.
     """
     async with start() as run:
         async for event in run:
-            if isinstance(event, RunCompleted) and event.result.state is not None:
-                await store.put(chat_id, event.result.state)
+            if isinstance(event, RunCompleted) and event.result.state is not None and key:
+                await store.put(key, event.result.state)
             yield event
 
 
 async def resuming(
     store: PauseStore,
-    chat_id: str,
+    key: str,
     state: PauseState,
     make: Callable[[], Awaitable[Worker]],
     decisions: Mapping[str, Decision],
+    *,
+    editable: Collection[str] = (),
 ) -> Worker:
     """The Worker that resumes `state`, once the decisions are known to fit it.
 
     A request that cannot resume (decisions naming calls that are not pending, edited
-    arguments the tool refuses, a factory that fails) puts the pause back, so the browser can
-    answer again: taking it is what makes a decision apply once, not what refuses one.
+    arguments the tool refuses or that `editable` does not allow, a factory that fails) puts
+    the pause back, so the browser can answer again: taking it is what makes a decision
+    apply once, not what refuses one.
 
     Raises:
         BadRequest: The decisions do not fit the paused calls (400).
     """
     try:
+        check_edits(state, decisions, editable)
         worker = await make()
         try:
             pending = apply_decisions(state, decisions, worker.tools)
@@ -144,9 +157,27 @@ async def resuming(
             raise BadRequest(400, f"the decisions do not fit the paused run: {exc}") from exc
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await store.put(chat_id, state)
+            await store.put(key, state)
         raise
     return worker
+
+
+def check_edits(
+    state: PauseState, decisions: Mapping[str, Decision], editable: Collection[str]
+) -> None:
+    """Refuse edited arguments for a call of a tool not in `editable`.
+
+    An approval answers "may this call run?"; arguments a browser sends with it would run
+    the tool with whatever the browser chose, so an app allows that per tool.
+
+    Raises:
+        BadRequest: An approval edits a call of a tool that does not allow it (400).
+    """
+    names = {p.call.id: p.call.name for p in state.pending}
+    for call_id, decision in decisions.items():
+        name = names.get(call_id)
+        if decision.allow and decision.input is not None and name not in editable:
+            raise BadRequest(400, f"the arguments of {name or call_id!r} cannot be edited")
 
 
 @dataclass(slots=True)
@@ -155,7 +186,7 @@ class Begun:
 
     Attributes:
         events: The run's SSE events (closing them cancels the run).
-        key: The chat (thread) id the run belongs to (empty: a run that is never kept).
+        key: The owner's chat the run belongs to (`chat_key`; empty: a run never kept).
         run_id: The run's own id (AG-UI `runId`; the assistant message id for Vercel).
         stopped: The SSE events that end the log of a run stopped by a stop call.
     """
@@ -171,8 +202,11 @@ class Endpoint:
 
     Subclasses set `headers` (of the SSE response), `post_hint` (the 405 text),
     `stopped` (the events that end a stopped run) and `behind` (those that end the stream of
-    a reader that fell behind the log's bounds), and implement `_begin(body)`; the AG-UI
-    adapter also `_rejoin(body)`, its reconnect by POST.
+    a reader that fell behind the log's bounds), and implement `_chat_id(body)` and
+    `_begin(body, key)`; the AG-UI adapter also `_rejoin(body, key)`, its reconnect by POST.
+
+    Every request goes through `authorize` first (see `Authorize`): its pause, its run, a
+    reconnect and a stop are all found under the owner and the chat id together.
     """
 
     headers: Mapping[str, str] = {}
@@ -188,6 +222,8 @@ class Endpoint:
         max_body_bytes: int = MAX_BODY,
         on_error: ErrorText | None = None,
         resumable: ResumableStreams | bool = False,
+        authorize: Authorize | None = None,
+        editable_tools: Collection[str] = (),
     ) -> None:
         self.worker_factory = worker_factory
         self.store: PauseStore = store if store is not None else MemoryPauseStore()
@@ -196,6 +232,8 @@ class Endpoint:
         if resumable is True:
             resumable = ResumableStreams()
         self.streams = resumable if isinstance(resumable, ResumableStreams) else None
+        self.authorize = authorize
+        self.editable_tools = frozenset(editable_tools)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one ASGI request."""
@@ -203,32 +241,46 @@ class Endpoint:
             return
         method, stream_id = scope["method"], _stream_id(scope)
         if stream_id is not None:
-            # Without resumable runs nothing is kept: a client resuming on mount gets the
-            # 204 "nothing to resume" (the `ai` client throws on a 405).
-            streams = self.streams
-            if method == "GET":
-                log = streams.get(stream_id) if streams is not None else None
-                await self._replay(log, _last_event_id(scope), receive, send)
-            elif method == "DELETE":
-                stopped = streams is not None and streams.cancel(stream_id)
-                await send_json(send, 200 if stopped else 404, {"stopped": stopped})
-            else:
-                await send_json(send, 405, {"error": "GET (reconnect) or DELETE (stop) here"})
+            await self._stream_call(scope, receive, send, stream_id)
             return
         if method != "POST":
             await send_json(send, 405, {"error": self.post_hint})
             return
         await self._post(scope, receive, send)
 
+    async def _stream_call(self, scope: Scope, receive: Receive, send: Send, chat_id: str) -> None:
+        # Without resumable runs nothing is kept: a client resuming on mount gets the
+        # 204 "nothing to resume" (the `ai` client throws on a 405).
+        method, streams = scope["method"], self.streams
+        if method not in ("GET", "DELETE"):
+            await send_json(send, 405, {"error": "GET (reconnect) or DELETE (stop) here"})
+            return
+        try:
+            key = chat_key(await owner_of(self.authorize, scope, chat_id), chat_id)
+        except Refused:
+            await send_json(send, 403, {"error": REFUSED})
+            return
+        if method == "GET":
+            log = streams.get(key) if streams is not None else None
+            await self._replay(log, _last_event_id(scope), receive, send)
+        else:
+            stopped = streams is not None and streams.cancel(key)
+            await send_json(send, 200 if stopped else 404, {"stopped": stopped})
+
     async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             body = as_dict(await read_json(receive, self.max_body_bytes))
-            if self.streams is not None and (log := self._rejoin(body)) is not None:
+            chat_id = self._chat_id(body)
+            key = chat_key(await owner_of(self.authorize, scope, chat_id), chat_id)
+            if self.streams is not None and (log := self._rejoin(body, key)) is not None:
                 await self._replay(log, _last_event_id(scope), receive, send)
                 return
             if self.streams is not None and _last_event_id(scope) is not None:
                 raise BadRequest(404, "no kept run has this Last-Event-ID: start a new run")
-            begun = await self._begin(body)
+            begun = await self._begin(body, key)
+        except Refused:
+            await send_json(send, 403, {"error": REFUSED})
+            return
         except BadRequest as exc:
             await send_json(send, exc.status, {"error": str(exc)})
             return
@@ -268,12 +320,17 @@ class Endpoint:
         del old
         return []
 
-    def _rejoin(self, body: dict[str, Any]) -> RunLog | None:
-        """The kept run a POST reconnects to, if the protocol reconnects by POST."""
-        del body
+    def _chat_id(self, body: dict[str, Any]) -> str:
+        """The chat (thread) id a request body names ("" for none)."""
+        raise NotImplementedError
+
+    def _rejoin(self, body: dict[str, Any], key: str) -> RunLog | None:
+        """The kept run of `key` a POST reconnects to, if the protocol reconnects by POST."""
+        del body, key
         return None
 
-    async def _begin(self, body: dict[str, Any]) -> Begun:
+    async def _begin(self, body: dict[str, Any], key: str) -> Begun:
+        """The run a POST of the chat `key` (owner and chat id) starts or resumes."""
         raise NotImplementedError
 
     async def _worker(self, body: dict[str, Any], tools: Sequence[FrontendTool]) -> Worker:

@@ -8,8 +8,8 @@ A reconnect reads the same log from the start or from after its `Last-Event-ID`.
 
 from __future__ import annotations
 
+import secrets
 import time
-import uuid
 from collections import OrderedDict, deque
 from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import aclosing
@@ -37,7 +37,7 @@ class RunLog:
     def __init__(self, key: str, run_id: str, max_events: int, max_bytes: int) -> None:
         self.key, self.run_id = key, run_id
         self.max_events, self.max_bytes = max_events, max_bytes
-        self.token = uuid.uuid4().hex[:12]  # ids of this run only: another run's id is unknown
+        self.token = secrets.token_hex(8)  # ids of this run only: another run's id is unknown
         self.scope = anyio.CancelScope()
         self.done = False
         self.finished_at = 0.0

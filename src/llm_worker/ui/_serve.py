@@ -10,7 +10,14 @@ from typing import Any, Literal
 from llm_worker._extras import require_extra
 from llm_worker.errors import ConfigurationError
 
-__all__ = ("API_PATH", "load_factory", "make_adapter", "run_server", "web_app")
+__all__ = (
+    "API_PATH",
+    "check_exposure",
+    "load_factory",
+    "make_adapter",
+    "run_server",
+    "web_app",
+)
 
 API_PATH = "/api/chat"
 """Where `web_app` mounts the adapter (the path `useChat` posts to by default)."""
@@ -40,19 +47,22 @@ def load_factory(target: str) -> Any:
     return factory
 
 
-def make_adapter(factory: Any, protocol: Protocol, *, resumable: bool = False) -> Any:
+def make_adapter(
+    factory: Any, protocol: Protocol, *, resumable: bool = False, authorize: Any = None
+) -> Any:
     """The adapter of `protocol` (`"vercel"` or `"ag-ui"`) around `factory`.
 
-    With `resumable`, its runs outlive their connection (see `ResumableStreams`).
+    With `resumable`, its runs outlive their connection (see `ResumableStreams`); with
+    `authorize`, every request is asked its owner (see `Authorize`).
     """
     if protocol == "vercel":
         from llm_worker.ui._vercel_app import VercelAIAdapter
 
-        return VercelAIAdapter(factory, resumable=resumable)
+        return VercelAIAdapter(factory, resumable=resumable, authorize=authorize)
     if protocol == "ag-ui":
         from llm_worker.ui._agui_app import AGUIAdapter
 
-        return AGUIAdapter(factory, resumable=resumable)
+        return AGUIAdapter(factory, resumable=resumable, authorize=authorize)
     raise ConfigurationError(f"unknown protocol {protocol!r} (vercel or ag-ui)")
 
 
@@ -86,9 +96,45 @@ def run_server(
     port: int = 8000,
     static: Path | None = None,
     resumable: bool = False,
+    authorize: str | None = None,
 ) -> None:
-    """Serve `MODULE:FACTORY` with uvicorn until interrupted (what `llm-worker serve` runs)."""
+    """Serve `MODULE:FACTORY` with uvicorn until interrupted (what `llm-worker serve` runs).
+
+    `authorize` names (`MODULE:FUNCTION`) the `Authorize` callable every request goes
+    through. Without one every client acts as one user: only a loopback `host` is served.
+
+    Raises:
+        ConfigurationError: A host other than a loopback address without `authorize`.
+    """
     uvicorn = require_extra("uvicorn", "web", feature="llm-worker serve")
-    adapter = make_adapter(load_factory(target), protocol, resumable=resumable)
+    check_exposure(host, authorize)
+    allow = load_factory(authorize) if authorize else None
+    adapter = make_adapter(load_factory(target), protocol, resumable=resumable, authorize=allow)
     app = web_app(adapter, static=static)
     uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+UNAUTHORIZED = (
+    "llm-worker serve: no --authorize given, so every client acts as one user (anyone "
+    "reaching the server could answer another's approvals, read or stop its runs); "
+    "serving on this machine only. Pass --authorize MODULE:FUNCTION to serve others."
+)
+
+
+def check_exposure(host: str, authorize: str | None) -> None:
+    """Refuse to serve others without `authorize`; warn (on stderr) that it is local-only.
+
+    Raises:
+        ConfigurationError: `host` is not a loopback address and no `authorize` is given.
+    """
+    if authorize:
+        return
+    if host not in _LOOPBACK:
+        raise ConfigurationError(
+            f"refusing to serve on {host!r} without --authorize: without it every client "
+            "acts as one user (see docs/web.md, Security); use 127.0.0.1 or pass "
+            "--authorize MODULE:FUNCTION"
+        )
+    print(UNAUTHORIZED, file=sys.stderr)

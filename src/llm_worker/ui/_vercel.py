@@ -8,7 +8,7 @@ its end in `providerMetadata.llmWorker`, so `messages_from_ui` rebuilds the exac
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from collections.abc import AsyncIterable, AsyncIterator, Collection
 from typing import Any
 
@@ -111,7 +111,7 @@ class VercelEncoder(BlockEncoder):
         self._in_step = False
         self._step_usage = UsageEvent()
         # Our own ids, never the client's: the fast path writes them into JSON unescaped.
-        self._token = uuid.uuid4().hex[:12]
+        self._token = secrets.token_hex(8)
 
     def start(self) -> list[Chunk]:
         """The chunks that open the stream."""

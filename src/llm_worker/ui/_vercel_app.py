@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from collections.abc import AsyncGenerator, Callable, Collection, Sequence
 from functools import partial
 from typing import Any
@@ -21,6 +21,7 @@ from llm_worker.ui._app import (
     start_run,
 )
 from llm_worker.ui._asgi import BadRequest
+from llm_worker.ui._auth import Authorize
 from llm_worker.ui._errors import ErrorText
 from llm_worker.ui._frontend import FrontendTool, with_frontend_results
 from llm_worker.ui._resumable import ResumableStreams, RunLog
@@ -66,6 +67,12 @@ class VercelAIAdapter(Endpoint):
             exception is logged on `llm_worker.ui`).
         resumable: `True` or a `ResumableStreams` (to set its bounds) to keep runs going
             when their connection closes.
+        authorize: `authorize(request, chat_id) -> owner | None`, asked for every request
+            (see `Authorize`): pauses and runs are kept by owner and chat id, `None` is a 403.
+            Without it every client is one owner (the scope's authenticated user, if any):
+            serve it on a loopback address only.
+        editable_tools: The tools whose arguments an approval may edit (`approval.input`);
+            an edit of another tool's call is refused (400).
 
     Raises:
         MissingExtraError: `llm-worker[web]` is not installed.
@@ -85,6 +92,8 @@ class VercelAIAdapter(Endpoint):
         max_body_bytes: int = MAX_BODY,
         on_error: ErrorText | None = None,
         resumable: ResumableStreams | bool = False,
+        authorize: Authorize | None = None,
+        editable_tools: Collection[str] = (),
     ) -> None:
         super().__init__(
             worker_factory,
@@ -92,6 +101,8 @@ class VercelAIAdapter(Endpoint):
             max_body_bytes=max_body_bytes,
             on_error=on_error,
             resumable=resumable,
+            authorize=authorize,
+            editable_tools=editable_tools,
         )
         self.frontend_tools = [
             FrontendTool(t.name, t.description, t.input_schema) for t in frontend_tools
@@ -108,8 +119,10 @@ class VercelAIAdapter(Endpoint):
             texts.pop()
         return texts
 
-    async def _begin(self, body: dict[str, Any]) -> Begun:
-        chat_id = as_str(body.get("id")) or ""
+    def _chat_id(self, body: dict[str, Any]) -> str:
+        return as_str(body.get("id")) or ""
+
+    async def _begin(self, body: dict[str, Any], key: str) -> Begun:
         ui = as_list(body.get("messages"))
         decisions = decisions_from_ui(ui)
         message_id = _message_id(body, ui)
@@ -117,29 +130,32 @@ class VercelAIAdapter(Endpoint):
         if not decisions:
             if not history:
                 raise BadRequest(400, "the chat request holds no message to answer")
-            await self.store.take(chat_id)  # a new message leaves an unanswered pause behind
+            if key:  # a new message leaves an unanswered pause behind
+                await self.store.take(key)
             worker = await self._worker(body, self.frontend_tools)
             start = lambda: start_run(worker, history)  # noqa: E731
-            return self._run(worker, start, chat_id, message_id, ())
-        state = await self.store.take(chat_id)
+            return self._run(worker, start, key, message_id, ())
+        # A request naming no chat has no pause: none of another's may answer its calls.
+        state = await self.store.take(key) if key else None
         if state is None:
             text = "no paused run waits for this chat: it was answered already, or the server "
             # Not kept (no key): a repeated answer must not stop the run the first one resumed.
             return Begun(_refused(message_id, text + "restarted"), "", message_id, ())
+        make = lambda: self._worker(body, self.frontend_tools)  # noqa: E731
         worker = await resuming(
-            self.store, chat_id, state, lambda: self._worker(body, self.frontend_tools), decisions
+            self.store, key, state, make, decisions, editable=self.editable_tools
         )
         names = [t.name for t in self.frontend_tools]
         state = with_frontend_results(state, history, names)
         denied = [i for i, d in decisions.items() if not d.allow]
         start = lambda: worker.resume_stream(state, decisions=decisions)  # noqa: E731
-        return self._run(worker, start, chat_id, message_id, denied)
+        return self._run(worker, start, key, message_id, denied)
 
     def _run(
         self,
         worker: Worker,
         start: Callable[[], RunStream],
-        chat_id: str,
+        key: str,
         message_id: str,
         denied: Collection[str],
     ) -> Begun:
@@ -151,7 +167,7 @@ class VercelAIAdapter(Endpoint):
             frontend=[t.name for t in self.frontend_tools],
             on_error=self.on_error,
         )
-        return self._started(worker, start, chat_id, message_id, encode)
+        return self._started(worker, start, key, message_id, encode)
 
 
 def _message_id(body: dict[str, Any], ui: list[Any]) -> str:
@@ -161,7 +177,7 @@ def _message_id(body: dict[str, Any], ui: list[Any]) -> str:
     last = as_dict(ui[-1]) if ui else {}
     if last.get("role") == "assistant" and as_str(last.get("id")):
         return str(last["id"])
-    return f"msg_{uuid.uuid4().hex}"
+    return f"msg_{secrets.token_hex(16)}"
 
 
 async def _refused(message_id: str, text: str) -> AsyncGenerator[str, None]:
