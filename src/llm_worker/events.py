@@ -199,12 +199,15 @@ class StatusEvent:
             Gemini's `responseId`).
         model: The model version that answered, as the provider names it.
         service_tier: The service tier that served the request, where reported.
+        system_fingerprint: OpenAI Chat Completions: the backend configuration that served
+            the answer (with `seed`, it tells when a change of backend may change answers).
     """
 
     status: ResponseStatus
     response_id: str | None = None
     model: str | None = None
     service_tier: str | None = None
+    system_fingerprint: str | None = None
 
 
 @dataclass(slots=True)

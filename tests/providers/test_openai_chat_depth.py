@@ -152,19 +152,24 @@ def test_every_own_thinking_part_is_joined_and_others_dropped() -> None:
     [
         (
             "plain_text_with_usage_chunk",
-            ("chatcmpl-C2P2HtMJhPkWjQ2adKerkdVilXmRL", "gpt-4o-2024-08-06", "default"),
+            (
+                "chatcmpl-C2P2HtMJhPkWjQ2adKerkdVilXmRL",
+                "gpt-4o-2024-08-06",
+                "default",
+                "fp_07871e2ad8",
+            ),
         ),
         # Azure's first chunk (prompt filter results) has empty id and model.
         (
             "azure_content_filter_results",
-            ("chatcmpl-9HpbaAXyt0cAnlWvI8kUAFpZt5jyQ", "gpt-35-turbo", None),
+            ("chatcmpl-9HpbaAXyt0cAnlWvI8kUAFpZt5jyQ", "gpt-35-turbo", None, None),
         ),
         # Snowflake sends empty strings: nothing is known.
-        ("snowflake_logprobs", (None, "claude-sonnet-4-6", None)),
+        ("snowflake_logprobs", (None, "claude-sonnet-4-6", None, None)),
     ],
 )
 async def test_the_closing_status_names_the_response(
-    name: str, status: tuple[str | None, str | None, str | None]
+    name: str, status: tuple[str | None, str | None, str | None, str | None]
 ) -> None:
     events, error, _ = await replay(recorded_response(name))
     assert error is None

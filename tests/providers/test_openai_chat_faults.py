@@ -38,7 +38,14 @@ from llm_worker.errors import (
     ServerError,
     StreamInterruptedError,
 )
-from llm_worker.events import BlockAbort, ErrorEvent, ResponseStatus, StatusEvent
+from llm_worker.events import (
+    BlockAbort,
+    ErrorEvent,
+    ResponseStatus,
+    StatusEvent,
+    StopReason,
+    UsageEvent,
+)
 from llm_worker.messages import Message, Request
 from llm_worker.providers._http import RetryPolicy
 from llm_worker.testing import Chunking, WireResponse, WireServer
@@ -95,8 +102,9 @@ def _cuts() -> list[Any]:
         # A clean end in the middle of an event (half a JSON line): interrupted, not malformed.
         Cut(PLAIN, mid_json, "cut", "close", StreamInterruptedError),
         Cut(UNICODE, mid_utf8, "cut", "close", StreamInterruptedError),
-        # finish_reason without the usage chunk that OpenAI sends after it: interrupted.
-        Cut(PLAIN, after_finish, "cut", "close", StreamInterruptedError),
+        # finish_reason without the usage chunk that OpenAI sends after it: the answer is
+        # whole (local servers and proxies end there), only its usage is missing.
+        Cut(PLAIN, after_finish, "cut", "close", None),
         # finish_reason and usage arrived: complete even without [DONE].
         Cut(PLAIN, after_usage, "cut", "close", None),
         # DeepSeek puts the usage on the finish chunk: complete right after it.
@@ -171,9 +179,21 @@ async def test_no_done_and_no_finish_reason() -> None:
     await _failing(_text_chunk("Hello") + _text_chunk("!"), StreamInterruptedError, "Hello!")
 
 
-async def test_finish_reason_without_usage_or_done() -> None:
-    # Indistinguishable from a cut between OpenAI's finish chunk and its usage chunk.
-    await _failing(_text_chunk("Hello") + _FINISH, StreamInterruptedError, "Hello")
+async def test_finish_reason_without_usage_or_done_is_complete() -> None:
+    # Local servers and proxies end the stream right after the finish chunk; the finish
+    # reason closed the only choice read, so nothing of the answer is missing.
+    events, error, _ = await replay(WireResponse(_text_chunk("Hello") + _FINISH))
+    check_invariants(events, error)
+    assert error is None
+    got = answer(events)
+    assert (got.text, got.stop_reason) == ("Hello", StopReason.END_TURN)
+    assert not any(isinstance(e, UsageEvent) for e in events)
+
+
+async def test_a_cut_inside_a_tool_call_before_its_finish_is_interrupted() -> None:
+    call = {"index": 0, "id": "call_1", "function": {"name": "f", "arguments": '{"a": '}}
+    chunk = {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+    await _failing(b"data: " + orjson.dumps(chunk) + b"\n\n", StreamInterruptedError, "")
 
 
 async def test_done_ends_the_stream_even_without_usage() -> None:

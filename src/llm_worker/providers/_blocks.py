@@ -125,12 +125,14 @@ class BlockEmitter:
         response_id: str | None = None,
         model: str | None = None,
         service_tier: str | None = None,
+        system_fingerprint: str | None = None,
     ) -> None:
         """Record what the provider said about the response (later values win)."""
         info = self.info
         info.response_id = response_id or info.response_id
         info.model = model or info.model
         info.service_tier = service_tier or info.service_tier
+        info.system_fingerprint = system_fingerprint or info.system_fingerprint
 
     def thinking(self, text: str) -> None:
         """Append thinking text, starting a thinking block if none is open."""
@@ -408,7 +410,13 @@ def _failure(emitter: BlockEmitter, exc: ProviderError, scrub: Callable[[str], s
     events.append(ErrorEvent(exc.error_type or _code(exc), scrub(exc.message)))
     info = emitter.info
     events.append(
-        StatusEvent(ResponseStatus.FAILED, info.response_id, info.model, info.service_tier)
+        StatusEvent(
+            ResponseStatus.FAILED,
+            info.response_id,
+            info.model,
+            info.service_tier,
+            info.system_fingerprint,
+        )
     )
     return events
 

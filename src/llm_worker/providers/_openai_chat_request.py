@@ -14,6 +14,11 @@ The mapping, part by part:
   the message's `reasoning_content`: DeepSeek's thinking mode answers HTTP 400 "Missing
   `reasoning_content` field" to an assistant message that made tool calls without it, and
   Kimi and Z.ai (preserved thinking) read it too; where it is not needed DeepSeek ignores it.
+  Thinking this client read from Mistral's thinking content parts (`item_id` `"thinking"`,
+  same origin) goes back the way Mistral's request types take it: the message's `content`
+  becomes a list of parts, `{"type": "thinking", "thinking": [{"type": "text", …}]}` and
+  `{"type": "text", …}` in the order the answer gave them (Mistral refuses a
+  `reasoning_content` field it does not know).
   Every other thinking part is dropped: thinking of another provider or model, and thinking
   streamed as `reasoning` (OpenRouter, Groq), since Groq and Cerebras reject a request that
   carries either field. Citations are not sent: Chat has no request field for them.
@@ -54,10 +59,13 @@ from llm_worker.providers._openai_media import (
 )
 from llm_worker.providers._output import sent_schema
 
-__all__ = ("PROVIDER", "build_chat_body", "chat_messages")
+__all__ = ("PROVIDER", "THINKING_PART", "build_chat_body", "chat_messages")
 
 PROVIDER: Final = "openai_chat"
 """The wire protocol's name, also the `Origin.provider` of the reasoning it reads."""
+
+THINKING_PART: Final = "thinking"
+"""The `item_id` of thinking read from a Mistral thinking content part (its `type`)."""
 
 # Neutral efforts no OpenAI model takes, as the nearest one that exists.
 _EFFORTS: Final[dict[str, str]] = {"max": "xhigh"}
@@ -172,14 +180,20 @@ def _assistant(message: Message, own: Origin) -> dict[str, Any]:
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     reasoning: list[str] = []  # one entry per part, empty texts included
+    chunks: list[dict[str, Any]] = []  # Mistral's form: thinking and text parts in order
     for part in message.content:
         match part:
             case TextPart():
                 texts.append(part.text)
+                _add_text(chunks, part.text)
             case ToolUsePart():
                 calls.append(_tool_call(part))
             case ThinkingPart():
-                if part.origin == own:  # see the module docstring
+                if part.origin != own:  # see the module docstring
+                    pass
+                elif part.item_id == THINKING_PART:
+                    chunks.append(_thinking_part(part.text))
+                else:
                     reasoning.append(part.text)
             case ProviderPart():
                 pass  # Chat has no kind for it: see the module docstring
@@ -193,6 +207,8 @@ def _assistant(message: Message, own: Origin) -> dict[str, Any]:
             case _:
                 raise unsupported_part(part)
     entry: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    if any(chunk["type"] == THINKING_PART for chunk in chunks):
+        entry["content"] = chunks
     if reasoning:
         entry["reasoning_content"] = "".join(reasoning)
     if calls:
@@ -200,6 +216,18 @@ def _assistant(message: Message, own: Origin) -> dict[str, Any]:
     elif entry["content"] is None:
         entry["content"] = ""  # OpenAI requires content when there are no tool calls
     return entry
+
+
+def _add_text(chunks: list[dict[str, Any]], text: str) -> None:
+    if chunks and chunks[-1]["type"] == "text":
+        chunks[-1]["text"] += text  # one text part between two thinking parts
+    elif text:
+        chunks.append({"type": "text", "text": text})
+
+
+def _thinking_part(text: str) -> dict[str, Any]:
+    # Mistral's `ThinkChunk`: its `thinking` holds text (and reference) chunks.
+    return {"type": THINKING_PART, "thinking": [{"type": "text", "text": text}]}
 
 
 def _tool_call(part: ToolUsePart) -> dict[str, Any]:

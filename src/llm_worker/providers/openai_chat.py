@@ -7,7 +7,11 @@ Completions sends no block starts or stops, only deltas, so blocks are synthesiz
   request asked for them), and so is an audio answer's `audio.transcript` (the audio itself is
   not kept); `reasoning_content` (DeepSeek, Z.ai, Kimi) deltas are thinking marked
   `ThinkingMetadata(replay=True)`, which `_openai_chat_request` sends back to the same model;
-  `reasoning` (OpenRouter, Groq) deltas are thinking that is not sent back. OpenRouter's
+  `reasoning` (OpenRouter, Groq) deltas are thinking that is not sent back. Content given as
+  a list of parts is read part by part: `text` parts are text, and Mistral's (Magistral)
+  `{"type": "thinking", "thinking": [{"type": "text", …}]}` parts are thinking marked
+  `ThinkingMetadata(replay=True, item_id="thinking")`, sent back to the same model as a
+  thinking content part. OpenRouter's
   `reasoning_details` repeats `reasoning` and is not read (its signatures could only be sent
   back through an OpenRouter-only request field).
 - `annotations` (`url_citation`: OpenAI's search models, OpenRouter's web plugin) become
@@ -33,15 +37,18 @@ Completions sends no block starts or stops, only deltas, so blocks are synthesiz
   write, `completion_tokens_details.reasoning_tokens` the reasoning part, and the
   `audio_tokens` (prompt and completion) and `accepted_` / `rejected_prediction_tokens` (of a
   predicted output) are kept as they are.
-- the chunks' `id`, `model` and `service_tier` (read until a chunk names the response: Azure's
-  first one does not) go on the closing `StatusEvent`.
+- the chunks' `id`, `model`, `service_tier` and `system_fingerprint` (the backend
+  configuration, for reproducibility with `seed`) — read until a chunk names the response:
+  Azure's first one does not — go on the closing `StatusEvent`.
 - an `{"error": …}` object in a `data:` line (OpenRouter) or an `event: error` (Groq) raises
   the typed `ProviderError` (an unverified organization's refusal: `ConfigurationError`).
 
-A response is complete when `data: [DONE]` arrived, or when a `finish_reason` and the usage
-both arrived (llama.cpp and some other servers put the usage in the finish chunk and may omit
-`[DONE]`; the client always asks for usage). A stream that ends otherwise — after text with
-no `finish_reason`, or between the finish chunk and the usage chunk — is interrupted.
+A response is complete when `data: [DONE]` arrived, or when the answer's `finish_reason` did:
+the finish reason closes the one choice read (there is no other block to wait for), and
+several local servers and proxies end the stream right after it, with neither a usage chunk
+nor `[DONE]`. A stream cut between OpenAI's finish chunk and its usage chunk therefore gives
+the whole answer without its usage. A stream that ends before a `finish_reason` (after text,
+in a tool call) is interrupted.
 
 A server ignoring `stream: true` that answers with one JSON `chat.completion` is read too.
 """
@@ -69,7 +76,7 @@ from llm_worker.messages import Citation, Origin, Request
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, drive, wrong_type
 from llm_worker.providers._http import error_class
-from llm_worker.providers._openai_chat_request import PROVIDER, build_chat_body
+from llm_worker.providers._openai_chat_request import PROVIDER, THINKING_PART, build_chat_body
 from llm_worker.providers._openai_errors import unverified_organization
 from llm_worker.providers._openai_logprobs import token_logprobs
 from llm_worker.providers._sse import ServerSentEvent
@@ -90,6 +97,9 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
 # Thinking from `reasoning_content` goes back to its model; from `reasoning` it does not.
 _REPLAYED: Final = ThinkingMetadata(replay=True)
 _SHOWN: Final = ThinkingMetadata()
+# Mistral's thinking content parts go back to their model as content parts: the item id
+# names that form (Mistral refuses an unknown `reasoning_content` field).
+_CHUNKED: Final = ThinkingMetadata(replay=True, item_id=THINKING_PART)
 
 
 class OpenAIChatClient(HttpClient):
@@ -165,7 +175,6 @@ class ChatStreamMapper:
         "_scrub",
         "_stop_string",
         "_tools",
-        "_usage",
     )
     caller_error = staticmethod(unverified_organization)  # drive()'s optional hook
 
@@ -179,13 +188,12 @@ class ChatStreamMapper:
         self._finish: str | None = None
         self._stop_string = False
         self._refused = False
-        self._usage = False
         self._tools = _ToolCalls()
 
     @property
     def complete(self) -> bool:
-        """`[DONE]` arrived, or both a finish reason and the usage did."""
-        return self._done or (self._finish is not None and self._usage)
+        """`[DONE]` arrived, or the answer's finish reason did (see the module docstring)."""
+        return self._done or self._finish is not None
 
     def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
         """Map one SSE event."""
@@ -233,6 +241,7 @@ class ChatStreamMapper:
             response_id=as_str(chunk.get("id")),
             model=as_str(chunk.get("model")),
             service_tier=as_str(chunk.get("service_tier")),
+            system_fingerprint=as_str(chunk.get("system_fingerprint")),
         )
         self._identified = emitter.info.response_id is not None
 
@@ -263,8 +272,11 @@ class ChatStreamMapper:
                 self._thinking(reasoning, _SHOWN, emitter)
         content = delta.get("content")
         if content:
-            logprobs = choice.get("logprobs")  # null unless the request asked for them
-            self._text(content, emitter, _logprobs(logprobs, "content") if logprobs else None)
+            if content.__class__ is not str:
+                self._parts(content, emitter)
+            else:
+                logprobs = choice.get("logprobs")  # null unless the request asked for them
+                self._text(content, emitter, _logprobs(logprobs, "content") if logprobs else None)
         refusal = delta.get("refusal")
         if refusal:
             if type(refusal) is not str:
@@ -293,6 +305,19 @@ class ChatStreamMapper:
             for annotation in as_list(annotations):
                 self._cite(as_dict(annotation), emitter)
 
+    def _parts(self, content: object, emitter: BlockEmitter) -> None:
+        # Content as a list of parts: `{"type": "text", "text": …}`, and Mistral's reasoning
+        # (Magistral) as `{"type": "thinking", "thinking": [{"type": "text", "text": …}]}`.
+        for part in _content_parts(content):
+            if part.get("type") == "thinking":
+                text = _thinking_text(part.get("thinking"))
+                if text:
+                    self._thinking(text, _CHUNKED, emitter)
+            else:
+                text = as_str(part.get("text"))
+                if text:
+                    self._text(text, emitter, None)
+
     def _thinking(self, text: str, meta: ThinkingMetadata, emitter: BlockEmitter) -> None:
         if self._tools.live is not None:
             self._tools.interrupt(emitter)
@@ -301,12 +326,8 @@ class ChatStreamMapper:
         emitter.thinking(text)
 
     def _text(
-        self, content: Any, emitter: BlockEmitter, logprobs: list[TokenLogprob] | None
+        self, content: str, emitter: BlockEmitter, logprobs: list[TokenLogprob] | None
     ) -> None:
-        if type(content) is not str:
-            content = _parts_text(content)
-            if not content:
-                return
         if self._tools.live is not None:
             self._tools.interrupt(emitter)
         emitter.text(content, logprobs)
@@ -332,7 +353,6 @@ class ChatStreamMapper:
     def _usage_of(self, chunk: Any, emitter: BlockEmitter) -> None:
         usage = as_dict(chunk.get("usage")) or as_dict(as_dict(chunk.get("x_groq")).get("usage"))
         if usage:
-            self._usage = True
             emitter.out.append(_usage_event(usage))
 
     def _error(self, error: object) -> APIStatusError:
@@ -363,15 +383,22 @@ class ChatStreamMapper:
         return _STOP_REASONS.get(self._finish, StopReason.OTHER)
 
 
-def _parts_text(content: object) -> str:
-    """The text of content given as a list of parts (`[{"type": "text", "text": …}]`)."""
+def _content_parts(content: object) -> list[dict[str, Any]]:
+    """Content given as a list of parts, each a JSON object."""
     parts = as_list(content)
     if not parts and content != []:
         raise MalformedStreamError(
             f"`content` is neither text nor a list of parts: {str(content)[:100]!r}",
             provider=_PROVIDER,
         )
-    texts = [as_str(as_dict(part).get("text")) for part in parts]
+    return [as_dict(part) for part in parts]
+
+
+def _thinking_text(thinking: object) -> str:
+    """The text of a Mistral thinking part: its `text` chunks (`reference` chunks have none)."""
+    if type(thinking) is str:
+        return thinking  # lenient: a server that flattened the chunks
+    texts = [as_str(part.get("text")) for part in _content_parts(thinking)]
     return "".join(t for t in texts if t)
 
 
@@ -426,9 +453,27 @@ class _Call:
 
 
 class _ToolCalls:
-    """Serializes tool-call fragments by index into one open tool block at a time."""
+    """Serializes tool-call fragments by call into one open tool block at a time.
 
-    __slots__ = ("_closed", "_ids", "_last", "_live_args", "_live_ok", "_pending", "live")
+    Calls are keyed by order of appearance, not by the wire `index`: OpenAI gives each
+    parallel call its own index, but Ollama (and LiteLLM's `ollama_chat`, and proxies built on
+    them) stream every call whole at `index` 0, each with its own `id`. So a fragment whose
+    `id` differs from the id of the call last seen at its index opens a new call; a fragment
+    without an id continues the last call of its index (OpenAI sends the id once, in the
+    first fragment), and one that repeats that call's id continues it too.
+    """
+
+    __slots__ = (
+        "_closed",
+        "_ids",
+        "_keys",
+        "_last",
+        "_live_args",
+        "_live_ok",
+        "_pending",
+        "_seen",
+        "live",
+    )
 
     def __init__(self) -> None:
         self._pending: dict[int, _Call] = {}
@@ -436,53 +481,68 @@ class _ToolCalls:
         self._live_args: list[str] = []
         self._live_ok = (-1, False)  # (arguments length checked, whether a complete object)
         self._closed: set[int] = set()
-        self._ids: dict[str, int] = {}
-        self._last = -1
+        self._ids: dict[str, int] = {}  # call id -> key
+        self._keys: dict[int, int] = {}  # wire index -> key of the last call seen there
+        self._seen = 0  # calls seen: the next key
+        self._last = -1  # key of the last fragment's call
 
     def feed(self, calls: Any, emitter: BlockEmitter) -> None:
         """Take the `tool_calls` fragments of one delta."""
-        for position, call in enumerate(calls):
-            index = self._index(call, position)
+        for call in calls:
+            key = self._key(call)
             function: Any = call.get("function") or {}
             args = _arguments(function.get("arguments"))
-            if index == self.live:
+            if key == self.live:
                 if args:
                     self._live_args.append(args)
                     emitter.input_json(args)
-            elif index in self._closed:
-                _late(index, args)
+            elif key in self._closed:
+                _late(key, args)
             else:
-                self._buffer(index, call, function, args)
+                self._buffer(key, call, function, args)
                 self._advance(emitter)
 
-    def _index(self, call: Any, position: int) -> int:
+    def _key(self, call: Any) -> int:
+        call_id = call.get("id")
+        if call_id is not None and call_id.__class__ is not str:
+            raise wrong_type("a tool_calls fragment", "id", call_id)
         index = call.get("index")
-        if type(index) is int:
-            self._last = index
-            return index
-        # No index (whole calls in a non-streamed answer, Gemini's compatible endpoint): a new
-        # id is a new call; a fragment without an id continues the last call.
-        call_id = as_str(call.get("id"))
-        if call_id:
-            index = self._ids.get(call_id)
-            if index is None:
-                index = max([self._last, *self._ids.values()]) + 1
+        known = self._ids.get(call_id) if call_id else None
+        if known is not None:
+            key = known  # the id of a call already seen: a repeat of it
+        elif type(index) is int:
+            key = self._keys.get(index, -1)
+            if key < 0 or (call_id and self._has_id(key)):
+                key = self._new()  # a first call at this index, or a new id at a used one
         else:
-            index = self._last if self._last >= 0 else position
-        self._last = index
-        return index
+            # No index (whole calls in a non-streamed answer, Gemini's compatible endpoint): a
+            # new id is a new call; a fragment without an id continues the last call.
+            key = self._new() if call_id or self._last < 0 else self._last
+        if type(index) is int:
+            self._keys[index] = key
+        self._last = key
+        return key
 
-    def _buffer(self, index: int, call: Any, function: Any, args: str) -> None:
-        for name, value in (("id", call.get("id")), ("function.name", function.get("name"))):
-            if value is not None and value.__class__ is not str:
-                raise wrong_type("a tool_calls fragment", name, value)
-        pending = self._pending.get(index)
+    def _new(self) -> int:
+        key = self._seen
+        self._seen += 1
+        return key
+
+    def _has_id(self, key: int) -> bool:
+        pending = self._pending.get(key)
+        return pending is None or pending.id is not None  # emitted calls always have one
+
+    def _buffer(self, key: int, call: Any, function: Any, args: str) -> None:
+        name = function.get("name")
+        if name is not None and name.__class__ is not str:
+            raise wrong_type("a tool_calls fragment", "function.name", name)
+        pending = self._pending.get(key)
         if pending is None:
-            pending = self._pending[index] = _Call(None, None)
+            pending = self._pending[key] = _Call(None, None)
         if pending.id is None:
             pending.id = as_str(call.get("id")) or None
             if pending.id is not None:
-                self._ids[pending.id] = index
+                self._ids[pending.id] = key
         if pending.name is None:
             pending.name = as_str(function.get("name")) or None
         if args:
