@@ -245,7 +245,9 @@ class ThinkingMetadata:
     Attributes:
         redacted: Anthropic `redacted_thinking` data: encrypted reasoning that must be sent back
             untouched. A redacted block has no text deltas.
-        item_id: OpenAI Responses reasoning item id (`rs_…`), needed to send the item back.
+        item_id: OpenAI Responses reasoning item id (`rs_…`), needed to send the item back;
+            on Chat Completions, `"thinking"`: thinking from Mistral's thinking content parts,
+            sent back as one.
         replay: The thinking text itself is continuation data: the model that wrote it needs
             it back in later requests (Chat Completions `reasoning_content`, which DeepSeek,
             Z.ai and Kimi require within a tool loop). The part it becomes carries an

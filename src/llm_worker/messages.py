@@ -139,7 +139,8 @@ class ThinkingPart:
         signature: Anthropic thinking `signature`, Gemini `thoughtSignature`, or OpenAI
             Responses `encrypted_content`.
         redacted: Anthropic `redacted_thinking` data, sent back untouched.
-        item_id: OpenAI Responses reasoning item id.
+        item_id: OpenAI Responses reasoning item id; on Chat Completions, `"thinking"` for
+            thinking read from Mistral's thinking content parts (the form it goes back in).
         origin: Who produced the opaque fields.
     """
 

@@ -204,7 +204,7 @@ async def test_mistral_thinking_parts_are_thinking(chunking: Chunking) -> None:
     check_invariants(events, error)
     got = answer(events)
     assert got.thinking == "The user asks 17 times 2. 17 multiplied by 2 is 34."
-    assert got.text == "17 × 2 = 34."
+    assert got.text == "17 x 2 = 34."
     assert got.usage == UsageEvent(input_tokens=12, output_tokens=41, total_tokens=53)
     starts = [e.metadata for e in events if isinstance(e, BlockStart)]
     assert starts[0] == ThinkingMetadata(replay=True, item_id="thinking")
@@ -225,7 +225,10 @@ async def test_mistral_thinking_goes_back_as_a_thinking_part_to_the_same_model()
             {
                 "type": "thinking",
                 "thinking": [
-                    {"type": "text", "text": "I should look up Kyoto's weather with the lookup tool."}
+                    {
+                        "type": "text",
+                        "text": "I should look up Kyoto's weather with the lookup tool.",
+                    }
                 ],
             }
         ],
@@ -281,9 +284,7 @@ async def test_a_thinking_part_of_the_wrong_shape_is_a_typed_error() -> None:
 
 @pytest.mark.parametrize("chunking", CHUNKINGS)
 async def test_a_stream_ending_after_its_finish_reason_is_complete(chunking: Chunking) -> None:
-    events, error, _ = await replay(
-        _fixture("local_server_finish_without_usage_or_done", chunking)
-    )
+    events, error, _ = await replay(_fixture("local_server_finish_without_usage_or_done", chunking))
     check_invariants(events, error)
     got = answer(events)
     assert (got.text, got.stop_reason) == ("Hi there.", StopReason.END_TURN)

@@ -9,9 +9,7 @@ declare, so an unknown key here is a refused request there.
 
 from __future__ import annotations
 
-from typing import Literal
-
-from typing_extensions import NotRequired, Required, TypedDict
+from typing import Literal, NotRequired, Required, TypedDict
 
 __all__ = ("Messages",)
 

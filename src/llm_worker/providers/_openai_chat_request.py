@@ -177,24 +177,18 @@ def _content(content: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
 
 
 def _assistant(message: Message, own: Origin) -> dict[str, Any]:
-    texts: list[str] = []
     calls: list[dict[str, Any]] = []
     reasoning: list[str] = []  # one entry per part, empty texts included
-    chunks: list[dict[str, Any]] = []  # Mistral's form: thinking and text parts in order
+    chunks: list[dict[str, Any]] = []  # text, and Mistral's thinking parts, in order
     for part in message.content:
         match part:
             case TextPart():
-                texts.append(part.text)
                 _add_text(chunks, part.text)
             case ToolUsePart():
                 calls.append(_tool_call(part))
             case ThinkingPart():
-                if part.origin != own:  # see the module docstring
-                    pass
-                elif part.item_id == THINKING_PART:
-                    chunks.append(_thinking_part(part.text))
-                else:
-                    reasoning.append(part.text)
+                if part.origin == own:  # see the module docstring
+                    _own_thinking(part, reasoning, chunks)
             case ProviderPart():
                 pass  # Chat has no kind for it: see the module docstring
             case ImagePart() | DocumentPart():
@@ -206,9 +200,18 @@ def _assistant(message: Message, own: Origin) -> dict[str, Any]:
                 )
             case _:
                 raise unsupported_part(part)
-    entry: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    return _assistant_entry(chunks, reasoning, calls)
+
+
+def _assistant_entry(
+    chunks: list[dict[str, Any]], reasoning: list[str], calls: list[dict[str, Any]]
+) -> dict[str, Any]:
+    content: str | list[dict[str, Any]] | None = None
     if any(chunk["type"] == THINKING_PART for chunk in chunks):
-        entry["content"] = chunks
+        content = [chunk for chunk in chunks if chunk.get("text", True)]  # no empty text
+    elif chunks:
+        content = chunks[0]["text"]  # text parts alone were joined into one
+    entry: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning:
         entry["reasoning_content"] = "".join(reasoning)
     if calls:
@@ -218,10 +221,17 @@ def _assistant(message: Message, own: Origin) -> dict[str, Any]:
     return entry
 
 
+def _own_thinking(part: ThinkingPart, reasoning: list[str], chunks: list[dict[str, Any]]) -> None:
+    if part.item_id == THINKING_PART:
+        chunks.append(_thinking_part(part.text))  # Mistral's form
+    else:
+        reasoning.append(part.text)  # `reasoning_content`
+
+
 def _add_text(chunks: list[dict[str, Any]], text: str) -> None:
     if chunks and chunks[-1]["type"] == "text":
         chunks[-1]["text"] += text  # one text part between two thinking parts
-    elif text:
+    else:
         chunks.append({"type": "text", "text": text})
 
 
