@@ -17,6 +17,7 @@ from llm_worker._extras import require_extra
 from llm_worker.errors import ConfigurationError
 from llm_worker.events import BlockDelta, BlockStart
 from llm_worker.otel._content import captured
+from llm_worker.otel._exceptions import exception_attributes
 from llm_worker.otel._spans import (
     error_type,
     request_attributes,
@@ -273,9 +274,9 @@ class Traced:
     def _failed(self, span: Any, exc: BaseException) -> None:
         trace = self.inst.trace
         span.set_attribute(n.ERROR_TYPE, error_type(exc))
-        # The exception's message is scrubbed of keys by the providers; its type says enough.
+        # The exception's message may quote content (a rejected answer): its type says enough.
         span.set_status(trace.Status(trace.StatusCode.ERROR, f"{type(exc).__name__}"))
-        span.record_exception(exc)
+        span.add_event("exception", exception_attributes(exc, self.inst.content))
 
     def _timed(self, span: Any, timing: _Timing, metric: dict[str, Any]) -> None:
         inst = self.inst
