@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from llm_worker import ToolUsePart, Worker
 from llm_worker.errors import OutputValidationError
 from llm_worker.testing import ScriptedClient, ScriptedResponse
+from llm_worker.worker._output import OutputMode
 from support.telemetry import Telemetry, attrs
 
 pytestmark = pytest.mark.anyio
@@ -32,7 +33,7 @@ def _answer(size: int) -> str:
     return '{"total": "' + CANARY + "x" * size + '"}'
 
 
-async def _fail(t: Telemetry, mode: str, *, capture: bool, **options: Any) -> None:
+async def _fail(t: Telemetry, mode: OutputMode, *, capture: bool, **options: Any) -> None:
     answer = _answer(BIG)
     if mode == "native":
         script = [ScriptedResponse.text(answer)]
@@ -41,7 +42,7 @@ async def _fail(t: Telemetry, mode: str, *, capture: bool, **options: Any) -> No
     worker = Worker(
         ScriptedClient(script),
         output_type=Invoice,
-        output_mode=mode,  # pyright: ignore[reportArgumentType]
+        output_mode=mode,
         output_retries=0,
         instrument=t.instrumentation(capture_content=capture, **options),
     )
@@ -62,7 +63,7 @@ def _everything(t: Telemetry) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", ["native", "tool"])
-async def test_with_capture_off_no_span_holds_the_answer(mode: str) -> None:
+async def test_with_capture_off_no_span_holds_the_answer(mode: OutputMode) -> None:
     t = Telemetry()
     await _fail(t, mode, capture=False)
     assert not [text[:80] for text in _everything(t) if CANARY in text]
@@ -81,7 +82,7 @@ async def test_with_capture_off_no_span_holds_the_answer(mode: str) -> None:
 @pytest.mark.parametrize("mode", ["native", "tool"])
 @pytest.mark.parametrize("cap", [None, 1000])
 async def test_with_capture_on_the_exception_is_recorded_and_cut_to_the_cap(
-    mode: str, cap: int | None
+    mode: OutputMode, cap: int | None
 ) -> None:
     t = Telemetry()
     await _fail(t, mode, capture=True, **({} if cap is None else {"content_max_chars": cap}))
@@ -94,7 +95,9 @@ async def test_with_capture_on_the_exception_is_recorded_and_cut_to_the_cap(
     assert len(message) <= limit and len(trace) <= limit
     assert "OutputValidationError" in trace  # the cut keeps the end, which names the failure
     if mode == "native":  # the chained rejection quotes the whole answer: cut to the cap
-        assert len(trace) == limit and got["llm_worker.truncated.exception.stacktrace"] > BIG
+        assert (
+            len(trace) == limit and int(str(got["llm_worker.truncated.exception.stacktrace"])) > BIG
+        )
         assert trace.startswith("[truncated: ")
     for text in _everything(t):
         assert len(text) <= limit, text[:80]
