@@ -103,8 +103,8 @@ def _serve_parser(sub: Any) -> None:  # argparse's subparsers type is private
         "serve",
         help="serve a Worker to a web front end (Vercel AI SDK or AG-UI)",
         description="Serve MODULE:FACTORY (a callable returning a fresh Worker per request) "
-        "at /api/chat, speaking the Vercel AI SDK UI message stream or AG-UI (the 'web' "
-        "extra: starlette and uvicorn).",
+        "at /api/chat, speaking the Vercel AI SDK UI message stream or AG-UI (needs the "
+        "'cli' and 'web' extras: pip install 'llm-worker[cli,web]').",
     )
     serve.add_argument("target", metavar="MODULE:FACTORY", help="e.g. app:make_worker")
     serve.add_argument("--protocol", choices=("vercel", "ag-ui"), default="vercel")
@@ -121,6 +121,27 @@ def _serve_parser(sub: Any) -> None:  # argparse's subparsers type is private
         metavar="MODULE:FUNCTION",
         help="authorize(request, chat_id) -> owner or None, asked for every request "
         "(without it only 127.0.0.1 is served: every client acts as one user)",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a request body not in by then is refused with 408 (default: 30)",
+    )
+    serve.add_argument(
+        "--limit-concurrency",
+        type=int,
+        default=1_000,
+        metavar="N",
+        help="past N connections and tasks, answer 503 (default: 1000)",
+    )
+    serve.add_argument(
+        "--timeout-keep-alive",
+        type=int,
+        default=5,
+        metavar="SECONDS",
+        help="close an idle kept-alive connection after this (default: 5)",
     )
 
 
@@ -188,7 +209,12 @@ def _dispatch(console: Console, args: argparse.Namespace) -> int:
 
         options = {"host": args.host, "port": args.port, "static": args.static}
         options["authorize"] = args.authorize
-        run_server(args.target, args.protocol, resumable=args.resumable, **options)
+        bounds = {
+            "body_timeout": args.body_timeout,
+            "limit_concurrency": args.limit_concurrency,
+            "timeout_keep_alive": args.timeout_keep_alive,
+        }
+        run_server(args.target, args.protocol, resumable=args.resumable, **options, **bounds)
         return 0
     if args.command == "mcp-serve":
         from llm_worker.cli._mcp import serve_tools

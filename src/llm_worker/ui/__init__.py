@@ -9,6 +9,8 @@
   decision, keyed by the chat (thread) id.
 - `ResumableStreams`: runs that outlive their connection, read again on reconnect.
 - `safe_error_text`: the default `on_error`, what a browser is told of a failed run.
+- `web_app`, `chat_routes`: an adapter as a Starlette app (what `llm-worker serve` runs), or
+  as the two routes to add to your own Starlette / FastAPI app.
 
 The `ui` layer sits above the worker, beside `testing`: it imports the model, providers,
 timeline, blobs, tools and worker layers, never the test doubles. Starlette (the `web` extra)
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from llm_worker.ui._agui_messages import messages_from_agui, messages_to_agui
     from llm_worker.ui._errors import GENERIC_ERROR, safe_error_text
     from llm_worker.ui._resumable import ResumableStreams
+    from llm_worker.ui._serve import chat_routes, web_app
     from llm_worker.ui._store import MemoryPauseStore, PauseStore
     from llm_worker.ui._vercel import to_vercel_stream
     from llm_worker.ui._vercel_app import VercelAIAdapter
@@ -38,6 +41,7 @@ __all__ = (
     "PauseStore",
     "ResumableStreams",
     "VercelAIAdapter",
+    "chat_routes",
     "messages_from_agui",
     "messages_from_ui",
     "messages_to_agui",
@@ -45,6 +49,7 @@ __all__ = (
     "safe_error_text",
     "to_agui_events",
     "to_vercel_stream",
+    "web_app",
 )
 
 _LAZY = {
@@ -55,6 +60,8 @@ _LAZY = {
     "GENERIC_ERROR": "llm_worker.ui._errors",
     "safe_error_text": "llm_worker.ui._errors",
     "ResumableStreams": "llm_worker.ui._resumable",
+    "chat_routes": "llm_worker.ui._serve",
+    "web_app": "llm_worker.ui._serve",
     "MemoryPauseStore": "llm_worker.ui._store",
     "PauseStore": "llm_worker.ui._store",
     "to_vercel_stream": "llm_worker.ui._vercel",

@@ -19,6 +19,7 @@ from llm_worker.ui._agui_messages import messages_from_agui, messages_to_agui
 from llm_worker.ui._app import (
     Begun,
     Endpoint,
+    off_loop,
     origin_of,
     resuming,
     start_run,
@@ -71,6 +72,10 @@ class AGUIAdapter(Endpoint):
             authenticated user, if any): serve it on a loopback address only.
         editable_tools: The tools whose arguments an approval may edit (`payload.input`);
             an edit of another tool's call is refused (400).
+        max_messages: A request of more messages is refused with 413.
+        max_parts: A request of more content items and tool calls (and tools, resume
+            entries) is refused with 413; a long history is converted in a worker thread.
+        body_timeout: Seconds a client has to send its whole body, else 408 (`None`: none).
     """
 
     headers = HEADERS
@@ -93,7 +98,7 @@ class AGUIAdapter(Endpoint):
         if not thread_id or not run_id:
             raise BadRequest(400, "a RunAgentInput needs threadId and runId")
         raw = as_list(body.get("messages"))
-        history = messages_from_agui(raw)
+        history = await off_loop(messages_from_agui, raw)
         frontend = _frontend_tools(body)
         resume = [as_dict(r) for r in as_list(body.get("resume"))]
         # A new message leaves an unanswered pause behind; a resume takes it.

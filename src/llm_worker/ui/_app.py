@@ -21,11 +21,11 @@ from collections.abc import (
 )
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import anyio
 
-from llm_worker._json import as_dict
+from llm_worker._json import as_dict, as_list
 from llm_worker.errors import ConfigurationError, InvalidMessagesError, PauseStateError
 from llm_worker.messages import Message, Origin
 from llm_worker.state import Decision, PauseState, RunCompleted
@@ -40,18 +40,24 @@ from llm_worker.worker._decisions import apply_decisions
 from llm_worker.worker._toolset import check_resumable
 
 __all__ = (
+    "BODY_TIMEOUT",
     "MAX_BODY",
+    "MAX_MESSAGES",
+    "MAX_PARTS",
     "Begun",
     "Endpoint",
     "WorkerFactory",
     "check_edits",
     "encoded",
     "make_worker",
+    "off_loop",
     "origin_of",
     "resuming",
     "run_events",
     "start_run",
 )
+
+_T = TypeVar("_T")
 
 WorkerFactory = Callable[..., "Worker | Awaitable[Worker]"]
 """What the adapters call once per request for a fresh `Worker` (tools, system prompt, model):
@@ -59,6 +65,16 @@ with no argument, or with the request's JSON body when it takes one (to read a t
 AG-UI `state` / `context`, or your own `body` fields)."""
 
 MAX_BODY = 32 << 20
+"""The default `max_body_bytes`: larger request bodies are refused (413)."""
+MAX_MESSAGES = 5_000
+"""The default `max_messages`: a request holding more is refused (413)."""
+MAX_PARTS = 20_000
+"""The default `max_parts`: a request holding more message parts (and tools, resume answers)
+is refused (413). Converting one takes about 10 µs: 900,000 took 8.9 s of one core."""
+BODY_TIMEOUT = 30.0
+"""The default `body_timeout`: seconds a client has to send its whole body (else 408)."""
+OFF_LOOP_BYTES = 1 << 20  # a body past this is decoded in a worker thread
+OFF_LOOP_PARTS = 1_000  # a history past this is converted in a worker thread
 
 REFUSED = "this request may not act on the chat"
 """The 403 text of a request `authorize` refused: the same whether the chat exists or not."""
@@ -92,6 +108,45 @@ def _takes_argument(factory: WorkerFactory) -> bool:
         return False
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return any(p.kind in kinds or p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+
+
+async def off_loop(convert: Callable[[list[Any]], _T], messages: list[Any]) -> _T:
+    """`convert(messages)`, in a worker thread when they hold many parts.
+
+    The conversion is pure CPU (about 10 µs a part): on the event loop a long history would
+    stall every other stream for its duration.
+    """
+    if _count(messages) <= OFF_LOOP_PARTS:
+        return convert(messages)
+    return await anyio.to_thread.run_sync(convert, messages)
+
+
+def check_counts(body: dict[str, Any], max_messages: int, max_parts: int) -> None:
+    """Refuse a body of more messages or parts than the adapter converts (413).
+
+    Parts are a Vercel message's `parts`, an AG-UI message's content items and tool calls,
+    and the body's `tools` and `resume` entries: what the adapters convert one by one.
+    Counting them is a few list lengths, done before any conversion.
+    """
+    messages = as_list(body.get("messages"))
+    if len(messages) > max_messages:
+        text = f"the request holds {len(messages):,} messages, over the limit of {max_messages:,}"
+        raise BadRequest(413, text + " (max_messages)")
+    parts = _count(messages) + len(as_list(body.get("tools"))) + len(as_list(body.get("resume")))
+    if parts > max_parts:
+        text = f"the request holds {parts:,} message parts, over the limit of {max_parts:,}"
+        raise BadRequest(413, text + " (max_parts)")
+
+
+def _count(messages: list[Any]) -> int:
+    total = 0
+    for message in messages:
+        if isinstance(message, dict):
+            fields = cast("dict[str, Any]", message)  # JSON: checked field by field below
+            for name in ("parts", "content", "toolCalls"):
+                if isinstance(items := fields.get(name), list):
+                    total += len(cast("list[Any]", items))
+    return total
 
 
 def origin_of(worker: Worker) -> Origin:
@@ -224,10 +279,16 @@ class Endpoint:
         resumable: ResumableStreams | bool = False,
         authorize: Authorize | None = None,
         editable_tools: Collection[str] = (),
+        max_messages: int = MAX_MESSAGES,
+        max_parts: int = MAX_PARTS,
+        body_timeout: float | None = BODY_TIMEOUT,
     ) -> None:
         self.worker_factory = worker_factory
         self.store: PauseStore = store if store is not None else MemoryPauseStore()
         self.max_body_bytes = max_body_bytes
+        self.max_messages = max_messages
+        self.max_parts = max_parts
+        self.body_timeout = body_timeout
         self.on_error = on_error
         if resumable is True:
             resumable = ResumableStreams()
@@ -269,7 +330,11 @@ class Endpoint:
 
     async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            body = as_dict(await read_json(receive, self.max_body_bytes))
+            raw = await read_json(
+                receive, self.max_body_bytes, seconds=self.body_timeout, off_loop=OFF_LOOP_BYTES
+            )
+            body = as_dict(raw)
+            check_counts(body, self.max_messages, self.max_parts)
             chat_id = self._chat_id(body)
             key = chat_key(await owner_of(self.authorize, scope, chat_id), chat_id)
             if self.streams is not None and (log := self._rejoin(body, key)) is not None:
@@ -282,7 +347,7 @@ class Endpoint:
             await send_json(send, 403, {"error": REFUSED})
             return
         except BadRequest as exc:
-            await send_json(send, exc.status, {"error": str(exc)})
+            await send_json(send, exc.status, {"error": str(exc)}, close=exc.closes)
             return
         except (InvalidMessagesError, TypeError, ValueError) as exc:
             await send_json(send, 400, {"error": str(exc)})

@@ -26,29 +26,58 @@ class BadRequest(Exception):
         super().__init__(message)
         self.status = status
 
+    @property
+    def closes(self) -> bool:
+        """Whether the answer closes the connection.
 
-async def read_json(receive: Receive, limit: int) -> Any:
-    """The request's JSON body, refused past `limit` bytes (413) or when not JSON (400)."""
-    body = bytearray()
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise BadRequest(400, "the client went away before sending its body")
-        body += message.get("body", b"")
-        if len(body) > limit:
-            raise BadRequest(413, f"the request body is over {limit:,} bytes")
-        if not message.get("more_body", False):
-            break
+        A body left unread (too slow, too large) would otherwise keep it open for as long as
+        its client trickles bytes.
+        """
+        return self.status in (408, 413)
+
+
+async def read_json(
+    receive: Receive, limit: int, *, seconds: float | None = None, off_loop: int = 1 << 20
+) -> Any:
+    """The request's JSON body, refused when too large, too slow or not JSON.
+
+    Refused past `limit` bytes (413), when its last byte is not in within `seconds` (408),
+    or when it is not JSON (400). A body over `off_loop` bytes is decoded in a worker
+    thread: decoding megabytes takes milliseconds of CPU every other stream would wait for.
+    """
+    body = await _read_body(receive, limit, seconds)
     try:
+        if len(body) > off_loop:
+            return await anyio.to_thread.run_sync(orjson.loads, bytes(body))
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise BadRequest(400, f"the request body is not JSON: {exc}") from exc
 
 
-async def send_json(send: Send, status: int, data: object) -> None:
-    """A whole JSON response."""
+async def _read_body(receive: Receive, limit: int, seconds: float | None) -> bytearray:
+    # A deadline on the whole body, not per chunk: a client trickling one byte at a time
+    # (slowloris) would otherwise hold its connection, and its memory, for ever.
+    body = bytearray()
+    with anyio.move_on_after(seconds) as deadline:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise BadRequest(400, "the client went away before sending its body")
+            body += message.get("body", b"")
+            if len(body) > limit:
+                raise BadRequest(413, f"the request body is over {limit:,} bytes")
+            if not message.get("more_body", False):
+                return body
+    assert deadline.cancelled_caught
+    raise BadRequest(408, f"the request body did not arrive within {seconds:g} s")
+
+
+async def send_json(send: Send, status: int, data: object, *, close: bool = False) -> None:
+    """A whole JSON response; with `close`, the connection closes after it."""
     body = orjson.dumps(data)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

@@ -12,10 +12,14 @@ import orjson
 from llm_worker._json import as_dict, as_list, as_str
 from llm_worker.messages import ToolSpec
 from llm_worker.ui._app import (
+    BODY_TIMEOUT,
     MAX_BODY,
+    MAX_MESSAGES,
+    MAX_PARTS,
     Begun,
     Endpoint,
     WorkerFactory,
+    off_loop,
     origin_of,
     resuming,
     start_run,
@@ -73,6 +77,12 @@ class VercelAIAdapter(Endpoint):
             serve it on a loopback address only.
         editable_tools: The tools whose arguments an approval may edit (`approval.input`);
             an edit of another tool's call is refused (400).
+        max_messages: A request of more messages is refused with 413.
+        max_parts: A request of more message parts (and front-end tools) is refused
+            with 413 (converting 900,000 took 8.9 s of CPU; a long history is converted in
+            a worker thread so other streams go on).
+        body_timeout: Seconds a client has to send its whole body, else 408 (`None`: no
+            deadline; a client trickling bytes would hold its connection).
 
     Raises:
         MissingExtraError: `llm-worker[web]` is not installed.
@@ -94,6 +104,9 @@ class VercelAIAdapter(Endpoint):
         resumable: ResumableStreams | bool = False,
         authorize: Authorize | None = None,
         editable_tools: Collection[str] = (),
+        max_messages: int = MAX_MESSAGES,
+        max_parts: int = MAX_PARTS,
+        body_timeout: float | None = BODY_TIMEOUT,
     ) -> None:
         super().__init__(
             worker_factory,
@@ -103,6 +116,9 @@ class VercelAIAdapter(Endpoint):
             resumable=resumable,
             authorize=authorize,
             editable_tools=editable_tools,
+            max_messages=max_messages,
+            max_parts=max_parts,
+            body_timeout=body_timeout,
         )
         self.frontend_tools = [
             FrontendTool(t.name, t.description, t.input_schema) for t in frontend_tools
@@ -126,7 +142,7 @@ class VercelAIAdapter(Endpoint):
         ui = as_list(body.get("messages"))
         decisions = decisions_from_ui(ui)
         message_id = _message_id(body, ui)
-        history = messages_from_ui(ui)
+        history = await off_loop(messages_from_ui, ui)
         if not decisions:
             if not history:
                 raise BadRequest(400, "the chat request holds no message to answer")
