@@ -135,12 +135,26 @@ class PendingCall:
             `"not_run"` calls) — never recomputed.
         approved: A decision or a hook approved the call (a tool that `requires_approval`
             then runs without pausing again).
+        rewritten_input: For a `"pending"` call, the arguments as the before_tool_call hooks
+            that ran before the pause left them (a sanitizing hook's rewrite), when they
+            changed the model's; `None` otherwise. A `Decision.approve()` runs the call with
+            them, since the hooks do not see it again; resumed through the hooks instead,
+            the chain starts from the model's arguments and each rewrite applies once.
     """
 
     call: ToolCall
     status: CallStatus = "pending"
     result: ToolResult | None = None
     approved: bool = False
+    rewritten_input: dict[str, Any] | None = None
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """What an approval runs the call with: `rewritten_input`, else the call's own.
+
+        Show these to the person who approves: they are what the tool would receive.
+        """
+        return self.call.input if self.rewritten_input is None else self.rewritten_input
 
 
 @dataclass(slots=True, frozen=True)
@@ -149,14 +163,19 @@ class Decision:
 
     Use `Decision.approve()`, `Decision.approve(input={...})` (edited arguments) or
     `Decision.deny("reason the model reads")`. By default an approved call runs at once: the
-    decision stands in for the before_tool_call hooks, which do not see the call again. To
-    send an approved call through them once more (they see `ctx.resumed` true), give
+    decision stands in for the before_tool_call hooks, which do not see the call again. It
+    runs with the arguments the hooks that ran before the pause left (`PendingCall.arguments`:
+    a sanitizing hook registered before the approval hook has done its work, once); hooks
+    after the pausing one never see it. To send an approved call through the hooks once more
+    (they see `ctx.resumed` true, and start from the model's arguments), give
     `skip_hooks=False`: `Decision(True, skip_hooks=False)`.
 
-    Edited arguments replace the model's whole argument object; with `merge=True` they are
-    laid over it instead (top-level keys replaced or added, the others kept). Either way the
-    result must fit the tool's schema: `Worker.resume` checks it and raises `PauseStateError`
-    to the caller, before anything runs, when it does not.
+    Edited arguments replace the whole argument object (they run as written); with
+    `merge=True` they are laid over `PendingCall.arguments` instead (top-level keys replaced
+    or added, the others kept; over the model's own with `skip_hooks=False`, as the hooks
+    then rewrite them again). Either way the result must fit the tool's schema:
+    `Worker.resume` checks it and raises `PauseStateError` to the caller, before anything
+    runs, when it does not.
 
     Attributes:
         allow: Run the call (True) or answer it with an error result (False).
@@ -394,6 +413,8 @@ def _pending_to_dict(p: PendingCall) -> dict[str, Any]:
         "status": p.status,
         "approved": p.approved,
     }
+    if p.rewritten_input is not None:
+        out["rewritten_input"] = p.rewritten_input
     if p.result is not None:
         r = p.result
         result: dict[str, Any] = {
@@ -429,7 +450,19 @@ def _pending_from_dict(data: object) -> PendingCall:
             input=as_dict(r["input"]) if "input" in r else None,
             media=media_from_json(r["media"]) if "media" in r else [],
         )
-    return PendingCall(call, status, result, approved=body.get("approved") is True)
+    rewritten = _rewritten_input(body.get("rewritten_input"), status)
+    return PendingCall(call, status, result, body.get("approved") is True, rewritten)
+
+
+def _rewritten_input(value: object, status: object) -> dict[str, Any] | None:
+    if value is None:  # no hook rewrote the call, or a state saved before the field existed
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(f"rewritten_input is {type(value).__name__}, not an object")
+    if status != "pending":
+        # Only an undecided call waits with the hooks' rewrite beside the model's arguments.
+        raise ValueError(f"a {status} call has rewritten_input")
+    return cast("dict[str, Any]", value)
 
 
 OutputT = TypeVar("OutputT", default=str)

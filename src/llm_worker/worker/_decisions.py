@@ -50,7 +50,8 @@ def apply_decisions(
         # masks a result in place), never the caller's state, which may be resumed again.
         call = dataclasses.replace(p.call, input=copy.deepcopy(p.call.input))
         result = None if p.result is None else dataclasses.replace(p.result)
-        copied = PendingCall(call, p.status, result, p.approved)
+        rewritten = copy.deepcopy(p.rewritten_input)
+        copied = PendingCall(call, p.status, result, p.approved, rewritten)
         decision = decisions.get(call.id)
         if decision is not None and p.status in ("pending", "allowed"):
             _decide(copied, decision, registry)
@@ -66,6 +67,10 @@ def _decide(pending: PendingCall, decision: Decision, registry: ToolRegistry) ->
         pending.result = ToolResult(call.id, call.name, text, is_error=True, input=call.input)
         return
     pending.approved = True  # a tool that requires approval now has it
+    # Skipping the hooks, the call runs what the hooks before the pause made of it; through
+    # the hooks again, it starts from the model's arguments, so no rewrite applies twice.
+    rewritten = pending.rewritten_input if decision.skip_hooks else None
+    pending.rewritten_input = None
     if decision.input is not None:
         edit = cast("object", decision.input)  # a caller without type checking
         if not isinstance(edit, dict):
@@ -73,11 +78,14 @@ def _decide(pending: PendingCall, decision: Decision, registry: ToolRegistry) ->
                 f"cannot resume: Decision.approve(input=...) for call {call.id} must be a dict "
                 f"(a JSON object of arguments), not {type(edit).__name__}"
             )
-        base: dict[str, Any] = dict(call.input) if decision.merge else {}
-        arguments = {**base, **decision.input}
+        base = call.input if rewritten is None else rewritten
+        arguments: dict[str, Any] = {**(base if decision.merge else {}), **decision.input}
         _check_edit(call.id, call.name, arguments, registry)
         # The application's arguments stand, where the model's did not parse too.
         pending.call = dataclasses.replace(call, input=arguments, error=None)
+    elif rewritten is not None:
+        # A hook's arguments stand, where the model's did not parse too (as in a run).
+        pending.call = dataclasses.replace(call, input=rewritten, error=None)
     pending.status = "allowed" if decision.skip_hooks else "pending"
 
 

@@ -169,9 +169,13 @@ class Batch:
             decided = _approval_pause(pending.call)
         if isinstance(decided, Pause):
             # The call keeps the model's arguments: on resume the chain starts over from them,
-            # so a rewrite made before the pause is not applied twice.
+            # so a rewrite made before the pause is not applied twice. The rewrites of the
+            # hooks that ran are kept beside them, for a decision that skips the hooks.
+            changed = ctx.call.input != pending.call.input
+            pending.rewritten_input = ctx.call.input if changed else None
             self._pause = decided
             return
+        pending.rewritten_input = None  # the call now carries the rewrites
         if ctx.call.error is not None and ctx.call.input != pending.call.input:
             # A hook supplied arguments for a call whose own did not parse: they now stand.
             ctx.call.error = None
