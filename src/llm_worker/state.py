@@ -22,6 +22,7 @@ from llm_worker.events import USAGE_FIELDS, Event, StopReason, UsageEvent
 from llm_worker.messages import Message
 
 if TYPE_CHECKING:
+    from llm_worker.blobs import ToolOutput
     from llm_worker.collectors import ToolCall
     from llm_worker.tools import ToolResult
 
@@ -427,6 +428,12 @@ def _pending_to_dict(p: PendingCall) -> dict[str, Any]:
             result["input"] = r.input
         if r.media:
             result["media"] = media_to_json(r.media)
+        if r.output is not None:
+            from llm_worker._pause_outputs import output_to_dict
+
+            output = output_to_dict(r.output, r.content)
+            if output is not None:
+                result["output"] = output
         out["result"] = result
     return out
 
@@ -442,16 +449,26 @@ def _pending_from_dict(data: object) -> PendingCall:
     result = None
     r = as_dict(body.get("result"))
     if r:
+        content = str(r["content"])
         result = ToolResult(
             str(r["tool_use_id"]),
             str(r["name"]),
-            str(r["content"]),
+            content,
             is_error=bool(r.get("is_error")),
+            output=_output(r.get("output"), content),
             input=as_dict(r["input"]) if "input" in r else None,
             media=media_from_json(r["media"]) if "media" in r else [],
         )
     rewritten = _rewritten_input(body.get("rewritten_input"), status)
     return PendingCall(call, status, result, body.get("approved") is True, rewritten)
+
+
+def _output(data: object, content: str) -> ToolOutput | None:
+    if data is None:  # plain text, or a state saved before outputs were kept
+        return None
+    from llm_worker._pause_outputs import output_from_dict
+
+    return output_from_dict(data, content)
 
 
 def _rewritten_input(value: object, status: object) -> dict[str, Any] | None:

@@ -139,7 +139,9 @@ async def test_a_batch_paused_twice_runs_every_call_sanitized_once() -> None:
     # approval hook sees it for the first time (resumed=False), so the run pauses again.
     second = configured(ScriptedClient([]), sanitize, tag, approval)
     with anyio.fail_after(TIMEOUT):
-        again = await second.resume(PauseState.from_json(saved), decisions={"c1": Decision.approve()})
+        again = await second.resume(
+            PauseState.from_json(saved), decisions={"c1": Decision.approve()}
+        )
     assert again.status is RunStatus.PAUSED
     assert again.state is not None
     assert RAN == []
@@ -194,7 +196,9 @@ async def test_a_cancelled_resume_leaves_the_state_resumable_with_its_rewrites()
     with anyio.fail_after(TIMEOUT):
         async with anyio.create_task_group() as group:
             group.start_soon(cancel_once_started)
-            cut = await slow.resume(PauseState.from_json(saved), decisions={"c1": Decision.approve()})
+            cut = await slow.resume(
+                PauseState.from_json(saved), decisions={"c1": Decision.approve()}
+            )
     assert cut.status is RunStatus.CANCELLED
     await resume_fresh(saved, sanitize, approval, c1=Decision.approve())
     assert RAN == [{"cmd": "rm -r x", "cwd": "/"}]

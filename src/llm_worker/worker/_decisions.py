@@ -18,6 +18,7 @@ from llm_worker.state import PendingCall
 from llm_worker.tools import ToolResult, check_arguments
 
 if TYPE_CHECKING:
+    from llm_worker.blobs import BlobStore
     from llm_worker.messages import Message
     from llm_worker.state import Decision, PauseState
     from llm_worker.tools import ToolRegistry
@@ -26,6 +27,7 @@ __all__ = (
     "apply_decisions",
     "check_not_paused",
     "check_not_resumed",
+    "loaded_outputs",
     "not_run",
     "seen_on_resume",
 )
@@ -119,6 +121,20 @@ def _not_json(value: object, where: str) -> str | None:
     else:
         return f"{where}: {type(value).__name__} is not a JSON value"
     return next((problem for problem in found if problem is not None), None)
+
+
+async def loaded_outputs(pending: list[PendingCall], store: BlobStore | None) -> list[PendingCall]:
+    """`pending` with the stored outputs of a state read from JSON loaded from `store`.
+
+    Raises:
+        PauseStateError: A result names a blob `store` does not have (or there is no store).
+        BlobError: The store could not be read.
+    """
+    if all(p.result is None or p.result.output is None for p in pending):
+        return pending  # and the blob modules stay unloaded
+    from llm_worker._pause_outputs import loaded_outputs as load
+
+    return await load(pending, store)
 
 
 def not_run(pending: PendingCall, reason: str) -> PendingCall:

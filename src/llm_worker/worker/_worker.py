@@ -46,6 +46,7 @@ from llm_worker.worker._assembler import DEFAULT_MAX_ARGUMENTS
 from llm_worker.worker._config import WorkerConfig, check_limits
 from llm_worker.worker._decisions import (
     apply_decisions,
+    loaded_outputs,
     check_not_paused,
     check_not_resumed,
     not_run,
@@ -381,10 +382,16 @@ class Worker(Registrations, Generic[OutputT]):
         Worker resuming the same state runs its calls again (see `PauseState`). The result's
         `usage` and `requests` count the whole run, before the pause included.
 
+        A call that ran before the pause (early start) keeps its result; a stored output's
+        content, which a state's JSON does not carry, is read back from this Worker's blob
+        store, so the after_tool_call hooks see the same `StoredOutput` either way.
+
         Raises:
             PauseStateError: The state names tools this Worker does not have, decisions for
-                calls it does not hold, or edited arguments that do not fit the tool; or this
-                Worker already resumed or discarded it (its calls would run twice).
+                calls it does not hold, edited arguments that do not fit the tool, or a
+                stored output whose blob this Worker's store does not have; or this Worker
+                already resumed or discarded it (its calls would run twice).
+            BlobError: The blob store could not be read (nothing ran: retry).
         """
         return await self._resume(state, decisions or {}, None)
 
@@ -398,6 +405,7 @@ class Worker(Registrations, Generic[OutputT]):
         pending = apply_decisions(state, decisions, self._cfg.registry)
         check_resumable(self._cfg.registry, pending, state.tools)
         check_output_call(self._cfg.output, state.output_call)
+        pending = await loaded_outputs(pending, self._cfg.blob_store)
         self._paused = None
         self.history[:] = list(state.history)
         run = Run(self._cfg, self.history, state.requests, state.continuations, state.usage)
@@ -433,16 +441,20 @@ class Worker(Registrations, Generic[OutputT]):
             ConfigurationError: This Worker is running a run.
             Aborted: An after_tool_call hook returned `Abort`.
             HookError: An after_tool_call hook raised or timed out.
+            PauseStateError: A result of a state read from JSON names a blob this Worker's
+                blob store does not have (nothing is changed).
         """
         self._check_idle()
         state = state or self._paused
+        # Outputs first: a state whose blobs are gone leaves the Worker as it was.
+        pending = [not_run(p, reason) for p in state.pending] if state is not None else []
+        pending = await loaded_outputs(pending, self._cfg.blob_store)
         self._paused = None
         if state is None:
             return
         self.history[:] = list(state.history)
         if state.at != "before_tool_call" or not state.pending:
             return  # an answer waiting at on_turn_end: the history is already whole
-        pending = [not_run(p, reason) for p in state.pending]
         run = Run(self._cfg, self.history, start=len(self.history), settle_only=True)
         done = self._done = anyio.Event()
         try:
