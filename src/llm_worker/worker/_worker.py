@@ -46,9 +46,9 @@ from llm_worker.worker._assembler import DEFAULT_MAX_ARGUMENTS
 from llm_worker.worker._config import WorkerConfig, check_limits
 from llm_worker.worker._decisions import (
     apply_decisions,
-    loaded_outputs,
     check_not_paused,
     check_not_resumed,
+    loaded_outputs,
     not_run,
     seen_on_resume,
 )
