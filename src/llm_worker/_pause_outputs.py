@@ -14,7 +14,7 @@ Kept apart from `llm_worker.state`, which imports it only when a state holds an 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from llm_worker.blobs._output import Content, InlineOutput, StoredOutput, ToolOutput, parse_blob_id
 from llm_worker.errors import BlobNotFoundError, PauseStateError
@@ -68,7 +68,7 @@ def output_from_dict(data: object, content: str) -> ToolOutput | None:
         return None
     if not isinstance(data, dict):
         raise ValueError(f"a result's output is {type(data).__name__}, not an object")
-    body: dict[str, Any] = data  # pyright: ignore[reportUnknownVariableType]  (JSON edge)
+    body = cast("dict[str, Any]", data)  # JSON: its values are checked below
     text = body.get("summary" if body.get("kind") == "stored" else "text", content)
     if not isinstance(text, str):
         raise ValueError("a result's output text is not a string")

@@ -193,12 +193,14 @@ async def test_a_cancelled_resume_leaves_the_state_resumable_with_its_rewrites()
         await started.wait()
         slow.cancel()
 
+    cut = None
     with anyio.fail_after(TIMEOUT):
         async with anyio.create_task_group() as group:
             group.start_soon(cancel_once_started)
             cut = await slow.resume(
                 PauseState.from_json(saved), decisions={"c1": Decision.approve()}
             )
+    assert cut is not None
     assert cut.status is RunStatus.CANCELLED
     await resume_fresh(saved, sanitize, approval, c1=Decision.approve())
     assert RAN == [{"cmd": "rm -r x", "cwd": "/"}]
