@@ -42,12 +42,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, cast
+
+from typing_extensions import TypeVar
 
 from llm_worker.messages import Message, Request
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
+    from llm_worker.events import ErrorEvent, StatusEvent, UsageEvent
+    from llm_worker.timeline import TextBlockEvent, ThinkingBlockEvent, ToolUseBlockEvent
     from llm_worker.tools import Tool, ToolMeta, ToolResult
 
 __all__ = (
@@ -69,9 +73,13 @@ __all__ = (
     "OnTurnEndResult",
     "Pause",
     "Skip",
+    "Subscriber",
+    "TextScope",
+    "ThinkingScope",
     "ToolCallContext",
     "ToolOutcome",
     "ToolResultContext",
+    "ToolUseScope",
     "TurnEndContext",
     "WorkerHooks",
 )
@@ -316,32 +324,130 @@ OnAbortHook: TypeAlias = Callable[[AbortContext], Awaitable[None] | None]
 """An on_abort hook (async or plain)."""
 
 
-class WorkerHooks(Protocol):
-    """One object with a method per hook point, registered at once by `Worker.add_hooks`.
+class WorkerHooks:
+    """A base class for one object with a method per hook point (`Worker.add_hooks`).
 
-    Implement any subset of these methods (a class need not inherit from this protocol);
-    `add_hooks` registers each method the object has as the per-point hook.
+    Subclass it and override any subset of the methods: the type checker then checks each
+    one against its hook point — the context it takes, the results it may return — and
+    `add_hooks` registers only the methods you overrode (the defaults do nothing and are
+    never called). Each may be `async def` or a plain `def`. An object that does not inherit
+    from this class is accepted too (any object with some of these methods), unchecked.
+
+    ```python
+    class Guard(WorkerHooks):
+        def before_tool_call(self, ctx: ToolCallContext) -> Skip | None:
+            return Skip("read-only day") if ctx.call.name == "delete" else None
+
+    worker.add_hooks(Guard())
+    ```
     """
 
-    async def on_message_send(self, ctx: MessageSendContext) -> OnMessageSendResult | None:
+    __slots__ = ()
+
+    def on_message_send(
+        self, ctx: MessageSendContext, /
+    ) -> Awaitable[OnMessageSendResult | None] | OnMessageSendResult | None:
         """Before each request."""
-        ...
+        return None
 
-    async def before_tool_call(self, ctx: ToolCallContext) -> BeforeToolCallResult | None:
+    def before_tool_call(
+        self, ctx: ToolCallContext, /
+    ) -> Awaitable[BeforeToolCallResult | None] | BeforeToolCallResult | None:
         """Before each tool call."""
-        ...
+        return None
 
-    async def after_tool_call(self, ctx: ToolResultContext) -> AfterToolCallResult | None:
+    def after_tool_call(
+        self, ctx: ToolResultContext, /
+    ) -> Awaitable[AfterToolCallResult | None] | AfterToolCallResult | None:
         """After each tool call."""
-        ...
+        return None
 
-    async def on_turn_end(self, ctx: TurnEndContext) -> OnTurnEndResult | None:
+    def on_turn_end(
+        self, ctx: TurnEndContext, /
+    ) -> Awaitable[OnTurnEndResult | None] | OnTurnEndResult | None:
         """When an answer has no tool call."""
-        ...
+        return None
 
-    async def on_abort(self, ctx: AbortContext) -> None:
+    def on_abort(self, ctx: AbortContext, /) -> Awaitable[None] | None:
         """When the run is cancelled, aborted or fails."""
-        ...
+        return None
+
+
+TextScope = TypeVar("TextScope", default=None)
+"""The scope type of a `Subscriber`'s text blocks (what `new_text_block_scope` makes)."""
+ThinkingScope = TypeVar("ThinkingScope", default=None)
+"""The scope type of a `Subscriber`'s thinking blocks."""
+ToolUseScope = TypeVar("ToolUseScope", default=None)
+"""The scope type of a `Subscriber`'s tool-use blocks."""
+
+
+class Subscriber(Generic[TextScope, ThinkingScope, ToolUseScope]):
+    """A base class for one object that receives a Worker's events (`Worker.subscribe`).
+
+    Subclass it and override any subset of the methods: the type checker then checks each
+    one — the event type it takes, the scope its `new_*_scope` makes (the type arguments
+    are the text, thinking and tool-use scope types, `None` by default), and that it is a
+    plain `def` (events are delivered synchronously, mid-stream: an `async def` would never
+    run). `subscribe` registers only the methods you overrode. An object that does not
+    inherit from this class is accepted too (any object with some of these methods),
+    checked when it is subscribed, not by the type checker.
+
+    ```python
+    class Printer(Subscriber[list[str]]):
+        def new_text_block_scope(self) -> list[str]:
+            return []  # a fresh list per text block
+
+        def on_text_block(self, scope: list[str], event: TextBlockEvent) -> None:
+            if isinstance(event, TextDelta):
+                scope.append(event.text)
+
+    worker.subscribe(Printer())
+    ```
+    """
+
+    __slots__ = ()
+
+    def new_text_block_scope(self) -> TextScope:
+        """A fresh scope for each text block; without one, the scope is `None`."""
+        return cast("TextScope", None)  # the default scope type is None
+
+    def on_text_block(self, scope: TextScope, event: TextBlockEvent, /) -> None:
+        """Each event of a text block (tool-result blocks included)."""
+
+    def new_thinking_block_scope(self) -> ThinkingScope:
+        """A fresh scope for each thinking block; without one, the scope is `None`."""
+        return cast("ThinkingScope", None)  # the default scope type is None
+
+    def on_thinking_block(self, scope: ThinkingScope, event: ThinkingBlockEvent, /) -> None:
+        """Each event of a thinking block."""
+
+    def new_tool_use_block_scope(self) -> ToolUseScope:
+        """A fresh scope for each tool-use block; without one, the scope is `None`."""
+        return cast("ToolUseScope", None)  # the default scope type is None
+
+    def on_tool_use_block(self, scope: ToolUseScope, event: ToolUseBlockEvent, /) -> None:
+        """Each event of a tool-use block."""
+
+    def on_usage(self, event: UsageEvent, /) -> None:
+        """Each usage snapshot (the last one of an answer is its total)."""
+
+    def on_status(self, event: StatusEvent, /) -> None:
+        """Each change of a response's status."""
+
+    def on_error(self, event: ErrorEvent, /) -> None:
+        """Each error event of a stream."""
+
+    def on_text_complete(self, text: str, /) -> None:
+        """Each finished text block, whole."""
+
+    def on_tool_call_complete(self, call: ToolCall, /) -> None:
+        """Each finished tool call, its arguments parsed (as the model sent them)."""
+
+    def on_turn_start(self, turn: int, /) -> None:
+        """A run starts (`turn`: its number on this Worker, from 0)."""
+
+    def on_turn_end(self, turn: int, /) -> None:
+        """A run ends: finished, paused, cancelled or failed."""
 
 
 HOOK_POINTS: tuple[str, ...] = (

@@ -27,7 +27,7 @@ from llm_worker.hooks import (
     hook_name,
 )
 
-__all__ = ("HookSet", "Registered", "check")
+__all__ = ("HookSet", "Registered", "arity_problem", "check")
 
 C = TypeVar("C")
 R = TypeVar("R")
@@ -75,8 +75,15 @@ class HookSet:
         fn: Callable[[C], Awaitable[R | None] | R | None], timeout: float | None
     ) -> Registered[C, R]:
         """Wrap a hook for registration."""
-        if not callable(fn):
+        if not callable(fn) or isinstance(fn, type):
             raise ConfigurationError(f"a hook must be a function (async or not), got {fn!r}")
+        if inspect.isasyncgenfunction(fn):
+            raise ConfigurationError(
+                f"hook {hook_name(fn)} is an async generator; a hook returns (or awaits) one result"
+            )
+        problem = arity_problem(fn, 1)
+        if problem is not None:
+            raise ConfigurationError(f"hook {hook_name(fn)} {problem}")
         return Registered(fn, hook_name(fn), timeout)
 
     async def chain(
@@ -130,6 +137,24 @@ class HookSet:
             _log.warning("%s", error, extra={"hook": name, "hook_point": point})
         for observer in self.observers:
             observer(point, name, result, error)
+
+
+def arity_problem(fn: Callable[..., object], arity: int) -> str | None:
+    """What is wrong with calling `fn` with `arity` positional arguments, or None.
+
+    Checked at registration: a function that cannot take what it is called with would fail
+    at its first call, in the middle of a run.
+    """
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: taken as it is
+        return None
+    try:
+        signature.bind(*([None] * arity))
+    except TypeError:
+        wanted = {0: "no argument", 1: "one argument", 2: "two arguments (scope, event)"}
+        return f"must take {wanted.get(arity, f'{arity} arguments')}; its signature is {signature}"
+    return None
 
 
 def check(point: str, name: str, result: object) -> Any:

@@ -18,6 +18,7 @@ from llm_worker.hooks import (
     OnAbortHook,
     OnMessageSendHook,
     OnTurnEndHook,
+    WorkerHooks,
 )
 from llm_worker.timeline import (
     Handler,
@@ -28,7 +29,7 @@ from llm_worker.timeline import (
     ToolUseBlockEvent,
 )
 from llm_worker.worker._hookset import HookSet
-from llm_worker.worker._subscriber import completion_handler, register
+from llm_worker.worker._subscriber import completion_handler, declared_methods, register
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -37,13 +38,14 @@ if TYPE_CHECKING:
 __all__ = ("Registrations",)
 
 S = TypeVar("S")
+_HOOK_ARITY = dict.fromkeys(HOOK_POINTS, 1)  # each hook takes its context
 
 
 class Registrations:
     """Hook and handler registration, shared by every `Worker`."""
 
     _cfg: WorkerConfig
-    _subscribers: list[Any]
+    _subscribers: list[Any]  # each a TurnMethods
 
     @property
     def timeline(self) -> Timeline:
@@ -100,18 +102,23 @@ class Registrations:
         """Register every hook method of one object (see `llm_worker.hooks.WorkerHooks`).
 
         Methods looked for: `on_message_send`, `before_tool_call`, `after_tool_call`,
-        `on_turn_end`, `on_abort`.
+        `on_turn_end`, `on_abort` — each `async def` or plain `def`, taking the context. A
+        subclass of `WorkerHooks` is checked by the type checker, and only the methods it
+        overrides are registered.
 
         Raises:
-            ConfigurationError: The object has none of them.
+            ConfigurationError: The object has none of them, is a class, or one of them is
+                not callable, takes other arguments or is an async generator; nothing is
+                registered then.
         """
-        found = [p for p in HOOK_POINTS if callable(getattr(hooks, p, None))]
-        if not found:
+        methods = declared_methods(hooks, _HOOK_ARITY, WorkerHooks, "add_hooks", sync=False)
+        if not methods:
             raise ConfigurationError(
                 f"{type(hooks).__name__} has none of the hook methods {', '.join(HOOK_POINTS)}"
             )
-        for point in found:
-            getattr(self._cfg.hooks, point).append(HookSet.make(getattr(hooks, point), timeout))
+        made = {point: HookSet.make(method, timeout) for point, method in methods.items()}
+        for point, registered in made.items():
+            getattr(self._cfg.hooks, point).append(registered)
 
     # -- events ------------------------------------------------------------------------------
 
@@ -176,13 +183,21 @@ class Registrations:
         self._cfg.call_complete.append(completion_handler(handler, "on_tool_call_complete"))
 
     def subscribe(self, subscriber: object) -> None:
-        """Register every event method of one object.
+        """Register every event method of one object (see `llm_worker.hooks.Subscriber`).
 
         Looked for: `on_text_block(scope, event)`, `on_thinking_block(scope, event)`,
         `on_tool_use_block(scope, event)` (with scopes made by `new_text_block_scope()`,
         `new_thinking_block_scope()`, `new_tool_use_block_scope()` if the object has them,
         else `None`), `on_usage`, `on_status`, `on_error`, `on_text_complete`,
-        `on_tool_call_complete`, `on_turn_start(turn)` and `on_turn_end(turn)`.
+        `on_tool_call_complete`, `on_turn_start(turn)` and `on_turn_end(turn)` — each a
+        plain `def`, called synchronously as the events happen. A subclass of `Subscriber`
+        is checked by the type checker (event and scope types), and only the methods it
+        overrides are registered.
+
+        Raises:
+            ConfigurationError: The object has none of these methods, is a class, or one of
+                them is async, not callable or takes other arguments; every method is
+                checked before any is registered, so a refused subscriber leaves nothing
+                behind.
         """
-        register(self, subscriber)
-        self._subscribers.append(subscriber)
+        self._subscribers.append(register(self, subscriber))

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from llm_worker.errors import ConfigurationError
 from llm_worker.state import TurnEnded, TurnStarted
+from llm_worker.worker._hookset import arity_problem
 
 if TYPE_CHECKING:
     from llm_worker.worker._registration import Registrations
 
-__all__ = ("announce", "completion_handler", "register")
+__all__ = ("TurnMethods", "announce", "completion_handler", "declared_methods", "register")
 
 _BLOCKS = ("text_block", "thinking_block", "tool_use_block")
 _META = ("usage", "status", "error")
@@ -73,34 +74,119 @@ def completion_handler(handler: object, point: str) -> Callable[[Any], object]:
     )
 
 
-def register(worker: Registrations, subscriber: object) -> None:
-    """Register each `on_*` method `subscriber` has with `worker`."""
-    for kind in _BLOCKS:
-        method = getattr(subscriber, f"on_{kind}", None)
-        if callable(method):
-            new_scope = getattr(subscriber, f"new_{kind}_scope", None)
-            handler = _ScopedMethod(method, new_scope if callable(new_scope) else _none)
-            getattr(worker.timeline, f"on_{kind}")(handler)
+_SCOPES = {f"on_{kind}": f"new_{kind}_scope" for kind in _BLOCKS}
+_TURNS = ("on_turn_start", "on_turn_end")
+# What each method is called with: (scope, event) for blocks, one value for the others.
+_ARITY: dict[str, int] = {
+    **dict.fromkeys(_SCOPES, 2),
+    **dict.fromkeys(_SCOPES.values(), 0),
+    **dict.fromkeys(
+        (*(f"on_{kind}" for kind in _META), "on_text_complete", "on_tool_call_complete", *_TURNS),
+        1,
+    ),
+}
+
+
+class TurnMethods:
+    """A subscriber's `on_turn_start` / `on_turn_end`, each `None` when it has none."""
+
+    __slots__ = ("end", "start")
+
+    def __init__(self, methods: dict[str, Callable[..., object]]) -> None:
+        self.start = methods.get("on_turn_start")
+        self.end = methods.get("on_turn_end")
+
+
+def declared_methods(
+    obj: object, names: dict[str, int], base: type, what: str, *, sync: bool
+) -> dict[str, Callable[..., object]]:
+    """The methods of `obj` among `names` (name -> how many arguments), each checked.
+
+    A method a subclass of `base` inherits unchanged is a default that does nothing: left
+    out. `None` counts as no method.
+
+    Raises:
+        ConfigurationError: `obj` is a class; or a method is not callable, takes other
+            arguments, or (with `sync`) is async — nothing is registered then.
+    """
+    if isinstance(obj, type):
+        raise ConfigurationError(f"{what} takes an instance, not the class {obj.__qualname__}")
+    found: dict[str, Callable[..., object]] = {}
+    for name, arity in names.items():
+        method = getattr(obj, name, None)
+        if method is None or _inherited(obj, name, base):
+            continue
+        found[name] = _checked(obj, name, method, arity, what, sync=sync)
+    return found
+
+
+def _inherited(obj: object, name: str, base: type) -> bool:
+    default = getattr(base, name, None)
+    if default is None or not isinstance(obj, base):
+        return False
+    own = getattr(obj, "__dict__", {})
+    return name not in own and getattr(type(obj), name, None) is default
+
+
+def _checked(
+    obj: object, name: str, method: object, arity: int, what: str, *, sync: bool
+) -> Callable[..., object]:
+    where = f"{what}: {type(obj).__qualname__}.{name}"
+    if not callable(method):
+        raise ConfigurationError(f"{where} is {type(method).__name__}, not a method")
+    if sync and (inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method)):
+        raise ConfigurationError(
+            f"{where} is async; events are delivered synchronously, mid-stream, so it would "
+            "never run (define it with plain def, and hand slow work to a task or a queue, "
+            "or use Worker.stream())"
+        )
+    problem = arity_problem(method, arity)
+    if problem is not None:
+        raise ConfigurationError(f"{where} {problem}")
+    return method
+
+
+def register(worker: Registrations, subscriber: object) -> TurnMethods:
+    """Register each `on_*` method `subscriber` has with `worker`, all checked first.
+
+    Raises:
+        ConfigurationError: `subscriber` has none of the methods, or one of them is not
+            fit (see `declared_methods`); nothing is registered then.
+    """
+    from llm_worker.hooks import Subscriber
+
+    methods = declared_methods(subscriber, _ARITY, Subscriber, "subscribe", sync=True)
+    if not any(name.startswith("on_") for name in methods):
+        names = ", ".join(n for n in _ARITY if n.startswith("on_"))
+        raise ConfigurationError(
+            f"subscribe: {type(subscriber).__qualname__} has none of the methods {names}"
+        )
+    for event, scope in _SCOPES.items():
+        method = methods.get(event)
+        if method is not None:
+            handler = _ScopedMethod(method, methods.get(scope, _none))
+            getattr(worker.timeline, event)(handler)
     for kind in _META:
-        method = getattr(subscriber, f"on_{kind}", None)
-        if callable(method):
+        method = methods.get(f"on_{kind}")
+        if method is not None:
             getattr(worker.timeline, f"on_{kind}")(method)
-    text_complete = getattr(subscriber, "on_text_complete", None)
-    if callable(text_complete):
-        worker.on_text_complete(text_complete)
-    call_complete = getattr(subscriber, "on_tool_call_complete", None)
-    if callable(call_complete):
-        worker.on_tool_call_complete(call_complete)
+    for name in ("on_text_complete", "on_tool_call_complete"):
+        method = methods.get(name)
+        if method is not None:
+            getattr(worker, name)(method)
+    return TurnMethods(methods)
 
 
 def announce(
-    sinks: list[Callable[[Any], None]], subscribers: list[Any], event: TurnStarted | TurnEnded
+    sinks: list[Callable[[Any], None]],
+    subscribers: list[TurnMethods],
+    event: TurnStarted | TurnEnded,
 ) -> None:
     """Give a turn's start or end to every sink and to each subscriber that has the method."""
     for sink in sinks:
         sink(event)
-    name = "on_turn_end" if isinstance(event, TurnEnded) else "on_turn_start"
+    ended = isinstance(event, TurnEnded)
     for subscriber in subscribers:
-        method = getattr(subscriber, name, None)
-        if callable(method):
+        method = subscriber.end if ended else subscriber.start
+        if method is not None:
             method(event.turn)
