@@ -303,9 +303,10 @@ class Transport:
         try:
             answer = await self._library().send(url, content, self._headers)
         except ConnectFailed as failed:
-            raise self._unreachable(failed.cause, timeout=failed.timeout) from self._cause(
-                failed.cause
-            )
+            cause = self._cause(failed.cause)
+            if failed.framing:  # the server answered: a broken body, as httpx reports it
+                raise self._misframed(failed.cause, 0) from cause
+            raise self._unreachable(failed.cause, timeout=failed.timeout) from cause
         chunks = answer.chunks()
         try:
             content_type = answer.headers.get("content-type", "")
@@ -402,6 +403,8 @@ class Transport:
                 streamed=received > 0,
             )
         exc = failed.cause
+        if failed.framing:
+            return self._misframed(exc, received)
         detail = f"{type(exc).__name__}: {str(exc) or 'no detail'}"
         if not received:
             # Headers but no byte of the answer: nothing was handed on, so this is a
@@ -415,6 +418,19 @@ class Transport:
             f"the connection broke after {received} bytes of the answer: {self.scrub(detail)}",
             provider=self.provider,
             streamed=True,
+        )
+
+    def _misframed(self, exc: BaseException, received: int) -> ProviderError:
+        """A body whose HTTP framing broke: the same error from both transports.
+
+        The server answered, then sent bytes that are not HTTP: a broken answer, never retried
+        here (sending again reaches the same server). `streamed` when bytes were handed on.
+        """
+        detail = self.scrub(f"{type(exc).__name__}: {str(exc) or 'no detail'}")
+        return StreamInterruptedError(
+            f"the answer's HTTP framing broke after {received} bytes of it: {detail}",
+            provider=self.provider,
+            streamed=received > 0,
         )
 
     async def _status_error(

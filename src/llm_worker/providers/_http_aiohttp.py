@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import weakref
 from collections.abc import AsyncGenerator, Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from llm_worker._extras import require_extra
 from llm_worker.errors import ConfigurationError
@@ -21,6 +22,11 @@ from llm_worker.providers._http_backend import BodyFailed, ConnectFailed, LoopBo
 require_extra("aiohttp", "aiohttp", feature='transport="aiohttp"')
 
 import aiohttp  # noqa: E402  (after the check: a missing extra is a MissingExtraError)
+from aiohttp.http_exceptions import (  # noqa: E402
+    ContentLengthError,
+    HttpProcessingError,
+    TransferEncodingError,
+)
 
 __all__ = ("AiohttpBackend",)
 
@@ -72,6 +78,10 @@ class AiohttpBackend:
             )
         except TimeoutError as exc:  # aiohttp's timeouts are TimeoutErrors
             raise ConnectFailed(exc, timeout=True) from exc
+        except aiohttp.ClientResponseError as exc:
+            # With raise_for_status off, only a response that did not parse: its first read
+            # (headers and the body's start) had broken framing, or broken headers.
+            raise ConnectFailed(exc, timeout=False, framing=_body_framing(exc)) from exc
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             raise ConnectFailed(exc, timeout=False) from exc
         return _AiohttpAnswer(response, self.timeout.sock_read)
@@ -96,6 +106,7 @@ class _AiohttpAnswer:
         """The decoded body as it arrives: what one network read brought."""
         content = self._response.content
         watch = _SilenceWatch.start(self._response, self._read_timeout)
+        guard = _FramingGuard.start(self._response)
         try:
             if watch is None:
                 while chunk := await content.readany():
@@ -112,11 +123,15 @@ class _AiohttpAnswer:
                     yield chunk
         except TimeoutError as exc:
             raise BodyFailed(exc, timeout=True) from exc
+        except HttpProcessingError as exc:  # the pure-Python parser raises it as it is
+            raise BodyFailed(_telling(exc), timeout=False, framing=True) from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise BodyFailed(exc, timeout=False) from exc
         finally:
             if watch is not None:
                 watch.stop()
+            if guard is not None:
+                guard.stop()
 
     async def aclose(self) -> None:
         """Release the connection: back to the pool if the body was read to its end."""
@@ -182,6 +197,86 @@ class _SilenceWatch:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
+
+
+class _FramingGuard:
+    """Fails the body at once when aiohttp's C parser refuses its framing in a later read.
+
+    That parser's error goes to the connection, not to the body being read, and the reader
+    would wait out the whole read timeout (5 minutes by default, forever without one). When
+    the connection closes with the body unfinished and no error on it, the connection's
+    error is put on the body: the reader fails at once, as with httpx.
+    """
+
+    __slots__ = ("_closed", "_content", "_protocol")
+
+    def __init__(self, content: aiohttp.StreamReader, protocol: Any, closed: Any) -> None:
+        self._content = content
+        self._protocol = protocol
+        self._closed = closed
+        closed.add_done_callback(self._lost)
+
+    @classmethod
+    def start(cls, response: aiohttp.ClientResponse) -> _FramingGuard | None:
+        """Watch the body's connection (`None`: the body is in already, or no connection)."""
+        connection = response.connection
+        protocol = None if connection is None else connection.protocol
+        closed = None if protocol is None else protocol.closed
+        if protocol is None or closed is None:
+            return None
+        if protocol not in _WATCHED:
+            # The future is made by asking for it: its error, if the connection ends in one,
+            # is read (once per connection, however many bodies it carries), never left to
+            # asyncio's "exception was never retrieved".
+            _WATCHED.add(protocol)
+            closed.add_done_callback(_retrieved)
+        return cls(response.content, protocol, closed)
+
+    def _lost(self, _closed: object) -> None:
+        content = self._content
+        if content.is_eof() or content.exception() is not None:
+            return
+        error = self._protocol.exception()
+        content.set_exception(
+            error if error is not None else aiohttp.ServerDisconnectedError("connection lost")
+        )
+
+    def stop(self) -> None:
+        """The body ended or was abandoned: a kept-alive connection forgets this body."""
+        self._closed.remove_done_callback(self._lost)
+
+
+_WATCHED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _retrieved(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _body_framing(exc: BaseException) -> bool:
+    """Whether aiohttp's parse error was the body's framing (not the status or headers)."""
+    for _ in range(8):
+        if isinstance(exc, TransferEncodingError | ContentLengthError):
+            return True
+        # The C parser's errors arrive as a plain parse error: its text names the chunk.
+        if isinstance(exc, HttpProcessingError) and "chunk" in exc.message.lower():
+            return True
+        cause = exc.__cause__
+        if cause is None:
+            return False
+        exc = cause
+    return False
+
+
+def _telling(exc: HttpProcessingError) -> BaseException:
+    """The parse error that says what was wrong (aiohttp may wrap it in a blank copy)."""
+    found: BaseException = exc
+    for _ in range(8):
+        if not isinstance(found, HttpProcessingError) or found.message or found.__cause__ is None:
+            break
+        found = found.__cause__
+    return found
 
 
 def _timeout(timeout: object) -> aiohttp.ClientTimeout:

@@ -35,21 +35,32 @@ TRANSPORT_ENV: Final = "LLM_WORKER_TRANSPORT"
 
 
 class ConnectFailed(Exception):
-    """The request got no answer: the connection failed or timed out before the headers."""
+    """The request got no answer: the connection failed or timed out before the headers.
 
-    def __init__(self, cause: BaseException, *, timeout: bool) -> None:
+    `framing`: the answer came, but its body's HTTP framing was broken in the first read
+    (aiohttp parses that read with the headers and fails the request itself): the Transport
+    reports it as a broken body, as it does for httpx, which reads the body later.
+    """
+
+    def __init__(self, cause: BaseException, *, timeout: bool, framing: bool = False) -> None:
         super().__init__(type(cause).__name__)
         self.cause = cause
         self.timeout = timeout
+        self.framing = framing
 
 
 class BodyFailed(Exception):
-    """The answer's body broke off, could not be decoded, or went silent for too long."""
+    """The answer's body broke off, could not be decoded, or went silent for too long.
 
-    def __init__(self, cause: BaseException, *, timeout: bool) -> None:
+    `framing`: the server sent bytes that break the body's HTTP framing (a chunk size that is
+    not hexadecimal, a chunk without its line end): a broken answer, not a lost connection.
+    """
+
+    def __init__(self, cause: BaseException, *, timeout: bool, framing: bool = False) -> None:
         super().__init__(type(cause).__name__)
         self.cause = cause
         self.timeout = timeout
+        self.framing = framing
 
 
 class Answer(Protocol):

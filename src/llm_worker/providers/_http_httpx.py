@@ -99,11 +99,17 @@ class _HttpxAnswer:
             # `aiter_bytes` would have named the request on the error; the stream does not.
             exc.request = response.request
             timeout = isinstance(exc, httpx.TimeoutException)
-            raise BodyFailed(exc, timeout=timeout) from exc
+            raise BodyFailed(exc, timeout=timeout, framing=_framing(exc)) from exc
 
     async def aclose(self) -> None:
         """Release the connection."""
         await self._response.aclose()
+
+
+def _framing(exc: Exception) -> bool:
+    """Whether h11 refused the body's framing (an early end is `peer closed connection`)."""
+    # h11 raises one error type for both; only its text tells a cut from broken framing.
+    return isinstance(exc, httpx.RemoteProtocolError) and not str(exc).startswith("peer closed")
 
 
 def _timeout(timeout: object) -> httpx.Timeout:

@@ -65,6 +65,7 @@ class _Open:
     citations: list[Citation] = field(default_factory=lambda: [])
     size: int = 0  # characters of a tool call's arguments, kept or not
     caller: dict[str, Any] | None = None
+    limit: float = float("inf")  # characters of a tool call's arguments kept and parsed
 
 
 @dataclass(slots=True)
@@ -86,7 +87,9 @@ class Assembler:
     call whose argument JSON exceeds `max_arguments` characters is neither kept nor parsed: the
     call gets `input={}` and an `error` saying so (the tool will not run), and its `raw_input`
     keeps only the first characters, so neither memory nor the next request grows with what the
-    model sent.
+    model sent. The calls of `output_tool` (tool output mode's final tool) are exempt: their
+    arguments are the run's answer, bounded as a native answer's text is (by the client's
+    `max_answer_chars`), not as a tool's input.
     """
 
     __slots__ = (
@@ -96,6 +99,7 @@ class Assembler:
         "max_arguments",
         "model",
         "origin",
+        "output_tool",
         "parts",
         "replayed",
         "response_id",
@@ -103,9 +107,16 @@ class Assembler:
         "usage",
     )
 
-    def __init__(self, origin: Origin, *, max_arguments: int = DEFAULT_MAX_ARGUMENTS) -> None:
+    def __init__(
+        self,
+        origin: Origin,
+        *,
+        max_arguments: int = DEFAULT_MAX_ARGUMENTS,
+        output_tool: str | None = None,
+    ) -> None:
         self.origin = origin
         self.max_arguments = max_arguments
+        self.output_tool = output_tool
         self.parts: list[Part] = []
         self.calls: list[ToolCall] = []
         self.usage = UsageEvent()
@@ -147,7 +158,7 @@ class Assembler:
             if isinstance(delta, _TEXTUAL):  # a tuple: `A | B` would build a union per call
                 block.pieces.append(delta.text)
             elif isinstance(delta, InputJsonDelta):
-                if block.size <= self.max_arguments:  # past the cap, only counted
+                if block.size <= block.limit:  # past the cap, only counted
                     block.pieces.append(delta.partial_json)
                 block.size += len(delta.partial_json)
             elif isinstance(delta, CitationDelta):
@@ -191,6 +202,8 @@ class Assembler:
         if isinstance(meta, ToolUseMetadata):
             block.call_id, block.name, block.item_id = meta.id, meta.name, meta.item_id
             block.caller = meta.caller
+            if meta.name != self.output_tool:
+                block.limit = self.max_arguments
         elif isinstance(meta, ThinkingMetadata):
             block.redacted, block.item_id = meta.redacted, meta.item_id
             block.replay = meta.replay
@@ -209,11 +222,11 @@ class Assembler:
             kind = BlockType.TOOL_USE
         else:
             kind = BlockType.TEXT
-        block = self._open = _Open(kind)
+        block = self._open = _Open(kind, limit=self.max_arguments)
         return block
 
     def _call(self, block: _Open, text: str) -> ToolCall:
-        if block.size <= self.max_arguments:
+        if block.size <= block.limit:
             return parse_tool_call(block.call_id, block.name, text)
         error = (
             f"the arguments of tool {block.name!r} are {block.size:,} characters, over the "

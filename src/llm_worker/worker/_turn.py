@@ -247,6 +247,7 @@ class Run:
             assembler = Assembler(
                 Origin(cfg.client.provider, cfg.client.model),
                 max_arguments=cfg.max_tool_arguments,
+                output_tool=cfg.output.tool.name if cfg.output and cfg.output.tool else None,
             )
             try:
                 await self._stream(request, assembler)

@@ -119,6 +119,8 @@ class Worker(Registrations, Generic[OutputT]):
         max_tool_arguments: Characters of one tool call's argument JSON past which the call
             is not run: it gets an error result asking for smaller arguments, and the history
             keeps it with empty arguments, so the next request stays small (default 1 MiB).
+            The output tool (`output_mode="tool"`) is exempt: its arguments are the answer,
+            bounded as a native answer is, by the client's `max_answer_chars`.
         format_tool_error: `(exception, call) -> str`: what the model reads when a tool raises
             (not `ToolError`); default `<Type>: <message>`, never a traceback. The exception
             stays on `ToolResult.exception`, logged with its traceback (`llm_worker` logger).
