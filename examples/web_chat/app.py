@@ -3,10 +3,14 @@
 Run it from this folder:
 
     cd examples/web_chat
-    uv run llm-worker serve app:make_worker --static .    # then open http://127.0.0.1:8000
+    uv run llm-worker serve app:make_worker --static . --resumable   # open http://127.0.0.1:8000
+
+`--resumable` keeps a run going when the page reloads (the page reads it again) and makes
+the page's Stop button stop it (`DELETE /api/chat/{id}/stream`).
 
 Offline by default: a scripted model behind the Anthropic wire format on 127.0.0.1 thinks,
-checks the weather and asks to book a trip (a tool that needs your approval). With
+checks the weather and asks to book a trip (a tool that needs your approval); ask it for a
+story and it tells a long one, slowly (to try Stop and a reload). With
 `LLM_WORKER_MODEL=provider:model` (and its API key) a real model answers instead.
 """
 
@@ -31,12 +35,29 @@ def book_trip(city: str) -> str:
     return f"Trip to {city} booked, confirmation KY-2041."
 
 
+STORY = (
+    """## The traveller of Kyoto
+
+Once upon a time a traveller came to **Kyoto** with a small bag and a long list:
+
+- the temples at dawn,
+- the *bamboo* grove at noon,
+- and tea by the river at dusk.
+
+"""
+    + "She walked from one to the next, and each was better than she had hoped. " * 12
+)
+
+
 def scripted_answer(call: ScriptedRequest) -> ScriptedResponse:
     """The offline model: plan and call tools, then answer from their results."""
-    results = call.tool_results
-    if results:
+    results, messages = call.tool_results, call.request.messages
+    asked = messages[-1].text.lower() if messages else ""
+    if results and not asked:  # (a new message beside results: calls it left unanswered)
         said = " ".join(r.content for r in results)
         return ScriptedResponse([TextPart(f"Here is what happened: {said}")], chunk_size=6)
+    if "story" in asked:
+        return ScriptedResponse([TextPart(STORY)], chunk_size=8, delay=0.03)  # about 4 s
     return ScriptedResponse(
         [
             ThinkingPart("The user wants a trip. Check the weather, then book.", signature="s1"),
