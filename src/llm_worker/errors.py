@@ -16,7 +16,8 @@ LLMWorkerError
 │   ├── APIConnectionError        could not reach the provider
 │   └── StreamError               the stream broke after it had begun
 │       ├── StreamInterruptedError    ended early, connection reset
-│       └── MalformedStreamError      data that does not parse
+│       ├── MalformedStreamError      data that does not parse
+│       └── AnswerTooLargeError       the answer passed the client's `max_answer_chars`
 ├── ConfigurationError            a caller mistake: unknown model string, missing key, …
 │   └── MissingExtraError         a feature's optional extra is not installed (names it)
 ├── InvalidMessagesError          a message or history that is not valid
@@ -50,6 +51,7 @@ __all__ = (
     "APIStatusError",
     "APITimeoutError",
     "Aborted",
+    "AnswerTooLargeError",
     "AuthenticationError",
     "BlobAccessDeniedError",
     "BlobContainerNotFoundError",
@@ -226,6 +228,18 @@ class StreamInterruptedError(StreamError):
 
 class MalformedStreamError(StreamError):
     """The stream carried data that does not parse as the protocol says."""
+
+
+class AnswerTooLargeError(StreamError):
+    """The answer grew past the client's `max_answer_chars`; nothing more of it was read.
+
+    Attributes:
+        limit: The bound, in characters of text, thinking, tool arguments and signatures.
+    """
+
+    def __init__(self, message: str, *, limit: int, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.limit = limit
 
 
 class ConfigurationError(LLMWorkerError):

@@ -13,6 +13,7 @@ from llm_worker.events import Event
 from llm_worker.messages import Request, SpecificTool, ToolChoice
 from llm_worker.providers._blocks import StreamMapper, drive
 from llm_worker.providers._http import RetryPolicy, Transport, TransportName
+from llm_worker.providers._settings import DEFAULT_MAX_ANSWER_CHARS, checked_answer_chars
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class HttpClient:
         max_concurrency: int | None = 100,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         transport: TransportName | None = None,
+        max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
     ) -> None:
         """Create a client.
 
@@ -92,13 +94,18 @@ class HttpClient:
             transport: `"httpx"` or `"aiohttp"` (extra `llm-worker[aiohttp]`; asyncio only;
                 less CPU per event). By default `http_client`'s library, else the
                 `LLM_WORKER_TRANSPORT` environment variable, else httpx.
+            max_answer_chars: The most characters one answer may hold (text, thinking, tool
+                arguments and signatures together); past it the stream fails with
+                `AnswerTooLargeError` and nothing more is read (64 Mi; `docs/guarantees.md`).
 
         Raises:
             ConfigurationError: No API key for the provider's own API, a base URL that is not
-                http(s), a bad `max_event_bytes`, or transport settings that do not fit.
+                http(s), a bad `max_event_bytes` or `max_answer_chars`, or transport settings
+                that do not fit.
             MissingExtraError: `transport="aiohttp"` without the `llm-worker[aiohttp]` extra.
         """
         self._model = model
+        self.max_answer_chars = checked_answer_chars(max_answer_chars)
         key, variable, base_url = _key_and_base(self, api_key, base_url)
         all_headers = {**_STREAM_HEADERS, **self.auth_headers(key), **(headers or {})}
         with _naming(variable):
@@ -159,6 +166,7 @@ class HttpClient:
             provider=self.provider,
             scrub=self.transport.scrub,
             max_event_bytes=self.transport.max_event_bytes,
+            max_answer_chars=self.max_answer_chars,
         )
 
     async def aclose(self) -> None:

@@ -12,6 +12,9 @@ the rules of the event model for all of them:
 - the stop of the last closed block is held back until the provider says why it stopped, so the
   stop reason rides on the last block's `BlockStop`; an answer with no block at all gets an
   empty text block to carry it;
+- the answer holds at most `max_answer_chars` characters of text, thinking, tool arguments and
+  signatures together: the delta that passes the bound fails the stream with
+  `AnswerTooLargeError` (nothing more is read), so memory stays proportional to the bound;
 - a tool call has a non-empty id and name, and an id is used once per answer: a call without
   either, or a second tool-use block with an id already used, fails the stream with
   `MalformedStreamError`, even when its content is the same (the tool would run twice, and
@@ -28,6 +31,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from llm_worker.errors import (
+    AnswerTooLargeError,
     LLMWorkerError,
     MalformedStreamError,
     ProviderError,
@@ -58,6 +62,7 @@ from llm_worker.events import (
 )
 from llm_worker.messages import Citation
 from llm_worker.providers._secrets import chain_leaks, scrub_error
+from llm_worker.providers._settings import DEFAULT_MAX_ANSWER_CHARS
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent, SSEDecoder
 
 __all__ = ("BlockEmitter", "StreamMapper", "drive", "wrong_type")
@@ -71,10 +76,22 @@ class BlockEmitter:
     The driver drains `out` after each provider chunk; provider mappers only call methods.
     """
 
-    __slots__ = ("_call_ids", "_held", "_index", "_open", "_opened_any", "info", "out")
+    __slots__ = (
+        "_call_ids",
+        "_held",
+        "_index",
+        "_open",
+        "_opened_any",
+        "_room",
+        "info",
+        "max_answer_chars",
+        "out",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS) -> None:
         self.out: list[Event] = []
+        self.max_answer_chars = max_answer_chars
+        self._room = max_answer_chars  # characters the answer may still grow by
         self._index = -1
         self._open: BlockType | None = None
         self._held: BlockStop | None = None
@@ -109,6 +126,7 @@ class BlockEmitter:
 
     def text(self, text: str, logprobs: list[TokenLogprob] | None = None) -> None:
         """Append answer text, starting a text block if none is open."""
+        self._grow(text)
         if self._open is not BlockType.TEXT:
             self.start(BlockType.TEXT, _TEXT_META)
         self.out.append(BlockDelta(self._index, TextDelta(text, logprobs)))
@@ -136,6 +154,7 @@ class BlockEmitter:
 
     def thinking(self, text: str) -> None:
         """Append thinking text, starting a thinking block if none is open."""
+        self._grow(text)
         if self._open is not BlockType.THINKING:
             self.start(BlockType.THINKING, ThinkingMetadata())
         self.out.append(BlockDelta(self._index, ThinkingDelta(text)))
@@ -172,13 +191,32 @@ class BlockEmitter:
         """Append a fragment of the open tool call's JSON arguments."""
         if self._open is not BlockType.TOOL_USE:
             raise MalformedStreamError("tool arguments arrived outside a tool call")
+        self._grow(fragment)
         self.out.append(BlockDelta(self._index, InputJsonDelta(fragment)))
 
     def signature(self, signature: str) -> None:
         """Attach opaque continuation data to the open block."""
         if self._open is None:
             raise MalformedStreamError("a signature arrived outside any block")
+        self._grow(signature)
         self.out.append(BlockDelta(self._index, SignatureDelta(signature)))
+
+    def _grow(self, piece: str) -> None:
+        """Count a delta against `max_answer_chars`; past it, the answer fails.
+
+        Raises:
+            AnswerTooLargeError: The answer passed the bound.
+        """
+        self._room -= len(piece)
+        if self._room < 0:
+            limit = self.max_answer_chars
+            raise AnswerTooLargeError(
+                f"the answer passed max_answer_chars={limit:,} characters (text, thinking, tool "
+                "arguments and signatures); the rest was not read. Ask for a shorter answer, "
+                "or raise the client's max_answer_chars",
+                limit=limit,
+                streamed=True,
+            )
 
     def provider_block(self, data: dict[str, Any]) -> int:
         """Emit a whole provider-native block (start, then its held stop); return its index."""
@@ -283,6 +321,7 @@ async def drive(
     provider: str,
     scrub: Callable[[str], str] = lambda s: s,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
 ) -> AsyncIterator[Event]:
     """Run one response: bytes → SSE events → mapper → normalized events.
 
@@ -294,9 +333,10 @@ async def drive(
 
     `chunks` belongs to the driver: closing this generator (`aclose()`) closes it at once, so
     the HTTP response is released without waiting for garbage collection. An unfinished SSE
-    line or event longer than `max_event_bytes` fails the stream (`MalformedStreamError`).
+    line or event longer than `max_event_bytes` fails the stream (`MalformedStreamError`), an
+    answer longer than `max_answer_chars` characters (`AnswerTooLargeError`).
     """
-    pump = _Pump(mapper, provider, max_event_bytes)
+    pump = _Pump(mapper, provider, max_event_bytes, max_answer_chars)
     emitter = pump.emitter
     try:
         # Plain calls per read: a generator here would cost a resumption per network read.
@@ -351,8 +391,10 @@ class _Pump:
 
     __slots__ = ("_decoder", "_end_of_read", "_mapper", "_provider", "_started", "emitter")
 
-    def __init__(self, mapper: StreamMapper, provider: str, max_event_bytes: int) -> None:
-        self.emitter = BlockEmitter()
+    def __init__(
+        self, mapper: StreamMapper, provider: str, max_event_bytes: int, max_answer_chars: int
+    ) -> None:
+        self.emitter = BlockEmitter(max_answer_chars)
         self._mapper = mapper
         self._provider = provider
         self._decoder = SSEDecoder(max_event_bytes)
@@ -422,6 +464,8 @@ def _failure(emitter: BlockEmitter, exc: ProviderError, scrub: Callable[[str], s
 
 
 def _code(exc: ProviderError) -> str:
+    if isinstance(exc, AnswerTooLargeError):
+        return "answer_too_large"
     if isinstance(exc, StreamInterruptedError):
         return "stream_interrupted"
     if isinstance(exc, MalformedStreamError):

@@ -12,7 +12,13 @@ from urllib.parse import SplitResult, urlsplit
 
 from llm_worker.errors import ConfigurationError
 
-__all__ = ("checked_base_url", "checked_headers", "checked_limit")
+__all__ = (
+    "DEFAULT_MAX_ANSWER_CHARS",
+    "checked_answer_chars",
+    "checked_base_url",
+    "checked_headers",
+    "checked_limit",
+)
 
 
 def checked_base_url(base_url: str, scrub: Callable[[str], str]) -> SplitResult:
@@ -57,6 +63,21 @@ def checked_limit(limit: int) -> int:
     if type(limit) is not int or limit < 1:
         raise ConfigurationError(
             f"max_event_bytes must be a positive number of bytes, not {limit!r}"
+        )
+    return limit
+
+
+DEFAULT_MAX_ANSWER_CHARS: Final = 64 * 1024 * 1024
+"""Characters one answer may hold by default (64 Mi): text, thinking, tool arguments and
+signatures together. Generous for any model's answer; it bounds the memory a runaway or
+hostile server can make a client hold."""
+
+
+def checked_answer_chars(limit: int) -> int:
+    """`max_answer_chars` checked: a positive whole number of characters."""
+    if type(limit) is not int or limit < 1:
+        raise ConfigurationError(
+            f"max_answer_chars must be a positive number of characters, not {limit!r}"
         )
     return limit
 

@@ -74,6 +74,7 @@ from llm_worker.providers._anthropic_request import (
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, wrong_type
 from llm_worker.providers._http import RetryPolicy, TransportName, error_class
+from llm_worker.providers._settings import DEFAULT_MAX_ANSWER_CHARS
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent
 
 if TYPE_CHECKING:
@@ -150,6 +151,7 @@ class AnthropicClient(HttpClient):
         prompt_cache: Collection[CacheBreakpoint] = (),
         prompt_cache_ttl: Literal["5m", "1h"] | None = None,
         transport: TransportName | None = None,
+        max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
     ) -> None:
         """Create a client.
 
@@ -170,6 +172,7 @@ class AnthropicClient(HttpClient):
             prompt_cache: Where to put prompt-cache breakpoints in every request.
             prompt_cache_ttl: Their cache lifetime (`"5m"` or `"1h"`).
             transport: `"httpx"` or `"aiohttp"` (see `HttpClient`).
+            max_answer_chars: The most characters one answer may hold (see `HttpClient`).
 
         Raises:
             ConfigurationError: No API key, or an unknown prompt-cache breakpoint.
@@ -188,6 +191,7 @@ class AnthropicClient(HttpClient):
             max_concurrency=max_concurrency,
             max_event_bytes=max_event_bytes,
             transport=transport,
+            max_answer_chars=max_answer_chars,
         )
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:

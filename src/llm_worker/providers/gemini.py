@@ -167,6 +167,7 @@ class GeminiClient(HttpClient):
             provider=self.provider,
             scrub=self.transport.scrub,
             max_event_bytes=limit,
+            max_answer_chars=self.max_answer_chars,
         )
 
 

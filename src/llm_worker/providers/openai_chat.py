@@ -155,6 +155,7 @@ class OpenAIChatClient(HttpClient):
             provider=self.provider,
             scrub=self.transport.scrub,
             max_event_bytes=self.transport.max_event_bytes,
+            max_answer_chars=self.max_answer_chars,
         )
 
 
