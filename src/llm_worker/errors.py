@@ -29,6 +29,7 @@ LLMWorkerError
 ├── Aborted                       a hook aborted the run
 ├── LimitExceededError            a loop bound was reached
 ├── OutputValidationError         the final answer never fit the output type (retries spent)
+├── NoOutputError                 `RunResult.output` read on a run that has none (paused, …)
 ├── PauseStateError               a pause state that cannot be resumed
 └── BlobError                     a blob that cannot be stored or loaded
     ├── BlobNotFoundError
@@ -70,6 +71,7 @@ __all__ = (
     "MalformedStreamError",
     "MediaError",
     "MissingExtraError",
+    "NoOutputError",
     "NotFoundError",
     "OutputValidationError",
     "OverloadedError",
@@ -354,6 +356,23 @@ class OutputValidationError(LLMWorkerError):
         self.raw = raw
         self.errors = errors
         self.attempts = attempts
+
+
+class NoOutputError(LLMWorkerError, LookupError):
+    """`RunResult.output` was read, but the run has no output.
+
+    It was paused or cancelled, or the model refused; `RunResult.output_or_none` reads
+    `None` instead.
+
+    Attributes:
+        status: How the run ended (`"paused"`, `"cancelled"`, or `"finished"` for a refusal).
+        refused: The model refused to answer (`RunResult.refusal`).
+    """
+
+    def __init__(self, message: str, *, status: str, refused: bool) -> None:
+        super().__init__(message)
+        self.status = status
+        self.refused = refused
 
 
 class PauseStateError(LLMWorkerError, ValueError):

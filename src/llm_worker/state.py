@@ -17,7 +17,7 @@ from typing_extensions import TypeVar
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker._media import media_from_json, media_to_json
 from llm_worker._pause_checks import empty_text, output_call_mismatch, pending_mismatch
-from llm_worker.errors import PauseStateError
+from llm_worker.errors import NoOutputError, PauseStateError
 from llm_worker.events import USAGE_FIELDS, Event, StopReason, UsageEvent
 from llm_worker.messages import Message
 
@@ -30,6 +30,7 @@ __all__ = (
     "CallStatus",
     "Decision",
     "OutputPartial",
+    "OutputRejected",
     "PauseState",
     "PendingCall",
     "RequestUsage",
@@ -485,10 +486,19 @@ def _rewritten_input(value: object, status: object) -> dict[str, Any] | None:
 OutputT = TypeVar("OutputT", default=str)
 """The type of a run's output: `str` without an output type, else the output type."""
 
+ValueT = TypeVar("ValueT", default=Any)
+"""The output type an event carries: a bare `RunEvent` / `OutputPartial` takes any."""
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, init=False)
 class RunResult(Generic[OutputT]):
     """What `Worker.run` / `Worker.resume` return.
+
+    `output` is typed as the Worker's output type (`RunResult[Invoice].output` is an
+    `Invoice`) and is one whenever it can be read: a run that did not finish, or whose model
+    refused, has none, and reading `output` then raises `NoOutputError` naming why, rather
+    than hand back a `None` the type does not admit. Check `status` first, or read
+    `output_or_none` (typed `Invoice | None`).
 
     Attributes:
         status: How the run ended.
@@ -504,11 +514,8 @@ class RunResult(Generic[OutputT]):
             `CONTENT_FILTER` / `REFUSAL` that the provider held it back).
         response_ids: The provider's ids of this run's answers, in order (where the provider
             gives them): what support requests and `previous_response_id` name.
-        output: The validated output when FINISHED: an instance of the Worker's `output_type`
-            (`RunResult[Invoice]`), or the final text (`RunResult[str]`) without one. `None`
-            when the run did not finish or the model refused.
         refusal: The model's refusal (its text, or the reason the provider gave) when it
-            declined to answer; `output` is then `None`.
+            declined to answer; the run has no `output` then.
         request_usage: Each request's provider, model and usage, in order (before a pause
             too, for a resumed run): what `cost` prices, request by request. An attempt
             whose stream broke and was retried has its own entry when it reported usage
@@ -516,19 +523,75 @@ class RunResult(Generic[OutputT]):
     """
 
     status: RunStatus
-    text: str = ""
-    messages: list[Message] = field(default_factory=lambda: [])
-    usage: UsageEvent = field(default_factory=UsageEvent)
-    requests: int = 0
-    state: PauseState | None = None
-    reason: str | None = None
-    stop_reason: StopReason | None = None
-    response_ids: list[str] = field(default_factory=lambda: [])
-    # `None` stands in until the run finishes (see the docstring); typed as the output for
-    # the common case of a finished run.
-    output: OutputT = cast(Any, None)  # noqa: RUF009 (evaluated once: None)
-    refusal: str | None = None
-    request_usage: list[RequestUsage] = field(default_factory=lambda: [])
+    text: str
+    messages: list[Message]
+    usage: UsageEvent
+    requests: int
+    state: PauseState | None
+    reason: str | None
+    stop_reason: StopReason | None
+    response_ids: list[str]
+    _output: OutputT | None
+    refusal: str | None
+    request_usage: list[RequestUsage]
+
+    def __init__(
+        self,
+        status: RunStatus,
+        *,
+        text: str = "",
+        messages: list[Message] | None = None,
+        usage: UsageEvent | None = None,
+        requests: int = 0,
+        state: PauseState | None = None,
+        reason: str | None = None,
+        stop_reason: StopReason | None = None,
+        response_ids: list[str] | None = None,
+        output: OutputT | None = None,
+        refusal: str | None = None,
+        request_usage: list[RequestUsage] | None = None,
+    ) -> None:
+        # Written out (not the dataclass's) so that `output=` sets what the property reads.
+        self.status = status
+        self.text = text
+        self.messages = [] if messages is None else messages
+        self.usage = UsageEvent() if usage is None else usage
+        self.requests = requests
+        self.state = state
+        self.reason = reason
+        self.stop_reason = stop_reason
+        self.response_ids = [] if response_ids is None else response_ids
+        self._output = output
+        self.refusal = refusal
+        self.request_usage = [] if request_usage is None else request_usage
+
+    @property
+    def has_output(self) -> bool:
+        """Whether the run has an output: it FINISHED and the model did not refuse."""
+        return self.status is RunStatus.FINISHED and self.refusal is None
+
+    @property
+    def output(self) -> OutputT:
+        """The validated output, of the Worker's `output_type` (the final text without one).
+
+        An `Invoice` for a `RunResult[Invoice]`, a `str` for a `RunResult[str]`.
+
+        Raises:
+            NoOutputError: The run has none: it was paused or cancelled, or the model
+                refused (`refusal`). `output_or_none` gives `None` instead.
+        """
+        if not self.has_output:
+            raise _no_output(self.status, self.refusal is not None)
+        return cast(OutputT, self._output)  # as the run set it; None only if T admits it
+
+    @output.setter
+    def output(self, value: OutputT | None) -> None:
+        self._output = value
+
+    @property
+    def output_or_none(self) -> OutputT | None:
+        """The validated output, or `None` when the run has none (see `output`)."""
+        return self._output if self.has_output else None
 
     @property
     def cost(self) -> Decimal | None:
@@ -541,6 +604,21 @@ class RunResult(Generic[OutputT]):
             MissingExtraError: `genai-prices` is not installed.
         """
         return total_cost(self.request_usage)
+
+
+def _no_output(status: RunStatus, refused: bool) -> NoOutputError:
+    if refused:
+        why = "the model refused to answer (its refusal is in `result.refusal`)"
+    elif status is RunStatus.PAUSED:
+        why = "the run was paused (resume it with `result.state`)"
+    else:
+        why = f"the run was {status.value}"
+    return NoOutputError(
+        f"the run has no output: {why}; check `result.status` first, or read "
+        "`result.output_or_none`",
+        status=status.value,
+        refused=refused,
+    )
 
 
 @dataclass(slots=True)
@@ -587,13 +665,14 @@ class ToolResultReady:
 
 
 @dataclass(slots=True)
-class OutputPartial:
+class OutputPartial(Generic[ValueT]):
     """The structured output validated so far, while its JSON streams (`Worker.stream`).
 
-    Sent while the answer streams. The JSON so far is validated again only once at least
-    256 characters, and an eighth of what had come before, have arrived since the last try:
-    the cost stays linear in the answer's size, however small its deltas. The last one is not
-    the final output; `RunResult.output` is (checked whole, retried when invalid).
+    A `Worker[Invoice]`'s stream yields `OutputPartial[Invoice]`. The first one is sent as
+    soon as the JSON so far validates; after it, at most one every
+    `Worker(output_partial_interval=...)` seconds (0.05 by default) while the answer grows,
+    and once more when its block ends. The last one is not the final output;
+    `RunResult.output` is (checked whole, retried when invalid: see `OutputRejected`).
 
     Attributes:
         value: The output built from the JSON received so far (a model instance with the
@@ -601,8 +680,32 @@ class OutputPartial:
         size: Characters of the answer's JSON received so far.
     """
 
-    value: Any
+    value: ValueT
     size: int
+
+
+@dataclass(slots=True)
+class OutputRejected:
+    """The model's structured answer did not fit the output type (`Worker.stream`).
+
+    Sent when an answer fails validation, before its problems go back to the model (and
+    before `OutputValidationError` ends the run, when no retry is left). The partials sent
+    while it streamed were of this rejected answer; the next answer's follow.
+
+    Attributes:
+        errors: What was wrong, one line per problem (`path: message`): the lines the model
+            is sent.
+        message: The text the model reads about it (the feedback message in native mode,
+            the output tool's error result in tool mode).
+        attempt: Which answer this was (1 for the first).
+        retries_left: Answers the model may still give; 0: the run fails with
+            `OutputValidationError` after this event.
+    """
+
+    errors: list[str]
+    message: str
+    attempt: int
+    retries_left: int
 
 
 @dataclass(slots=True)
@@ -627,10 +730,10 @@ class ToolProgress:
 
 
 @dataclass(slots=True)
-class RunCompleted:
-    """The last item of `Worker.stream`: the run's result."""
+class RunCompleted(Generic[ValueT]):
+    """The last item of `Worker.stream`: the run's result (`RunCompleted[Invoice]`)."""
 
-    result: RunResult[Any]
+    result: RunResult[ValueT]
 
 
 RunEvent: TypeAlias = (
@@ -640,8 +743,12 @@ RunEvent: TypeAlias = (
     | TextComplete
     | ToolCallComplete
     | ToolResultReady
-    | OutputPartial
+    | OutputPartial[ValueT]
+    | OutputRejected
     | ToolProgress
-    | RunCompleted
+    | RunCompleted[ValueT]
 )
-"""What `Worker.stream` yields: the provider events plus the Worker's own."""
+"""What `Worker.stream` yields: the provider events plus the Worker's own.
+
+`RunEvent[Invoice]` is what a `Worker[Invoice]`'s stream yields (its partials and result are
+typed); a bare `RunEvent` is `RunEvent[Any]`, any Worker's."""

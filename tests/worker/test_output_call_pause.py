@@ -155,7 +155,7 @@ async def test_a_refusal_after_an_accepted_call_pauses_without_the_old_call() ->
         with anyio.fail_after(10):
             result = await Worker(client, output_type=Invoice, output_mode="tool").resume(state)
         await client.aclose()
-    assert result.refusal == "I won't." and result.output is None
+    assert result.refusal == "I won't." and result.output_or_none is None
 
 
 async def test_a_cancel_while_the_resumed_turn_end_waits_leaves_a_usable_worker() -> None:
@@ -195,7 +195,7 @@ async def test_a_cancel_while_the_resumed_turn_end_waits_leaves_a_usable_worker(
             after = await worker.run("The next one.")
         await client.aclose()
     assert cancelled is not None and cancelled.status is RunStatus.CANCELLED
-    assert cancelled.output is None
+    assert cancelled.output_or_none is None
     assert after.output == Invoice(number="C-3", total=1)
 
 

@@ -185,7 +185,7 @@ async def test_a_refusal_ends_the_run_with_result_refusal_not_a_retry(
         with anyio.fail_after(10):
             result = await worker.run("Something forbidden.")
     assert result.status is RunStatus.FINISHED
-    assert result.output is None
+    assert result.output_or_none is None
     assert result.stop_reason is StopReason.REFUSAL
     assert result.refusal is not None
     assert result.requests == 1

@@ -62,7 +62,7 @@ async def test_a_refusal_paused_at_turn_end_is_still_a_refusal_in_a_fresh_worker
         await client.aclose()
     assert result.status is RunStatus.FINISHED
     assert result.refusal is not None
-    assert result.output is None
+    assert result.output_or_none is None
     assert result.stop_reason is StopReason.REFUSAL
     assert len(server.requests) == 1  # no validation retry of the refusal's words
 
@@ -249,7 +249,7 @@ async def test_a_run_cancelled_after_a_partial_output_leaves_a_usable_worker(
                 result = stream.result
             assert result is not None
             assert result.status is RunStatus.CANCELLED
-            assert result.output is None
+            assert result.output_or_none is None
             second = await worker.run("Just one.")
         await client.aclose()
     assert second.output == [Invoice(number="B", total=1)]

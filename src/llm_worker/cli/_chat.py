@@ -288,7 +288,7 @@ async def _run_once(
 def _output(result: RunResult[Any]) -> Any:
     if result.refusal is not None:
         raise LLMWorkerError(f"the model refused: {result.refusal}")
-    return result.output
+    return result.output_or_none  # None (printed `null`) for a run cancelled by Ctrl-C
 
 
 def _as_json(result: RunResult[Any]) -> dict[str, Any]:
@@ -296,7 +296,7 @@ def _as_json(result: RunResult[Any]) -> dict[str, Any]:
     return {
         "status": result.status.value,
         "text": result.text,
-        "output": result.output if result.output != result.text else None,
+        "output": output if (output := result.output_or_none) != result.text else None,
         "refusal": result.refusal,
         "reason": result.reason,
         "requests": result.requests,

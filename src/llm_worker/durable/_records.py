@@ -177,7 +177,7 @@ def run_from(data: object, plan: OutputPlan | None = None) -> RunResult:
     """
     r = as_dict(data)
     stop = as_str(r["stop_reason"])
-    result = RunResult(
+    result: RunResult[Any] = RunResult(
         RunStatus(str(r["status"])),
         text=str(r["text"]),
         messages=_messages(r["messages"]),

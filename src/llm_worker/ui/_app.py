@@ -59,7 +59,7 @@ __all__ = (
 
 _T = TypeVar("_T")
 
-WorkerFactory = Callable[..., "Worker | Awaitable[Worker]"]
+WorkerFactory = Callable[..., "Worker[Any] | Awaitable[Worker[Any]]"]
 """What the adapters call once per request for a fresh `Worker` (tools, system prompt, model):
 with no argument, or with the request's JSON body when it takes one (to read a thread id,
 AG-UI `state` / `context`, or your own `body` fields)."""

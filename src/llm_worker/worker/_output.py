@@ -41,7 +41,7 @@ from llm_worker.events import (
     ToolUseMetadata,
 )
 from llm_worker.messages import Message, OutputSchema
-from llm_worker.state import OutputPartial
+from llm_worker.state import OutputPartial, OutputRejected
 from llm_worker.tools import ToolMeta
 from llm_worker.tools._messages import MAX_ERRORS, excerpt
 from llm_worker.tools._tool import MetaTool
@@ -65,6 +65,7 @@ __all__ = (
     "give_up",
     "output_plan",
     "rejected_call",
+    "rejection",
 )
 
 OutputMode = Literal["native", "tool"]
@@ -77,10 +78,14 @@ _MAX_RAW = 200
 
 @dataclass(slots=True)
 class Rejected(Exception):
-    """An answer that does not fit the output type, and why (one line per problem)."""
+    """An answer that does not fit the output type, and why (one line per problem).
+
+    `told`: what the model already read about it (the output tool's error result), if so.
+    """
 
     raw: str
     errors: list[str]
+    told: str | None = None
 
 
 class OutputPlan:
@@ -367,10 +372,33 @@ def called_output(plan: OutputPlan, pending: list[PendingCall]) -> PendingCall |
     return calls[-1] if calls else None
 
 
-def rejected_call(call: PendingCall) -> Rejected:
-    """A call of the output tool whose arguments did not fit, as a rejection."""
-    text = call.result.content if call.result is not None else "the call was not run"
-    return Rejected(call.call.raw_input or orjson.dumps(call.call.input).decode(), [text])
+def rejected_call(plan: OutputPlan, call: PendingCall) -> Rejected:
+    """A call of the output tool whose arguments did not fit, as a rejection.
+
+    Its errors are the problems of its arguments, one a line, as the tool found them; the
+    model read them in the call's error result. A call refused for another reason (a hook
+    denied it) has that result's text as its one error.
+    """
+    raw = call.call.raw_input or orjson.dumps(call.call.input).decode()
+    told = call.result.content if call.result is not None else "the call was not run"
+    try:
+        plan.check(orjson.dumps(call.call.input).decode())
+    except Rejected as rejected:
+        return Rejected(raw, rejected.errors, told)
+    return Rejected(raw, [told], told)
+
+
+def rejection(
+    plan: OutputPlan, rejected: Rejected, attempts: int, note: Message | None
+) -> OutputRejected:
+    """The stream's event for the `attempts`-th answer that did not fit.
+
+    `note`: the feedback message the model is sent, if it is sent one (else it was told by
+    the output tool's error result).
+    """
+    message = note.text if note is not None else rejected.told or plan.feedback(rejected).text
+    left = max(0, plan.retries + 1 - attempts)
+    return OutputRejected(list(rejected.errors), message, attempts, left)
 
 
 def give_up(plan: OutputPlan, rejected: Rejected, attempts: int) -> OutputValidationError:

@@ -212,7 +212,7 @@ class RunStream(Generic[OutputT]):
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> RunEvent:
+    async def __anext__(self) -> RunEvent[OutputT]:
         if self._over:
             raise StopAsyncIteration
         channel = self._channel
@@ -248,7 +248,7 @@ class RunStream(Generic[OutputT]):
             buffer.appendleft(event)  # before what its processing sent (a partial output)
         return self._next_item()
 
-    def _next_item(self) -> RunEvent:
+    def _next_item(self) -> RunEvent[OutputT]:
         """The first buffered item: an event, or the end (None) or the run's error, raised."""
         item = self._channel.buffer.popleft()
         if item is None:

@@ -58,6 +58,7 @@ from llm_worker.worker._output import (
     called_output,
     give_up,
     rejected_call,
+    rejection,
 )
 from llm_worker.worker._stream import Channel, Reached, channel_of
 
@@ -180,12 +181,12 @@ class Run:
             return self.paused("before_tool_call", paused.reason, batch.pending)
         output = self.cfg.output
         called = called_output(output, batch.pending) if output is not None else None
-        if called is None:
+        if called is None or output is None:
             return None
         if called.result is not None and not called.result.is_error:
             last = _last_assistant(self.history)
             return await self._turn_end(last, resumed=False, accepted=called.call)
-        self._rejected(rejected_call(called), feedback=False)  # its error result says why
+        self._rejected(rejected_call(output, called), feedback=False)  # its error result says why
         return None
 
     # -- the request ---------------------------------------------------------------------
@@ -414,10 +415,13 @@ class Run:
         plan = self.cfg.output
         assert plan is not None
         self.output_attempts += 1
+        note = plan.feedback(rejected) if feedback else None
+        if self.cfg.sinks:  # `Worker.stream` readers learn the partials they saw were rejected
+            _send(self.cfg.sinks, rejection(plan, rejected, self.output_attempts, note))
         if self.output_attempts > plan.retries:
             raise give_up(plan, rejected, self.output_attempts)
-        if feedback:
-            self.history.append(plan.feedback(rejected))
+        if note is not None:
+            self.history.append(note)
 
     # -- outcomes ------------------------------------------------------------------------
 
