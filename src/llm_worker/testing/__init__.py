@@ -9,7 +9,9 @@
 
 Both scripted doubles play the same steps: a fixed `ScriptedResponse`, or a callable that is
 given the `ScriptedRequest` (the neutral `Request`, decoded from the wire by the server) and
-returns one. `decode_request` reads any recorded request body back into a neutral `Request`.
+returns one; one step alone answers every request. An answer without `usage` reports the
+rough count `prompt_tokens` (4 characters a token) of the request it answers as its input.
+`decode_request` reads any recorded request body back into a neutral `Request`.
 """
 
 from llm_worker.testing._decode import decode_request
@@ -21,6 +23,7 @@ from llm_worker.testing._script import (
     ScriptExhaustedError,
     ScriptStep,
     ScriptStepError,
+    prompt_tokens,
 )
 from llm_worker.testing._server import Chunking, RecordedRequest, WireResponse, WireServer
 
@@ -38,4 +41,5 @@ __all__ = (
     "WireResponse",
     "WireServer",
     "decode_request",
+    "prompt_tokens",
 )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Literal, overload
 from typing_extensions import TypeVar
 
 from llm_worker.errors import ConfigurationError
-from llm_worker.messages import ToolUsePart
+from llm_worker.messages import Request, ToolUsePart
 from llm_worker.testing._decode import decode_request
 from llm_worker.testing._script import (
     ScriptedRequest,
@@ -26,6 +26,8 @@ from llm_worker.testing._script import (
     ScriptStep,
     ScriptStepError,
     play,
+    refuse_add,
+    split_script,
 )
 from llm_worker.testing._server import Chunking, RecordedRequest, WireResponse, WireServer
 
@@ -72,8 +74,13 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
 
     Each request gets the next step of the script: a `ScriptedResponse`, or a callable given
     the `ScriptedRequest` (the request decoded into a neutral `Request`, and the HTTP request)
-    that returns one. A step that fails — its callable raises, or its answer cannot be
-    streamed in this format — stays current: it and every later request are answered with
+    that returns one; a single step in place of the script answers every request. An answer
+    without `usage` reports a rough count (4 characters a token) of the request it answers
+    as its input tokens (`prompt_tokens`), as `ScriptedClient` does, so offline cost and
+    budget tests see usage grow with the conversation.
+
+    A step that fails — its callable raises, or its answer cannot be streamed in this
+    format — stays current: it and every later request are answered with
     HTTP 424 and an error (type `script_step_failed`) naming the step, which no client
     retries, and leaving `async with` raises `ScriptStepError` chained to the step's
     exception. A request with no step left is answered the same way (type
@@ -92,7 +99,7 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
     def __init__(
         self: ScriptedModelServer[AnthropicClient],
         provider: Literal["anthropic"],
-        responses: Iterable[ScriptStep] = (),
+        responses: Iterable[ScriptStep] | ScriptStep = (),
         *,
         model: str = ...,
         chunking: Chunking | None = ...,
@@ -102,7 +109,7 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
     def __init__(
         self: ScriptedModelServer[OpenAIChatClient],
         provider: Literal["openai_chat"],
-        responses: Iterable[ScriptStep] = (),
+        responses: Iterable[ScriptStep] | ScriptStep = (),
         *,
         model: str = ...,
         chunking: Chunking | None = ...,
@@ -112,7 +119,7 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
     def __init__(
         self: ScriptedModelServer[OpenAIResponsesClient],
         provider: Literal["openai_responses"],
-        responses: Iterable[ScriptStep] = (),
+        responses: Iterable[ScriptStep] | ScriptStep = (),
         *,
         model: str = ...,
         chunking: Chunking | None = ...,
@@ -122,7 +129,7 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
     def __init__(
         self: ScriptedModelServer[GeminiClient],
         provider: Literal["gemini"],
-        responses: Iterable[ScriptStep] = (),
+        responses: Iterable[ScriptStep] | ScriptStep = (),
         *,
         model: str = ...,
         chunking: Chunking | None = ...,
@@ -132,7 +139,7 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
     def __init__(
         self: ScriptedModelServer[HttpClient],
         provider: str,
-        responses: Iterable[ScriptStep] = (),
+        responses: Iterable[ScriptStep] | ScriptStep = (),
         *,
         model: str = ...,
         chunking: Chunking | None = ...,
@@ -141,7 +148,7 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
     def __init__(
         self,
         provider: str,
-        responses: Iterable[ScriptStep] = (),
+        responses: Iterable[ScriptStep] | ScriptStep = (),
         *,
         model: str = "scripted-model",
         chunking: Chunking | None = None,
@@ -152,7 +159,8 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
         Args:
             provider: The wire format: `"anthropic"`, `"gemini"`, `"openai_chat"` or
                 `"openai_responses"`.
-            responses: The script: one step per request, in order.
+            responses: The script: one step per request, in order; or one step (a
+                `ScriptedResponse` or a callable) that answers every request.
             model: The model name the answers report (and `client()` sends).
             chunking: How each answer's body is split into writes.
             chunk_delay: Seconds between two writes.
@@ -163,7 +171,7 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
         super().__init__(handler=self._play)
         self.provider = provider
         self.model = model
-        self.script: list[ScriptStep] = list(responses)
+        self._every, self.script = split_script(responses)
         self.chunking = chunking or Chunking.whole()
         self.chunk_delay = chunk_delay
         self._encode = _encoder(provider)
@@ -172,12 +180,19 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
         self._failure: ScriptStepError | ScriptExhaustedError | None = None
 
     def add(self, *responses: ScriptStep) -> None:
-        """Append steps to the script."""
+        """Append steps to the script.
+
+        Raises:
+            ConfigurationError: One step answers every request: nothing would come after it.
+        """
+        refuse_add(self._every)
         self.script.extend(responses)
 
     @property
     def remaining(self) -> int:
-        """Steps not played yet."""
+        """Steps not played yet (a step that answers every request: 1 until its first)."""
+        if self._every is not None:
+            return 0 if self._next else 1
         return len(self.script) - self._next
 
     def assert_all_used(self) -> None:
@@ -229,14 +244,15 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
     def _play(self, http: RecordedRequest) -> WireResponse:
         if isinstance(self._failure, ScriptStepError):
             return _failed(self._failure, "script_step_failed")
-        if self._next >= len(self.script):
+        step = self._step()
+        if step is None:
             exhausted = ScriptExhaustedError(
                 f"request {self._next + 1} made, but the script has {len(self.script)} answer(s)"
             )
             self._failure = self._failure or exhausted
             return _failed(exhausted, "script_exhausted")
         try:
-            response = self._response(http)
+            response = self._response(step, http)
             body = self._encoded(response)
         except ScriptStepError as failure:
             self._failure = failure
@@ -247,23 +263,38 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
         self._calls += sum(1 for p in response.parts if isinstance(p, ToolUsePart) and not p.id)
         return self._wire(body, response)
 
-    def _response(self, http: RecordedRequest) -> ScriptedResponse:
-        """The current step's answer to a request.
+    def _step(self) -> ScriptStep | None:
+        """The step that answers the next request: the script's next, or the repeated one."""
+        if self._every is not None:
+            return self._every
+        return self.script[self._next] if self._next < len(self.script) else None
+
+    def _response(self, step: ScriptStep, http: RecordedRequest) -> ScriptedResponse:
+        """The step's answer to a request, its usage counted from the request if not given.
 
         Raises:
             ScriptStepError: The request could not be decoded for a callable step, or the
                 step raised.
         """
-        step = self.script[self._next]
-        if isinstance(step, ScriptedResponse):
-            return step
         try:
-            request = decode_request(self.provider, http.json(), model=self._model_of(http))
+            request: Request | None = decode_request(
+                self.provider, http.json(), model=self._model_of(http)
+            )
         except Exception as exc:
-            raise ScriptStepError(
-                f"{self._where()}: the request could not be decoded: {exc}"
-            ) from exc
-        return play(step, ScriptedRequest(request, self._next, http), len(self.script))
+            if not isinstance(step, ScriptedResponse):
+                raise ScriptStepError(
+                    f"{self._where()}: the request could not be decoded: {exc}"
+                ) from exc
+            request = None  # a fixed answer needs no request: its usage counts the body
+        if isinstance(step, ScriptedResponse):
+            response = step
+        else:
+            assert request is not None  # (decoded, or raised above)
+            response = play(step, ScriptedRequest(request, self._next, http), self._count())
+        if response.usage is not None:
+            return response
+        usage = response.resolved_usage(request, prompt_chars=len(http.body))
+        return dataclasses.replace(response, usage=usage)
 
     def _encoded(self, response: ScriptedResponse) -> bytes:
         """The answer's body, its id-less calls numbered on from the earlier answers.
@@ -279,8 +310,12 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
                 f"{self._where()}: its answer cannot be streamed as {self.provider}: {exc}"
             ) from exc
 
+    def _count(self) -> int:
+        # The script's length, for messages; a repeated step counts as the requests so far.
+        return len(self.script) if self._every is None else self._next + 1
+
     def _where(self) -> str:
-        return f"script step {self._next + 1} (of {len(self.script)})"
+        return f"script step {self._next + 1} (of {self._count()})"
 
     def _model_of(self, http: RecordedRequest) -> str:
         # Gemini names the model in the URL only; the others in the body.

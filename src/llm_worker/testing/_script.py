@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 import anyio
 import orjson
 
-from llm_worker.errors import LLMWorkerError, ProviderError
+from llm_worker.errors import ConfigurationError, LLMWorkerError, ProviderError
 from llm_worker.events import (
     BlockType,
     ErrorEvent,
@@ -46,6 +46,7 @@ __all__ = (
     "ScriptedClient",
     "ScriptedRequest",
     "ScriptedResponse",
+    "prompt_tokens",
 )
 
 
@@ -119,13 +120,21 @@ class ScriptedResponse:
             return StopReason.TOOL_USE
         return StopReason.END_TURN
 
-    def resolved_usage(self, request: Request | None = None) -> UsageEvent:
-        """The usage, defaulted to a rough count."""
+    def resolved_usage(
+        self, request: Request | None = None, *, prompt_chars: int = 0
+    ) -> UsageEvent:
+        """The usage, defaulted to a rough count: 4 characters a token.
+
+        Input tokens count the request (see `prompt_tokens`), or else `prompt_chars`
+        characters of it; output tokens count the answer's parts. Neither is 0 with a
+        request: an offline cost or budget test sees usage that grows with the conversation.
+        """
         if self.usage is not None:
             return self.usage
-        prompt = 0
         if request is not None:
-            prompt = sum(len(m.to_json()) for m in request.messages) // 4 + 1
+            prompt = prompt_tokens(request)
+        else:
+            prompt = prompt_chars // 4 + 1 if prompt_chars else 0
         output = sum(len(_part_text(p)) for p in self.parts) // 4 + 1
         return UsageEvent(input_tokens=prompt, output_tokens=output, total_tokens=prompt + output)
 
@@ -169,6 +178,43 @@ class ScriptedRequest:
 ScriptStep: TypeAlias = ScriptedResponse | Callable[[ScriptedRequest], ScriptedResponse]
 """One answer of a script: fixed, or computed from the request (to echo a tool result or a
 blob id back, as a real model would)."""
+
+
+def prompt_tokens(request: Request) -> int:
+    """A rough count of a request's input tokens: a token for every 4 characters.
+
+    The characters are those of the system prompt, of each message's JSON form, and of the
+    tools' and the output schema's JSON: what a provider bills as input, roughly (an image
+    counts by its encoded size, far above a provider's count for it). The same request
+    counts the same whichever wire it came over.
+    """
+    chars = len(request.system or "") + sum(len(m.to_json()) for m in request.messages)
+    for spec in request.tools:
+        chars += len(spec.name) + len(spec.description) + len(orjson.dumps(spec.input_schema))
+    if request.output_schema is not None:
+        chars += len(orjson.dumps(request.output_schema.schema))
+    return chars // 4 + 1
+
+
+def split_script(
+    responses: Iterable[ScriptStep] | ScriptStep,
+) -> tuple[ScriptStep | None, list[ScriptStep]]:
+    """A script as (the step that answers every request, or None; the steps in order)."""
+    if isinstance(responses, ScriptedResponse) or callable(responses):
+        return responses, []
+    return None, list(responses)
+
+
+def refuse_add(every: ScriptStep | None) -> None:
+    """Refuse steps added after one that answers every request.
+
+    Raises:
+        ConfigurationError: `every` is set.
+    """
+    if every is not None:
+        raise ConfigurationError(
+            "this script is one step that answers every request: no step can come after it"
+        )
 
 
 def play(step: ScriptStep, call: ScriptedRequest, count: int) -> ScriptedResponse:
@@ -230,7 +276,8 @@ class ScriptedClient:
 
     Each `stream()` call plays the next step — a `ScriptedResponse`, or a callable given the
     `ScriptedRequest` that returns one — records the request in `requests`, and yields the
-    same normalized events a real client would. A step that raises makes `stream()` raise
+    same normalized events a real client would. A single step in place of the script answers
+    every request. A step that raises makes `stream()` raise
     `ScriptStepError` (chained to it), and the script stays at that step.
 
     Example:
@@ -245,12 +292,12 @@ class ScriptedClient:
 
     def __init__(
         self,
-        responses: Iterable[ScriptStep],
+        responses: Iterable[ScriptStep] | ScriptStep,
         *,
         model: str = "scripted",
         provider: str = "scripted",
     ) -> None:
-        self._responses: list[ScriptStep] = list(responses)
+        self._every, self._responses = split_script(responses)
         self._next = 0
         self._calls = 0
         self.requests: list[Request] = []
@@ -269,11 +316,18 @@ class ScriptedClient:
 
     @property
     def remaining(self) -> int:
-        """Answers not used yet."""
+        """Answers not used yet (a step that answers every request: 1 until its first)."""
+        if self._every is not None:
+            return 0 if self._next else 1
         return len(self._responses) - self._next
 
     def add(self, *responses: ScriptStep) -> None:
-        """Append answers to the script."""
+        """Append answers to the script.
+
+        Raises:
+            ConfigurationError: One step answers every request: nothing would come after it.
+        """
+        refuse_add(self._every)
         self._responses.extend(responses)
 
     def assert_all_used(self) -> None:
@@ -288,13 +342,16 @@ class ScriptedClient:
             ScriptExhaustedError: The script has no answer left.
             ScriptStepError: The step's callable raised (chained to its exception).
         """
-        if self._next >= len(self._responses):
-            raise ScriptExhaustedError(
-                f"request {self._next + 1} made, but the script has only "
-                f"{len(self._responses)} answer(s)"
-            )
-        call = ScriptedRequest(request, self._next)
-        response = play(self._responses[self._next], call, len(self._responses))
+        step = self._every
+        if step is None:
+            if self._next >= len(self._responses):
+                raise ScriptExhaustedError(
+                    f"request {self._next + 1} made, but the script has only "
+                    f"{len(self._responses)} answer(s)"
+                )
+            step = self._responses[self._next]
+        count = len(self._responses) if self._every is None else self._next + 1
+        response = play(step, ScriptedRequest(request, self._next), count)
         self._next += 1
         self.requests.append(request)
         return self._events(response, request)
