@@ -670,8 +670,9 @@ class OutputPartial(Generic[ValueT]):
 
     A `Worker[Invoice]`'s stream yields `OutputPartial[Invoice]`. The first one is sent as
     soon as the JSON so far validates; after it, at most one every
-    `Worker(output_partial_interval=...)` seconds (0.05 by default) while the answer grows,
-    and once more when its block ends. The last one is not the final output;
+    `Worker(output_partial_interval=...)` seconds (0.05 by default) while the answer grows
+    (and only once it has grown by a sixty-fourth: each try validates the whole text), and
+    once more when its block ends. The last one is not the final output;
     `RunResult.output` is (checked whole, retried when invalid: see `OutputRejected`).
 
     Attributes:

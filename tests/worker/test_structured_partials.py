@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import anyio
@@ -46,7 +47,7 @@ async def test_partials_grow_as_the_json_arrives_and_the_result_is_whole() -> No
     answer = ScriptedResponse.output(report, chunk_size=5)
     async with ScriptedModelServer("openai_responses", [answer]) as server:
         client = server.client()
-        worker = Worker(client, output_type=Report)
+        worker = Worker(client, output_type=Report, output_partial_interval=0)
         partials = await _partials(worker)
         await client.aclose()
     assert len(partials) >= 3
@@ -72,20 +73,21 @@ async def test_tool_mode_partials_come_from_the_output_calls_arguments() -> None
     assert partials[-1].value == points
 
 
-async def test_a_twenty_thousand_delta_answer_is_validated_a_bounded_number_of_times() -> None:
-    report = _report(4000)  # ~ 60 kB of JSON in 3-character deltas: ~20,000 deltas
+async def test_many_small_deltas_are_validated_a_bounded_number_of_times() -> None:
+    report = _report(1000)  # ~ 15 kB of JSON in 3-character deltas: ~5,000 deltas
     text = report.model_dump_json()
     answer = ScriptedResponse.text(text, chunk_size=3)
-    worker = Worker(ScriptedClient([answer]), output_type=Report)
+    # No interval: the worst case, where only the growth rule bounds the work.
+    worker = Worker(ScriptedClient([answer]), output_type=Report, output_partial_interval=0)
     partials = await _partials(worker)
     deltas = len(text) // 3
-    assert deltas > 19_000
-    # Each validation reads the whole text: it happens only every 256 characters and every
-    # eighth of the text so far, so the count grows with the log of the size, not the deltas.
-    assert len(partials) < 80
+    assert deltas > 4_900
+    # Each validation reads the whole text: once a partial was sent it happens only when
+    # the text has grown by a sixty-fourth, so the count grows with the log of the size.
+    assert 100 < len(partials) < 64 * math.log(len(text)) + 64
     assert partials[-1].value == report
-    gaps = [b.size - a.size for a, b in itertools.pairwise(partials)]
-    assert all(gap >= PartialFeed.min_bytes for gap in gaps[:-1])
+    gaps = [(b.size - a.size, a.size) for a, b in itertools.pairwise(partials)]
+    assert all(gap >= size >> PartialFeed.shift for gap, size in gaps[:-1])
 
 
 async def test_a_plain_run_sends_no_partials_and_a_text_stream_none() -> None:

@@ -43,3 +43,4 @@ class WorkerOptions(TypedDict, total=False):
     instrument: bool | Instrumentation | None
     output_retries: int
     output_tool_name: str
+    output_partial_interval: float

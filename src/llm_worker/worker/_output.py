@@ -17,6 +17,8 @@ pydantic is imported when a Worker with an output type is made, never by `import
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from llm_worker.state import PendingCall
 
 __all__ = (
+    "PARTIAL_INTERVAL",
     "OutputMode",
     "OutputPlan",
     "OutputTool",
@@ -70,6 +73,9 @@ __all__ = (
 
 OutputMode = Literal["native", "tool"]
 """How the output is asked for: the provider's structured output, or a final tool."""
+
+PARTIAL_INTERVAL = 0.05
+"""Seconds between two `OutputPartial`s of an answer, after its first (the default)."""
 
 _WRAP = "result"
 _PRUNES = 4  # unfinished tails cut from a partial output before giving up until more arrives
@@ -91,15 +97,35 @@ class Rejected(Exception):
 class OutputPlan:
     """How a Worker asks for its output type and checks the answers."""
 
-    __slots__ = ("_adapter", "_inner", "mode", "retries", "schema", "tool", "wrapped")
+    __slots__ = (
+        "_adapter",
+        "_inner",
+        "mode",
+        "partial_interval",
+        "retries",
+        "schema",
+        "tool",
+        "wrapped",
+    )
 
-    def __init__(self, output_type: Any, mode: OutputMode, retries: int, tool_name: str) -> None:
+    def __init__(
+        self,
+        output_type: Any,
+        mode: OutputMode,
+        retries: int,
+        tool_name: str,
+        *,
+        partial_interval: float = PARTIAL_INTERVAL,
+    ) -> None:
         if mode not in ("native", "tool"):
             raise ConfigurationError(f"output_mode must be 'native' or 'tool', not {mode!r}")
         if retries < 0:
             raise ConfigurationError("output_retries must be >= 0")
+        if not (math.isfinite(partial_interval) and partial_interval >= 0):
+            raise ConfigurationError("output_partial_interval must be a finite number >= 0")
         self.mode: OutputMode = mode
         self.retries = retries
+        self.partial_interval = partial_interval
         self._adapter: TypeAdapter[Any] | None = None
         schema = as_dict(output_type)
         if schema:
@@ -314,16 +340,24 @@ def _problems(exc: ValidationError) -> list[str]:
     return lines
 
 
-def output_plan(output_type: Any, mode: OutputMode, retries: int, tool: str) -> OutputPlan | None:
+def output_plan(
+    output_type: Any,
+    mode: OutputMode,
+    retries: int,
+    tool: str,
+    *,
+    partial_interval: float = PARTIAL_INTERVAL,
+) -> OutputPlan | None:
     """The Worker's output plan, or `None` without an output type (free text).
 
     Raises:
         ConfigurationError: An unknown mode, negative retries, a type pydantic cannot
-            describe, or (tool mode) a tool name providers reject.
+            describe, (tool mode) a tool name providers reject, or a partial interval that
+            is negative or not finite.
     """
     if output_type is None:
         return None
-    return OutputPlan(output_type, mode, retries, tool)
+    return OutputPlan(output_type, mode, retries, tool, partial_interval=partial_interval)
 
 
 def answer_output(plan: OutputPlan, response: Message, accepted: ToolCall | None = None) -> Any:
@@ -416,24 +450,49 @@ def give_up(plan: OutputPlan, rejected: Rejected, attempts: int) -> OutputValida
 class PartialFeed:
     """Watches one answer's events and sends an `OutputPartial` as its JSON grows.
 
-    The JSON so far is validated again only once `min_bytes` characters, and an eighth of what
-    came before (`>> shift`), have arrived since the last try (and once more when its block
-    stops): each validation reads the whole text, so this bounds the total work to a small
-    multiple of the answer's size, however small its deltas.
+    Early, then debounced: until a first partial is sent, the JSON so far is validated each
+    time it has grown by an eighth (`>> first_shift`), so the first partial comes as soon
+    as what arrived fits; after it, at most once every `interval` seconds of `clock`, and
+    once more when its block stops. Each validation reads the whole text, so a try also
+    waits for the text to grow by a sixty-fourth (`>> shift`): the total work stays a
+    bounded multiple of the answer's size however small its deltas and however short the
+    interval (0 tries on every delta that adds that much).
     """
 
-    min_bytes = 256
-    shift = 3
+    first_shift = 3
+    shift = 6
 
-    __slots__ = ("_block", "_checked", "_last", "_parts", "_size", "plan", "send")
+    __slots__ = (
+        "_block",
+        "_checked",
+        "_last",
+        "_next",
+        "_parts",
+        "_sent",
+        "_size",
+        "clock",
+        "interval",
+        "plan",
+        "send",
+    )
 
-    def __init__(self, plan: OutputPlan, send: Callable[[OutputPartial], None]) -> None:
+    def __init__(
+        self,
+        plan: OutputPlan,
+        send: Callable[[OutputPartial[Any]], None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.plan = plan
         self.send = send
+        self.interval = plan.partial_interval
+        self.clock = clock
         self._parts: list[str] = []
         self._size = 0
         self._checked = 0
         self._last: Any = None
+        self._sent = False
+        self._next = 0.0  # no try before this time, once a partial was sent
         # The block whose deltas are the output: any text block in native mode (-1), the
         # output tool's call in tool mode (None until it starts).
         self._block: int | None = -1 if plan.tool is None else None
@@ -457,7 +516,11 @@ class PartialFeed:
     def _grow(self, text: str) -> None:
         self._parts.append(text)
         self._size += len(text)
-        if self._size - self._checked >= max(self.min_bytes, self._checked >> self.shift):
+        grown = self._size - self._checked
+        if not self._sent:
+            if grown >= max(1, self._checked >> self.first_shift):
+                self._check()
+        elif grown >= max(1, self._checked >> self.shift) and self.clock() >= self._next:
             self._check()
 
     def _check(self) -> None:
@@ -467,4 +530,7 @@ class PartialFeed:
         value = self.plan.partial(text)
         if value is not None and value != self._last:
             self._last = value
+            self._sent = True
             self.send(OutputPartial(value, self._size))
+        if self._sent:
+            self._next = self.clock() + self.interval

@@ -54,7 +54,7 @@ from llm_worker.worker._decisions import (
 )
 from llm_worker.worker._history import as_messages
 from llm_worker.worker._intercept import RunStep, intercepted
-from llm_worker.worker._output import check_output_call, output_plan
+from llm_worker.worker._output import PARTIAL_INTERVAL, check_output_call, output_plan
 from llm_worker.worker._registration import Registrations
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import announce
@@ -135,6 +135,9 @@ class Worker(Registrations, Generic[OutputT]):
         output_retries: Invalid answers sent back to the model with their validation errors
             before the run fails with `OutputValidationError`.
         output_tool_name: The final tool's name in `"tool"` mode.
+        output_partial_interval: Seconds between two `OutputPartial`s of a streamed answer
+            (`Worker.stream`), after the first, which comes as soon as the JSON so far fits
+            (default 0.05; 0: each time it has grown by a sixty-fourth).
         name: The agent's name (`gen_ai.agent.name` on its traces; any integration may read
             `worker.name`).
         instrument: OpenTelemetry tracing and metrics (`llm-worker[otel]`): True, or an
@@ -195,12 +198,19 @@ class Worker(Registrations, Generic[OutputT]):
         output_mode: OutputMode = "native",
         output_retries: int = 1,
         output_tool_name: str = "final_result",
+        output_partial_interval: float = PARTIAL_INTERVAL,
         name: str | None = None,
         instrument: bool | Instrumentation | None = None,
     ) -> None:
         client, self._owned = _owned_client(client)
         check_limits(max_requests, max_continuations, max_tool_arguments)
-        plan = output_plan(output_type, output_mode, output_retries, output_tool_name)
+        plan = output_plan(
+            output_type,
+            output_mode,
+            output_retries,
+            output_tool_name,
+            partial_interval=output_partial_interval,
+        )
         tools = [*tools, plan.tool] if plan is not None and plan.tool is not None else tools
         registry, policy = build_registry(tools, blob_store, output_policy, inspect_tool_name)
         self._cfg = WorkerConfig(
