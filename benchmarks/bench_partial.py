@@ -8,8 +8,10 @@ One answer, a `Report` of `--rows` rows as JSON text (~60 kB for 4,000 rows) str
 
 - `text`: no output type (the floor: streaming, the Timeline, the stream's queue);
 - `partials`: `output_type=Report`: an `OutputPartial` each time the JSON so far is
-  validated (every 256 characters and every eighth of the text so far), and the final
-  validation;
+  validated (the first as soon as it fits, then every `output_partial_interval` seconds,
+  0.05 by default), and the final validation;
+- `no interval`: `output_partial_interval=0`, the worst case the growth rule bounds (a try
+  each time the text has grown by a sixty-fourth);
 - `every delta`: the same validation after every delta, which is what is avoided (quadratic:
   run on a cut answer of `--rows // 10` rows, its per-delta cost grows with the answer).
 
@@ -47,10 +49,14 @@ def answer(rows: int, chunk: int) -> ScriptedResponse:
     return ScriptedResponse.text(report.model_dump_json(), chunk_size=chunk)
 
 
-async def one_run(response: ScriptedResponse, output: bool) -> tuple[float, int]:
+async def one_run(
+    response: ScriptedResponse, output: bool, interval: float = _output.PARTIAL_INTERVAL
+) -> tuple[float, int]:
     worker: Worker[Report] | Worker[str]
     if output:
-        worker = Worker(ScriptedClient([response]), output_type=Report)
+        worker = Worker(
+            ScriptedClient([response]), output_type=Report, output_partial_interval=interval
+        )
     else:
         worker = Worker(ScriptedClient([response]))
     partials = 0
@@ -62,10 +68,12 @@ async def one_run(response: ScriptedResponse, output: bool) -> tuple[float, int]
     return time.process_time() - start, partials
 
 
-def measure(response: ScriptedResponse, output: bool, runs: int) -> tuple[float, int]:
+def measure(
+    response: ScriptedResponse, output: bool, runs: int, interval: float = 0.05
+) -> tuple[float, int]:
     best, count = float("inf"), 0
     for _ in range(runs):
-        spent, count = anyio.run(one_run, response, output)
+        spent, count = anyio.run(one_run, response, output, interval)
         best = min(best, spent)
     return best, count
 
@@ -84,11 +92,13 @@ def main() -> None:
     print(f"text      : {text / deltas * 1e6:6.2f} us/delta")
     print(f"partials  : {partial / deltas * 1e6:6.2f} us/delta  ({count} OutputPartial events)")
     print(f"partials' cost: {(partial - text) / deltas * 1e6:5.2f} us/delta over text")
+    bounded, count = measure(response, True, args.runs, 0.0)
+    print(f"no interval: {bounded / deltas * 1e6:6.2f} us/delta  ({count} OutputPartial events)")
     small = answer(args.rows // 10, args.chunk)
     small_deltas = -(-len(small.parts[0].text) // args.chunk)  # type: ignore[union-attr]
-    _output.PartialFeed.min_bytes, _output.PartialFeed.shift = 1, 64  # after every delta
+    _output.PartialFeed.first_shift = _output.PartialFeed.shift = 64  # after every delta
     base, _ = measure(small, False, args.runs)
-    every, count = measure(small, True, 1)
+    every, count = measure(small, True, 1, 0.0)
     print(
         f"every delta ({small_deltas:,} deltas, {count} events): "
         f"{(every - base) / small_deltas * 1e6:8.2f} us/delta over text"

@@ -3,9 +3,13 @@
 `Worker(client, output_type=Invoice)` asks the provider for JSON of the model's schema (its
 native structured output), validates the answer and returns the `Invoice` in
 `result.output` (typed: `RunResult[Invoice]`). While the answer streams, `worker.stream()`
-yields `OutputPartial` events with the value validated so far — what a live form or table is
-built from. An answer that does not validate goes back to the model with its errors, at most
-`output_retries` times.
+yields `OutputPartial[Invoice]` events with the value validated so far — what a live form or
+table is built from: the first as soon as the JSON so far fits, then one every
+`output_partial_interval` seconds (0.05 by default). An answer that does not validate goes
+back to the model with its errors, at most `output_retries` times; the stream says so with an
+`OutputRejected` event (its partials were of the rejected answer). `result.output` raises
+`NoOutputError` on a run that has none (paused, cancelled, refused): check `result.status`,
+or read `result.output_or_none`.
 
 Run: `python examples/structured_output.py` (offline unless an API key is set; see _common.py).
 """
@@ -16,7 +20,7 @@ import anyio
 from _common import model
 from pydantic import BaseModel
 
-from llm_worker import OutputPartial, Worker
+from llm_worker import OutputPartial, OutputRejected, Worker
 from llm_worker.testing import ScriptedResponse
 
 
@@ -76,6 +80,8 @@ async def main() -> None:
                 if isinstance(event, OutputPartial):
                     partial = event.value
                     print(f"… {event.size:4} chars: {len(partial.lines)} line(s) so far")
+                elif isinstance(event, OutputRejected):
+                    print(f"✗ answer {event.attempt} rejected: {'; '.join(event.errors)}")
         result = stream.result
         invoice = result.output  # an Invoice, checked by pydantic
         print(f"finished after {result.requests} requests")

@@ -53,7 +53,8 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "structured_output.py": [
         "(offline: a scripted model behind the openai_responses wire format on 127.0.0.1)",
-        "…  256 chars: 3 line(s) so far",
+        "✗ answer 1 rejected: total: Input should be a valid number",
+        "…   88 chars: 0 line(s) so far",  # the first partial: as soon as the JSON fits
         "…  471 chars: 8 line(s) so far",
         "finished after 2 requests",
         "invoice INV-2041 for Kyoto Tea House: 8 lines",
