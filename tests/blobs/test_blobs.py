@@ -174,10 +174,12 @@ def test_ids_are_uuid7_and_time_ordered() -> None:
 
 
 @pytest.mark.anyio
-async def test_stored_ids_follow_storage_order() -> None:
-    store = MemoryBlobStore()
+async def test_stored_ids_name_the_content_under_the_stores_key() -> None:
+    store, other = MemoryBlobStore(), MemoryBlobStore()
     ids = [await store.store(Content.Text(str(i))) for i in range(300)]
-    assert ids == sorted(ids)
+    assert len(set(ids)) == 300
+    assert [await store.store(Content.Text(str(i))) for i in range(300)] == ids
+    assert await other.store(Content.Text("0")) != ids[0]  # another key, another id
 
 
 def test_parse_blob_id_accepts_only_canonical_uuids() -> None:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from datetime import timedelta
 from pathlib import Path
 
 import anyio
@@ -202,12 +203,13 @@ CHILD = textwrap.dedent(
         sys.stdout.flush()
 
     if mode == "crash":
-        real = blobs._encoded
+        real, calls = blobs._encoded, []
 
         def stalling(text):
+            calls.append(text)  # the first pass hashes the text, the second writes it
             for i, chunk in enumerate(real(text)):
                 yield chunk
-                if i == 3:  # four chunks are in the file: say so, then wait to be killed
+                if len(calls) == 2 and i == 3:  # four chunks are in the file: wait to be killed
                     say("writing")
                     sys.stdin.readline()
 
@@ -269,6 +271,9 @@ async def test_a_writer_killed_mid_write_leaves_no_blob(tmp_path: Path) -> None:
         await store.load(half_written_id)
     blob_id = await store.store(Content.Text("after the crash"))  # the folder still works
     assert await store.load(blob_id) == Content.Text("after the crash")
+    later = temps[0].stat().st_mtime + 7200
+    report = await store.sweep(timedelta(hours=1), keep=[blob_id], now=later)
+    assert report.orphans == 1 and temp_files(tmp_path) == []  # the dead writer's file goes
 
 
 @pytest.mark.anyio

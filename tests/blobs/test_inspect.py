@@ -434,6 +434,9 @@ class _TrustingStore:
         self.asked.append(blob_id)
         return True
 
+    async def delete(self, blob_id: str) -> bool:
+        raise AssertionError("inspect never deletes")
+
 
 @pytest.mark.anyio
 async def test_inspect_checks_the_id_before_any_store_sees_it() -> None:

@@ -93,6 +93,7 @@ async def test_layout_the_blob_and_its_index_beside_it(tmp_path: Path) -> None:
             f"{array_id}.json",
             f"{array_id}.idx",
             f"{object_id}.json",
+            ".llm-worker-blob-key",
         ]
     )
     assert (tmp_path / f"{text_id}.txt").read_bytes() == text.encode()  # FsBlobStore's bytes
@@ -200,7 +201,8 @@ async def test_a_blob_is_invisible_until_its_upload_completes(
             tg.start_soon(upload)
             # Every part is up; the completing request waits at the gate.
             assert await anyio.to_thread.run_sync(proxy.held.wait, 30)
-            [index_name] = [k for k in await _list(moto_server.endpoint, prefix)]
+            listing = await _list(moto_server.endpoint, prefix)
+            [index_name] = [k for k in listing if k.endswith(".idx")]
             blob_id = index_name.rsplit("/", 1)[1].removesuffix(".idx")
             assert not await reader.exists(blob_id)  # the index alone is not a blob
             with pytest.raises(ToolError, match="no blob"):

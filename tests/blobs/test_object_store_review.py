@@ -63,7 +63,28 @@ def _uploads(endpoint: str, prefix: str) -> list[str]:
 # -- cancellation mid-upload -------------------------------------------------------------------
 
 
-async def test_cancel_while_a_part_uploads_leaves_no_blob_no_index_no_upload(
+async def _no_half_blob(store: ObjectBlobStore, endpoint: str, prefix: str) -> None:
+    """Nothing of a cancelled store but, if its upload completed, the whole blob and its index.
+
+    A blob whose upload completed stays although its store was cancelled: its id is its
+    content's, so another store of the same content may have returned it. A sweep takes it.
+    """
+    keys = _keys(endpoint, prefix)
+    blobs = [k for k in keys if k.endswith((".txt", ".json"))]
+    indexes = [k for k in keys if k.endswith(".idx")]
+    assert len(blobs) <= 1 and len(indexes) == len(blobs), keys
+    for key in blobs:
+        blob_id = key.rsplit("/", 1)[1].rsplit(".", 1)[0]
+        index = await store.blob_index(blob_id)
+        assert index is not None and (await store.exists(blob_id))
+    from datetime import UTC, datetime, timedelta
+
+    with anyio.fail_after(30):
+        await store.sweep(timedelta(hours=1), now=datetime.now(UTC) + timedelta(hours=2))
+    assert [k for k in _keys(endpoint, prefix) if not k.endswith(".llm-worker-blob-key")] == []
+
+
+async def test_cancel_while_a_part_uploads_leaves_no_half_blob_and_no_upload(
     proxy: FaultProxy, moto_server: MotoServer
 ) -> None:
     store, prefix = s3_store(proxy.endpoint)
@@ -76,8 +97,7 @@ async def test_cancel_while_a_part_uploads_leaves_no_blob_no_index_no_upload(
                 assert await anyio.to_thread.run_sync(proxy.held.wait, 30)
                 scope.cancel()
                 proxy.gate.set()  # the part in flight ends; the cancelled store then aborts
-    keys = _keys(moto_server.endpoint, prefix)
-    assert not [k for k in keys if k.endswith((".txt", ".json", ".idx"))], keys
+    await _no_half_blob(store, moto_server.endpoint, prefix)
     assert _uploads(moto_server.endpoint, prefix) == []
 
 
@@ -92,11 +112,12 @@ async def test_a_failed_upload_leaves_no_multipart_upload_behind(
     assert _uploads(moto_server.endpoint, prefix) == []
 
 
-async def test_cancel_while_the_upload_completes_leaves_no_blob(
+async def test_cancel_while_the_upload_completes_leaves_a_whole_blob_or_none(
     proxy: FaultProxy, moto_server: MotoServer
 ) -> None:
     # The completing request is already on its way when the store is cancelled: the blob
-    # appears, and the cancelled store takes it (and its index) down, since no one has its id.
+    # appears, whole, with its index, and stays for the sweep (another store of the same
+    # content may have its id).
     store, prefix = s3_store(proxy.endpoint)
     proxy.gate = threading.Event()
     with anyio.fail_after(60):
@@ -106,8 +127,7 @@ async def test_cancel_while_the_upload_completes_leaves_no_blob(
                 assert await anyio.to_thread.run_sync(proxy.held.wait, 30)
                 scope.cancel()
                 proxy.gate.set()
-    keys = _keys(moto_server.endpoint, prefix)
-    assert not [k for k in keys if k.endswith((".txt", ".json", ".idx"))], keys
+    await _no_half_blob(store, moto_server.endpoint, prefix)
     assert _uploads(moto_server.endpoint, prefix) == []
 
 
@@ -285,7 +305,7 @@ async def test_unicode_lines_read_as_the_memory_store_reads_them(
 # -- the Worker: cancel mid-upload, four wire formats ------------------------------------------
 
 
-async def test_worker_cancel_while_a_tool_output_uploads_leaves_nothing_behind(
+async def test_worker_cancel_while_a_tool_output_uploads_leaves_no_half_blob(
     proxy: FaultProxy, moto_server: MotoServer
 ) -> None:
     from llm_worker import RunStatus, ToolUsePart, Worker, tool
@@ -317,8 +337,7 @@ async def test_worker_cancel_while_a_tool_output_uploads_leaves_nothing_behind(
     [result] = results
     assert result.status is RunStatus.CANCELLED
     assert len(client.requests) == 1  # the model never saw a result
-    keys = _keys(moto_server.endpoint, prefix)
-    assert not [k for k in keys if k.endswith((".txt", ".json", ".idx"))], keys
+    await _no_half_blob(store, moto_server.endpoint, prefix)
     assert _uploads(moto_server.endpoint, prefix) == []
 
 

@@ -181,7 +181,8 @@ async def test_only_summaries_travel_and_inspect_reads_the_blobs(
     assert isinstance(array, StructuredContent)
     assert array.value == ENTRIES
     files = [p.name async for p in anyio.Path(tmp_path).iterdir()]
-    assert sorted(files) == sorted([f"{text_id}.txt", f"{array_id}.json", f"{object_id}.json"])
+    blobs = [f"{text_id}.txt", f"{array_id}.json", f"{object_id}.json"]
+    assert sorted(files) == sorted([*blobs, ".llm-worker-blob-key"])  # and the ids' key
     # The history carries the summaries, never the content.
     assert [p.content for p in worker.history[2].tool_results] == [r.output for r in step.results]
 

@@ -7,7 +7,9 @@ in bounded memory however large its entries (`_json_pager`), and the `inspect` t
 (`_inspect`) with its selectors (`_selectors`) and its readers of text and JSON
 (`_inspect_text`, `_inspect_json`, and `_inspect_window` through a blob's index, `_index`);
 `ObjectBlobStore` (`_object_store`) keeps blobs in an object store through obstore, imported
-only when one is made (`llm-worker[obstore]`).
+only when one is made (`llm-worker[obstore]`). Every store names a blob by a keyed hash of its
+content (`_addressing`); `delete`, the retention sweep (`_retention`, `_fs_retention`,
+`_object_retention`) and `referenced_blob_ids` keep a store from growing forever.
 
 May import: the model layer (`llm_worker.errors`, `llm_worker._json`, `events`, `messages`).
 Never the timeline, tools, the Worker, providers or the CLI. Modules inside import each other
@@ -30,6 +32,7 @@ from llm_worker.blobs._output import (
     new_blob_id,
     parse_blob_id,
 )
+from llm_worker.blobs._retention import SweepableBlobStore, SweepReport, referenced_blob_ids
 from llm_worker.blobs._store import (
     BlobStore,
     FsBlobStore,
@@ -56,11 +59,14 @@ __all__ = (
     "OutputPolicy",
     "StoredOutput",
     "StructuredContent",
+    "SweepReport",
+    "SweepableBlobStore",
     "TextContent",
     "TextStreamStore",
     "ToolOutput",
     "externalize",
     "new_blob_id",
     "parse_blob_id",
+    "referenced_blob_ids",
     "summarize",
 )

@@ -1,12 +1,14 @@
 """`ObjectBlobStore`: blobs in S3, GCS, Azure Blob Storage or local files, through obstore.
 
-Layout under the store's prefix: `{id}.txt` or `{id}.json` (the bytes `FsBlobStore` writes)
-and, for text and JSON arrays, `{id}.idx` (the index, `_index`). The index is written first and
-the blob last: the blob's object appearing is the commit. A large blob goes up as a multipart
-upload, which the store makes visible only once complete, so a reader never sees half a blob;
-a small one as one conditional put (`mode="create"`). Ids are UUIDv7, so two machines storing
-at once never write the same name. obstore is imported through `require_extra`
-(`llm-worker[obstore]`), never at `import llm_worker`.
+Layout under the store's prefix: `{id}.txt` or `{id}.json` (the bytes `FsBlobStore` writes);
+for text and JSON arrays, `{id}.idx` (the index, `_index`); `{id}.seen` once the content was
+stored again (`_object_retention`); and `.llm-worker-blob-key`, the key of the ids
+(`_addressing`). The index is written first and the blob last: the blob's object appearing is
+the commit. A large blob goes up as a multipart upload, which the store makes visible only once
+complete, so a reader never sees half a blob; a small one as one conditional put
+(`mode="create"`). Ids are content-addressed: two machines storing the same content at once
+write the same bytes under the same name, and either write is the blob. obstore is imported
+through `require_extra` (`llm-worker[obstore]`), never at `import llm_worker`.
 
 Errors of the store become `BlobError`s that name what went wrong without the store's own
 message: an S3 error body can echo the access key id.
@@ -17,31 +19,38 @@ from __future__ import annotations
 import codecs
 import contextlib
 import logging
-import re
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlsplit
 
-import anyio.lowlevel
+import anyio
 import anyio.to_thread
 
 from llm_worker._extras import require_extra
+from llm_worker.blobs._addressing import KEY_NAME, check_key, content_id, make_key
 from llm_worker.blobs._index import BlobIndex, array_index, text_index
 from llm_worker.blobs._json_scan import POINT_EVERY, json_kind
+from llm_worker.blobs._object_errors import (
+    first_line,
+    public_url,
+    raise_if_no_container,
+    redact,
+    translate,
+    url_secrets,
+    withhold,
+)
+from llm_worker.blobs._object_retention import BLOB_SUFFIXES, Group, group_listing, plan
 from llm_worker.blobs._output import (
     BlobId,
     Content,
     StructuredContent,
     TextContent,
-    new_blob_id,
     parse_blob_id,
 )
+from llm_worker.blobs._retention import SweepReport, cutoff_of, keep_set
 from llm_worker.errors import (
-    BlobAccessDeniedError,
-    BlobContainerNotFoundError,
     BlobError,
     BlobNotFoundError,
-    BlobStoreUnavailableError,
     ConfigurationError,
 )
 
@@ -79,10 +88,17 @@ class ObjectBlobStore:
         max_concurrency: Parts uploaded at once; each holds `part_size` bytes in memory.
         where: How the store is named in `repr` and errors (default: the store's own repr).
         index_every: Lines or entries between two points of a blob's index.
+        id_key: The 32-byte key of the content ids, if kept elsewhere (a secrets manager);
+            by default the first store makes one and keeps it beside the blobs
+            (`.llm-worker-blob-key`). Every store of one prefix must use the same key.
+
+    Content-addressed: the same content stored twice is one blob (see `FsBlobStore`); storing
+    it again uploads nothing but an empty `{id}.seen`, which makes the blob young for `sweep`.
 
     Raises:
         MissingExtraError: obstore is not installed.
-        ConfigurationError: `part_size`, `max_concurrency` or `index_every` is not an int >= 1.
+        ConfigurationError: `part_size`, `max_concurrency` or `index_every` is not an int >= 1,
+            or `id_key` is not 32 bytes.
     """
 
     def __init__(
@@ -93,6 +109,7 @@ class ObjectBlobStore:
         max_concurrency: int = 2,
         where: str | None = None,
         index_every: int = 1000,
+        id_key: bytes | None = None,
     ) -> None:
         settings: dict[str, object] = {
             "part_size": part_size,
@@ -107,14 +124,18 @@ class ObjectBlobStore:
         self._part_size, self._concurrency = part_size, max_concurrency
         self._where = where if where is not None else repr(store)
         self._every = index_every
+        self._key = None if id_key is None else check_key(id_key, "ObjectBlobStore")
 
     @classmethod
-    def from_url(cls, url: str, *, index_every: int = 1000, **options: Any) -> ObjectBlobStore:
+    def from_url(
+        cls, url: str, *, index_every: int = 1000, id_key: bytes | None = None, **options: Any
+    ) -> ObjectBlobStore:
         """Open the store at `url` (`s3://bucket/prefix`, `gs://…`, `az://…`, `file:///…`).
 
         Args:
             url: Where the blobs go; its path is the prefix of every blob.
             index_every: Lines or entries between two points of a blob's index.
+            id_key: The key of the content ids (see the class).
             **options: Passed to obstore's `from_url`: `endpoint`, `region`,
                 `access_key_id`, `secret_access_key`, `client_options={"allow_http": True}`,
                 `retry_config`, `mkdir=True` (local files), … Credentials left out come from
@@ -123,49 +144,109 @@ class ObjectBlobStore:
         Raises:
             MissingExtraError: obstore is not installed.
             ConfigurationError: obstore refused the URL or an option (the message never
-                holds an option's value), or `index_every` is not an int >= 1.
+                holds an option's value), `index_every` is not an int >= 1, or `id_key`
+                is not 32 bytes.
         """
         store_module = require_extra("obstore.store", "obstore", feature="ObjectBlobStore")
-        where = _public_url(url)
+        where = public_url(url)
         try:
             store = store_module.from_url(url, **options)
         except Exception as exc:
-            detail = _first_line(str(exc))
+            detail = first_line(str(exc))
         else:
-            return cls(store, where=where, index_every=index_every)
+            return cls(store, where=where, index_every=index_every, id_key=id_key)
         # Raised outside the `except`: obstore's error (it may echo the URL) is not chained.
-        secrets = {"options": options, "url": _url_secrets(url)}
-        detail = _redact(detail.replace(url, where), secrets)
+        secrets = {"options": options, "url": url_secrets(url)}
+        detail = redact(detail.replace(url, where), secrets)
         raise ConfigurationError(f"cannot open the object store {where}: {detail}")
 
     def __repr__(self) -> str:
         return f"ObjectBlobStore({self._where!r})"
 
     async def store(self, content: Content) -> BlobId:
-        """Upload `content` (and its index); return its new id once the blob is visible.
+        """Upload `content` (and its index) unless the same content is stored; its id.
+
+        Returns once the blob is visible. When it is there already, only an empty
+        `{id}.seen` is put, which makes the blob young again for `sweep`.
 
         Raises:
             BlobError: It could not be stored (a typed subclass says why), or the structured
                 content is not JSON.
         """
         text, suffix = _text_of(content)
-        blob_id = new_blob_id()
+        key = await self._id_key()
+        kind = "text" if suffix == ".txt" else "json"
+        blob_id = await anyio.to_thread.run_sync(content_id, key, kind, _pieces_of(text))
+        if await self._seen_again(blob_id, suffix):
+            return blob_id
         scanned = _scanned(content) if self._every == POINT_EVERY else None
         index = await anyio.to_thread.run_sync(_index_of, text, suffix, self._every, scanned)
-        if index is not None:
-            await self._put(f"{blob_id}.idx", index.to_json(), blob_id)
         try:
+            if index is not None:  # overwritten, not created: a twin writer's is the same
+                await self._put(f"{blob_id}.idx", index.to_json(), blob_id, mode="overwrite")
             await self._put_text(f"{blob_id}{suffix}", text, blob_id)
-            await anyio.lowlevel.checkpoint_if_cancelled()
         except BaseException:
-            # Cancelled once the blob was up: take it down too, no one will know its id.
-            names = [f"{blob_id}{suffix}"] + ([f"{blob_id}.idx"] if index is not None else [])
             with anyio.CancelScope(shield=True):
-                for name in names:
-                    with contextlib.suppress(Exception):
-                        await self._obs.delete_async(self._store, name)
+                await self._drop_index(blob_id, suffix, index is not None)
             raise
+        # Cancelled once the blob is up: it stays. Its id is its content's, so the next store
+        # of that content finds it, and a sweep deletes it when it is old.
         return blob_id
+
+    async def _seen_again(self, blob_id: BlobId, suffix: str) -> bool:
+        # Whether the blob is there; if so, marked young. Looked up again after the mark: a
+        # sweep that deleted it in between would leave an id with no blob.
+        if not await self._has(blob_id, suffix):
+            return False
+        await self._put(f"{blob_id}.seen", b"", blob_id, mode="overwrite")
+        return await self._has(blob_id, suffix)
+
+    async def _has(self, blob_id: BlobId, suffix: str) -> bool:
+        try:
+            await self._obs.head_async(self._store, f"{blob_id}{suffix}")
+        except FileNotFoundError as exc:
+            raise_if_no_container(exc, self._where)
+            return False
+        except Exception as exc:
+            raise translate(exc, f"could not look up blob {blob_id}") from None
+        return True
+
+    async def _drop_index(self, blob_id: BlobId, suffix: str, indexed: bool) -> None:
+        # A failed or cancelled store: its index goes unless the blob is up (a twin writer's,
+        # or this one's, complete). If the store fails here too, the index is an orphan that
+        # `sweep` removes once old.
+        if not indexed:
+            return
+        with contextlib.suppress(Exception):
+            if not await self._has(blob_id, suffix):
+                await self._obs.delete_async(self._store, f"{blob_id}.idx")
+
+    async def _id_key(self) -> bytes:
+        if self._key is None:
+            self._key = await self._load_key()
+        return self._key
+
+    async def _load_key(self) -> bytes:
+        # Made by the first store of the prefix (a conditional put: two makers agree on one).
+        for _ in range(2):
+            try:
+                result = await self._obs.get_async(self._store, KEY_NAME)
+                return _check_stored_key(bytes(await result.bytes_async()), self._where)
+            except FileNotFoundError as exc:
+                raise_if_no_container(exc, self._where)
+            except Exception as exc:
+                if isinstance(exc, BlobError):
+                    raise
+                doing = f"could not store blob in {self._where}: reading its id key"
+                raise translate(exc, doing) from None
+            try:
+                await self._obs.put_async(self._store, KEY_NAME, make_key(), mode="create")
+            except Exception as exc:
+                errors: Any = self._obs.exceptions  # a twin maker won: read its key
+                if not isinstance(exc, errors.AlreadyExistsError | errors.PreconditionError):
+                    doing = f"could not store blob in {self._where}: making its id key"
+                    raise translate(exc, doing) from None
+        raise BlobError(f"the id key of {self._where} could not be read after it was made")
 
     async def _put_text(self, path: str, text: str, blob_id: BlobId) -> None:
         if len(text) <= _SMALL:
@@ -200,13 +281,16 @@ class ObjectBlobStore:
                     await done.wait()  # the parts in flight, then obstore's abort
                 raise
         if failed:
-            raise _translate(failed[0], f"could not store blob {blob_id} in {self._where}")
+            raise translate(failed[0], f"could not store blob {blob_id} in {self._where}")
 
-    async def _put(self, path: str, data: bytes, blob_id: BlobId) -> None:
+    async def _put(self, path: str, data: bytes, blob_id: BlobId, *, mode: str = "create") -> None:
         try:
-            await self._obs.put_async(self._store, path, data, mode="create")
+            await self._obs.put_async(self._store, path, data, mode=mode)
         except Exception as exc:
-            raise _translate(exc, f"could not store blob {blob_id} in {self._where}") from None
+            errors: Any = self._obs.exceptions
+            if isinstance(exc, errors.AlreadyExistsError | errors.PreconditionError):
+                return  # a twin writer stored the same content first: the same bytes
+            raise translate(exc, f"could not store blob {blob_id} in {self._where}") from None
 
     async def load(self, blob_id: str) -> Content:
         """Download the blob `blob_id`.
@@ -233,10 +317,10 @@ class ObjectBlobStore:
             result = await self._obs.get_async(self._store, f"{key}{suffix}")
             return await result.bytes_async()
         except FileNotFoundError as exc:
-            _raise_if_no_container(exc, self._where)
+            raise_if_no_container(exc, self._where)
             return None
         except Exception as exc:
-            raise _translate(exc, f"could not read blob {key}") from None
+            raise translate(exc, f"could not read blob {key}") from None
 
     async def exists(self, blob_id: str) -> bool:
         """Whether a blob has this id.
@@ -246,16 +330,79 @@ class ObjectBlobStore:
             BlobError: The store could not be asked (a typed subclass says why).
         """
         key = parse_blob_id(blob_id)
-        for suffix in (".txt", ".json"):
-            try:
-                await self._obs.head_async(self._store, f"{key}{suffix}")
-            except FileNotFoundError as exc:
-                _raise_if_no_container(exc, self._where)
-                continue
-            except Exception as exc:
-                raise _translate(exc, f"could not look up blob {key}") from None
-            return True
+        for suffix in BLOB_SUFFIXES:
+            if await self._has(key, suffix):
+                return True
         return False
+
+    async def delete(self, blob_id: str) -> bool:
+        """Delete the blob `blob_id`, then its index and mark; whether the blob existed.
+
+        Raises:
+            InvalidBlobIdError: `blob_id` is not a blob id (nothing is deleted).
+            BlobError: The store failed (a typed subclass says why).
+        """
+        key = parse_blob_id(blob_id)
+        existed = await self.exists(key)
+        # The blob first: an index or mark left by a failure here is an orphan the sweep removes.
+        for suffix in (*BLOB_SUFFIXES, ".idx", ".seen"):
+            await self._delete(f"{key}{suffix}", key)
+        return existed
+
+    async def _delete(self, path: str, blob_id: BlobId) -> None:
+        try:
+            await self._obs.delete_async(self._store, path)
+        except FileNotFoundError as exc:
+            raise_if_no_container(exc, self._where)
+        except Exception as exc:
+            raise translate(exc, f"could not delete blob {blob_id}") from None
+
+    async def sweep(
+        self,
+        older_than: timedelta,
+        *,
+        keep: Iterable[str] = (),
+        now: datetime | float | None = None,
+    ) -> SweepReport:
+        """Delete the blobs last stored more than `older_than` ago, except those in `keep`.
+
+        A blob's age counts from the newest of its objects (`{id}.seen` is put each time the
+        content is stored again). Indexes and marks without a blob (a writer that failed
+        through its cleanup) older than `older_than` go too. Multipart uploads a failed
+        writer could not abort are not listed by obstore: give the bucket a lifecycle rule
+        (S3 `AbortIncompleteMultipartUpload`, docs/blobs.md). As `SweepableBlobStore.sweep`.
+
+        Raises:
+            ConfigurationError: `older_than` is not a `timedelta` >= 0, or `now` not a time.
+            InvalidBlobIdError: An id in `keep` is not a blob id.
+            BlobError: The store could not be listed or an object not deleted.
+        """
+        cutoff, kept_ids = cutoff_of(older_than, now), keep_set(keep)
+        groups: dict[BlobId, Group] = {}
+        try:
+            async for page in self._obs.list(self._store, chunk_size=1000):
+                group_listing(list(page), groups)
+        except Exception as exc:
+            raise translate(exc, f"could not list {self._where}") from None
+        doomed, kept, orphans = plan(groups, cutoff, kept_ids)
+        deleted = [blob_id for blob_id in doomed if await self._retire(blob_id, cutoff)]
+        for name in orphans:
+            await self._delete(name, parse_blob_id(name.partition(".")[0]))
+        return SweepReport(tuple(deleted), tuple(kept), len(orphans))
+
+    async def _retire(self, blob_id: BlobId, cutoff: float) -> bool:
+        # Stored again since the listing: the mark is young, and the blob stays.
+        try:
+            meta = await self._obs.head_async(self._store, f"{blob_id}.seen")
+        except FileNotFoundError:
+            pass
+        except Exception as exc:
+            raise translate(exc, f"could not look up blob {blob_id}") from None
+        else:
+            if meta["last_modified"].timestamp() >= cutoff:
+                return False
+        await self.delete(blob_id)
+        return True
 
     async def stream_text(self, blob_id: str) -> AsyncGenerator[bytes, None] | None:
         """The UTF-8 bytes of a text blob in chunks of about 1 MiB, or `None` if not text.
@@ -280,10 +427,10 @@ class ObjectBlobStore:
         try:
             result = await self._obs.get_async(self._store, f"{key}{suffix}")
         except FileNotFoundError as exc:
-            _raise_if_no_container(exc, self._where)
+            raise_if_no_container(exc, self._where)
             return None
         except Exception as exc:
-            raise _translate(exc, f"could not read blob {key}") from None
+            raise translate(exc, f"could not read blob {key}") from None
         return _stream(result.stream(min_chunk_size=_MiB), key)
 
     async def blob_index(self, blob_id: str) -> BlobIndex | None:
@@ -303,10 +450,10 @@ class ObjectBlobStore:
         try:  # an index is kept only for the blob it describes: same size, and there
             meta = await self._obs.head_async(self._store, f"{key}{_SUFFIX[index.kind]}")
         except FileNotFoundError as exc:
-            _raise_if_no_container(exc, self._where)
+            raise_if_no_container(exc, self._where)
             return None
         except Exception as exc:
-            raise _translate(exc, f"could not look up blob {key}") from None
+            raise translate(exc, f"could not look up blob {key}") from None
         return index if meta["size"] == index.size else None
 
     async def read_range(
@@ -325,10 +472,10 @@ class ObjectBlobStore:
             try:
                 data = await self._obs.get_range_async(self._store, path, start=start, end=stop)
             except FileNotFoundError as exc:
-                _raise_if_no_container(exc, self._where)
+                raise_if_no_container(exc, self._where)
                 raise BlobNotFoundError(f"no blob {key} in {self._where}") from None
             except Exception as exc:
-                raise _translate(exc, f"could not read blob {key}") from None
+                raise translate(exc, f"could not read blob {key}") from None
             yield bytes(data)
             start = stop
 
@@ -338,12 +485,12 @@ async def _stream(chunks: AsyncIterator[Any], blob_id: BlobId) -> AsyncGenerator
         async for chunk in chunks:
             yield bytes(chunk)
     except FileNotFoundError as exc:
-        _withhold(exc)
+        withhold(exc)
         raise BlobNotFoundError(f"no blob {blob_id}") from None
     except Exception as exc:
         if isinstance(exc, BlobError):
             raise
-        raise _translate(exc, f"could not read blob {blob_id}") from None
+        raise translate(exc, f"could not read blob {blob_id}") from None
 
 
 async def _pieces(text: str, halt: anyio.Event) -> AsyncIterator[bytes]:
@@ -356,6 +503,20 @@ async def _pieces(text: str, halt: anyio.Event) -> AsyncIterator[bytes]:
 
 class _Halted(Exception):
     pass
+
+
+def _pieces_of(text: str) -> Iterator[bytes]:
+    return (
+        text[i : i + _CHUNK_CHARS].encode("utf-8", "surrogatepass")
+        for i in range(0, len(text), _CHUNK_CHARS)
+    )
+
+
+def _check_stored_key(data: bytes, where: str) -> bytes:
+    try:
+        return check_key(data, where)
+    except ConfigurationError:
+        raise BlobError(f"the id key of {where} is damaged ({len(data)} bytes)") from None
 
 
 def _text_of(content: Content) -> tuple[str, str]:
@@ -401,87 +562,3 @@ def _decode(data: Any, blob_id: BlobId) -> str:
         return codecs.utf_8_decode(data, "surrogatepass", True)[0]
     except UnicodeDecodeError as exc:
         raise BlobError(f"blob {blob_id} is not UTF-8 text: {exc}") from exc
-
-
-# -- errors ------------------------------------------------------------------------------------
-
-_CODE = re.compile(r"<Code>([A-Za-z]{1,64})</Code>")
-_STATUS = re.compile(r"status(?: code)?:? (\d{3})")
-_DENIED = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken")
-
-
-def _facts(exc: BaseException) -> tuple[str | None, str | None]:
-    text = str(exc)
-    code, status = _CODE.search(text), _STATUS.search(text)
-    return (code.group(1) if code else None), (status.group(1) if status else None)
-
-
-def _withhold(exc: BaseException) -> None:
-    # The store's text can echo an access key id or a signed URL, and an error raised while
-    # handling it keeps it as `__context__`: what is kept of it says nothing.
-    with contextlib.suppress(Exception):
-        exc.args = (f"{type(exc).__name__}: the store's message is withheld",)
-
-
-def _raise_if_no_container(exc: BaseException, where: str) -> None:
-    code, _ = _facts(exc)
-    _withhold(exc)
-    if code in ("NoSuchBucket", "ContainerNotFound"):
-        raise BlobContainerNotFoundError(f"the bucket of {where} does not exist ({code})")
-
-
-def _translate(exc: BaseException, doing: str) -> BlobError:
-    """A typed `BlobError` for a store failure: its kind, status and code, never its text."""
-    code, status = _facts(exc)
-    _withhold(exc)
-    said = ", ".join(part for part in (status and f"HTTP {status}", code) if part)
-    said = f" ({said})" if said else ""
-    errors: Any = _obstore().exceptions
-    if code in ("NoSuchBucket", "ContainerNotFound"):
-        return BlobContainerNotFoundError(f"{doing}: the bucket does not exist{said}")
-    denied = isinstance(exc, errors.PermissionDeniedError | errors.UnauthenticatedError)
-    if denied or code in _DENIED or status in ("401", "403"):
-        return BlobAccessDeniedError(f"{doing}: the store refused the credentials{said}")
-    if isinstance(exc, FileNotFoundError):
-        return BlobNotFoundError(f"{doing}: not found{said}")
-    kind = "throttled" if code == "SlowDown" or status in ("429", "503") else "failed"
-    return BlobStoreUnavailableError(
-        f"{doing}: the store {kind} after its client's retries{said}: {type(exc).__name__}"
-    )
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0][:300] if text.strip() else "invalid configuration"
-
-
-def _redact(text: str, options: dict[str, Any]) -> str:
-    for value in _values(options):
-        if len(value) >= 4:
-            text = text.replace(value, "***")
-    return text
-
-
-def _values(options: Any) -> list[str]:
-    if isinstance(options, str):
-        return [options]
-    if isinstance(options, dict):
-        return [v for item in options.values() for v in _values(item)]  # pyright: ignore[reportUnknownVariableType]
-    return []
-
-
-def _url_secrets(url: str) -> dict[str, str]:
-    # User info and query values: an account key, a SAS token, a presigned signature.
-    try:
-        parts = urlsplit(url)
-        found = [parts.username, parts.password, parts.query, parts.netloc.rpartition("@")[0]]
-    except ValueError:
-        return {}
-    found += [value for _, value in parse_qsl(parts.query)]
-    return {str(i): value for i, value in enumerate(found) if value}
-
-
-def _public_url(url: str) -> str:
-    # Neither user info nor a query (a SAS token, a signature) goes into a repr.
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    return f"{parts.scheme}://{host}{parts.path}" if parts.scheme else url.split("?", maxsplit=1)[0]

@@ -16,8 +16,10 @@ Content    ──┬── Text(text)
 
 `Content.Text` / `ToolOutput.Inline` etc. are the classes `TextContent`, `InlineOutput`, …;
 `isinstance` and `match` tell them apart (annotate with the class names: a class attribute is
-not a type). Blob ids are UUID version 7 strings (time-ordered); `parse_blob_id` is the one
-gate every id from outside passes, so no id ever names a file outside a store.
+not a type). Blob ids are UUID strings: the stores name a blob by a keyed hash of its content
+(version 8, `_addressing`), and ids of blobs stored before that (version 7, `new_blob_id`) stay
+valid; `parse_blob_id` is the one gate every id from outside passes, so no id ever names a file
+outside a store.
 """
 
 from __future__ import annotations
@@ -52,7 +54,10 @@ __all__ = (
 # -- ids ---------------------------------------------------------------------------------------
 
 BlobId = NewType("BlobId", str)
-"""A blob's id: a UUID version 7 in canonical lowercase form, as in `[blob:<id>]`."""
+"""A blob's id: a UUID in canonical lowercase form, as in `[blob:<id>]`.
+
+Version 8 (a keyed hash of the content) from the shipped stores; version 7 for blobs stored
+by earlier releases, and from `new_blob_id`."""
 
 # ASCII only (no \d: it matches other scripts' digits), the whole string, no trailing newline.
 _UUID = re.compile(
@@ -62,7 +67,11 @@ _id_lock = threading.Lock()
 
 
 def new_blob_id() -> BlobId:
-    """A fresh UUID version 7: ids made later sort after ids made earlier."""
+    """A fresh UUID version 7: ids made later sort after ids made earlier.
+
+    The shipped stores name blobs by their content instead; this is for a store of your own
+    that wants unique, time-ordered ids.
+    """
     # uuid6 keeps them increasing within a process through a module global: guard it so
     # stores running in several threads still get strictly increasing ids.
     with _id_lock:

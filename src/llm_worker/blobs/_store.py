@@ -1,8 +1,13 @@
 """The blob stores, and `externalize`: a tool's result made into what the history carries.
 
-`BlobStore` is the protocol (`store`, `load`, `exists`); `MemoryBlobStore` and `FsBlobStore`
-implement it, and `TextStreamStore` lets `inspect` read a text blob in chunks. `externalize`
-does the Worker's whole step: promote, store, summarize.
+`BlobStore` is the protocol (`store`, `load`, `exists`, `delete`); `SweepableBlobStore`
+(`_retention`) adds the retention sweep; `MemoryBlobStore` and `FsBlobStore` implement both,
+and `TextStreamStore` lets `inspect` read a text blob in chunks. `externalize` does the
+Worker's whole step: promote, store, summarize.
+
+Both stores are content-addressed (`_addressing`): a blob's id is a keyed hash of its content,
+so the same output stored twice is one blob, and storing it again makes it young again for
+the sweep (`_retention`).
 
 Text is stored and read as UTF-8 with lone surrogates passed through (`surrogatepass`), so any
 Python string a tool returns comes back equal.
@@ -14,7 +19,9 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import AsyncGenerator, Iterator
+import time
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -22,6 +29,8 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from llm_worker.blobs._addressing import Kind, check_key, content_id, fs_key, make_key
+from llm_worker.blobs._fs_retention import delete_files, sweep_folder
 from llm_worker.blobs._output import (
     DEFAULT_POLICY,
     BlobId,
@@ -32,10 +41,10 @@ from llm_worker.blobs._output import (
     StructuredContent,
     TextContent,
     ToolOutput,
-    new_blob_id,
     parse_blob_id,
     promote,
 )
+from llm_worker.blobs._retention import SweepReport, cutoff_of, keep_set
 from llm_worker.blobs._summaries import cut_summary, summarize
 from llm_worker.errors import BlobError, BlobNotFoundError
 
@@ -58,7 +67,7 @@ class BlobStore(Protocol):
     """Where stored outputs are kept. Implementations validate ids with `parse_blob_id`."""
 
     async def store(self, content: Content) -> BlobId:
-        """Keep `content`; return its new id.
+        """Keep `content`; return its id (the shipped stores: the same id for the same content).
 
         Raises:
             BlobError: It could not be stored.
@@ -80,6 +89,19 @@ class BlobStore(Protocol):
 
         Raises:
             InvalidBlobIdError: `blob_id` is not a blob id.
+        """
+        ...
+
+    async def delete(self, blob_id: str) -> bool:
+        """Delete the blob `blob_id` (and what the store keeps beside it); whether it existed.
+
+        Deleting an id that has no blob is not an error. With a content-addressed store,
+        every output of the same content shares the blob: delete it only when no saved
+        state still names it (`referenced_blob_ids`).
+
+        Raises:
+            InvalidBlobIdError: `blob_id` is not a blob id (nothing is deleted).
+            BlobError: It could not be deleted.
         """
         ...
 
@@ -134,6 +156,25 @@ def _decoded(data: bytes) -> str:
     return data.decode("utf-8", "surrogatepass")
 
 
+def _text_kind(content: TextContent | StructuredContent) -> tuple[str, Kind]:
+    if isinstance(content, TextContent):
+        return content.text, "text"
+    try:
+        return content.json_text, "json"
+    except (TypeError, ValueError) as exc:
+        raise BlobError(f"the structured content is not JSON: {exc}") from exc
+
+
+def _touch(path: Path) -> bool:
+    # Whether the blob is there, made young again. A sweep renames a blob before deleting
+    # it, so a blob touched here is either still in place or comes back (`_fs_retention`).
+    try:
+        os.utime(path)
+    except OSError:
+        return False  # absent (or not ours to touch): written anew, the same bytes
+    return True
+
+
 def _snapshot(content: Content) -> TextContent | StructuredContent:
     if isinstance(content, TextContent):
         return content
@@ -152,11 +193,18 @@ class MemoryBlobStore:
     """A blob store in memory, for tests and short-lived programs.
 
     Structured content is kept as its JSON text, so changing a value after storing it does
-    not change the blob, and `load` behaves as with `FsBlobStore`.
+    not change the blob, and `load` behaves as with `FsBlobStore`. Content-addressed like the
+    other stores (a random key per store).
+
+    Args:
+        clock: The time a store records, for the sweep (default: `time.time`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._blobs: dict[BlobId, TextContent | StructuredContent] = {}
+        self._stored: dict[BlobId, float] = {}  # when each was last stored
+        self._key = make_key()
+        self._clock = clock
 
     def __len__(self) -> int:
         return len(self._blobs)
@@ -165,10 +213,13 @@ class MemoryBlobStore:
         return f"MemoryBlobStore(<{len(self._blobs)} blobs>)"
 
     async def store(self, content: Content) -> BlobId:
-        """Keep `content`; return its new id."""
+        """Keep `content`; return its id (the same for the same content)."""
         await anyio.lowlevel.checkpoint()
-        blob_id = new_blob_id()
-        self._blobs[blob_id] = _snapshot(content)
+        snapshot = _snapshot(content)
+        text, kind = _text_kind(snapshot)
+        blob_id = await _off_loop(len(text), content_id, self._key, kind, _encoded(text))
+        self._blobs.setdefault(blob_id, snapshot)
+        self._stored[blob_id] = self._clock()
         return blob_id
 
     async def load(self, blob_id: str) -> Content:
@@ -186,6 +237,37 @@ class MemoryBlobStore:
         await anyio.lowlevel.checkpoint()
         return key in self._blobs
 
+    async def delete(self, blob_id: str) -> bool:
+        """Delete the blob `blob_id`; whether it existed."""
+        key = parse_blob_id(blob_id)
+        await anyio.lowlevel.checkpoint()
+        self._stored.pop(key, None)
+        return self._blobs.pop(key, None) is not None
+
+    async def sweep(
+        self,
+        older_than: timedelta,
+        *,
+        keep: Iterable[str] = (),
+        now: datetime | float | None = None,
+    ) -> SweepReport:
+        """Delete the blobs last stored more than `older_than` ago, except those in `keep`.
+
+        As `SweepableBlobStore.sweep`; `now` defaults to the store's clock.
+        """
+        cutoff = cutoff_of(older_than, self._clock() if now is None else now)
+        kept_ids, deleted, kept = keep_set(keep), list[BlobId](), list[BlobId]()
+        await anyio.lowlevel.checkpoint()
+        for blob_id, stored in list(self._stored.items()):
+            if stored >= cutoff:
+                continue
+            if blob_id in kept_ids:
+                kept.append(blob_id)
+            else:
+                del self._blobs[blob_id], self._stored[blob_id]
+                deleted.append(blob_id)
+        return SweepReport(tuple(deleted), tuple(kept))
+
 
 class FsBlobStore:
     """Blobs as files in one flat folder: `root/{id}.txt` for text, `root/{id}.json` for JSON.
@@ -193,16 +275,30 @@ class FsBlobStore:
     Independent of sessions: a summary's `[blob:<id>]` is the link. A write goes to a
     temporary file in the same folder (`.{id}.….tmp`), is flushed and fsynced, then renamed
     into place (and the folder fsynced), so a reader never sees a partial blob and a writer
-    that dies leaves at most a `.tmp` file, never a partial file under a blob's name. Several
-    tasks and several processes may store into one folder at once. All file I/O runs in
-    worker threads, off the event loop. The folder is created on the first store.
+    that dies leaves at most a `.tmp` file (the sweep removes it), never a partial file under
+    a blob's name. Several tasks and several processes may store into one folder at once. All
+    file I/O runs in worker threads, off the event loop. The folder is created on the first
+    store.
+
+    Content-addressed: the id is a keyed hash of the content (`HMAC-SHA256`, shaped as a
+    UUID), so the same content is one file, and storing it again only makes the file young
+    again (its modification time, which the sweep reads). The key is made on the first store
+    and kept in `root/.llm-worker-blob-key` (mode 0600): without it an id cannot be computed
+    from a guess of the content. Two processes storing the same content at once both return
+    the id of one complete file.
 
     Args:
         root: The folder.
+        id_key: The 32-byte key of the ids, if kept elsewhere (say a secrets manager):
+            the folder then holds none. Every store of one folder must use the same key.
+
+    Raises:
+        ConfigurationError: `id_key` is not 32 bytes.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, id_key: bytes | None = None) -> None:
         self._root = Path(root)
+        self._key = None if id_key is None else check_key(id_key, "FsBlobStore")
 
     @property
     def root(self) -> Path:
@@ -216,29 +312,30 @@ class FsBlobStore:
         return self._root / f"{blob_id}{suffix}"
 
     async def store(self, content: Content) -> BlobId:
-        """Write `content` atomically; return its new id.
+        """Write `content` atomically, unless a blob of the same content is there; its id.
 
         Raises:
-            BlobError: The folder or the file could not be written, or the structured
-                content is not JSON.
+            BlobError: The folder, the file or the id key could not be written, or the
+                structured content is not JSON.
         """
         if not isinstance(content, TextContent | StructuredContent):
             raise TypeError(f"not a Content.Text or Content.Structured: {content!r}")
-        blob_id = new_blob_id()
-        await anyio.to_thread.run_sync(self._write, blob_id, content)
-        return blob_id
+        return await anyio.to_thread.run_sync(self._write, content)
 
-    def _write(self, blob_id: BlobId, content: TextContent | StructuredContent) -> None:
-        try:
-            text = content.text if isinstance(content, TextContent) else content.json_text
-        except (TypeError, ValueError) as exc:
-            raise BlobError(f"the structured content is not JSON: {exc}") from exc
-        suffix = ".txt" if isinstance(content, TextContent) else ".json"
+    def _write(self, content: TextContent | StructuredContent) -> BlobId:
+        text, kind = _text_kind(content)
+        if self._key is None:
+            self._key = fs_key(self._root)
+        blob_id = content_id(self._key, kind, _encoded(text))
+        path = self._path(blob_id, ".txt" if kind == "text" else ".json")
+        if _touch(path):
+            return blob_id  # stored before: the same bytes, young again
         try:
             self._root.mkdir(parents=True, exist_ok=True)
-            _write_atomically(self._path(blob_id, suffix), _encoded(text))
+            _write_atomically(path, _encoded(text))
         except OSError as exc:
             raise BlobError(f"could not store blob {blob_id} in {self._root}: {exc}") from exc
+        return blob_id
 
     async def load(self, blob_id: str) -> Content:
         """Read the blob `blob_id`.
@@ -280,6 +377,33 @@ class FsBlobStore:
 
     def _exists(self, blob_id: BlobId) -> bool:
         return any(self._path(blob_id, suffix).is_file() for suffix in (".txt", ".json"))
+
+    async def delete(self, blob_id: str) -> bool:
+        """Delete the blob `blob_id`'s file; whether there was one.
+
+        Raises:
+            InvalidBlobIdError: `blob_id` is not a blob id (nothing is deleted).
+            BlobError: The file could not be deleted.
+        """
+        key = parse_blob_id(blob_id)
+        return await anyio.to_thread.run_sync(delete_files, self._root, key)
+
+    async def sweep(
+        self,
+        older_than: timedelta,
+        *,
+        keep: Iterable[str] = (),
+        now: datetime | float | None = None,
+    ) -> SweepReport:
+        """Delete the blobs last stored more than `older_than` ago, except those in `keep`.
+
+        A blob's age is its file's modification time (storing the content again sets it).
+        Temporary files of writers that died go too once older than `older_than`. Safe
+        beside stores and other sweeps in any process: a blob stored again while the sweep
+        runs stays (see `_fs_retention`). As `SweepableBlobStore.sweep`.
+        """
+        cutoff, kept = cutoff_of(older_than, now), keep_set(keep)
+        return await anyio.to_thread.run_sync(sweep_folder, self._root, cutoff, kept)
 
     async def stream_text(self, blob_id: str) -> AsyncGenerator[bytes, None] | None:
         """The UTF-8 bytes of a text blob in chunks of 1 MiB, or `None` if it is not text.

@@ -1,0 +1,113 @@
+"""Deleting and sweeping the files of an `FsBlobStore` (run in worker threads).
+
+A sweep never unlinks a blob in place: it renames it to a tombstone (`.{name}.{random}.swept`)
+first and looks at the tombstone's time. A store that found the blob made it young again
+(`os.utime`) before the rename, so the tombstone is young and goes back; a store after the
+rename found no blob and wrote it anew. Either way a store that returned an id leaves its blob
+in place, and putting a tombstone back over a newer copy loses nothing: both have the same
+bytes, since the name is the content's hash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+from pathlib import Path
+
+from llm_worker.blobs._output import BlobId, parse_blob_id
+from llm_worker.blobs._retention import SweepReport
+from llm_worker.errors import BlobError
+
+__all__ = ("delete_files", "sweep_folder")
+
+_SUFFIXES = (".txt", ".json")
+_BLOB = re.compile(
+    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.(?:txt|json)", re.ASCII
+)
+_LEFTOVER = (".tmp", ".swept")  # a writer's temporary file, a sweep's tombstone
+
+
+def delete_files(root: Path, blob_id: BlobId) -> bool:
+    """Delete blob `blob_id`'s file; whether there was one.
+
+    Raises:
+        BlobError: It could not be deleted.
+    """
+    gone = False
+    for suffix in _SUFFIXES:
+        try:
+            (root / f"{blob_id}{suffix}").unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise BlobError(f"could not delete blob {blob_id}: {type(exc).__name__}") from exc
+        gone = True
+    return gone
+
+
+def sweep_folder(root: Path, cutoff: float, keep: frozenset[BlobId]) -> SweepReport:
+    """Delete the blobs last stored before `cutoff` (not in `keep`), and old leftovers.
+
+    Raises:
+        BlobError: The folder could not be listed.
+    """
+    try:
+        names = sorted(entry.name for entry in os.scandir(root))
+    except FileNotFoundError:
+        return SweepReport()
+    except OSError as exc:
+        raise BlobError(f"could not list {root}: {type(exc).__name__}") from exc
+    deleted: list[BlobId] = []
+    kept: list[BlobId] = []
+    orphans = 0
+    for name in names:
+        found = _BLOB.fullmatch(name)
+        if found is not None:
+            blob_id = parse_blob_id(found.group(1))
+            if not _older(root / name, cutoff):
+                continue
+            if blob_id in keep:
+                kept.append(blob_id)
+            elif _retire(root, name, cutoff):
+                deleted.append(blob_id)
+        elif name.startswith(".") and name.endswith(_LEFTOVER) and _older(root / name, cutoff):
+            with contextlib.suppress(FileNotFoundError):
+                _unlink(root / name)
+                orphans += 1
+    return SweepReport(tuple(deleted), tuple(kept), orphans)
+
+
+def _older(path: Path, cutoff: float) -> bool:
+    try:
+        return path.stat().st_mtime < cutoff
+    except FileNotFoundError:
+        return False  # gone meanwhile: another sweep, or a delete
+    except OSError as exc:
+        raise BlobError(f"could not look at {path.name}: {type(exc).__name__}") from exc
+
+
+def _retire(root: Path, name: str, cutoff: float) -> bool:
+    path = root / name
+    tomb = root / f".{name}.{secrets.token_hex(8)}.swept"
+    try:
+        os.rename(path, tomb)
+    except FileNotFoundError:
+        return False  # another sweep took it first
+    except OSError as exc:
+        raise BlobError(f"could not delete {name}: {type(exc).__name__}") from exc
+    if not _older(tomb, cutoff):  # stored again since the listing: it stays
+        os.replace(tomb, path)
+        return False
+    _unlink(tomb)
+    return True
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise BlobError(f"could not delete {path.name}: {type(exc).__name__}") from exc
