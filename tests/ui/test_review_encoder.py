@@ -35,7 +35,11 @@ from llm_worker.messages import Origin, ToolUsePart
 from llm_worker.ui._agui import AGUIEncoder
 from llm_worker.ui._encoder import BlockEncoder, sse
 from llm_worker.ui._errors import GENERIC_ERROR
-from llm_worker.ui._parts import _serialised, opaque  # pyright: ignore[reportPrivateUsage]
+from llm_worker.ui._parts import (  # pyright: ignore[reportPrivateUsage]
+    _hidden,  # pyright: ignore[reportPrivateUsage]
+    _serialised,  # pyright: ignore[reportPrivateUsage]
+    opaque,
+)
 from llm_worker.ui._vercel import VercelEncoder
 
 ORIGIN = Origin("anthropic", "claude")
@@ -240,7 +244,7 @@ def test_opaque_of_a_call_whose_input_holds_a_cycle_raises_a_typed_error() -> No
 def test_opaque_of_a_call_reusing_one_json_value_twice_reads_it() -> None:
     shared = {"city": "Kyoto"}
     part = ToolUsePart("call_1", "weather", {"a": shared, "b": [shared]}, signature="sig")
-    assert opaque(part) == _serialised(part) == {"signature": "sig"}
+    assert _hidden(part) == _serialised(part) == {"signature": "sig"}
 
 
 async def _failing() -> AsyncIterator[object]:

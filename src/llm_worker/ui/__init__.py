@@ -6,7 +6,10 @@
 - `AGUIAdapter(worker_factory)`, `to_agui_events`, `messages_from_agui`, `messages_to_agui`:
   the AG-UI 1.0 protocol.
 - `PauseStore`, `MemoryPauseStore`: where a run paused for approval waits for the browser's
-  decision, keyed by the chat (thread) id.
+  decision, keyed by the owner and the chat (thread) id.
+- `Authorize`: who may act on a chat (the adapters' `authorize`).
+- `ToolRecord`, `MemoryToolRecord`: the server's record of the tools it ran, which wins over
+  the browser's history; `signing_key`: the key signing what the browser carries back.
 - `ResumableStreams`: runs that outlive their connection, read again on reconnect.
 - `safe_error_text`: the default `on_error`, what a browser is told of a failed run.
 - `web_app`, `chat_routes`: an adapter as a Starlette app (what `llm-worker serve` runs), or
@@ -26,9 +29,12 @@ if TYPE_CHECKING:
     from llm_worker.ui._agui import to_agui_events
     from llm_worker.ui._agui_app import AGUIAdapter
     from llm_worker.ui._agui_messages import messages_from_agui, messages_to_agui
+    from llm_worker.ui._auth import Authorize
     from llm_worker.ui._errors import GENERIC_ERROR, safe_error_text
+    from llm_worker.ui._record import MemoryToolRecord, ToolRecord
     from llm_worker.ui._resumable import ResumableStreams
     from llm_worker.ui._serve import chat_routes, web_app
+    from llm_worker.ui._sign import signing_key
     from llm_worker.ui._store import MemoryPauseStore, PauseStore
     from llm_worker.ui._vercel import to_vercel_stream
     from llm_worker.ui._vercel_app import VercelAIAdapter
@@ -37,9 +43,12 @@ if TYPE_CHECKING:
 __all__ = (
     "GENERIC_ERROR",
     "AGUIAdapter",
+    "Authorize",
     "MemoryPauseStore",
+    "MemoryToolRecord",
     "PauseStore",
     "ResumableStreams",
+    "ToolRecord",
     "VercelAIAdapter",
     "chat_routes",
     "messages_from_agui",
@@ -47,6 +56,7 @@ __all__ = (
     "messages_to_agui",
     "messages_to_ui",
     "safe_error_text",
+    "signing_key",
     "to_agui_events",
     "to_vercel_stream",
     "web_app",
@@ -62,6 +72,10 @@ _LAZY = {
     "ResumableStreams": "llm_worker.ui._resumable",
     "chat_routes": "llm_worker.ui._serve",
     "web_app": "llm_worker.ui._serve",
+    "Authorize": "llm_worker.ui._auth",
+    "MemoryToolRecord": "llm_worker.ui._record",
+    "ToolRecord": "llm_worker.ui._record",
+    "signing_key": "llm_worker.ui._sign",
     "MemoryPauseStore": "llm_worker.ui._store",
     "PauseStore": "llm_worker.ui._store",
     "to_vercel_stream": "llm_worker.ui._vercel",

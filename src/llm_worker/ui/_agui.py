@@ -68,6 +68,7 @@ class AGUIEncoder(BlockEncoder):
         "_in_step",
         "_skip",
         "_step",
+        "_step_ids",
         "_text_used",
         "_token",
         "run_id",
@@ -96,6 +97,7 @@ class AGUIEncoder(BlockEncoder):
         self._step = 0
         self._in_step = False
         self._text_used = False
+        self._step_ids: list[str] = []  # the client's messages of the current step
         # Our own ids, never the client's: the fast path writes them into JSON unescaped.
         self._token = "run-" + secrets.token_hex(8)
 
@@ -108,9 +110,14 @@ class AGUIEncoder(BlockEncoder):
         return [{"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}]
 
     def error(self, exc: BaseException, on_error: ErrorText | None = None) -> list[Event]:
-        """The event that ends a run that raised (its text from `on_error`, see `error_text`)."""
+        """The events that end a run that raised (its text from `on_error`, see `error_text`).
+
+        The failed step's messages, which the client keeps, are marked failed first: the
+        Worker kept none of them, and `messages_from_agui` drops them too.
+        """
         message = error_text(exc, on_error)
-        return [{"type": "RUN_ERROR", "message": message, "code": error_code(exc)}]
+        failed = [_encrypted("message", i, {"failed": True}) for i in dict.fromkeys(self._step_ids)]
+        return [*failed, {"type": "RUN_ERROR", "message": message, "code": error_code(exc)}]
 
     def _result_ready(self, event: ToolResultReady) -> list[Event]:
         return self._result(event)
@@ -149,16 +156,19 @@ class AGUIEncoder(BlockEncoder):
         if kind is BlockType.TEXT:
             ident = self._message_id if not self._text_used else f"{self._message_id}-t{index}"
             self._text_used = True
+            self._step_ids.append(ident)
             self._open(index, kind, ident)
             return [{"type": "TEXT_MESSAGE_START", "messageId": ident, "role": "assistant"}]
         if kind is BlockType.THINKING:
             ident = f"{self._message_id}-r{index}"
+            self._step_ids.append(ident)
             self._open(index, kind, ident)
             return [
                 {"type": "REASONING_START", "messageId": ident},
                 {"type": "REASONING_MESSAGE_START", "messageId": ident, "role": "reasoning"},
             ]
         if call is not None:
+            self._step_ids.append(self._message_id)
             self._open(index, kind, call.id)
             return [
                 {
@@ -190,6 +200,7 @@ class AGUIEncoder(BlockEncoder):
             self._in_step = True
             self._new_step()
             self._text_used = False
+            self._step_ids = []
             return [{"type": "STEP_STARTED", "stepName": f"request {self._step}"}]
         return self._end_step()
 

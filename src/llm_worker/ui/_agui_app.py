@@ -15,7 +15,7 @@ from llm_worker.ui._agui import (
     sse,
     to_agui_events,
 )
-from llm_worker.ui._agui_messages import messages_from_agui, messages_to_agui
+from llm_worker.ui._agui_messages import messages_to_agui, read_agui
 from llm_worker.ui._app import (
     Begun,
     Endpoint,
@@ -76,6 +76,15 @@ class AGUIAdapter(Endpoint):
         max_parts: A request of more content items and tool calls (and tools, resume
             entries) is refused with 413; a long history is converted in a worker thread.
         body_timeout: Seconds a client has to send its whole body, else 408 (`None`: none).
+        signing_key: The key (16 bytes or more) that signs the opaque data and the tool
+            results the browser carries back; by default `LLM_WORKER_SIGNING_KEY`, else a
+            random key of this process. Servers of one fleet must share it.
+        trust_client_history: `False`: every result of a server tool in the input's
+            messages must be the server's (recorded, or signed); others become an error
+            result saying no run is on record. `True` (the default) asks that only of the
+            tools that ask for approval. Either way a result the record holds wins.
+        record: The server's record of the tools it ran (`MemoryToolRecord()` by default;
+            a session store implements `ToolRecord` to keep it across restarts).
     """
 
     headers = HEADERS
@@ -98,7 +107,7 @@ class AGUIAdapter(Endpoint):
         if not thread_id or not run_id:
             raise BadRequest(400, "a RunAgentInput needs threadId and runId")
         raw = as_list(body.get("messages"))
-        history = await off_loop(messages_from_agui, raw)
+        history, proven = await off_loop(read_agui, raw)
         frontend = _frontend_tools(body)
         resume = [as_dict(r) for r in as_list(body.get("resume"))]
         # A new message leaves an unanswered pause behind; a resume takes it.
@@ -106,9 +115,12 @@ class AGUIAdapter(Endpoint):
         names = [t.name for t in frontend]
         if not resume:
             worker = await self._tooled(body, frontend)
-            # The snapshot starts with the request's messages; the run's input is the last.
-            start = lambda: start_run(worker, history)  # noqa: E731
-            return self._run(worker, start, body, key, names, before=raw, skip=1)
+            kept = await self._reconciled(worker, key, history, proven)
+            # The snapshot starts with the request's messages (the server's record of them,
+            # where it differs); the run's input is the last.
+            before = raw if kept == history else messages_to_agui(kept, prefix=f"{run_id}-h")
+            start = lambda: start_run(worker, kept)  # noqa: E731
+            return self._run(worker, start, body, key, names, before=before, skip=1)
         if state is None:
             text = "no paused run waits for this thread: it was resumed already, or the server "
             # Not kept (no key): a repeated answer must not stop the run the first one resumed.

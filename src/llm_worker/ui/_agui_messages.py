@@ -28,9 +28,10 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.ui._media import agui_media, media_from_agui
-from llm_worker.ui._parts import KEY, opaque, rebuild
+from llm_worker.ui._parts import KEY, opaque, rebuild, result_mac, result_proven
+from llm_worker.ui._sign import MAC
 
-__all__ = ("encrypted", "messages_from_agui", "messages_to_agui")
+__all__ = ("encrypted", "messages_from_agui", "messages_to_agui", "read_agui")
 
 
 def encrypted(data: dict[str, Any]) -> str:
@@ -84,8 +85,12 @@ def _tool_message(result: ToolResultPart, ident: str) -> dict[str, Any]:
         message["content"] = text + [agui_media(m) for m in result.media]
     if result.is_error:
         message["error"] = result.content
+    # Signed: the browser sends it back as a result the server's tool made.
+    mac = result_mac(result.tool_use_id, result.name, result.content, result.is_error)
+    hidden: dict[str, Any] = {MAC: mac}
     if result.name:
-        message["encryptedValue"] = encrypted({"name": result.name})
+        hidden["name"] = result.name
+    message["encryptedValue"] = encrypted(hidden)
     return message
 
 
@@ -145,23 +150,40 @@ def messages_from_agui(messages: Iterable[object]) -> list[Message]:
         InvalidMessagesError: A message is not valid, or has a role llm-worker does not send
             to a model (system, developer: give the Worker its system prompt instead).
     """
+    return read_agui(messages)[0]
+
+
+def read_agui(messages: Iterable[object]) -> tuple[list[Message], set[str]]:
+    """`messages_from_agui`, and the ids of the calls whose result the server signed.
+
+    Raises:
+        InvalidMessagesError: As `messages_from_agui`.
+    """
     reader = _Reader()
     for n, raw in enumerate(messages):
         try:
             reader.read(as_dict(raw))
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidMessagesError(f"AG-UI message {n} is not valid: {exc}") from exc
-    return reader.out
+    return reader.out, reader.proven
 
 
 class _Reader:
     def __init__(self) -> None:
         self.out: list[Message] = []
+        self.proven: set[str] = set()
+        self.failed: set[str] = set()  # calls of messages a failed step left behind
         self.reasoning: list[dict[str, Any]] = []
         self.names: dict[str, str] = {}
 
     def read(self, message: dict[str, Any]) -> None:
         role = message.get("role")
+        if _decrypted(message.get("encryptedValue")).get("failed") is True:
+            # A step that failed (`RUN_ERROR`): the Worker kept none of it.
+            self.failed.update(str(as_dict(c).get("id")) for c in as_list(message.get("toolCalls")))
+            return
+        if role == "tool" and str(message.get("toolCallId")) in self.failed:
+            return
         if role == "reasoning":
             self.reasoning.append(message)
         elif role == "assistant":
@@ -200,6 +222,8 @@ class _Reader:
         text = content if isinstance(content, str) else _joined(content)
         media = [media_from_agui(as_dict(c)) for c in as_list(content) if _is_media(c)]
         part = ToolResultPart(call_id, text, is_error=error is not None, name=name, media=media)
+        if result_proven(part, hidden.get(MAC)):
+            self.proven.add(call_id)
         last = self.out[-1] if self.out else None
         if last is not None and last.role == "user" and last.tool_results:
             last.content.append(part)

@@ -27,13 +27,16 @@ import anyio
 
 from llm_worker._json import as_dict, as_list
 from llm_worker.errors import ConfigurationError, InvalidMessagesError, PauseStateError
-from llm_worker.messages import Message, Origin
-from llm_worker.state import Decision, PauseState, RunCompleted
+from llm_worker.messages import Message, Origin, ToolResultPart
+from llm_worker.state import Decision, PauseState, RunCompleted, ToolResultReady
+from llm_worker.ui import _sign as sign
 from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
 from llm_worker.ui._auth import Authorize, Refused, chat_key, owner_of
 from llm_worker.ui._errors import GENERIC_ERROR, ErrorText
 from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
+from llm_worker.ui._record import MemoryToolRecord, ToolRecord, as_part, reconcile
 from llm_worker.ui._resumable import ResumableStreams, RunLog, StreamGone
+from llm_worker.ui._sign import Signer
 from llm_worker.ui._store import MemoryPauseStore, PauseStore
 from llm_worker.worker import RunStream, Worker
 from llm_worker.worker._decisions import apply_decisions
@@ -165,18 +168,25 @@ def start_run(worker: Worker, history: list[Message]) -> RunStream:
 
 
 async def run_events(
-    start: Callable[[], RunStream], store: PauseStore, key: str
+    start: Callable[[], RunStream],
+    store: PauseStore,
+    key: str,
+    record: ToolRecord | None = None,
 ) -> AsyncGenerator[object, None]:
     """The events of the run `start` opens; a pause is stored before the browser can see it.
 
     A run without a key (a request naming no chat) keeps no pause: nothing could resume it
-    but another anonymous request, which must never reach it.
+    but another anonymous request, which must never reach it. Each tool result goes into
+    `record` as it comes, before the browser sees it (a stop or a disconnect later must not
+    lose what the tool did).
 
     Close it (`aclosing`) when the reader stops early: that closes the run, which cancels
     its work cleanly.
     """
     async with start() as run:
         async for event in run:
+            if key and record is not None and isinstance(event, ToolResultReady):
+                await record.add(key, [as_part(event.result)])
             if isinstance(event, RunCompleted) and event.result.state is not None and key:
                 await store.put(key, event.result.state)
             yield event
@@ -282,6 +292,9 @@ class Endpoint:
         max_messages: int = MAX_MESSAGES,
         max_parts: int = MAX_PARTS,
         body_timeout: float | None = BODY_TIMEOUT,
+        signing_key: bytes | str | None = None,
+        trust_client_history: bool = True,
+        record: ToolRecord | None = None,
     ) -> None:
         self.worker_factory = worker_factory
         self.store: PauseStore = store if store is not None else MemoryPauseStore()
@@ -295,11 +308,23 @@ class Endpoint:
         self.streams = resumable if isinstance(resumable, ResumableStreams) else None
         self.authorize = authorize
         self.editable_tools = frozenset(editable_tools)
+        # None: the process's key (`LLM_WORKER_SIGNING_KEY`, else random), read when used.
+        self.signer = Signer(signing_key) if signing_key is not None else None
+        self.trust_client_history = trust_client_history
+        self.record: ToolRecord = record if record is not None else MemoryToolRecord()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one ASGI request."""
         if scope["type"] != "http":
             return
+        # The run's tasks start inside: they sign and check with this adapter's key.
+        token = sign.use(self.signer)
+        try:
+            await self._http(scope, receive, send)
+        finally:
+            sign.reset(token)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         method, stream_id = scope["method"], _stream_id(scope)
         if stream_id is not None:
             await self._stream_call(scope, receive, send, stream_id)
@@ -398,6 +423,27 @@ class Endpoint:
         """The run a POST of the chat `key` (owner and chat id) starts or resumes."""
         raise NotImplementedError
 
+    async def _reconciled(
+        self, worker: Worker, key: str, history: list[Message], proven: set[str]
+    ) -> list[Message]:
+        """The browser's `history` with the server's record of tool results winning.
+
+        Results of tools that ask for approval must be proven (recorded, or signed by this
+        server) always; with `trust_client_history=False`, those of every server tool.
+        """
+        recorded: Mapping[str, ToolResultPart] = await self.record.results(key) if key else {}
+        tools = worker.tools
+
+        def guarded(name: str | None) -> bool:
+            if name is not None and isinstance(tools.get(name), FrontendTool):
+                return False  # the browser's own tool: its result is the browser's to give
+            if not self.trust_client_history:
+                return True
+            meta = tools.meta(name) if name else None
+            return meta is not None and meta.requires_approval
+
+        return reconcile(history, recorded, proven, guarded)
+
     async def _worker(self, body: dict[str, Any], tools: Sequence[FrontendTool]) -> Worker:
         """The factory's Worker for `body`, offering also the front end's `tools`.
 
@@ -421,7 +467,7 @@ class Endpoint:
         encode: Callable[[AsyncIterator[object]], AsyncIterator[str]],
     ) -> Begun:
         """The run `start` opens, encoded by `encode`, its pause kept under `key`."""
-        events = encoded(worker, run_events(start, self.store, key), encode)
+        events = encoded(worker, run_events(start, self.store, key, self.record), encode)
         return Begun(events, key, run_id, self.stopped)
 
 

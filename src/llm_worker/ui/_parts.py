@@ -3,6 +3,12 @@
 Both protocols let a message part carry data the front end keeps without showing it (Vercel
 `providerMetadata`, AG-UI `encryptedValue`); this module turns a neutral part's non-visible
 fields into such a JSON object, and rebuilds the part from the visible fields and that object.
+
+The object is signed (`_sign`): what comes back unsigned or altered is dropped, so the part
+reaches no provider as the model's own (a part without an origin is sent nowhere). The
+signature binds the opaque fields to the part's kind, and a call's to its id and name; the
+visible text is not bound (the encoders never hold it), and a browser may edit it as it may
+write any message.
 """
 
 from __future__ import annotations
@@ -16,13 +22,15 @@ from llm_worker.messages import (
     Message,
     Origin,
     Part,
+    ProviderPart,
     TextPart,
     ThinkingPart,
     ToolResultPart,
     ToolUsePart,
 )
+from llm_worker.ui._sign import MAC, current
 
-__all__ = ("KEY", "media_json", "opaque", "rebuild")
+__all__ = ("KEY", "media_json", "opaque", "rebuild", "result_mac", "result_proven")
 
 KEY = "llmWorker"
 """The key under which llm-worker's data travels in `providerMetadata` and custom fields."""
@@ -42,8 +50,40 @@ _PLAIN: dict[type, tuple[str, ...]] = {
 }
 
 
+_KINDS: dict[type, str] = {
+    TextPart: "text",
+    ThinkingPart: "thinking",
+    ToolUsePart: "tool_use",
+    ProviderPart: "provider",
+}
+
+
 def opaque(part: Part) -> dict[str, Any]:
-    """The part's fields a front end does not show (empty ones left out)."""
+    """The part's fields a front end does not show (empty ones left out), signed."""
+    fields = _hidden(part)
+    if fields:
+        kind = _KINDS.get(type(part), type(part).__name__)
+        fields[MAC] = current().mac(kind, _bound_of(part), fields)
+    return fields
+
+
+def _bound_of(part: Part) -> object:
+    if isinstance(part, ToolUsePart):
+        return [part.id, part.name]
+    if isinstance(part, ProviderPart):
+        return part.data
+    return None
+
+
+def _bound(kind: str, visible: dict[str, Any]) -> object:
+    if kind == "tool_use":
+        return [visible.get("id"), visible.get("name")]
+    if kind == "provider":
+        return visible.get("data")
+    return None
+
+
+def _hidden(part: Part) -> dict[str, Any]:
     names = _PLAIN.get(type(part))
     if names is None or _rich(part):
         return _serialised(part)
@@ -108,9 +148,26 @@ def rebuild(kind: str, visible: dict[str, Any], hidden: object) -> Part:
     fields: dict[str, Any] = {}
     if isinstance(hidden, dict):
         fields.update({str(k): v for k, v in hidden.items() if k not in _VISIBLE})  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if kind in _SIGNED and fields and not current().verify(kind, _bound(kind, visible), fields):
+        fields = {}  # unsigned or altered: the browser's, not the provider's
+    fields.pop(MAC, None)
     fields.update(visible)
     fields["type"] = kind
     return Message.from_dict({"role": "assistant", "content": [fields]}).content[0]
+
+
+_SIGNED = frozenset(_KINDS.values())
+
+
+def result_mac(call_id: str, name: str | None, content: str, is_error: bool) -> str:
+    """The signature of a tool result the server's tool made (its call, name and text)."""
+    return current().mac("tool_result", [call_id, name or "", content, is_error], {})
+
+
+def result_proven(result: ToolResultPart, mac: object) -> bool:
+    """Whether `mac` (sent back with `result`) proves the server's tool made it."""
+    bound = [result.tool_use_id, result.name or "", result.content, result.is_error]
+    return current().verify("tool_result", bound, {MAC: mac})
 
 
 def media_json(media: Sequence[MediaPart]) -> list[Any]:

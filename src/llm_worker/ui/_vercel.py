@@ -35,7 +35,8 @@ from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
 from llm_worker.tools import ToolResult
 from llm_worker.ui._encoder import BlockEncoder, sse
 from llm_worker.ui._errors import ErrorText, error_text
-from llm_worker.ui._parts import KEY, media_json, opaque
+from llm_worker.ui._parts import KEY, media_json, opaque, result_mac
+from llm_worker.ui._sign import MAC
 
 __all__ = ("HEADERS", "VercelEncoder", "sse", "to_vercel_stream", "usage_dict")
 
@@ -267,9 +268,13 @@ class VercelEncoder(BlockEncoder):
             chunks.append(
                 {"type": "tool-output-available", "toolCallId": call_id, "output": result.content}
             )
-        if result.media and chunks[-1]["type"] != "tool-output-denied":
-            # Images a tool returned: kept with the result, so the history comes back whole.
-            chunks[-1]["providerMetadata"] = {KEY: {"media": media_json(result.media)}}
+        if chunks[-1]["type"] != "tool-output-denied":
+            # Signed: the browser sends it back as a result the server's tool made.
+            mac = result_mac(call_id, result.name, result.content, result.is_error)
+            meta: dict[str, Any] = {MAC: mac}
+            if result.media:  # images a tool returned: kept, so the history comes back whole
+                meta["media"] = media_json(result.media)
+            chunks[-1]["providerMetadata"] = {KEY: meta}
         return chunks
 
     def _completed(self, result: RunResult) -> list[Chunk]:

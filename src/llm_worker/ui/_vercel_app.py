@@ -28,10 +28,11 @@ from llm_worker.ui._asgi import BadRequest
 from llm_worker.ui._auth import Authorize
 from llm_worker.ui._errors import ErrorText
 from llm_worker.ui._frontend import FrontendTool, with_frontend_results
+from llm_worker.ui._record import ToolRecord
 from llm_worker.ui._resumable import ResumableStreams, RunLog
 from llm_worker.ui._store import PauseStore
 from llm_worker.ui._vercel import HEADERS, sse, to_vercel_stream
-from llm_worker.ui._vercel_messages import decisions_from_ui, messages_from_ui
+from llm_worker.ui._vercel_messages import decisions_from_ui, read_ui
 from llm_worker.worker import RunStream, Worker
 
 __all__ = ("VercelAIAdapter",)
@@ -83,6 +84,15 @@ class VercelAIAdapter(Endpoint):
             a worker thread so other streams go on).
         body_timeout: Seconds a client has to send its whole body, else 408 (`None`: no
             deadline; a client trickling bytes would hold its connection).
+        signing_key: The key (16 bytes or more) that signs the opaque data and the tool
+            results the browser carries back; by default `LLM_WORKER_SIGNING_KEY`, else a
+            random key of this process. Servers of one fleet must share it.
+        trust_client_history: `False`: every result of a server tool in the browser's
+            history must be the server's (recorded, or signed); others become an error
+            result saying no run is on record. `True` (the default) asks that only of the
+            tools that ask for approval. Either way a result the record holds wins.
+        record: The server's record of the tools it ran (`MemoryToolRecord()` by default;
+            a session store implements `ToolRecord` to keep it across restarts).
 
     Raises:
         MissingExtraError: `llm-worker[web]` is not installed.
@@ -107,6 +117,9 @@ class VercelAIAdapter(Endpoint):
         max_messages: int = MAX_MESSAGES,
         max_parts: int = MAX_PARTS,
         body_timeout: float | None = BODY_TIMEOUT,
+        signing_key: bytes | str | None = None,
+        trust_client_history: bool = True,
+        record: ToolRecord | None = None,
     ) -> None:
         super().__init__(
             worker_factory,
@@ -119,6 +132,9 @@ class VercelAIAdapter(Endpoint):
             max_messages=max_messages,
             max_parts=max_parts,
             body_timeout=body_timeout,
+            signing_key=signing_key,
+            trust_client_history=trust_client_history,
+            record=record,
         )
         self.frontend_tools = [
             FrontendTool(t.name, t.description, t.input_schema) for t in frontend_tools
@@ -142,13 +158,14 @@ class VercelAIAdapter(Endpoint):
         ui = as_list(body.get("messages"))
         decisions = decisions_from_ui(ui)
         message_id = _message_id(body, ui)
-        history = await off_loop(messages_from_ui, ui)
+        history, proven = await off_loop(read_ui, ui)
         if not decisions:
             if not history:
                 raise BadRequest(400, "the chat request holds no message to answer")
             if key:  # a new message leaves an unanswered pause behind
                 await self.store.take(key)
             worker = await self._worker(body, self.frontend_tools)
+            history = await self._reconciled(worker, key, history, proven)
             start = lambda: start_run(worker, history)  # noqa: E731
             return self._run(worker, start, key, message_id, ())
         # A request naming no chat has no pause: none of another's may answer its calls.

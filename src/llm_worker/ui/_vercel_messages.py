@@ -28,9 +28,10 @@ from llm_worker.messages import (
 )
 from llm_worker.state import Decision
 from llm_worker.ui._media import data_url, media_from_url, media_hidden
-from llm_worker.ui._parts import KEY, media_json, opaque, rebuild
+from llm_worker.ui._parts import KEY, media_json, opaque, rebuild, result_mac, result_proven
+from llm_worker.ui._sign import MAC
 
-__all__ = ("DENIED", "decisions_from_ui", "messages_from_ui", "messages_to_ui")
+__all__ = ("DENIED", "decisions_from_ui", "messages_from_ui", "messages_to_ui", "read_ui")
 
 DENIED = "Denied: "
 """How the Worker's result of a denied call begins (`Decision.deny`)."""
@@ -57,23 +58,33 @@ def messages_from_ui(ui_messages: Iterable[object]) -> list[Message]:
             role), a user's file is not of its media type (`MediaError`), or an assistant's
             message holds a file.
     """
+    return read_ui(ui_messages)[0]
+
+
+def read_ui(ui_messages: Iterable[object]) -> tuple[list[Message], set[str]]:
+    """`messages_from_ui`, and the ids of the calls whose result the server signed.
+
+    Raises:
+        InvalidMessagesError: As `messages_from_ui`.
+    """
     out: list[Message] = []
+    proven: set[str] = set()
     for n, raw in enumerate(ui_messages):
         try:
-            out.extend(_message(as_dict(raw)))
+            out.extend(_message(as_dict(raw), proven))
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidMessagesError(f"UI message {n} is not valid: {exc}") from exc
-    return out
+    return out, proven
 
 
-def _message(message: dict[str, Any]) -> list[Message]:
+def _message(message: dict[str, Any], proven: set[str]) -> list[Message]:
     role = message.get("role")
     parts = [as_dict(p) for p in as_list(message.get("parts"))]
     if role == "user":
         content = [_user_part(p) for p in parts if _kind(p) in ("text", "file")]
         return [Message("user", content)] if content else []
     if role == "assistant":
-        return _assistant(parts)
+        return _assistant(parts, proven)
     raise InvalidMessagesError(
         f"role {role!r} is not supported (user or assistant; give a system prompt to the Worker)"
     )
@@ -95,7 +106,7 @@ def _user_part(p: dict[str, Any]) -> Part:
     return media_from_url(url, media_type, name=name, detail=hidden.get("detail"))
 
 
-def _assistant(parts: list[dict[str, Any]]) -> list[Message]:
+def _assistant(parts: list[dict[str, Any]], proven: set[str]) -> list[Message]:
     out: list[Message] = []
     calls: list[Part] = []
     results: list[Part] = []
@@ -109,7 +120,7 @@ def _assistant(parts: list[dict[str, Any]]) -> list[Message]:
         elif kind == "file":
             raise InvalidMessagesError("files an assistant generated are not supported yet")
         elif kind not in _IGNORED:
-            _part(p, kind, calls, results)
+            _part(p, kind, calls, results, proven)
     _flush(out, calls, results)
     return out
 
@@ -125,7 +136,9 @@ def _hidden(meta: object) -> dict[str, Any]:
     return as_dict(as_dict(meta).get(KEY))
 
 
-def _part(p: dict[str, Any], kind: str, parts: list[Part], results: list[Part]) -> None:
+def _part(
+    p: dict[str, Any], kind: str, parts: list[Part], results: list[Part], proven: set[str]
+) -> None:
     hidden = _hidden(p.get("providerMetadata"))
     if "aborted" in hidden:
         return  # a block the provider broke off: the Worker never keeps it
@@ -139,10 +152,12 @@ def _part(p: dict[str, Any], kind: str, parts: list[Part], results: list[Part]) 
         data = as_dict(p.get("data"))
         parts.append(rebuild("provider", {"data": as_dict(data.get("data"))}, data))
     elif kind.startswith("tool-") or kind == "dynamic-tool":
-        _tool(p, kind, parts, results)
+        _tool(p, kind, parts, results, proven)
 
 
-def _tool(p: dict[str, Any], kind: str, parts: list[Part], results: list[Part]) -> None:
+def _tool(
+    p: dict[str, Any], kind: str, parts: list[Part], results: list[Part], proven: set[str]
+) -> None:
     state = p.get("state")
     hidden = _hidden(p.get("callProviderMetadata"))
     if state == "input-streaming" or "aborted" in hidden:
@@ -152,26 +167,36 @@ def _tool(p: dict[str, Any], kind: str, parts: list[Part], results: list[Part]) 
     broken = state == "output-error" and p.get("input") is None and "rawInput" in p
     args = {} if broken else as_dict(p.get("input"))
     parts.append(rebuild("tool_use", {"id": call_id, "name": name, "input": args}, hidden))
-    result = _result(p, state, call_id, name)
+    hidden = _hidden(p.get("resultProviderMetadata"))
+    result = _result(p, state, call_id, name, hidden)
     if result is not None:
         results.append(result)
+        if result_proven(result, hidden.get(MAC)):
+            proven.add(call_id)
 
 
-def _result(p: dict[str, Any], state: object, call_id: str, name: str) -> Part | None:
-    hidden = _hidden(p.get("resultProviderMetadata"))
+def _result(
+    p: dict[str, Any], state: object, call_id: str, name: str, hidden: dict[str, Any]
+) -> ToolResultPart | None:
     if state == "output-available":
         output = p.get("output")
         text = output if isinstance(output, str) else orjson.dumps(output).decode()
         visible = {"tool_use_id": call_id, "content": text, "name": name}
-        return rebuild("tool_result", visible, {"media": hidden.get("media") or []})
+        return _tool_result(visible, hidden)
     if state == "output-error":
         text = str(p.get("errorText") or "")
         visible = {"tool_use_id": call_id, "content": text, "name": name, "is_error": True}
-        return rebuild("tool_result", visible, {"media": hidden.get("media") or []})
+        return _tool_result(visible, hidden)
     if state == "output-denied":
         reason = as_str(as_dict(p.get("approval")).get("reason")) or _DEFAULT_DENIAL
         return ToolResultPart(call_id, DENIED + reason, is_error=True, name=name)
     return None
+
+
+def _tool_result(visible: dict[str, Any], hidden: dict[str, Any]) -> ToolResultPart:
+    part = rebuild("tool_result", visible, {"media": hidden.get("media") or []})
+    assert isinstance(part, ToolResultPart)  # rebuild makes the kind it is given
+    return part
 
 
 def decisions_from_ui(ui_messages: list[object]) -> dict[str, Decision]:
@@ -264,8 +289,11 @@ def _ui_result(call_id: str, result: ToolResultPart | None) -> dict[str, Any]:
         reason = result.content[len(DENIED) :]
         approval = {"id": f"approval_{call_id}", "approved": False, "reason": reason}
         return {"state": "output-denied", "approval": approval}
-    meta = {"resultProviderMetadata": {KEY: {"media": media_json(result.media)}}}
-    extra = meta if result.media else {}
+    mac = result_mac(call_id, result.name, result.content, result.is_error)
+    hidden: dict[str, Any] = {MAC: mac}
+    if result.media:
+        hidden["media"] = media_json(result.media)
+    extra = {"resultProviderMetadata": {KEY: hidden}}
     if result.is_error:
         return {"state": "output-error", "errorText": result.content, **extra}
     return {"state": "output-available", "output": result.content, **extra}

@@ -1,0 +1,165 @@
+"""The server's own record of a chat's tool results, and how it wins over the browser's.
+
+Each request brings the whole conversation from the browser, which may differ from what the
+server did: a stop (the `ai` client's `stop()` only aborts its fetch) leaves a call the
+server completed showing `input-available`, and a hostile client can write any result it
+likes. Before a run starts, `reconcile` rewrites the history's tool results: a result the
+server recorded is the one the model reads; a result the browser claims for a call it must
+prove (a tool that asks for approval, or every server tool when the app does not trust
+the browser's history) and that carries no valid signature (`_parts.result_mac`) becomes an
+error result saying no run of the call is on record.
+
+`ToolRecord` is the seam: `MemoryToolRecord` keeps the latest results per chat in memory;
+a session store that keeps the conversation implements the same two methods over it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Protocol
+
+from llm_worker.messages import Message, Part, ToolResultPart
+from llm_worker.tools import ToolResult
+
+__all__ = ("NO_RECORD", "MemoryToolRecord", "ToolRecord", "as_part", "reconcile")
+
+NO_RECORD = (
+    "No result of this call is on record: the server did not run it (the result the "
+    "conversation showed did not come from the tool)."
+)
+"""What the model reads for a result the browser claimed but cannot prove."""
+
+_DENIED = "Denied: "
+
+
+class ToolRecord(Protocol):
+    """Keeps the results of the tools the server ran, by chat key, for `reconcile`.
+
+    A chat key is the owner and the chat id together (see `Authorize`). Implement it over a
+    session store or a database to keep the record across restarts and servers.
+    """
+
+    async def add(self, key: str, results: Sequence[ToolResultPart]) -> None:
+        """Record `results` (the Worker's, as it ran them) for the chat `key`."""
+        ...
+
+    async def results(self, key: str) -> Mapping[str, ToolResultPart]:
+        """The recorded results of the chat `key`, by call id (empty when none)."""
+        ...
+
+
+class MemoryToolRecord:
+    """A `ToolRecord` in this process's memory, bounded in chats and in bytes.
+
+    Past `max_chats` (or `max_bytes` of result text in all) the chats recorded longest ago
+    are dropped; a chat keeps at most `max_results` results (the oldest go first). A
+    dropped result is then proven only by its signature.
+    """
+
+    def __init__(
+        self, *, max_chats: int = 1000, max_results: int = 1000, max_bytes: int = 64 << 20
+    ) -> None:
+        if min(max_chats, max_results, max_bytes) < 1:
+            raise ValueError("max_chats, max_results and max_bytes must be at least 1")
+        self.max_chats, self.max_results, self.max_bytes = max_chats, max_results, max_bytes
+        self._chats: OrderedDict[str, OrderedDict[str, ToolResultPart]] = OrderedDict()
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._chats)
+
+    async def add(self, key: str, results: Sequence[ToolResultPart]) -> None:
+        """Record `results` for `key`; drop the oldest past the bounds."""
+        chat = self._chats.pop(key, None) or OrderedDict()
+        self._chats[key] = chat
+        for result in results:
+            self._drop(chat, result.tool_use_id)
+            chat[result.tool_use_id] = result
+            self._bytes += _size(result)
+        while len(chat) > self.max_results:
+            self._drop(chat, next(iter(chat)))
+        while len(self._chats) > 1 and (
+            len(self._chats) > self.max_chats or self._bytes > self.max_bytes
+        ):
+            _, oldest = self._chats.popitem(last=False)
+            self._bytes -= sum(_size(r) for r in oldest.values())
+
+    async def results(self, key: str) -> Mapping[str, ToolResultPart]:
+        """The results recorded for `key`."""
+        return dict(self._chats.get(key, {}))
+
+    def _drop(self, chat: OrderedDict[str, ToolResultPart], call_id: str) -> None:
+        old = chat.pop(call_id, None)
+        if old is not None:
+            self._bytes -= _size(old)
+
+
+def _size(result: ToolResultPart) -> int:
+    return len(result.content) + len(result.tool_use_id)
+
+
+def as_part(result: ToolResult) -> ToolResultPart:
+    """The history's part of a result the Worker produced."""
+    return ToolResultPart(
+        result.tool_use_id,
+        result.content,
+        is_error=result.is_error,
+        name=result.name,
+        media=list(result.media),
+    )
+
+
+def reconcile(
+    history: Sequence[Message],
+    recorded: Mapping[str, ToolResultPart],
+    proven: Collection[str],
+    guarded: Callable[[str | None], bool],
+) -> list[Message]:
+    """The browser's `history` with the server's record of tool results winning.
+
+    A recorded result replaces the browser's, or is added where the browser shows none (a
+    call it stopped waiting for); a result of a tool `guarded(name)` says must be proven,
+    neither recorded nor in `proven` (signed by the server), becomes `NO_RECORD`. A denial
+    stays: it says the call did not run, as the browser may say of any call.
+    """
+    answered = {r.tool_use_id for m in history for r in m.tool_results}
+    names = {c.id: c.name for m in history for c in m.tool_uses}
+    out: list[Message] = []
+    carried: list[Part] = []  # recorded results of the last assistant message's calls
+    for message in history:
+        if message.role == "assistant":
+            if carried:
+                out.append(Message("user", carried))
+            calls = message.tool_uses
+            carried = [recorded[c.id] for c in calls if c.id not in answered and c.id in recorded]
+            out.append(message)
+            continue
+        checked = [_checked(p, recorded, proven, guarded, names) for p in message.content]
+        content: list[Part] = [*carried, *checked]
+        carried = []
+        out.append(dataclasses.replace(message, content=content))
+    if carried:
+        out.append(Message("user", carried))
+    return out
+
+
+def _checked(
+    part: Part,
+    recorded: Mapping[str, ToolResultPart],
+    proven: Collection[str],
+    guarded: Callable[[str | None], bool],
+    names: Mapping[str, str],
+) -> Part:
+    if not isinstance(part, ToolResultPart):
+        return part
+    call_id = part.tool_use_id
+    if call_id in recorded:
+        return recorded[call_id]
+    name = part.name or names.get(call_id)
+    if call_id in proven or not guarded(name):
+        return part
+    if part.is_error and part.content.startswith(_DENIED):
+        return part
+    return ToolResultPart(call_id, NO_RECORD, is_error=True, name=name)
