@@ -62,15 +62,15 @@ class Converter:
 
 @pytest.fixture
 def vercel_converter(monkeypatch: pytest.MonkeyPatch) -> Converter:
-    converter = Converter(vercel_app.messages_from_ui)
-    monkeypatch.setattr(vercel_app, "messages_from_ui", converter)
+    converter = Converter(vercel_app.read_ui)
+    monkeypatch.setattr(vercel_app, "read_ui", converter)
     return converter
 
 
 @pytest.fixture
 def agui_converter(monkeypatch: pytest.MonkeyPatch) -> Converter:
-    converter = Converter(agui_app.messages_from_agui)
-    monkeypatch.setattr(agui_app, "messages_from_agui", converter)
+    converter = Converter(agui_app.read_agui)
+    monkeypatch.setattr(agui_app, "read_agui", converter)
     return converter
 
 
