@@ -6,9 +6,11 @@ attacker knows the victim's chat id and call ids (ids leak: URLs, logs, a shared
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -222,3 +224,74 @@ def test_serve_refuses_a_public_host_without_authorize(capsys: pytest.CaptureFix
     code = main(["serve", "no_such_module:make", "--host", "0.0.0.0"])
     assert code != 0
     assert "--authorize" in capsys.readouterr().err
+
+
+class _User:
+    """What Starlette's `AuthenticationMiddleware` puts in `scope["user"]`."""
+
+    is_authenticated = True
+
+    def __init__(self, name: str) -> None:
+        self.identity = name
+
+
+def with_user(app: Any) -> Any:
+    """`app` behind a stand-in for an authentication middleware (the user from a header)."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        headers = dict(scope.get("headers", ()))
+        if b"x-user" in headers:
+            scope["user"] = _User(headers[b"x-user"].decode())
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_without_authorize_the_scopes_user_owns_the_chat(adapter: Any) -> None:
+    async with (
+        scripted("anthropic", booking("Booked.")) as (server, factory),
+        serve(with_user(adapter(factory))) as url,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        call_id = await pause(adapter, http, url, "c1", user="victim")
+        other = await approve(adapter, http, url, "c1", call_id, user="mallory")
+        mine = await approve(adapter, http, url, "c1", call_id, user="victim")
+    assert "booked" not in other.text
+    assert "booked Kyoto" in mine.text
+    assert len(server.requests) == 2
+
+
+def docs_authorize() -> str:
+    """The `authorize` example of docs/web.md's Security section."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "web.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    [block] = [b for b in blocks if "def authorize(" in b]
+    return block
+
+
+async def test_the_docs_authorize_example_keeps_users_apart() -> None:
+    class Session:
+        def __init__(self, user_id: str) -> None:
+            self.user_id = user_id
+
+    sessions = {"s-victim": Session("victim"), "s-mallory": Session("mallory")}
+    async with scripted("anthropic", booking("Booked.")) as (server, factory):
+        namespace: dict[str, Any] = {
+            "make_worker": factory,
+            "sessions": sessions,
+            "VercelAIAdapter": VercelAIAdapter,
+        }
+        exec(compile(docs_authorize(), "docs/web.md (authorize)", "exec"), namespace)
+        async with serve(namespace["adapter"]) as url, httpx.AsyncClient(timeout=10) as http:
+            body = {"id": "c1", "messages": [USER], "trigger": "submit-message"}
+            with anyio.fail_after(10):
+                anonymous = await http.post(url, json=body)
+                http.cookies.set("session", "s-victim")
+                paused = await http.post(url, json=body)
+                asked = [c for c in chunks(paused.text) if c["type"] == "tool-approval-request"]
+                http.cookies.set("session", "s-mallory")
+                other = await approve(VercelAIAdapter, http, url, "c1", asked[0]["toolCallId"])
+    assert anonymous.status_code == 403
+    assert "booked" not in other.text
+    assert len(server.requests) == 1
