@@ -1,3 +1,4 @@
+# pyright: strict
 """Tools from an MCP server: `mcp-server-time` (the MCP project's, from PyPI) over stdio.
 
 1. `async with MCPServer.stdio(...)` starts the server and lists its tools; their JSON
@@ -45,14 +46,17 @@ async def main() -> None:
         for each in await server.list_tools():
             print(f"tool {each.name} ({each.meta.effect}): {each.description.splitlines()[0]}")
         async with model(SCRIPT) as (client, _server), Worker(client, tools=[server]) as worker:
-            stream = worker.stream("What time is it in Tokyo?")
-            async for event in stream:
-                if isinstance(event, ToolResultReady):
-                    tz = json.loads(event.result.content)["timezone"]
-                    print(f"← {event.result.name}: timezone {tz}")
+            # `async with`: leaving early (an error, Ctrl-C) cancels the run and cleans up.
+            async with worker.stream("What time is it in Tokyo?") as stream:
+                async for event in stream:
+                    if isinstance(event, ToolResultReady):
+                        tz = json.loads(event.result.content)["timezone"]
+                        print(f"← {event.result.name}: timezone {tz}")
+    # Read to its end, the stream holds the result (a failed run raised in the loop above).
+    # A run that ended without an answer, paused by a hook or cancelled, says so here.
     result = stream.result
-    if result is None or result.status is not RunStatus.FINISHED:
-        raise SystemExit(f"the run did not finish: {result}")
+    if result.status is not RunStatus.FINISHED:
+        raise SystemExit(f"the run did not finish: {result.status} ({result.reason})")
     print(f"final answer: {result.text}")
 
 
