@@ -45,13 +45,16 @@ async def main() -> None:
     async with MCPServer.stdio(time_server[0], time_server[1:], name="time") as server:
         for each in await server.list_tools():
             print(f"tool {each.name} ({each.meta.effect}): {each.description.splitlines()[0]}")
-        async with model(SCRIPT) as (client, _server), Worker(client, tools=[server]) as worker:
-            # `async with`: leaving early (an error, Ctrl-C) cancels the run and cleans up.
-            async with worker.stream("What time is it in Tokyo?") as stream:
-                async for event in stream:
-                    if isinstance(event, ToolResultReady):
-                        tz = json.loads(event.result.content)["timezone"]
-                        print(f"← {event.result.name}: timezone {tz}")
+        async with (
+            model(SCRIPT) as (client, _server),
+            Worker(client, tools=[server]) as worker,
+            # `async with` the stream: leaving early (an error, Ctrl-C) cancels the run.
+            worker.stream("What time is it in Tokyo?") as stream,
+        ):
+            async for event in stream:
+                if isinstance(event, ToolResultReady):
+                    tz = json.loads(event.result.content)["timezone"]
+                    print(f"← {event.result.name}: timezone {tz}")
     # Read to its end, the stream holds the result (a failed run raised in the loop above).
     # A run that ended without an answer, paused by a hook or cancelled, says so here.
     result = stream.result

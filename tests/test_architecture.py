@@ -56,6 +56,8 @@ LAYERS: Layers = (
             "llm_worker.state",
             "llm_worker.otel",
             "llm_worker._pause_checks",
+            "llm_worker._pause_json",
+            "llm_worker._pause_outputs",
         ),
     ),
     ("testing", ("llm_worker.testing",)),

@@ -15,14 +15,18 @@ import orjson
 from typing_extensions import TypeVar
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
-from llm_worker._media import media_from_json, media_to_json
 from llm_worker._pause_checks import empty_text, output_call_mismatch, pending_mismatch
+from llm_worker._pause_json import (
+    call_to_dict,
+    output_call_from_dict,
+    pending_fields,
+    pending_to_dict,
+)
 from llm_worker.errors import NoOutputError, PauseStateError
 from llm_worker.events import USAGE_FIELDS, Event, StopReason, UsageEvent
 from llm_worker.messages import Message
 
 if TYPE_CHECKING:
-    from llm_worker.blobs import ToolOutput
     from llm_worker.collectors import ToolCall
     from llm_worker.tools import ToolResult
 
@@ -283,7 +287,7 @@ class PauseState:
         return {
             "version": _STATE_VERSION,
             "history": [m.to_dict() for m in self.history],
-            "pending": [_pending_to_dict(p) for p in self.pending],
+            "pending": [pending_to_dict(p) for p in self.pending],
             "at": self.at,
             "reason": self.reason,
             "requests": self.requests,
@@ -296,7 +300,7 @@ class PauseState:
             "stop_reason": self.stop_reason,
             "stop_message": self.stop_message,
             "output_attempts": self.output_attempts,
-            "output_call": None if self.output_call is None else _call_to_dict(self.output_call),
+            "output_call": None if self.output_call is None else call_to_dict(self.output_call),
         }
 
     @classmethod
@@ -336,7 +340,7 @@ class PauseState:
             raise PauseStateError(f"pause state has an unknown pause point {at!r}")
         try:
             history = [Message.from_dict(m) for m in as_list(body.get("history"))]
-            pending = [_pending_from_dict(p) for p in as_list(body.get("pending"))]
+            pending = [_pending(p) for p in as_list(body.get("pending"))]
         except (KeyError, TypeError, ValueError) as exc:
             raise PauseStateError(f"pause state is damaged: {exc}") from exc
         usage = as_dict(body.get("usage"))
@@ -357,12 +361,19 @@ class PauseState:
             stop_reason=_stop_reason(body.get("stop_reason")),
             stop_message=as_str(body.get("stop_message")),
             output_attempts=max(as_int(body.get("output_attempts")) or 0, 0),
-            output_call=_output_call(body.get("output_call")),
+            output_call=output_call_from_dict(body.get("output_call")),
         )
         problem = empty_text(history) or pending_mismatch(state) or output_call_mismatch(state)
         if problem:
             raise PauseStateError(f"pause state is inconsistent: {problem}")
         return state
+
+
+def _pending(data: object) -> PendingCall:
+    call, status, result, approved, rewritten = pending_fields(data)
+    if status not in _STATUSES:
+        raise ValueError(f"unknown call status {status!r}")
+    return PendingCall(call, cast("CallStatus", status), result, approved, rewritten)
 
 
 def _trace_context(data: object) -> dict[str, str] | None:
@@ -378,109 +389,6 @@ def _stop_reason(value: object) -> StopReason | None:
         return StopReason(value)
     except ValueError:
         raise PauseStateError(f"pause state has an unknown stop reason {value!r}") from None
-
-
-def _call_to_dict(c: ToolCall) -> dict[str, Any]:
-    out = {"id": c.id, "name": c.name, "input": c.input, "raw_input": c.raw_input}
-    return {**out, "error": c.error}
-
-
-def _call_from_dict(data: object) -> ToolCall:
-    from llm_worker.collectors import ToolCall
-
-    c = as_dict(data)
-    return ToolCall(
-        str(c["id"]),
-        str(c["name"]),
-        as_dict(c.get("input")),
-        raw_input=as_str(c.get("raw_input")) or "",
-        error=as_str(c.get("error")),
-    )
-
-
-def _output_call(data: object) -> ToolCall | None:
-    if data is None:  # no output call, or a state saved before the field existed
-        return None
-    if not isinstance(as_dict(data).get("input"), dict):  # accepted arguments are an object
-        raise PauseStateError("pause state has a damaged output call: its input is not an object")
-    try:
-        return _call_from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PauseStateError(f"pause state has a damaged output call: {exc!r}") from exc
-
-
-def _pending_to_dict(p: PendingCall) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "call": _call_to_dict(p.call),
-        "status": p.status,
-        "approved": p.approved,
-    }
-    if p.rewritten_input is not None:
-        out["rewritten_input"] = p.rewritten_input
-    if p.result is not None:
-        r = p.result
-        result: dict[str, Any] = {
-            "tool_use_id": r.tool_use_id,
-            "name": r.name,
-            "content": r.content,
-            "is_error": r.is_error,
-        }
-        if r.input is not None:
-            result["input"] = r.input
-        if r.media:
-            result["media"] = media_to_json(r.media)
-        if r.output is not None:
-            from llm_worker._pause_outputs import output_to_dict
-
-            output = output_to_dict(r.output, r.content)
-            if output is not None:
-                result["output"] = output
-        out["result"] = result
-    return out
-
-
-def _pending_from_dict(data: object) -> PendingCall:
-    from llm_worker.tools import ToolResult
-
-    body = as_dict(data)
-    call = _call_from_dict(body["call"])
-    status = body.get("status")
-    if status not in _STATUSES:
-        raise ValueError(f"unknown call status {status!r}")
-    result = None
-    r = as_dict(body.get("result"))
-    if r:
-        content = str(r["content"])
-        result = ToolResult(
-            str(r["tool_use_id"]),
-            str(r["name"]),
-            content,
-            is_error=bool(r.get("is_error")),
-            output=_output(r.get("output"), content),
-            input=as_dict(r["input"]) if "input" in r else None,
-            media=media_from_json(r["media"]) if "media" in r else [],
-        )
-    rewritten = _rewritten_input(body.get("rewritten_input"), status)
-    return PendingCall(call, status, result, body.get("approved") is True, rewritten)
-
-
-def _output(data: object, content: str) -> ToolOutput | None:
-    if data is None:  # plain text, or a state saved before outputs were kept
-        return None
-    from llm_worker._pause_outputs import output_from_dict
-
-    return output_from_dict(data, content)
-
-
-def _rewritten_input(value: object, status: object) -> dict[str, Any] | None:
-    if value is None:  # no hook rewrote the call, or a state saved before the field existed
-        return None
-    if not isinstance(value, dict):
-        raise ValueError(f"rewritten_input is {type(value).__name__}, not an object")
-    if status != "pending":
-        # Only an undecided call waits with the hooks' rewrite beside the model's arguments.
-        raise ValueError(f"a {status} call has rewritten_input")
-    return cast("dict[str, Any]", value)
 
 
 OutputT = TypeVar("OutputT", default=str)
