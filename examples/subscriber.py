@@ -5,7 +5,9 @@
 tool-use blocks), the meta events (`on_usage`, `on_status`, `on_error`), the Worker's own
 completed pieces (`on_text_complete(text)`, `on_tool_call_complete(call)`) and the turn
 boundaries (`on_turn_start(turn)`, `on_turn_end(turn)`). Methods it lacks are simply not
-registered — a logger, a metrics collector or a UI is one class.
+registered — a logger, a metrics collector or a UI is one class. Subclassing `Subscriber`
+(its type argument: the text blocks' scope type) lets the type checker check each method; an
+async one, which could never run mid-stream, is refused by `subscribe`.
 
 Run: `python examples/subscriber.py` (offline unless an API key is set; see _common.py).
 """
@@ -27,10 +29,11 @@ from llm_worker import (
     Worker,
     tool,
 )
+from llm_worker.hooks import Subscriber
 from llm_worker.testing import ScriptedResponse
 
 
-class TurnLog:
+class TurnLog(Subscriber[list[str]]):
     """Logs a conversation turn by turn, and counts requests and tokens across turns."""
 
     def __init__(self) -> None:

@@ -32,7 +32,14 @@ rewrite a copy, which the tool, the after hooks and the result see), and a resul
 every after_tool_call hook has seen it — a result whose chain did not finish (an `Abort`, a
 hook that raised, a cancellation) is replaced by an error result saying so. A paused call
 keeps the model's arguments, so on resume the before_tool_call chain runs on them again and
-each rewrite applies once.
+each rewrite applies once. Beside them the pause state keeps what the hooks that ran before
+the pausing one made of them (`PendingCall.rewritten_input`): a `Decision.approve()`, which
+skips the hooks, runs those — a sanitizing hook registered before an approval hook has done
+its work, once. Register such hooks before the one that pauses.
+
+One object may hold the hooks of several points (`Worker.add_hooks`): subclass `WorkerHooks`
+and the type checker checks each method you override. `Subscriber` does the same for the
+event methods of `Worker.subscribe`.
 
 Contexts are classes, not positional arguments, so that they can grow new fields without
 breaking existing hooks.

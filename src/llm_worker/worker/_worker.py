@@ -387,8 +387,10 @@ class Worker(Registrations, Generic[OutputT]):
         call that paused and decided ones; `False` for later calls no hook has seen yet),
         starting from the arguments the model sent — so a hook's rewrite applies exactly once —
         unless `decisions` decides them: by call id, `Decision.approve()` (optionally with edited
-        arguments) or `Decision.deny(reason)`. Calls that already ran keep their results. A
-        call of a tool marked `requires_approval` pauses again unless it was approved.
+        arguments) or `Decision.deny(reason)`. An approved call skips the hooks and runs with
+        the arguments the hooks before the pausing one left (`PendingCall.arguments`: a
+        sanitizing hook's rewrite stands). Calls that already ran keep their results. A call
+        of a tool marked `requires_approval` pauses again unless it was approved.
 
         This Worker's system prompt, tools and hooks apply (the state holds none). Another
         Worker resuming the same state runs its calls again (see `PauseState`). The result's
