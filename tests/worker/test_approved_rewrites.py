@@ -8,13 +8,23 @@ exactly once, through pause → JSON → resume in a fresh Worker.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
 import orjson
 import pytest
 
-from llm_worker import Decision, PauseState, PauseStateError, RunStatus, ToolUsePart, Worker, tool
+from llm_worker import (
+    Decision,
+    HookError,
+    PauseState,
+    PauseStateError,
+    RunStatus,
+    ToolUsePart,
+    Worker,
+    tool,
+)
 from llm_worker.hooks import Pause, ToolCallContext, ToolResultContext
 from llm_worker.testing import ScriptedClient, ScriptedResponse
 
@@ -204,6 +214,15 @@ async def test_a_cancelled_resume_leaves_the_state_resumable_with_its_rewrites()
     assert cut.status is RunStatus.CANCELLED
     await resume_fresh(saved, sanitize, approval, c1=Decision.approve())
     assert RAN == [{"cmd": "rm -r x", "cwd": "/"}]
+
+
+async def test_a_rewrite_json_cannot_hold_is_refused_before_the_pause_keeps_it() -> None:
+    def with_path(ctx: ToolCallContext) -> None:
+        ctx.call.input["cwd"] = Path("/tmp")  # the state would hold it: to_json would fail
+
+    worker = configured(calls("rm -r x --force"), with_path, approval)
+    with anyio.fail_after(TIMEOUT), pytest.raises(HookError, match=r"with_path.*call\.input\.cwd"):
+        await worker.run("clean up")
 
 
 def hostile(saved: str, value: object) -> str:

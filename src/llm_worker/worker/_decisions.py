@@ -28,6 +28,7 @@ __all__ = (
     "check_not_paused",
     "check_not_resumed",
     "loaded_outputs",
+    "not_json",
     "not_run",
     "seen_on_resume",
 )
@@ -94,7 +95,7 @@ def _decide(pending: PendingCall, decision: Decision, registry: ToolRegistry) ->
 def _check_edit(call_id: str, name: str, arguments: dict[str, Any], registry: ToolRegistry) -> None:
     tool = registry.get(name)
     # JSON values only: the arguments go into ToolResult.input and any later pause state.
-    problem = _not_json(arguments, "arguments")
+    problem = not_json(arguments, "arguments")
     if problem is None and tool is not None:
         problem = check_arguments(tool, arguments)
     if problem is not None:
@@ -104,7 +105,7 @@ def _check_edit(call_id: str, name: str, arguments: dict[str, Any], registry: To
         )
 
 
-def _not_json(value: object, where: str) -> str | None:
+def not_json(value: object, where: str) -> str | None:
     """Where `value` holds what JSON has no form for (a set, bytes, NaN), or `None`."""
     if value is None or isinstance(value, str | bool | int):
         return None
@@ -112,12 +113,12 @@ def _not_json(value: object, where: str) -> str | None:
         return None if math.isfinite(value) else f"{where}: {value!r} is not a JSON number"
     if isinstance(value, list):
         items = cast("list[object]", value)
-        found = (_not_json(item, f"{where}[{i}]") for i, item in enumerate(items))
+        found = (not_json(item, f"{where}[{i}]") for i, item in enumerate(items))
     elif isinstance(value, dict):
         fields = cast("dict[object, object]", value)
         if any(not isinstance(key, str) for key in fields):
             return f"{where}: JSON object keys are strings"
-        found = (_not_json(item, f"{where}.{key}") for key, item in fields.items())
+        found = (not_json(item, f"{where}.{key}") for key, item in fields.items())
     else:
         return f"{where}: {type(value).__name__} is not a JSON value"
     return next((problem for problem in found if problem is not None), None)

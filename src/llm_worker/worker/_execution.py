@@ -44,6 +44,7 @@ from llm_worker.hooks import (
 from llm_worker.messages import DocumentPart, ImagePart, Message, Part, ToolResultPart
 from llm_worker.state import PendingCall, ToolResultReady
 from llm_worker.tools import Tool, ToolResult, execute_call, tool_meta
+from llm_worker.worker._decisions import not_json
 from llm_worker.worker._intercept import ToolStep, intercepted
 from llm_worker.worker._media_check import sendable_results
 
@@ -345,6 +346,9 @@ def _call_edits(model: ToolCall) -> Callable[[ToolCallContext], str | None]:
         arguments: object = getattr(call, "input", None)
         if not isinstance(arguments, dict):
             return f"set call.input to {type(arguments).__name__}, not a JSON object (a dict)"
+        unfit = not_json(arguments, "call.input")
+        if unfit is not None:  # the arguments go into the result and any pause state as JSON
+            return f"rewrote the arguments into what JSON cannot hold ({unfit})"
         approved = cast("object", ctx.approved)
         if not isinstance(approved, bool):  # "no" is truthy: it would approve the call
             return f"set ctx.approved to {approved!r}, not True or False"
