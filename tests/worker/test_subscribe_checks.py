@@ -87,6 +87,17 @@ class ScopeNeedsArguments(Recorder):
         self.seen.append("never")
 
 
+class AsyncCallable:
+    async def __call__(self, event: UsageEvent) -> None:
+        return None
+
+
+class AsyncCallableUsage(Recorder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_usage = AsyncCallable()  # type: ignore[assignment]
+
+
 class NotCallable(Recorder):
     on_status = "verbose"
 
@@ -100,6 +111,7 @@ class NotCallable(Recorder):
         (OneArgumentBlocks(), "on_text_block must take two arguments"),
         (ScopeNeedsArguments(), "new_text_block_scope must take no argument"),
         (NotCallable(), "on_status is str, not a method"),
+        (AsyncCallableUsage(), "on_usage is async"),
         (Recorder, "not the class Recorder"),
     ],
 )

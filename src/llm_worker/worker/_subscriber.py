@@ -134,7 +134,7 @@ def _checked(
     where = f"{what}: {type(obj).__qualname__}.{name}"
     if not callable(method):
         raise ConfigurationError(f"{where} is {type(method).__name__}, not a method")
-    if sync and (inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method)):
+    if sync and _is_async(method):
         raise ConfigurationError(
             f"{where} is async; events are delivered synchronously, mid-stream, so it would "
             "never run (define it with plain def, and hand slow work to a task or a queue, "
@@ -144,6 +144,12 @@ def _checked(
     if problem is not None:
         raise ConfigurationError(f"{where} {problem}")
     return method
+
+
+def _is_async(fn: object) -> bool:
+    # An object whose __call__ is async (not a function itself) is async too.
+    call = fn if inspect.isroutine(fn) else inspect.getattr_static(type(fn), "__call__", None)
+    return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
 
 
 def register(worker: Registrations, subscriber: object) -> TurnMethods:
