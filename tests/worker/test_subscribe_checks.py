@@ -8,6 +8,7 @@ naming the method, and a refused object leaves nothing registered. The base clas
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -98,6 +99,15 @@ class AsyncCallableUsage(Recorder):
         self.on_usage = AsyncCallable()  # type: ignore[assignment]
 
 
+class AsyncPartialTurnEnd(Recorder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_turn_end = functools.partial(self._ended, "tag")  # type: ignore[assignment]
+
+    async def _ended(self, tag: str, turn: int) -> None:
+        return None
+
+
 class NotCallable(Recorder):
     on_status = "verbose"
 
@@ -112,6 +122,7 @@ class NotCallable(Recorder):
         (ScopeNeedsArguments(), "new_text_block_scope must take no argument"),
         (NotCallable(), "on_status is str, not a method"),
         (AsyncCallableUsage(), "on_usage is async"),
+        (AsyncPartialTurnEnd(), "on_turn_end is async"),
         (Recorder, "not the class Recorder"),
     ],
 )

@@ -147,9 +147,11 @@ def _checked(
 
 
 def _is_async(fn: object) -> bool:
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):  # partials too
+        return True
     # An object whose __call__ is async (not a function itself) is async too.
-    call = fn if inspect.isroutine(fn) else inspect.getattr_static(type(fn), "__call__", None)
-    return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
+    call = None if inspect.isroutine(fn) else inspect.getattr_static(type(fn), "__call__", None)
+    return call is not None and inspect.iscoroutinefunction(call)
 
 
 def register(worker: Registrations, subscriber: object) -> TurnMethods:
