@@ -346,7 +346,7 @@ def _call_edits(model: ToolCall) -> Callable[[ToolCallContext], str | None]:
         arguments: object = getattr(call, "input", None)
         if not isinstance(arguments, dict):
             return f"set call.input to {type(arguments).__name__}, not a JSON object (a dict)"
-        unfit = not_json(arguments, "call.input")
+        unfit = not_json(ctx.call.input, "call.input")
         if unfit is not None:  # the arguments go into the result and any pause state as JSON
             return f"rewrote the arguments into what JSON cannot hold ({unfit})"
         approved = cast("object", ctx.approved)
