@@ -295,3 +295,47 @@ async def test_the_docs_authorize_example_keeps_users_apart() -> None:
     assert anonymous.status_code == 403
     assert "booked" not in other.text
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_an_authorize_that_raises_is_a_500_that_shows_nothing_of_it(adapter: Any) -> None:
+    def broken(request: Any, chat_id: str) -> str | None:
+        raise RuntimeError("cannot reach db.internal with password hunter2")
+
+    async with site(adapter, booking("Booked."), authorize=broken) as (server, url, http):
+        posted = await post(http, url, {"id": "c1", "threadId": "c1", "runId": "r1"})
+        read = await http.get(f"{url}/c1/stream")
+    for response in (posted, read):
+        assert response.status_code == 500
+        assert "hunter2" not in response.text
+    assert server.requests == []
+
+
+def test_the_process_key_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llm_worker.ui import _sign
+
+    monkeypatch.setattr(_sign, "_process", [])
+    monkeypatch.setenv(_sign.ENV, "short")
+    with pytest.raises(ValueError, match="16 bytes"):  # at start, not at the first request
+        VercelAIAdapter(_no_worker)
+    monkeypatch.setattr(_sign, "_process", [])
+    monkeypatch.setenv(_sign.ENV, "x" * 32)
+    VercelAIAdapter(_no_worker)
+    assert _sign.current().mac("k", None, {}) == _sign.Signer("x" * 32).mac("k", None, {})
+
+
+def _no_worker() -> Any:
+    raise AssertionError("no request reaches the factory here")
+
+
+async def test_an_ag_ui_reconnect_by_post_reaches_only_the_owners_run() -> None:
+    options = {"authorize": by_header, "resumable": True}
+    script = [*booking("Booked.")[:1], ScriptedResponse.text("Your own chat.")]
+    async with site(AGUIAdapter, script, **options) as (_, url, http):
+        await pause(AGUIAdapter, http, url, "c1", user="victim")
+        rejoin = {"threadId": "c1", "runId": "r1", "messages": [AG_USER], "tools": []}
+        mine = await post(http, url, rejoin, user="victim")  # the kept run, replayed
+        theirs = await post(http, url, rejoin, user="mallory")  # a run of mallory's own
+    assert "Let me check and book" in mine.text
+    assert "Let me check and book" not in theirs.text
+    assert "Your own chat." in theirs.text

@@ -308,8 +308,11 @@ class Endpoint:
         self.streams = resumable if isinstance(resumable, ResumableStreams) else None
         self.authorize = authorize
         self.editable_tools = frozenset(editable_tools)
-        # None: the process's key (`LLM_WORKER_SIGNING_KEY`, else random), read when used.
+        # None: the process's key (`LLM_WORKER_SIGNING_KEY`, else random); made here so that
+        # a key too short fails at start, not at the first request.
         self.signer = Signer(signing_key) if signing_key is not None else None
+        if self.signer is None:
+            sign.process_signer()
         self.trust_client_history = trust_client_history
         self.record: ToolRecord = record if record is not None else MemoryToolRecord()
 
@@ -345,6 +348,9 @@ class Endpoint:
             key = chat_key(await owner_of(self.authorize, scope, chat_id), chat_id)
         except Refused:
             await send_json(send, 403, {"error": REFUSED})
+            return
+        except BadRequest as exc:
+            await send_json(send, exc.status, {"error": str(exc)})
             return
         if method == "GET":
             log = streams.get(key) if streams is not None else None

@@ -10,13 +10,17 @@ reaches the chats it owns, whatever ids it sends.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from llm_worker._extras import require_extra
-from llm_worker.ui._asgi import Scope
+from llm_worker.ui._asgi import BadRequest, Scope
+from llm_worker.ui._errors import GENERIC_ERROR
 
 __all__ = ("Authorize", "Refused", "chat_key", "owner_of")
+
+_log = logging.getLogger("llm_worker.ui")
 
 Authorize = Callable[[Any, str], "str | Awaitable[str | None] | None"]
 """`authorize(request, chat_id) -> owner | None`, sync or async.
@@ -43,13 +47,19 @@ async def owner_of(authorize: Authorize | None, scope: Scope, chat_id: str) -> s
 
     Raises:
         Refused: `authorize` returned `None` (or not a string).
+        BadRequest: `authorize` raised (500, a generic text; the exception is logged on
+            `llm_worker.ui`: it may name hosts or credentials).
     """
     if authorize is None:
         return _scope_user(scope)
     request = require_extra("starlette.requests", "web", feature="llm_worker.ui").Request(scope)
-    owner = authorize(request, chat_id)
-    if inspect.isawaitable(owner):
-        owner = await owner
+    try:
+        owner = authorize(request, chat_id)
+        if inspect.isawaitable(owner):
+            owner = await owner
+    except Exception as exc:
+        _log.error("authorize failed", exc_info=exc)
+        raise BadRequest(500, GENERIC_ERROR) from exc
     if not isinstance(owner, str):
         raise Refused
     return owner
