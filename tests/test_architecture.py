@@ -37,6 +37,7 @@ MODEL = (
     "llm_worker._strict",
     "llm_worker._retries",
     "llm_worker._cost",
+    "llm_worker._secrets",
 )
 LAYERS: Layers = (
     (

@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import anyio
 
 from llm_worker._extras import require_extra
+from llm_worker._secrets import Scrubber, chain_leaks, install_log_filter
 from llm_worker.errors import ConfigurationError, MCPConnectionError, ToolError
 from llm_worker.mcp._connection import ConnectionLost, Live, guarded, open_connection
 from llm_worker.mcp._results import DEFAULT_MAX_IMAGE_BYTES, result_output
+from llm_worker.mcp._secrets import command_secrets, http_secrets
 from llm_worker.mcp._tools import MCPTool, make_tool
-from llm_worker.mcp._transports import Transport, http_transport, stdio_transport
+from llm_worker.mcp._transports import StdioTransport, Transport, http_transport, passed_env
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -27,6 +29,18 @@ __all__ = ("MCPServer",)
 
 _log = logging.getLogger("llm_worker.mcp")
 Progress = Callable[[float, float | None, str | None], None]
+
+# Loggers that may quote a server's URL or a message with its token: the MCP SDK's (its
+# session logs on the root logger itself), httpx's (added by install_log_filter) and ours.
+_LOGGERS = (
+    "llm_worker.mcp",
+    "mcp.client.streamable_http",
+    "mcp.client.sse",
+    "mcp.client.stdio",
+    "mcp.os.posix.utilities",
+    "client",
+    "",
+)
 
 
 class MCPServer:
@@ -70,6 +84,10 @@ class MCPServer:
             may carry; a result with a larger one becomes an error result naming this limit,
             which the model reads. Default 5 MB: the smallest per-image limit of the
             providers (Anthropic's), so an image let through is one every provider takes.
+        secrets: Values never shown in the name, `repr`, an error, a fault text the model
+            reads or a log line (replaced by `***`, as are runs of 12 or more of their
+            characters). `stdio` and `http` add the tokens they find on the command line,
+            in credential-named variables, in the URL and in credential headers.
     """
 
     def __init__(
@@ -85,7 +103,12 @@ class MCPServer:
         max_reconnects: int = 3,
         strict: bool = False,
         max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
+        secrets: Sequence[str] = (),
     ) -> None:
+        self._scrubber = Scrubber(secrets)
+        if self._scrubber:
+            install_log_filter(_LOGGERS)
+        name = self._scrubber.scrub(name)
         if init_timeout <= 0 or max_reconnects < 0 or (timeout is not None and timeout <= 0):
             raise ConfigurationError(
                 f"MCP server {name}: timeout and init_timeout must be positive seconds and "
@@ -117,24 +140,40 @@ class MCPServer:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         name: str | None = None,
+        pass_env: bool = True,
         **options: Any,
     ) -> Self:
         """A server started as a process, spoken to over its stdin and stdout.
 
-        Its stderr goes to the `llm_worker.mcp` logger (level INFO), never to the terminal.
+        Its stderr goes to the `llm_worker.mcp` logger (level INFO), never to the terminal;
+        when it fails to start, the `MCPConnectionError` quotes its last lines.
+
+        A token on the command line (`--token X`, `--api-key=X`, `KEY=X`, a URL's `?key=`, a
+        token-like argument) or in a credential-named variable of `env` is never shown: the
+        name, `repr`, errors, fault texts and log lines show `***` instead.
 
         Args:
             command: The program, e.g. `"uvx"` or `"npx"`.
             args: Its arguments, e.g. `["mcp-server-time"]`.
-            env: Environment variables, added to a safe default set (`PATH`, `HOME`, …);
-                the rest of this process's environment is not passed on.
+            env: Environment variables, added to a safe default set (`PATH`, `HOME`, …)
+                and to the proxy, certificate and package-index variables of this process
+                (`llm_worker.mcp.PASSED_ENV`, and every `UV_*`); the rest of this process's
+                environment is not passed on.
             cwd: The working directory.
-            name: The name in messages; default: the command line.
+            name: The name in messages; default: the command line (its secrets masked).
+            pass_env: Pass on the proxy, certificate and package-index variables (`False`:
+                only the safe default set and `env`).
             **options: `prefix`, `include`, `exclude`, `timeout`, `init_timeout`,
-                `max_reconnects`, `strict`, `max_image_bytes` (see the class).
+                `max_reconnects`, `strict`, `max_image_bytes`, `secrets` (see the class).
         """
-        label = name or " ".join([command, *args])
-        return cls(label, stdio_transport(command, args, env, cwd, label), **options)
+        passed = passed_env(os.environ) if pass_env else {}
+        found = command_secrets(command, args, env, passed)
+        secrets = [*found, *options.pop("secrets", ())]
+        scrub = Scrubber(secrets).scrub
+        label = scrub(name or " ".join([command, *args]))
+        server_env = {**passed, **env} if env is not None else (passed or None)
+        transport = StdioTransport(command, args, server_env, cwd, name=label, scrub=scrub)
+        return cls(label, transport, secrets=secrets, **options)
 
     @classmethod
     def http(
@@ -156,10 +195,16 @@ class MCPServer:
             name: The name in messages; default: the URL without its user, password and
                 query (where keys often travel).
             **options: As `stdio`.
+
+        A key in the URL (its user info, a credential-named query value) or a credential
+        header is never shown: not in an error or its chained causes, nor in the MCP SDK's
+        or httpx's log lines.
         """
         init = float(options.get("init_timeout", 30.0))
         label = name or _without_secrets(url)
-        return cls(label, http_transport(url, headers, transport, init), **options)
+        secrets = [*http_secrets(url, headers), *options.pop("secrets", ())]
+        connect = http_transport(url, headers, transport, init)
+        return cls(label, connect, secrets=secrets, **options)
 
     def __repr__(self) -> str:
         return f"MCPServer({self.name!r})"
@@ -213,9 +258,24 @@ class MCPServer:
         )
         await live.ready.wait()  # bounded: open_connection gives up after init_timeout
         if live.session is None:
-            raise _connection_error(self.name, live, self.init_timeout)
+            error = _connection_error(self.name, live, self.init_timeout, self._scrub)
+            tail = getattr(self._transport, "stderr_tail", None)
+            lines: list[str] = await tail() if tail is not None else []
+            if lines:
+                quoted = "\n  ".join(lines)
+                error.args = (f"{error}; the server's stderr ended with:\n  {quoted}",)
+            raise error
         self._live, self._stale = live, True
         return live
+
+    def _scrub(self, text: str) -> str:
+        return self._scrubber.scrub(text)
+
+    def _chained(self, error: BaseException, cause: BaseException) -> BaseException:
+        """`error` with `cause` chained, unless a text of the chain holds a secret."""
+        error.__cause__ = None if chain_leaks(cause, self._scrub) else cause
+        error.__suppress_context__ = True
+        return error
 
     async def _alive(self) -> Live:
         """The connection, reconnecting (once, bounded) when it ended."""
@@ -229,15 +289,17 @@ class MCPServer:
             fault = live.fault if live is not None else "not connected"
             if self._failures >= self.max_reconnects:
                 raise ToolError(
-                    f"MCP server {self.name} is unavailable ({fault}); it was restarted "
-                    f"{self._failures} times without a successful call, so no more tries"
+                    self._scrub(
+                        f"MCP server {self.name} is unavailable ({fault}); it was restarted "
+                        f"{self._failures} times without a successful call, so no more tries"
+                    )
                 )
             self._failures += 1
-            _log.warning("MCP server %s: reconnecting (%s)", self.name, fault)
+            _log.warning("MCP server %s: reconnecting (%s)", self.name, self._scrub(fault))
             try:
                 return await self._connect()
             except MCPConnectionError as exc:
-                raise ToolError(str(exc)) from exc
+                raise self._chained(ToolError(str(exc)), exc) from None
 
     async def list_tools(self) -> Sequence[MCPTool]:
         """The server's tools (filtered and prefixed) as llm-worker tools.
@@ -254,10 +316,13 @@ class MCPServer:
             listed = await self._list()
         except (ToolError, ConnectionLost, Exception) as exc:
             if self._tools is None:
-                raise MCPConnectionError(
-                    f"MCP server {self.name} did not list its tools: {exc}", server=self.name
-                ) from exc
-            _log.warning("MCP server %s: keeping its last tool list (%s)", self.name, exc)
+                error = MCPConnectionError(
+                    self._scrub(f"MCP server {self.name} did not list its tools: {exc}"),
+                    server=self.name,
+                )
+                raise self._chained(error, exc) from None
+            why = self._scrub(str(exc))
+            _log.warning("MCP server %s: keeping its last tool list (%s)", self.name, why)
             return self._tools
         self._tools = tuple(listed)
         return self._tools
@@ -299,16 +364,19 @@ class MCPServer:
                 live, lambda: session.call_tool(name, arguments, progress_callback=_relay(progress))
             )
         except ConnectionLost as exc:
-            raise ToolError(
-                f"MCP server {self.name}: {exc} during the call; it reconnects on the next call"
-            ) from exc
+            text = f"MCP server {self.name}: {exc} during the call; it reconnects on the next call"
+            raise self._chained(ToolError(self._scrub(text)), exc) from None
         except anyio.get_cancelled_exc_class():
             await _cancel(live, request_id)
             raise
         except Exception as exc:
-            raise ToolError(f"MCP server {self.name}: {_error_text(exc)}") from exc
+            text = f"MCP server {self.name}: {_error_text(exc)}"
+            raise self._chained(ToolError(self._scrub(text)), exc) from None
         self._failures = 0
-        return result_output(result, self.name, self.max_image_bytes)
+        try:
+            return result_output(result, self.name, self.max_image_bytes)
+        except ToolError as exc:  # the server's own error text may echo its token
+            raise ToolError(self._scrub(str(exc))) from None
 
     async def _on_message(self, message: Any) -> None:
         root = getattr(message, "root", None)
@@ -360,7 +428,9 @@ def _error_text(exc: BaseException) -> str:
     return message if isinstance(message, str) else f"{type(exc).__name__}: {exc}"
 
 
-def _connection_error(name: str, live: Live, init_timeout: float) -> MCPConnectionError:
+def _connection_error(
+    name: str, live: Live, init_timeout: float, scrub: Callable[[str], str]
+) -> MCPConnectionError:
     error = live.error
     if isinstance(error, TimeoutError):
         why = f"it did not answer `initialize` within init_timeout={init_timeout}s"
@@ -368,8 +438,10 @@ def _connection_error(name: str, live: Live, init_timeout: float) -> MCPConnecti
         why = f"it could not be started or reached ({type(error).__name__}: {error})"
     else:
         why = live.fault if error is None else f"{live.fault} ({_error_text(error)})"
-    result = MCPConnectionError(f"MCP server {name}: {why}", server=name)
-    result.__cause__ = error
+    result = MCPConnectionError(scrub(f"MCP server {name}: {why}"), server=name)
+    # A cause whose text holds a secret (httpx's error quotes the URL) is left out.
+    result.__cause__ = None if error is None or chain_leaks(error, scrub) else error
+    result.__suppress_context__ = True
     return result
 
 

@@ -9,13 +9,24 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import deque
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
+
+import anyio
 
 from llm_worker._extras import require_extra
 
-__all__ = ("Streams", "Transport", "http_transport", "stdio_transport")
+__all__ = (
+    "PASSED_ENV",
+    "PASSED_ENV_PREFIXES",
+    "StdioTransport",
+    "Streams",
+    "Transport",
+    "http_transport",
+    "passed_env",
+)
 
 Streams: TypeAlias = tuple[Any, Any]
 """The SDK's (read, write) streams of one connection."""
@@ -25,46 +36,122 @@ _log = logging.getLogger("llm_worker.mcp")
 _LINE_LIMIT = 8192  # a line of stderr longer than this is logged in pieces
 
 
-def stdio_transport(
-    command: str,
-    args: Sequence[str],
-    env: Mapping[str, str] | None,
-    cwd: str | os.PathLike[str] | None,
-    name: str,
-) -> Transport:
-    """Start `command` with `args`; its stderr goes to the `llm_worker.mcp` logger."""
+PASSED_ENV: Final = (
+    # proxies
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    # certificates
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    # package indexes (pip, npm; uv's own are every `UV_*`)
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_TRUSTED_HOST",
+    "PIP_CERT",
+    "NPM_CONFIG_REGISTRY",
+    "NPM_CONFIG_CAFILE",
+    "npm_config_registry",
+    "npm_config_cafile",
+)
+"""Variables a stdio server gets from this process by default, beside the SDK's safe set
+(`HOME`, `PATH`, `USER`, …): proxies, certificate bundles and package indexes, without which
+`uvx`/`npx` cannot fetch a server behind a corporate proxy or a custom CA. Also passed: every
+variable whose name starts with one of `PASSED_ENV_PREFIXES`."""
+
+PASSED_ENV_PREFIXES: Final = ("UV_",)
+"""Prefixes of the variables passed as `PASSED_ENV` are (uv's settings: index, native TLS…)."""
+
+_TAIL_LINES = 20  # lines of a server's stderr an MCPConnectionError quotes at most
+_TAIL_CHARS = 500  # characters of each such line
+
+
+def passed_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of `environ` that a stdio server gets by default (see `PASSED_ENV`)."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if (name in PASSED_ENV or name.startswith(PASSED_ENV_PREFIXES))
+        and not value.startswith("()")  # a shell function, as the SDK skips them
+    }
+
+
+class StdioTransport:
+    """Starts `command` with `args` for each connection, its stderr logged and kept.
+
+    Each stderr line goes to the `llm_worker.mcp` logger, and the last lines are kept
+    (`stderr_tail`) for the error of a failed start. Every line is scrubbed of the
+    server's secrets (`scrub`) before it is logged or kept.
+    """
+
+    def __init__(
+        self,
+        command: str,
+        args: Sequence[str],
+        env: Mapping[str, str] | None,
+        cwd: str | os.PathLike[str] | None,
+        *,
+        name: str,
+        scrub: Callable[[str], str],
+    ) -> None:
+        self._params = (command, list(args), dict(env) if env is not None else None, cwd)
+        self._name = name
+        self._scrub = scrub
+        self._tail: deque[str] = deque(maxlen=_TAIL_LINES)
+        self._reader: threading.Thread | None = None
+
+    def __call__(self) -> AbstractAsyncContextManager[Streams]:
+        """One connection: the process, started, and its stdin and stdout as streams."""
+        return self._connect()
 
     @asynccontextmanager
-    async def connect() -> AsyncGenerator[Streams]:
+    async def _connect(self) -> AsyncGenerator[Streams]:
         stdio = require_extra("mcp.client.stdio", "mcp", feature="MCPServer.stdio")
-        params = stdio.StdioServerParameters(
-            command=command, args=list(args), env=dict(env) if env is not None else None, cwd=cwd
-        )
-        errlog = _stderr_logger(name)
+        command, args, env, cwd = self._params
+        params = stdio.StdioServerParameters(command=command, args=args, env=env, cwd=cwd)
+        self._tail.clear()
+        errlog = self._stderr()
         try:
             async with stdio.stdio_client(params, errlog=errlog) as (read, write):
                 yield read, write
         finally:
             errlog.close()  # the reader thread ends once the process's copy is closed too
 
-    return connect
+    async def stderr_tail(self) -> list[str]:
+        """The last lines the latest process wrote to stderr (scrubbed, each cut short).
 
+        Waits (at most 2 s) for the reader to take what the process wrote before it ended.
+        """
+        reader = self._reader
+        if reader is not None:
+            await anyio.to_thread.run_sync(reader.join, 2.0)
+        return list(self._tail)
 
-def _stderr_logger(name: str) -> Any:
-    # The subprocess needs a real file descriptor: a pipe, read line by line by a thread
-    # that logs each line at INFO (never the user's terminal unless they configure logging).
-    read_fd, write_fd = os.pipe()
-    thread = threading.Thread(
-        target=_log_lines, args=(read_fd, name), name=f"mcp-stderr {name}", daemon=True
-    )
-    thread.start()
-    return os.fdopen(write_fd, "w")
+    def _stderr(self) -> Any:
+        # The subprocess needs a real file descriptor: a pipe, read line by line by a thread
+        # that logs each line at INFO (never the user's terminal unless they configure logging).
+        read_fd, write_fd = os.pipe()
+        self._reader = threading.Thread(
+            target=self._lines, args=(read_fd,), name=f"mcp-stderr {self._name}", daemon=True
+        )
+        self._reader.start()
+        return os.fdopen(write_fd, "w")
 
-
-def _log_lines(fd: int, name: str) -> None:
-    with os.fdopen(fd, "rb") as lines:
-        while line := lines.readline(_LINE_LIMIT):
-            _log.info("[%s] %s", name, line.decode("utf-8", "replace").rstrip())
+    def _lines(self, fd: int) -> None:
+        with os.fdopen(fd, "rb") as lines:
+            while line := lines.readline(_LINE_LIMIT):
+                text = self._scrub(line.decode("utf-8", "replace").rstrip())
+                if text:
+                    self._tail.append(text[:_TAIL_CHARS])
+                _log.info("[%s] %s", self._name, text)
 
 
 def http_transport(

@@ -1,0 +1,79 @@
+"""The secrets an MCP server's command line, environment or URL carries.
+
+A stdio server is often given its token on the command line (`--token ghp_…`,
+`--api-key=…`, `API_KEY=…`, a URL with `?key=`), and its name in messages was the whole
+command line: each such value is found here, so the server's `Scrubber` keeps it out of its
+name, `repr`, errors, the fault texts the model reads, and log lines. An HTTP server's URL
+(its user info and credential-named query values) and credential headers are found the way
+the provider clients find theirs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+
+from llm_worker._secrets import header_secrets, is_credential, url_secrets
+
+__all__ = ("command_secrets", "http_secrets")
+
+# A token on its own: long, of the characters tokens are made of, letters and digits both
+# (a package name, `mcp-server-time`, has no digit; a path has a `/`).
+_NAME: Final = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*")  # `--api-key`, `API_KEY`
+_TOKEN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-+.~]{18,}=*")
+
+
+def command_secrets(
+    command: str, args: Sequence[str], env: Mapping[str, str] | None, passed: Mapping[str, str]
+) -> list[str]:
+    """The secrets in a stdio server's arguments, its `env`, and the variables passed on.
+
+    An argument is one when it follows a credential-named flag (`--token X`), is the value of
+    one (`--api-key=X`, `API_KEY=X`), is a URL's credential, or looks like a token alone.
+    A variable is one when its name says so (`GITHUB_TOKEN`), or it is a URL's credential.
+    """
+    found: list[str] = []
+    words = [command, *args]
+    for index, word in enumerate(words):
+        found.extend(_word_secrets(word))
+        previous = words[index - 1] if index else ""
+        if previous.startswith("-") and "=" not in previous and is_credential(previous):
+            found.append(word)
+    for name, value in [*(env or {}).items(), *passed.items()]:
+        found.extend(_value_secrets(name, value))
+    return list(dict.fromkeys(found))
+
+
+def http_secrets(url: str, headers: Mapping[str, str] | None) -> list[str]:
+    """The secrets in an HTTP server's URL and headers."""
+    return [*url_secrets(url), *header_secrets(headers or {})]
+
+
+def _word_secrets(word: str) -> Iterable[str]:
+    name, equals, value = word.partition("=")
+    if equals and value and _NAME.fullmatch(name) and is_credential(name):
+        yield value
+    if "://" in word:
+        yield from url_secrets(_url_in(word))
+    if _TOKEN.fullmatch(word) and _letters_and_digits(word):
+        yield word
+
+
+def _value_secrets(name: str, value: str) -> Iterable[str]:
+    if is_credential(name):
+        yield value
+    if "://" in value:
+        yield from url_secrets(_url_in(value))
+
+
+def _url_in(text: str) -> str:
+    """The URL in `--index=https://…` or `https://…`: from its scheme on."""
+    start = text.index("://")
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "+.-"):
+        start -= 1
+    return text[start:]
+
+
+def _letters_and_digits(word: str) -> bool:
+    return any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
