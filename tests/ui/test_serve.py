@@ -4,6 +4,8 @@ Starlette and FastAPI as docs/web.md shows them."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
@@ -17,7 +19,7 @@ from llm_worker.testing import ScriptedResponse
 from llm_worker.ui import VercelAIAdapter, chat_routes, web_app
 
 from .conftest import ROOT, scripted, serve
-from .serving import llm_worker_serve
+from .serving import free_port, llm_worker_serve
 from .test_bounds import slow_client
 
 pytestmark = pytest.mark.anyio
@@ -95,6 +97,28 @@ async def test_serve_enters_a_factory_lifespan_and_keeps_its_bounds(tmp_path: Pa
             await third.aclose()
         assert head.startswith(b"HTTP/1.1 204 ")
     assert (tmp_path / "events.txt").read_text() == "started\nstopped\n"
+
+
+def test_serve_stops_when_the_factory_lifespan_fails(tmp_path: Path) -> None:
+    (tmp_path / "failing_app.py").write_text(
+        "from contextlib import asynccontextmanager\n\n"
+        "@asynccontextmanager\n"
+        "async def make_worker():\n"
+        "    raise RuntimeError('the database is down')\n"
+        "    yield\n"
+    )
+    command = [sys.executable, "-m", "llm_worker.cli", "serve", "failing_app:make_worker"]
+    done = subprocess.run(
+        [*command, "--port", str(free_port())],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "the database is down" in done.stderr
+    assert "Uvicorn running on" not in done.stderr
 
 
 def test_the_serve_command_documents_its_bounds() -> None:

@@ -273,6 +273,7 @@ def run_server(
         host=host,
         port=port,
         log_level="info",
+        lifespan="on",  # a factory's lifespan that fails stops the server ("auto" goes on)
         limit_concurrency=limit_concurrency,
         timeout_keep_alive=timeout_keep_alive,
     )
