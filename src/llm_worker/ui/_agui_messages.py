@@ -144,7 +144,10 @@ def messages_from_agui(messages: Iterable[object]) -> list[Message]:
     Reasoning messages become the thinking parts of the assistant message after them; an
     assistant message's `encryptedValue` (written by `messages_to_agui` or the stream)
     restores its parts' order and opaque data; consecutive tool messages become one user
-    message of results. Activity messages (UI only) are left out.
+    message of results. Activity messages (UI only) are left out, and so are the messages a
+    failed run marked (`{"failed": true}` in their `encryptedValue`, sent before `RUN_ERROR`)
+    with the results of their calls. Opaque data this server did not sign (or that was
+    altered) is dropped (see `signing_key`).
 
     Raises:
         InvalidMessagesError: A message is not valid, or has a role llm-worker does not send

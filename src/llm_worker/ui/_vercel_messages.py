@@ -51,7 +51,8 @@ def messages_from_ui(ui_messages: Iterable[object]) -> list[Message]:
     (from `providerMetadata.llmWorker`); each tool part becomes the call and, once it has one,
     its result (output, error or denial). Parts no model reads (`step-start`, sources, `data-*`
     parts other than llm-worker's provider blocks) are left out; a tool call still waiting
-    for its input or its approval is kept without a result.
+    for its input or its approval is kept without a result. Opaque data this server did not
+    sign (or that was altered) is dropped (see `signing_key`).
 
     Raises:
         InvalidMessagesError: A message is not a UIMessage (no role or parts, an unknown
