@@ -125,6 +125,11 @@ class AGUIEncoder(BlockEncoder):
     def _run_completed(self, event: RunCompleted) -> list[Event]:
         return self.finish(event.result)
 
+    def _output(self, data: Event, answer: int) -> list[Event]:
+        # A custom event, not STATE_SNAPSHOT: the agent state is the application's own.
+        value = data | {"answer": answer}
+        return [{"type": "CUSTOM", "name": "llm-worker.output", "value": value}]
+
     def _block(self, event: BlockStart | BlockStop | BlockAbort) -> list[Event]:
         if isinstance(event, BlockStart):
             self._asm.feed(event)
@@ -255,7 +260,11 @@ class AGUIEncoder(BlockEncoder):
         }
         if usage := _token_usage(result.usage, self._origin):
             finished["usage"] = [usage]
-        out: list[Event] = [*ended, {"type": "MESSAGES_SNAPSHOT", "messages": snapshot}]
+        out: list[Event] = [
+            *ended,
+            *self.output_final(result),
+            {"type": "MESSAGES_SNAPSHOT", "messages": snapshot},
+        ]
         if result.reason:  # why a hook paused or cancelled the run: no native event says it
             notice = {"status": result.status.value, "reason": result.reason}
             out.append({"type": "CUSTOM", "name": "llm-worker.notice", "value": notice})

@@ -28,8 +28,9 @@ from llm_worker.events import (
     UsageEvent,
 )
 from llm_worker.messages import Origin, Part
-from llm_worker.state import RunCompleted, ToolResultReady
+from llm_worker.state import OutputPartial, OutputRejected, RunCompleted, ToolResultReady
 from llm_worker.ui._errors import ErrorText
+from llm_worker.ui._output_parts import OutputTrack
 from llm_worker.worker._assembler import Assembler
 
 __all__ = ("BlockEncoder", "OpenBlock", "sse")
@@ -50,6 +51,8 @@ _ROUTES = {
     StatusEvent: "_status",
     ToolResultReady: "_result_ready",
     RunCompleted: "_run_completed",
+    OutputPartial: "_output_partial",
+    OutputRejected: "_output_rejected",
 }
 
 
@@ -99,7 +102,7 @@ class BlockEncoder:
         origin: The Worker's provider and model, stamped on opaque data as in its history.
     """
 
-    __slots__ = ("_asm", "_blocks", "_origin")
+    __slots__ = ("_asm", "_blocks", "_origin", "_outputs")
 
     _TEXT_HEAD: ClassVar[str]  # the SSE line of a text delta up to the block id
     _REASONING_HEAD: ClassVar[str]
@@ -117,6 +120,7 @@ class BlockEncoder:
         self._origin = origin
         self._asm = Assembler(origin)
         self._blocks: dict[int, OpenBlock] = {}
+        self._outputs = OutputTrack()
 
     def start(self) -> list[Payload]:
         """The chunks that open the stream."""
@@ -149,6 +153,24 @@ class BlockEncoder:
 
     def _run_completed(self, event: RunCompleted) -> list[Payload]:
         raise NotImplementedError
+
+    def _output(self, data: Payload, answer: int) -> list[Payload]:
+        """The protocol's part for a structured output's `data` (see `_output_parts`)."""
+        raise NotImplementedError
+
+    def _output_partial(self, event: OutputPartial[Any]) -> list[Payload]:
+        return self._output(self._outputs.partial(event), self._outputs.answer)
+
+    def _output_rejected(self, event: OutputRejected) -> list[Payload]:
+        track = self._outputs
+        out = self._output(track.rejected(event), track.answer)
+        track.answer += 1
+        return out
+
+    def output_final(self, result: Any) -> list[Payload]:
+        """The part of a finished run's structured output (none for a text run)."""
+        data = self._outputs.final(result)
+        return [] if data is None else self._output(data, self._outputs.answer)
 
     def fast_delta(self, event: BlockDelta) -> str | None:
         """The SSE event of a text or reasoning delta of an open block, written directly.

@@ -277,8 +277,13 @@ class VercelEncoder(BlockEncoder):
             chunks[-1]["providerMetadata"] = {KEY: meta}
         return chunks
 
+    def _output(self, data: Chunk, answer: int) -> list[Chunk]:
+        # One part per answer: the client replaces a data part of the same id in place.
+        ident = f"output_{self._token}_{answer}"
+        return [{"type": "data-llm-worker-output", "id": ident, "data": data | {"answer": answer}}]
+
     def _completed(self, result: RunResult) -> list[Chunk]:
-        chunks: list[Chunk] = []
+        chunks: list[Chunk] = self.output_final(result)
         if result.reason:  # why a hook paused or cancelled the run: a notice to show
             notice = {"status": result.status.value, "reason": result.reason}
             chunks.append({"type": "data-llm-worker-notice", "data": notice})
