@@ -52,9 +52,12 @@ class Factory:
 async def consumed(
     consumer: Consumer, node_modules: Path, provider: str
 ) -> AsyncIterator[dict[str, Any]]:
-    async with ScriptedModelServer(provider, SCRIPT) as server, server.client() as client:
-        async with serve(consumer.adapter(Factory(client))) as url:
-            yield await consumer.consume(node_modules, url, [{"send": "Read the invoice."}])
+    async with (
+        ScriptedModelServer(provider, SCRIPT) as server,
+        server.client() as client,
+        serve(consumer.adapter(Factory(client))) as url,
+    ):
+        yield await consumer.consume(node_modules, url, [{"send": "Read the invoice."}])
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai_responses"])
