@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 from pydantic import BaseModel, Field
 
-from llm_worker import Worker
+from llm_worker import StopReason, Worker
+from llm_worker.hooks import Pause
 from llm_worker.messages import Origin
 from llm_worker.testing import ScriptedClient, ScriptedModelServer, ScriptedResponse
 from llm_worker.ui import messages_from_ui, to_agui_events, to_vercel_stream
@@ -104,8 +106,6 @@ async def test_the_ag_ui_client_gets_custom_events_rejected_then_final(
 
 
 async def _vercel(worker: Worker[Any]) -> list[dict[str, Any]]:
-    import orjson
-
     chunks: list[dict[str, Any]] = []
     stream = worker.stream("Go.")
     with anyio.fail_after(5):
@@ -142,8 +142,6 @@ async def test_a_tool_mode_output_of_dataclasses_is_sent_as_json() -> None:
 
 
 async def test_ag_ui_events_of_a_rejected_answer_without_a_partial() -> None:
-    import orjson
-
     client = ScriptedClient([ScriptedResponse.output("{}"), ScriptedResponse.output(WIRE)])
     worker = Worker(client, output_type=Invoice)
     events: list[dict[str, Any]] = []
@@ -160,3 +158,40 @@ async def test_ag_ui_events_of_a_rejected_answer_without_a_partial() -> None:
         "total: required, but missing",
     ]
     assert values[-1] == {"status": "final", "value": WIRE, "answer": 2}
+
+
+def _outputs(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [c["data"] for c in chunks if c["type"] == DATA]
+
+
+async def test_a_run_paused_after_its_answer_marks_the_open_part_paused() -> None:
+    client = ScriptedClient([ScriptedResponse.output(WIRE, chunk_size=4)])
+    worker = Worker(client, output_type=Invoice, output_partial_interval=0)
+    worker.add_on_turn_end_hook(lambda ctx: Pause("check it first"))
+    outputs = _outputs(await _vercel(worker))
+    assert {o["status"] for o in outputs[:-1]} == {"partial"}
+    last = outputs[-1]
+    assert (last["status"], last["value"], last["answer"]) == ("paused", WIRE, 1)
+
+
+async def test_a_refusal_marks_the_open_part_refused() -> None:
+    refusal = ScriptedResponse.text(
+        '{"invoiceNumber": "INV-7", "total": 1, "lines": ["I will not',
+        stop_reason=StopReason.REFUSAL,
+    )
+    worker = Worker(ScriptedClient([refusal]), output_type=Invoice)
+    outputs = _outputs(await _vercel(worker))
+    assert outputs[-1]["status"] == "refused"
+
+
+async def test_partial_parts_of_a_long_answer_stay_within_nine_times_its_size() -> None:
+    long = {"invoiceNumber": "INV-9", "total": 1.0, "lines": [f"line {n:04}" for n in range(2000)]}
+    answer = ScriptedResponse.output(long, chunk_size=5)
+    worker = Worker(ScriptedClient([answer]), output_type=Invoice, output_partial_interval=0)
+    chunks = await _vercel(worker)
+    size = len(orjson.dumps(long))
+    sent = sum(len(orjson.dumps(c)) for c in chunks if c["type"] == DATA)
+    partials = [o for o in _outputs(chunks) if o["status"] == "partial"]
+    assert len(partials) >= 20  # still a live view
+    assert sent < 10 * size  # but not the whole value on every try (~80 tries of ~60 kB)
+    assert _outputs(chunks)[-1]["value"] == long

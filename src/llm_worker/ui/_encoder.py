@@ -159,7 +159,8 @@ class BlockEncoder:
         raise NotImplementedError
 
     def _output_partial(self, event: OutputPartial[Any]) -> list[Payload]:
-        return self._output(self._outputs.partial(event), self._outputs.answer)
+        data = self._outputs.partial(event)
+        return [] if data is None else self._output(data, self._outputs.answer)
 
     def _output_rejected(self, event: OutputRejected) -> list[Payload]:
         track = self._outputs
