@@ -17,7 +17,7 @@ import orjson
 import pytest
 from pydantic import BaseModel, Field
 
-from llm_worker import StopReason, Worker
+from llm_worker import OutputPartial, StopReason, Worker
 from llm_worker.hooks import Pause
 from llm_worker.messages import Origin
 from llm_worker.testing import ScriptedClient, ScriptedModelServer, ScriptedResponse
@@ -195,3 +195,25 @@ async def test_partial_parts_of_a_long_answer_stay_within_nine_times_its_size() 
     assert len(partials) >= 20  # still a live view
     assert sent < 10 * size  # but not the whole value on every try (~80 tries of ~60 kB)
     assert _outputs(chunks)[-1]["value"] == long
+
+
+async def test_a_run_cancelled_while_its_answer_streams_marks_the_part_cancelled() -> None:
+    client = ScriptedClient([ScriptedResponse.output(WIRE, chunk_size=4)])
+    worker = Worker(client, output_type=Invoice, output_partial_interval=0)
+
+    async def cancel_at_first_partial(stream: Any) -> AsyncIterator[object]:
+        async with stream:
+            async for event in stream:
+                if isinstance(event, OutputPartial):
+                    worker.cancel()
+                yield event
+
+    chunks: list[dict[str, Any]] = []
+    events = cancel_at_first_partial(worker.stream("Go."))
+    with anyio.fail_after(5):
+        async for line in to_vercel_stream(events, message_id="m1", origin=Origin("s", "s")):
+            if line.startswith("data: {"):
+                chunks.append(orjson.loads(line[6:]))
+    outputs = _outputs(chunks)
+    assert outputs[-1]["status"] == "cancelled" and outputs[-1]["answer"] == 1
+    assert chunks[-1]["type"] == "abort"
