@@ -23,12 +23,14 @@ from llm_worker import (
     BlobStore,
     Decision,
     PauseState,
+    PauseStateError,
     RunStatus,
     ToolUsePart,
     Worker,
     tool,
 )
 from llm_worker.blobs import SweepableBlobStore, TextContent, referenced_blob_ids
+from llm_worker.hooks import Pause, ToolCallContext
 from llm_worker.testing import ScriptedClient, ScriptedResponse
 from support.blob_stores import make_store
 from support.object_store import MotoServer, s3_options
@@ -183,3 +185,58 @@ async def test_two_processes_storing_the_same_content_at_once_share_one_blob_eac
     if kind == "fs":
         names = sorted(await anyio.to_thread.run_sync(os.listdir, where))
         assert names == sorted([".llm-worker-blob-key", *(f"{i}.txt" for i in results[0])])
+
+
+@tool(effect="read_only")
+async def read_log() -> str:
+    """Read the build log."""
+    return LEDGER
+
+
+@tool(effect="side_effect")
+async def send(to: str) -> str:
+    """Send a message."""
+    return f"sent to {to}"
+
+
+def _pause_on_send(ctx: ToolCallContext) -> Pause | None:
+    return None if ctx.resumed or ctx.call.name != "send" else Pause("approve?")
+
+
+def _early(client: ScriptedClient, store: Any) -> Worker:
+    made = Worker(client, tools=[read_log, send], blob_store=store, early_tool_start=True)
+    made.add_before_tool_call_hook(_pause_on_send)
+    return made
+
+
+@pytest.mark.parametrize("kind", ["fs", "object-s3"])
+async def test_a_pending_result_stored_before_the_pause_is_protected_and_resumes(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # The read ran before its batch paused: the state carries its output as a blob reference,
+    # which the resuming Worker reads back. Unprotected, a sweep makes the state unresumable.
+    store = make_store(kind, tmp_path, request)
+    calls = [ToolUsePart("r1", "read_log", {}), ToolUsePart("s1", "send", {"to": "ana"})]
+    with anyio.fail_after(60):
+        result = await _early(ScriptedClient([ScriptedResponse(calls)]), store).run("go")
+    assert result.status is RunStatus.PAUSED and result.state is not None
+    saved = result.state.to_json()
+    needed = referenced_blob_ids(PauseState.from_json(saved))
+    assert len(needed) == 1 and '"blob_id"' in saved
+    sweeper = twin(kind, store, tmp_path, request)
+    future = datetime.now(UTC) + timedelta(hours=2)
+
+    async def resume() -> RunStatus:
+        fresh = _early(
+            ScriptedClient([ScriptedResponse.text("sent")]), twin(kind, store, tmp_path, request)
+        )
+        with anyio.fail_after(60):
+            return (await fresh.resume(PauseState.from_json(saved))).status
+
+    with anyio.fail_after(60):
+        assert (await sweeper.sweep(timedelta(hours=1), keep=needed, now=future)).deleted == ()
+    assert await resume() is RunStatus.FINISHED
+    with anyio.fail_after(60):
+        assert (await sweeper.sweep(timedelta(hours=1), now=future)).deleted == tuple(needed)
+    with pytest.raises(PauseStateError, match="blob"):
+        await resume()
