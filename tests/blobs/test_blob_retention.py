@@ -28,7 +28,7 @@ from llm_worker.blobs import (
     new_blob_id,
     referenced_blob_ids,
 )
-from llm_worker.errors import BlobNotFoundError
+from llm_worker.errors import BlobError, BlobNotFoundError
 
 pytestmark = pytest.mark.anyio
 
@@ -255,3 +255,30 @@ def test_referenced_ids_are_found_in_tags_fields_json_and_histories() -> None:
     assert referenced_blob_ids("no ids here", [], {}) == frozenset()
     with pytest.raises(TypeError):
         referenced_blob_ids(object())
+
+
+async def test_one_id_passed_bare_as_keep_is_one_id_not_its_characters() -> None:
+    clock = [1_000_000.0]
+    store = MemoryBlobStore(clock=lambda: clock[0])
+    kept = await store.store(Content.Text("kept"))
+    gone = await store.store(Content.Text("gone"))
+    clock[0] += 7200
+    assert await store.sweep(HOUR, keep=kept) == SweepReport(deleted=(gone,), kept=(kept,))
+
+
+async def test_the_id_key_is_never_in_a_repr_or_an_error(tmp_path: Path) -> None:
+    key = b"\x8f" * 16 + b"K3Y-canary-00001"
+    store = FsBlobStore(tmp_path, id_key=key)
+    await store.store(Content.Text("x"))
+    texts = [repr(store)]
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / ".llm-worker-blob-key").write_bytes(key[:-1])
+    with pytest.raises(BlobError, match="damaged") as caught:
+        await FsBlobStore(tmp_path / "damaged").store(Content.Text("x"))
+    texts += [str(caught.value), repr(caught.value)]
+    with pytest.raises(ConfigurationError) as bad:
+        FsBlobStore(tmp_path, id_key=key + b"!")
+    texts += [str(bad.value), repr(bad.value)]
+    assert "damaged" in str(caught.value)
+    for text in texts:
+        assert "K3Y-canary" not in text and key.hex() not in text
