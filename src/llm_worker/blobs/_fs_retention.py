@@ -98,7 +98,10 @@ def _retire(root: Path, name: str, cutoff: float) -> bool:
     except OSError as exc:
         raise BlobError(f"could not delete {name}: {type(exc).__name__}") from exc
     if not _older(tomb, cutoff):  # stored again since the listing: it stays
-        os.replace(tomb, path)
+        try:
+            os.replace(tomb, path)
+        except OSError as exc:
+            raise BlobError(f"could not keep {name}: {type(exc).__name__}") from exc
         return False
     _unlink(tomb)
     return True
