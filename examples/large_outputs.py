@@ -89,4 +89,6 @@ async def main(folder: str) -> None:
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as blobs:
         anyio.run(main, blobs)
-        print(f"files in the blob store: {sorted(p.suffix for p in Path(blobs).iterdir())}")
+        # Beside the blobs, the store keeps the key of its ids (a dot file).
+        files = sorted(p.suffix for p in Path(blobs).iterdir() if not p.name.startswith("."))
+        print(f"files in the blob store: {files}")

@@ -86,5 +86,6 @@ if __name__ == "__main__":
     else:
         with tempfile.TemporaryDirectory() as folder:
             anyio.run(main, Path(folder).as_uri())
-            names = sorted(p.suffix for p in Path(folder).iterdir())
+            # Beside the blobs and their indexes, the key of the ids (a dot file).
+            names = sorted(p.suffix for p in Path(folder).iterdir() if p.name[0] != ".")
             print(f"objects in the store: {names}")
