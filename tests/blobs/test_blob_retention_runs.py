@@ -31,6 +31,7 @@ from llm_worker import (
 )
 from llm_worker.blobs import SweepableBlobStore, TextContent, referenced_blob_ids
 from llm_worker.hooks import Pause, ToolCallContext
+from llm_worker.messages import Part
 from llm_worker.testing import ScriptedClient, ScriptedResponse
 from support.blob_stores import make_store
 from support.object_store import MotoServer, s3_options
@@ -216,7 +217,10 @@ async def test_a_pending_result_stored_before_the_pause_is_protected_and_resumes
     # The read ran before its batch paused: the state carries its output as a blob reference,
     # which the resuming Worker reads back. Unprotected, a sweep makes the state unresumable.
     store = make_store(kind, tmp_path, request)
-    calls = [ToolUsePart("r1", "read_log", {}), ToolUsePart("s1", "send", {"to": "ana"})]
+    calls: list[Part] = [
+        ToolUsePart("r1", "read_log", {}),
+        ToolUsePart("s1", "send", {"to": "ana"}),
+    ]
     with anyio.fail_after(60):
         result = await _early(ScriptedClient([ScriptedResponse(calls)]), store).run("go")
     assert result.status is RunStatus.PAUSED and result.state is not None
