@@ -7,13 +7,15 @@ a guess from a similar name.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from llm_worker._extras import require_extra
-from llm_worker.events import UsageEvent
+from llm_worker._json import as_dict, as_int, as_str
+from llm_worker.events import USAGE_FIELDS, UsageEvent
 
-__all__ = ("price",)
+__all__ = ("RequestUsage", "price", "total_cost")
 
 # Our provider names, as genai-prices names the company that sets the price.
 _PRICED_BY = {
@@ -58,3 +60,58 @@ def _counts(usage: UsageEvent) -> dict[str, int]:
         "output_audio_tokens": usage.audio_output_tokens,
     }
     return {k: v for k, v in counts.items() if v is not None}
+
+
+@dataclass(slots=True, frozen=True)
+class RequestUsage:
+    """The token usage of one model request, with what prices it.
+
+    Attributes:
+        provider: The client's provider (`"anthropic"`, `"openai_chat"`, …).
+        model: The model that answered (the provider's name for it), else the one requested.
+        usage: The request's usage (its stream retries included).
+    """
+
+    provider: str
+    model: str
+    usage: UsageEvent
+
+    @property
+    def cost(self) -> Decimal | None:
+        """The request's estimated price in US dollars, or None when the model is unknown.
+
+        Prices come from `genai-prices` (the `llm-worker[cost]` extra); cache reads and
+        writes are priced as such. Never a guess: an unknown provider or model, or a request
+        without token counts, or counts the table cannot price, gives None.
+
+        Raises:
+            MissingExtraError: `genai-prices` is not installed.
+        """
+        return price(self.provider, self.model, self.usage)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialize to plain JSON-ready data."""
+        usage = {k: v for k in USAGE_FIELDS if (v := getattr(self.usage, k)) is not None}
+        return {"provider": self.provider, "model": self.model, "usage": usage}
+
+    @classmethod
+    def from_dict(cls, data: object) -> RequestUsage:
+        """Load what `to_dict` wrote."""
+        body = as_dict(data)
+        usage = as_dict(body.get("usage"))
+        return cls(
+            as_str(body.get("provider")) or "",
+            as_str(body.get("model")) or "",
+            UsageEvent(**{k: as_int(usage.get(k)) for k in USAGE_FIELDS}),
+        )
+
+
+def total_cost(requests: list[RequestUsage]) -> Decimal | None:
+    """The sum of the requests' costs (0 for none); None when any of them is unknown."""
+    total = Decimal(0)
+    for request in requests:
+        cost = request.cost
+        if cost is None:
+            return None
+        total += cost
+    return total

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 from llm_worker._json import as_dict, as_str
 from llm_worker._media import media_from_json, media_to_json
 from llm_worker.errors import PauseStateError
+from llm_worker.events import StopReason
 
 if TYPE_CHECKING:
     from llm_worker.blobs import ToolOutput
@@ -25,6 +26,8 @@ __all__ = (
     "output_call_from_dict",
     "pending_fields",
     "pending_to_dict",
+    "stop_reason_from_dict",
+    "trace_context_from_dict",
 )
 
 
@@ -138,3 +141,20 @@ def _rewritten_input(value: object, status: object) -> dict[str, Any] | None:
         # Only an undecided call waits with the hooks' rewrite beside the model's arguments.
         raise ValueError(f"a {status} call has rewritten_input")
     return cast("dict[str, Any]", value)
+
+
+def trace_context_from_dict(data: object) -> dict[str, str] | None:
+    """A state's trace context (W3C headers), or None."""
+    if data is None:
+        return None
+    return {str(k): str(v) for k, v in as_dict(data).items()}
+
+
+def stop_reason_from_dict(value: object) -> StopReason | None:
+    """A state's stop reason, or None (PauseStateError: one this version does not know)."""
+    if value is None:  # a state saved before the field existed
+        return None
+    try:
+        return StopReason(value)
+    except ValueError:
+        raise PauseStateError(f"pause state has an unknown stop reason {value!r}") from None

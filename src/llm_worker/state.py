@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, cast, get_ar
 import orjson
 from typing_extensions import TypeVar
 
+from llm_worker._cost import RequestUsage, total_cost
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker._pause_checks import empty_text, output_call_mismatch, pending_mismatch
 from llm_worker._pause_json import (
@@ -21,6 +22,8 @@ from llm_worker._pause_json import (
     output_call_from_dict,
     pending_fields,
     pending_to_dict,
+    stop_reason_from_dict,
+    trace_context_from_dict,
 )
 from llm_worker.errors import NoOutputError, PauseStateError
 from llm_worker.events import USAGE_FIELDS, Event, StopReason, UsageEvent
@@ -69,63 +72,6 @@ CallStatus: TypeAlias = Literal["pending", "allowed", "skipped", "denied", "done
 denied by a `Decision`, run, or recorded as never run (`Worker.discard_pause`)."""
 
 _STATUSES: frozenset[str] = frozenset(get_args(CallStatus))
-
-
-@dataclass(slots=True, frozen=True)
-class RequestUsage:
-    """The token usage of one model request, with what prices it.
-
-    Attributes:
-        provider: The client's provider (`"anthropic"`, `"openai_chat"`, …).
-        model: The model that answered (the provider's name for it), else the one requested.
-        usage: The request's usage (its stream retries included).
-    """
-
-    provider: str
-    model: str
-    usage: UsageEvent
-
-    @property
-    def cost(self) -> Decimal | None:
-        """The request's estimated price in US dollars, or None when the model is unknown.
-
-        Prices come from `genai-prices` (the `llm-worker[cost]` extra); cache reads and
-        writes are priced as such. Never a guess: an unknown provider or model, or a request
-        without token counts, or counts the table cannot price, gives None.
-
-        Raises:
-            MissingExtraError: `genai-prices` is not installed.
-        """
-        from llm_worker._cost import price
-
-        return price(self.provider, self.model, self.usage)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Serialize to plain JSON-ready data."""
-        usage = {k: v for k in USAGE_FIELDS if (v := getattr(self.usage, k)) is not None}
-        return {"provider": self.provider, "model": self.model, "usage": usage}
-
-    @classmethod
-    def from_dict(cls, data: object) -> RequestUsage:
-        """Load what `to_dict` wrote."""
-        body = as_dict(data)
-        usage = as_dict(body.get("usage"))
-        return cls(
-            as_str(body.get("provider")) or "",
-            as_str(body.get("model")) or "",
-            UsageEvent(**{k: as_int(usage.get(k)) for k in USAGE_FIELDS}),
-        )
-
-
-def total_cost(requests: list[RequestUsage]) -> Decimal | None:
-    """The sum of the requests' costs (0 for none); None when any of them is unknown."""
-    total = Decimal(0)
-    for request in requests:
-        cost = request.cost
-        if cost is None:
-            return None
-        total += cost
-    return total
 
 
 @dataclass(slots=True)
@@ -357,8 +303,8 @@ class PauseState:
             response_id=as_str(body.get("response_id")),
             # Both absent from states saved by earlier versions: they load without them.
             request_usage=[RequestUsage.from_dict(r) for r in as_list(body.get("request_usage"))],
-            trace_context=_trace_context(body.get("trace_context")),
-            stop_reason=_stop_reason(body.get("stop_reason")),
+            trace_context=trace_context_from_dict(body.get("trace_context")),
+            stop_reason=stop_reason_from_dict(body.get("stop_reason")),
             stop_message=as_str(body.get("stop_message")),
             output_attempts=max(as_int(body.get("output_attempts")) or 0, 0),
             output_call=output_call_from_dict(body.get("output_call")),
@@ -374,21 +320,6 @@ def _pending(data: object) -> PendingCall:
     if status not in _STATUSES:
         raise ValueError(f"unknown call status {status!r}")
     return PendingCall(call, cast("CallStatus", status), result, approved, rewritten)
-
-
-def _trace_context(data: object) -> dict[str, str] | None:
-    if data is None:
-        return None
-    return {str(k): str(v) for k, v in as_dict(data).items()}
-
-
-def _stop_reason(value: object) -> StopReason | None:
-    if value is None:  # a state saved before the field existed
-        return None
-    try:
-        return StopReason(value)
-    except ValueError:
-        raise PauseStateError(f"pause state has an unknown stop reason {value!r}") from None
 
 
 OutputT = TypeVar("OutputT", default=str)

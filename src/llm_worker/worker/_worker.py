@@ -392,13 +392,11 @@ class Worker(Registrations, Generic[OutputT]):
         sanitizing hook's rewrite stands). Calls that already ran keep their results. A call
         of a tool marked `requires_approval` pauses again unless it was approved.
 
-        This Worker's system prompt, tools and hooks apply (the state holds none). Another
-        Worker resuming the same state runs its calls again (see `PauseState`). The result's
-        `usage` and `requests` count the whole run, before the pause included.
-
-        A call that ran before the pause (early start) keeps its result; a stored output's
-        content, which a state's JSON does not carry, is read back from this Worker's blob
-        store, so the after_tool_call hooks see the same `StoredOutput` either way.
+        A stored output's content, which a state's JSON does not carry, is read back from this
+        Worker's blob store. This Worker's system prompt, tools and hooks apply (the state
+        holds none). Another Worker resuming the same state runs its calls again (see
+        `PauseState`). The result's `usage` and `requests` count the whole run, before the
+        pause included.
 
         Raises:
             PauseStateError: The state names tools this Worker does not have, decisions for
