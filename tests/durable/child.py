@@ -6,7 +6,11 @@ scripted model server), `name`, `log` (the file the side-effecting tool appends 
 appending tool blocks after writing, until the process is killed), `runs` (ids to start and
 wait for; each run's input is its id), `wait` (ids to wait for without starting them),
 `decide` (run id: wait for its pause and approve every pending call), `cancel` (run id: wait
-for its pause and cancel the run), `serve` (serve runs until killed).
+for its pause and cancel the run), `serve` (serve runs until killed), `client` (act on runs
+without serving: `DurableWorker(serve=False)`), `lease` (the lease's seconds, default 2),
+`race` (run ids: for each, wait for its pause, wait a seeded random delay, then decide
+`allow` on every pending call; prints `{"raced": id, "won": bool}`), `seed`, `allow`,
+`leave_after` (run ids: wait until each is paused, then leave the DurableWorker and exit).
 It prints one JSON line per event: `{"tool": ...}` when the tool wrote, `{"run": id, "result": ...}`
 per finished run.
 """
@@ -14,6 +18,7 @@ per finished run.
 from __future__ import annotations
 
 import json
+import random
 import sys
 import threading
 from typing import Any
@@ -21,7 +26,7 @@ from typing import Any
 import anyio
 
 from llm_worker import Decision, Worker, tool
-from llm_worker.durable import DurableWorker
+from llm_worker.durable import DecisionConflictError, DurableWorker
 from llm_worker.durable._records import run_record
 from llm_worker.providers import AnthropicClient
 from llm_worker.tools import Tool
@@ -39,7 +44,7 @@ def tools(config: dict[str, Any]) -> list[Tool]:
         """Append a line to the log file."""
         with open(log, "a") as f:
             f.write(text + "\n")
-        say({"tool": "append_line", "text": text})
+        say({"tool": "append_line", "text": text, "executor": config.get("executor")})
         if config.get("hang"):
             threading.Event().wait()  # until the process is killed
         return f"appended {text}"
@@ -51,10 +56,10 @@ def tools(config: dict[str, Any]) -> list[Tool]:
             return f.read()
 
     @tool(requires_approval=True)
-    def pay(amount: int) -> str:
+    def pay(amount: int, to: str = "") -> str:
         """Pay an amount."""
         with open(log, "a") as f:
-            f.write(f"pay {amount}\n")
+            f.write(f"pay {amount} {to}".rstrip() + "\n")
         return f"paid {amount}"
 
     return [append_line, read_log, pay]
@@ -72,9 +77,21 @@ async def serve(config: dict[str, Any]) -> None:
             app_version="test",
             worker_concurrency=config.get("worker_concurrency"),
             poll_interval=0.05,
+            serve=not config.get("client"),
+            lease=config.get("lease", 2.0),
         )
         async with durable, anyio.create_task_group() as tg:
             say({"ready": True})
+            if "race" in config:
+                await race(durable, config)
+            if "leave_after" in config:
+                for run_id in config["leave_after"]:
+                    assert await durable.paused(run_id) is not None
+                say({"leaving": True})
+                return
+            if "statuses" in config:  # each run's status, after a bounded look at the first
+                await durable.paused(config["statuses"][0], wait=1.0)
+                say({"statuses": [await durable.status(r) for r in config["statuses"]]})
             if "decide" in config:
                 state = await durable.paused(config["decide"])
                 assert state is not None
@@ -92,6 +109,21 @@ async def serve(config: dict[str, Any]) -> None:
                 tg.start_soon(_run, durable, run_id, False)
             if config.get("serve"):
                 await anyio.sleep_forever()
+
+
+async def race(durable: DurableWorker, config: dict[str, Any]) -> None:
+    rng = random.Random(config["seed"])
+    for run_id in config["race"]:
+        state = await durable.paused(run_id)
+        assert state is not None
+        await anyio.sleep(rng.random() * 0.02)  # the seeded timing of this decision
+        decision = Decision(config["allow"], reason=config["executor"])
+        try:
+            await durable.decide(run_id, {p.call.id: decision for p in state.pending})
+        except DecisionConflictError:
+            say({"raced": run_id, "won": False})
+        else:
+            say({"raced": run_id, "won": True})
 
 
 async def _run(durable: DurableWorker, run_id: str, start: bool) -> None:

@@ -12,7 +12,7 @@ from child import tools
 from scenario import Model, child
 
 from llm_worker import RunResult, RunStatus, Worker
-from llm_worker.durable import DurableWorker
+from llm_worker.durable import DurableWorker, ExecutorAliveError
 from llm_worker.durable._records import run_from
 from llm_worker.testing import ScriptedModelServer
 
@@ -56,10 +56,12 @@ async def test_two_processes_share_a_queue_and_one_takes_over_the_others_runs(
                 for run_id in ids:
                     await here.start(run_id, run_id=run_id)
                 await b.until("tool")  # B is running runs: kill it mid-way
+                with pytest.raises(ExecutorAliveError, match="'B'"):
+                    await here.recover(["B"])  # alive: its runs are its own
                 b.kill()
                 with anyio.fail_after(30):
                     await b.process.wait()
-                taken = await here.recover(["B"])
+                taken = await here.recover(["B"], wait=10)  # its lease ends within 2 s
                 with anyio.fail_after(120):
                     results = {run_id: await here.result(run_id) for run_id in ids}
     assert taken  # B held runs when it died; A finished them

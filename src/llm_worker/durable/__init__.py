@@ -1,16 +1,34 @@
 """Durable runs: a Worker's runs as DBOS Transact workflows (`pip install 'llm-worker[dbos]'`).
 
-Owns `DurableWorker` (`_durable`), the process's DBOS engine and the workflow every durable
-run is (`_engine`), the interceptor that makes each model request and tool call a step
-(`_steps`, with `step()` for hooks' side effects) and the JSON records those steps keep
-(`_records`).
+Owns `DurableWorker` (`_durable`) and how it acts on runs (`_access`: through this process's
+DBOS, or as a client that serves nothing), the process's DBOS engine and the workflow every
+durable run is (`_engine`), the interceptor that makes each model request and tool call a
+step (`_steps`, with `step()` for hooks' side effects), the JSON records those steps keep
+(`_records`) and how DBOS stores them (`_serializer`: JSON, never a pickle), llm-worker's
+tables beside DBOS's (`_store`: decision claims, liveness leases) and its errors (`_errors`).
 
 May import: the model, provider, timeline, blob, tool and worker layers. Never
-`llm_worker.testing` or the CLI. `dbos` is imported only through `require_extra`, when a
-`DurableWorker` is made, never by `import llm_worker`.
+`llm_worker.testing` or the CLI. `dbos` (and SQLAlchemy) are imported only through
+`require_extra`, when a `DurableWorker` is made, never by `import llm_worker`.
 """
 
 from llm_worker.durable._durable import DEFAULT_DATABASE_URL, DurableWorker
+from llm_worker.durable._errors import (
+    DecisionConflictError,
+    ExecutorAliveError,
+    RecordedError,
+    RecordError,
+    RunFailedError,
+)
 from llm_worker.durable._steps import step
 
-__all__ = ("DEFAULT_DATABASE_URL", "DurableWorker", "step")
+__all__ = (
+    "DEFAULT_DATABASE_URL",
+    "DecisionConflictError",
+    "DurableWorker",
+    "ExecutorAliveError",
+    "RecordError",
+    "RecordedError",
+    "RunFailedError",
+    "step",
+)

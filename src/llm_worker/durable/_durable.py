@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, Generic, Self, cast
 
 import anyio
 
-from llm_worker.durable._engine import CANCEL, DECISION, PAUSE, STATUS, engine
+from llm_worker.durable._access import Access, ClientAccess, ServedAccess, read
+from llm_worker.durable._engine import PAUSE, STATUS, check_url, engine, unusable
+from llm_worker.durable._errors import (
+    DecisionConflictError,
+    ExecutorAliveError,
+    RecordError,
+    RunFailedError,
+)
 from llm_worker.durable._records import decisions_record, messages_record, run_from
 from llm_worker.durable._steps import PROGRESS, DurableInterceptor
 from llm_worker.errors import ConfigurationError, PauseStateError
-from llm_worker.state import Decision, PauseState, RunResult, RunStatus
+from llm_worker.state import Decision, OutputT, PauseState, RunResult, RunStatus
 from llm_worker.worker._history import as_messages
 
 if TYPE_CHECKING:
@@ -23,34 +30,43 @@ __all__ = ("DEFAULT_DATABASE_URL", "DurableWorker")
 
 DEFAULT_DATABASE_URL = "sqlite:///llm_worker.sqlite"
 """Where runs are kept unless told: a SQLite file in the working directory."""
+_FAILED = frozenset({"ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
+_ENDED = frozenset({"SUCCESS", "CANCELLED"}) | _FAILED
 
 
-class DurableWorker:
+class DurableWorker(Generic[OutputT]):
     """Runs a Worker's runs as DBOS workflows: durable, recoverable, shared by a fleet.
 
     ```python
     durable = DurableWorker(worker, name="travel", database_url="sqlite:///runs.sqlite")
-    async with durable:  # launches DBOS, recovers this process's unfinished runs
+    async with durable:  # launches DBOS, serves the runs named "travel"
         result = await durable.run("Book me a trip to Kyoto", run_id="trip-42")
     ```
 
-    Each run is a DBOS workflow on a queue: every model request is a step (its assembled
-    answer and usage recorded, so a recovered run never pays for it twice), every tool call is
-    a step (a finished call never runs again; one that was running when its process died runs
-    again only if its tool is read-only or idempotent, else it gets an error result saying it
-    was interrupted). Hooks run inside the workflow, again on recovery: keep them
-    deterministic, and put side effects in `llm_worker.durable.step`. A `Pause` makes the run
-    wait, durably, for `decide()` from any process. On SQLite the runs are durable on one
-    machine; on PostgreSQL (`database_url="postgresql://..."`) every process sharing the
-    database takes runs from the queue, and `recover()` takes over a dead process's runs.
+    Each run is a DBOS workflow on the queue of its name: every model request is a step (its
+    assembled answer and usage recorded, so a recovered run never pays for it twice), every
+    tool call is a step (a finished call never runs again; one that was running when its
+    process died runs again only if its tool is read-only or idempotent, else it gets an
+    error result saying it was interrupted). Hooks run inside the workflow, again on
+    recovery: keep them deterministic, and put side effects in `llm_worker.durable.step`. A
+    `Pause` makes the run wait, durably, for `decide()` from any process.
+
+    A serving process (the default) runs the runs of the names it entered, and only those;
+    when its last `DurableWorker` leaves, the runs it holds go back to their queues for
+    another process. A `DurableWorker(..., serve=False)` only acts on runs (start, result,
+    status, follow, paused, decide, cancel): it runs none, so a process that only decides
+    pauses takes no run.
 
     Args:
         worker: The Worker whose tools, hooks, handlers and settings every run uses (each run
             gets a fork of it: its own history). Its on_* handlers see the steps this process
-            runs (not the answers a recovered run replays).
+            runs (not the answers a recovered run replays). Its `output_type` types
+            `result()`.
         name: The name runs are filed under; every process serving them uses the same one.
         database_url: The DBOS system database: `sqlite:///file` (created on first use) or a
-            PostgreSQL URL for many processes.
+            `postgresql://` URL for a fleet on several machines.
+        serve: Run this name's runs in this process (False: act on runs only, as a client;
+            the database must have been created by a serving process).
         concurrency: Runs at once across every process (None: no limit).
         worker_concurrency: Runs at once in this process (None: no limit).
         provider_concurrency: Runs at once per provider across every process, so a fleet
@@ -59,20 +75,24 @@ class DurableWorker:
         rate_limit: At most `(runs, seconds)` runs started per rolling window (None: none).
         executor_id: This process's id in the fleet (default: DBOS's, `local` or the
             `DBOS__VMID` environment variable); a process restarted with the same id recovers
-            its own unfinished runs, `recover()` takes over another id's.
+            its own unfinished runs, `recover()` takes over another id's. Two live processes
+            never share one: the second waits for the first's lease, then fails.
         app_version: The code version runs are recorded under: only a process of the same
             version recovers them (default: DBOS's hash of the registered workflows).
         poll_interval: Seconds between two looks at the queue and, on SQLite, at messages
             and events.
+        lease: Seconds a serving process's liveness lease lasts without renewal (renewed
+            every third of it): `recover()` refuses an executor whose lease is current.
         dbos_config: More DBOS configuration (`DBOSConfig` keys), laid over these.
     """
 
     def __init__(
         self,
-        worker: Worker[Any],
+        worker: Worker[OutputT],
         *,
         name: str,
         database_url: str = DEFAULT_DATABASE_URL,
+        serve: bool = True,
         concurrency: int | None = None,
         worker_concurrency: int | None = None,
         provider_concurrency: int | None = None,
@@ -80,53 +100,78 @@ class DurableWorker:
         executor_id: str | None = None,
         app_version: str | None = None,
         poll_interval: float = 0.1,
+        lease: float = 15.0,
         dbos_config: Mapping[str, Any] | None = None,
     ) -> None:
         engine.module()  # a missing extra fails here, before anything starts
         if not name:
             raise ConfigurationError("a DurableWorker needs a non-empty name")
+        check_url(database_url)
+        if not lease > 0:
+            raise ConfigurationError(f"a DurableWorker's lease is seconds > 0, not {lease!r}")
         self.worker = worker
         self.name = name
         self.database_url = database_url
+        self.serve = serve
         self.queue_name = f"llm-worker.{name}"
         self._partition = worker.client.provider if provider_concurrency else None
         self._limits = _limits(concurrency, worker_concurrency, provider_concurrency, rate_limit)
         self._poll = poll_interval
+        self._lease = lease
+        self._app_version = app_version
         self._config = _config(executor_id, app_version, poll_interval, dbos_config)
-        self._queue: Any = None
+        self._access: Access | None = None
         interceptors = worker._cfg.interceptors  # pyright: ignore[reportPrivateUsage]
         if not any(isinstance(i, DurableInterceptor) for i in interceptors):
             interceptors.append(DurableInterceptor())
 
     def __repr__(self) -> str:
-        return f"DurableWorker(name={self.name!r}, worker={self.worker!r})"
+        mode = "" if self.serve else ", serve=False"
+        return f"DurableWorker(name={self.name!r}{mode}, worker={self.worker!r})"
 
     async def __aenter__(self) -> Self:
+        if not self.serve:
+            client = ClientAccess(self.database_url, self._app_version)
+            await client.open()
+            self._access = client
+            return self
         engine.register(self.name, self.worker)
         try:
-            engine.launch(self.database_url, self._config)
+            launched = engine.launch(self.database_url, self._config, self.queue_name)
         except BaseException:
             engine.unregister(self.name)
             raise
         try:
-            self._queue = await engine.dbos.DBOS.register_queue_async(
+            if launched:
+                await engine.take_lease(self._lease)
+            queue = await engine.dbos.DBOS.register_queue_async(
                 self.queue_name, polling_interval_sec=self._poll, **self._limits
             )
-        except BaseException:
-            await self.__aexit__()
+        except BaseException as exc:
+            await self._leave()
+            if isinstance(exc, Exception) and not isinstance(exc, ConfigurationError):
+                raise unusable(self.database_url, exc) from exc
             raise
+        self._access = ServedAccess(queue)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        await self._leave()
+
+    async def _leave(self) -> None:
+        access, self._access = self._access, None
+        if not self.serve:
+            if access is not None:
+                await access.close()
+            return
         engine.unregister(self.name)
-        self._queue = None
-        await engine.shutdown()
+        await engine.shutdown(self.queue_name)
 
     @property
-    def _dbos(self) -> Any:
-        if self._queue is None:
+    def _runs(self) -> Access:
+        if self._access is None:
             raise ConfigurationError("enter the DurableWorker first: `async with durable:`")
-        return engine.dbos
+        return self._access
 
     async def start(
         self, input: str | Message | Iterable[Message], *, run_id: str | None = None
@@ -136,18 +181,14 @@ class DurableWorker:
         Starting a `run_id` again starts nothing: the id names the first run, whose result
         `result()` returns.
         """
-        dbos = self._dbos
+        access = self._runs
         run_id = run_id or uuid.uuid4().hex
-        options: dict[str, Any] = {}
-        if self._partition is not None:
-            options["queue_partition_key"] = self._partition
-        with dbos.SetWorkflowID(run_id), dbos.SetEnqueueOptions(**options):
-            await self._queue.enqueue_async(engine.workflow, self.name, _input(input))
+        await access.enqueue(self.queue_name, run_id, (self.name, _input(input)), self._partition)
         return run_id
 
     async def run(
         self, input: str | Message | Iterable[Message], *, run_id: str | None = None
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Run durably and return the result (`start()` then `result()`).
 
         Raises:
@@ -156,35 +197,51 @@ class DurableWorker:
         """
         return await self.result(await self.start(input, run_id=run_id))
 
-    async def result(self, run_id: str) -> RunResult:
+    async def result(self, run_id: str) -> RunResult[OutputT]:
         """Wait for the run `run_id`, started anywhere, and return its result.
 
         Raises:
             ConfigurationError: No run has this id.
+            RecordError: Its recorded result is not one llm-worker wrote (tampered, corrupt).
         """
-        dbos = self._dbos
+        access = self._runs
+        error = access.dbos.error
         try:
-            handle = await dbos.DBOS.retrieve_workflow_async(run_id)
-        except dbos.error.DBOSNonExistentWorkflowError as exc:
+            record = await read(run_id, "result", access.result(run_id, self._poll))
+        except error.DBOSNonExistentWorkflowError as exc:
             raise ConfigurationError(f"no durable run has the id {run_id!r}") from exc
+        except error.DBOSAwaitedWorkflowCancelledError:
+            return cast("RunResult[OutputT]", _cancelled_unrecorded(run_id))
+        plan = self.worker._cfg.output  # pyright: ignore[reportPrivateUsage]
         try:
-            record = await handle.get_result(polling_interval_sec=self._poll)
-        except dbos.error.DBOSAwaitedWorkflowCancelledError:
-            return _cancelled_unrecorded(run_id)
-        return run_from(record, self.worker._cfg.output)  # pyright: ignore[reportPrivateUsage]
+            result = run_from(record, plan)
+        except (KeyError, TypeError, ValueError, OverflowError, IndexError, StopIteration) as exc:
+            raise RecordError(f"it is malformed ({exc!r})", run_id=run_id, step="result") from None
+        return cast("RunResult[OutputT]", result)
 
     async def status(self, run_id: str) -> str | None:
-        """The run's status: running, paused, finished, cancelled (None: not started yet)."""
-        dbos = self._dbos.DBOS
-        if await _dbos_cancelled(dbos, run_id):
+        """The run's status: queued, running, paused, finished, cancelled or failed.
+
+        `failed` means the run raised (`result()` raises it) or DBOS gave up recovering it;
+        None means no run has this id.
+        """
+        access = self._runs
+        found = await access.workflow_status(run_id)
+        if found is None:
+            return None
+        if found in _FAILED:
+            return "failed"
+        if found == "CANCELLED":
             return "cancelled"
-        value = await dbos.get_event_async(run_id, STATUS, timeout_seconds=0)
-        return None if value is None else str(value)
+        value = await read(run_id, "status", access.event(run_id, STATUS, 0))
+        if value is None:
+            return "queued" if found == "ENQUEUED" else "running"
+        return str(value)
 
     async def cancel(
         self, run_id: str, reason: str = "cancelled by DurableWorker.cancel()"
     ) -> None:
-        """End the run `run_id` CANCELLED, from any process; a finished run stays as it is.
+        """End the run `run_id` CANCELLED, from any process; an ended run stays as it is.
 
         A run this process is running is cancelled as by `Worker.cancel()` (its tool calls
         cut short, its history repaired); a paused one, wherever it waits, drops its pause
@@ -198,51 +255,101 @@ class DurableWorker:
         Raises:
             ConfigurationError: No run has this id, or `reason` is not a string.
         """
-        # The reason travels as the cancel message: anything but a string would read as decisions.
+        # The reason travels in the cancel message, which must stay JSON text.
         if not isinstance(reason, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigurationError(f"a cancel's reason is a string, not {type(reason).__name__}")
-        dbos = self._dbos.DBOS
-        found = await dbos.get_workflow_status_async(run_id)
+        access = self._runs
+        found = await access.workflow_status(run_id)
         if found is None:
             raise ConfigurationError(f"no durable run has the id {run_id!r}")
-        if found.status in ("SUCCESS", "ERROR", "CANCELLED"):
+        if found in _ENDED:
             return
-        fork = engine.running.get(run_id)
+        fork = engine.running.get(run_id) if self.serve else None
         if fork is not None:  # this process holds it
             engine.reasons.setdefault(run_id, reason)  # the first cancel says why
             fork._cancel_run()  # pyright: ignore[reportPrivateUsage]
             if fork._done is not None:  # pyright: ignore[reportPrivateUsage]
                 return
-        elif await dbos.get_event_async(run_id, PAUSE, timeout_seconds=0) is None:
-            await dbos.cancel_workflow_async(run_id)  # queued, or running in another process
+        pause = await self._pause(run_id, 0)
+        if pause is None:
+            if fork is None:
+                await access.cancel(run_id)  # queued, or running in another process
+                return
+            await access.send(run_id, {"wait": None, "cancel": reason})
             return
-        await dbos.send_async(run_id, {CANCEL: reason}, DECISION)  # it waits for a decision
+        wait, _ = pause
+        claimed = await anyio.to_thread.run_sync(access.store.claim, run_id, wait, "cancel")
+        # Lost to a decision: the cancel waits for the run's next pause (docs/durable.md).
+        await access.send(run_id, {"wait": wait if claimed else None, "cancel": reason})
 
     async def paused(self, run_id: str, *, wait: float = 60.0) -> PauseState | None:
         """The state of the run's pause, waiting up to `wait` seconds for one.
 
-        None when the run is not paused: it was resumed, or it has not paused within `wait`
-        (it runs, or it finished without pausing).
+        None when the run is not paused: it was resumed, it ended, or it has not paused
+        within `wait` (it runs, or it finished without pausing).
+
+        Raises:
+            RunFailedError: The run failed: it will never pause again.
+            RecordError: The recorded pause is not one llm-worker wrote.
         """
-        value = await self._dbos.DBOS.get_event_async(run_id, PAUSE, timeout_seconds=wait)
-        return None if value is None else PauseState.from_dict(value)
+        await self._refuse_failed(run_id)
+        pause = await self._pause(run_id, wait)
+        if pause is None:
+            await self._refuse_failed(run_id)
+            return None
+        return pause[1]
+
+    async def _pause(self, run_id: str, wait: float) -> tuple[int, PauseState] | None:
+        value = await read(run_id, "pause", self._runs.event(run_id, PAUSE, wait))
+        if value is None:
+            return None
+        try:
+            record = cast("dict[str, Any]", value)
+            number = record["wait"]
+            if not isinstance(number, int):
+                raise TypeError("its wait number is not an integer")
+            return number, PauseState.from_dict(record["state"])
+        except (KeyError, TypeError, ValueError, PauseStateError) as exc:
+            raise RecordError(f"it is malformed ({exc!r})", run_id=run_id, step="pause") from None
+
+    async def _refuse_failed(self, run_id: str) -> None:
+        if await self._runs.workflow_status(run_id) in _FAILED:
+            raise RunFailedError(
+                f"the durable run {run_id!r} failed: it has no pause and takes no decision "
+                "(result() raises its error)",
+                run_id=run_id,
+            )
 
     async def decide(self, run_id: str, decisions: Mapping[str, Decision]) -> None:
         """Answer a paused run from any process: `Decision`s by call id, as `Worker.resume`.
 
-        The run resumes in whichever process holds it. Decisions that do not fit its pause
-        (unknown call ids, edited arguments the tool refuses) are dropped by the run, which
-        goes on waiting (its progress stream says why).
+        The run resumes in whichever process holds it. Of two answers to one pause (two
+        deciders, or a decision and a cancel) exactly one is taken; the other raises
+        `DecisionConflictError`. Decisions that do not fit the pause (unknown call ids, edited
+        arguments the tool refuses) are dropped by the run, which goes on waiting (its
+        progress stream says why) for another decision.
 
         Raises:
             ConfigurationError: The run is not waiting for a decision.
+            RunFailedError: The run failed.
+            DecisionConflictError: Another decision or a cancel answered this pause first.
             PauseStateError: A decision is not a `Decision`, or its `input` not an object.
         """
         _check_decisions(decisions)
-        dbos = self._dbos.DBOS
-        if await dbos.get_event_async(run_id, PAUSE, timeout_seconds=0) is None:
+        access = self._runs
+        await self._refuse_failed(run_id)
+        pause = await self._pause(run_id, 0)
+        if pause is None:
             raise ConfigurationError(f"the durable run {run_id!r} is not waiting for a decision")
-        await dbos.send_async(run_id, decisions_record(decisions), DECISION)
+        wait = pause[0]
+        if not await anyio.to_thread.run_sync(access.store.claim, run_id, wait, "decision"):
+            by = await anyio.to_thread.run_sync(access.store.claimed_by, run_id, wait)
+            raise DecisionConflictError(
+                f"the pause of durable run {run_id!r} was already answered (by a {by}): "
+                "this decision is dropped",
+                run_id=run_id,
+            )
+        await access.send(run_id, {"wait": wait, "decisions": decisions_record(decisions)})
 
     async def follow(self, run_id: str, *, idle: float = 3600.0) -> AsyncIterator[dict[str, Any]]:
         """The run's progress, from any process: one entry per step, until the run ends.
@@ -255,26 +362,57 @@ class DurableWorker:
             run_id: The run.
             idle: Seconds to wait for each next entry.
         """
-        dbos = self._dbos.DBOS
-        async for entry in dbos.read_stream_async(
-            run_id, PROGRESS, polling_interval_sec=self._poll, timeout_seconds=idle
-        ):
+        stream = self._runs.stream(run_id, PROGRESS, self._poll, idle)
+        while True:
+            try:
+                entry = await read(run_id, "progress", anext(stream))
+            except StopAsyncIteration:
+                return
             yield entry
 
-    async def recover(self, executor_ids: Iterable[str]) -> list[str]:
-        """Take over the unfinished runs of other processes (dead ones: ids from the fleet).
+    async def recover(self, executor_ids: Iterable[str], *, wait: float = 0.0) -> list[str]:
+        """Take over the unfinished runs of dead processes (their executor ids).
+
+        A process is dead when its lease has ended (`lease` seconds after its last renewal):
+        the runs of a live one are never taken over, so no run runs in two processes.
+
+        Args:
+            executor_ids: The processes to take over.
+            wait: Seconds to wait for their leases to end (a process just killed).
 
         Returns:
-            The ids of the runs taken over; they run again in whichever process takes them
-            from the queue, from their last recorded step.
+            The ids of the runs taken over; they run again in whichever process serving
+            their name takes them from the queue, from their last recorded step.
+
+        Raises:
+            ExecutorAliveError: One of them is alive (its lease did not end within `wait`).
+            ConfigurationError: This DurableWorker does not serve (`serve=False`).
         """
-        dbos = self._dbos.DBOS
+        access = self._runs
+        if not self.serve:
+            raise ConfigurationError("recover() needs a serving DurableWorker (serve=True)")
         ids = list(executor_ids)
+        alive = await self._alive(access, ids, wait)
+        if alive:
+            raise ExecutorAliveError(
+                f"executors {alive!r} are alive (their leases are current): their runs "
+                "are theirs; recover() takes over dead processes only",
+                executor_ids=alive,
+            )
         # DBOS's own recovery call (Conductor's): it re-queues the runs, whoever dequeues
         # one runs it, once.
-        recover = dbos._recover_pending_workflows  # pyright: ignore[reportPrivateUsage]
+        recover = access.dbos.DBOS._recover_pending_workflows
         handles = await anyio.to_thread.run_sync(lambda: recover(ids))
         return [str(h.get_workflow_id()) for h in handles]
+
+    async def _alive(self, access: Access, ids: list[str], wait: float) -> list[str]:
+        """The live executors among `ids`, after waiting up to `wait` s for their leases."""
+        deadline = anyio.current_time() + wait
+        while True:
+            alive = await anyio.to_thread.run_sync(access.store.live, ids)
+            if not alive or anyio.current_time() >= deadline:
+                return alive
+            await anyio.sleep(min(0.1, self._lease / 10))  # a lease ends by the clock
 
 
 def _cancelled_unrecorded(run_id: str) -> RunResult:
@@ -283,11 +421,6 @@ def _cancelled_unrecorded(run_id: str) -> RunResult:
         reason=f"the durable run {run_id!r} was cancelled through DBOS (DBOS.cancel_workflow) "
         "before it recorded a result: its messages are not kept (follow() has its progress)",
     )
-
-
-async def _dbos_cancelled(dbos: Any, run_id: str) -> bool:
-    found = await dbos.get_workflow_status_async(run_id)
-    return found is not None and found.status == "CANCELLED"
 
 
 def _check_decisions(decisions: Mapping[str, Decision]) -> None:
@@ -331,7 +464,6 @@ def _config(
     extra: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     config: dict[str, Any] = {
-        "name": "llm-worker",
         "log_level": "WARNING",
         "notification_listener_polling_interval_sec": poll_interval,
     }

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
+from llm_worker.durable._errors import RecordError
 from llm_worker.durable._records import answer_from, answer_record, tool_from, tool_record
 from llm_worker.messages import TextPart
 from llm_worker.tools import ToolResult, tool_meta
@@ -68,7 +69,7 @@ async def step(fn: Callable[[], Awaitable[T]] | Callable[[], T], *, name: str) -
     deterministic. What is not (a clock, a random number, a call to another service) goes
     through `step`: the first execution runs `fn` and records what it returns; a recovered
     run gets the recorded value back without calling `fn`. Outside a durable run, `fn` is
-    simply called. The value must be picklable.
+    simply called. The value must be JSON data (it is stored as JSON, never pickled).
 
     Args:
         fn: The side effect: a function or an async function of no argument.
@@ -78,8 +79,24 @@ async def step(fn: Callable[[], Awaitable[T]] | Callable[[], T], *, name: str) -
     if attempt is None:
         value = fn()
         return await cast("Awaitable[T]", value) if inspect.isawaitable(value) else value
-    result: T = await attempt.engine.run_step_async({"name": name}, fn)
+    result: T = await recorded(attempt, name, attempt.engine.run_step_async({"name": name}, fn))
     return result
+
+
+async def recorded(attempt: Attempt, step: str, value: Awaitable[T]) -> T:
+    """`await value` (a step), a refused record naming the run and step."""
+    try:
+        return await value
+    except RecordError as exc:
+        raise exc.at(attempt.run_id, step) from None
+
+
+def _rebuilt(attempt: Attempt, step: str, build: Callable[[], T]) -> T:
+    """A record's object, its wrong shape (a corrupted row) a `RecordError`."""
+    try:
+        return build()
+    except (KeyError, TypeError, ValueError, OverflowError, IndexError, AttributeError) as exc:
+        raise RecordError(f"it is malformed ({exc!r})", run_id=attempt.run_id, step=step) from None
 
 
 class DurableInterceptor(Interceptor):
@@ -100,8 +117,12 @@ class DurableInterceptor(Interceptor):
             return answer_record(answer)
 
         options = {"name": f"llm-worker request {step.number}"}
-        record = await attempt.engine.run_step_async(options, execute)
-        answer = live[0] if live else answer_from(record)
+        record = await recorded(
+            attempt, options["name"], attempt.engine.run_step_async(options, execute)
+        )
+        answer = (
+            live[0] if live else _rebuilt(attempt, options["name"], lambda: answer_from(record))
+        )
         text = "".join(p.text for p in answer.parts if isinstance(p, TextPart))
         calls = [{"id": c.id, "name": c.name, "input": c.input} for c in answer.calls]
         entry = {"kind": "answer", "request": step.number, "text": text, "calls": calls}
@@ -119,7 +140,11 @@ class DurableInterceptor(Interceptor):
         safe = tool_meta(step.tool).effect in _REPLAY_SAFE
         async with attempt.lock:
             token = attempt.token
-            started = await attempt.engine.run_step_async({"name": f"{name} started"}, _echo(token))
+            started = await recorded(
+                attempt,
+                f"{name} started",
+                attempt.engine.run_step_async({"name": f"{name} started"}, _echo(token)),
+            )
             live: list[ToolResult] = []
 
             async def execute() -> dict[str, Any]:
@@ -129,8 +154,10 @@ class DurableInterceptor(Interceptor):
                 live.append(result)
                 return tool_record(result)
 
-            record = await attempt.engine.run_step_async({"name": name}, execute)
-            result = live[0] if live else tool_from(record)
+            record = await recorded(
+                attempt, name, attempt.engine.run_step_async({"name": name}, execute)
+            )
+            result = live[0] if live else _rebuilt(attempt, name, lambda: tool_from(record))
             entry = {
                 "kind": "tool_result",
                 "request": step.request,
