@@ -8,8 +8,8 @@ wait for; each run's input is its id), `wait` (ids to wait for without starting 
 `decide` (run id: wait for its pause and approve every pending call), `cancel` (run id: wait
 for its pause and cancel the run), `serve` (serve runs until killed), `client` (act on runs
 without serving: `DurableWorker(serve=False)`), `lease` (the lease's seconds, default 2),
-`race` (run ids: for each, wait for its pause, wait a seeded random delay, then decide
-`allow` on every pending call; prints `{"raced": id, "won": bool}`), `seed`, `allow`,
+`race` (run ids: for each id read from stdin, wait a seeded random delay, then decide
+`allow` on its `pay` call; prints `{"raced": id, "won": bool}`), `seed`, `allow`,
 `leave_after` (run ids: wait until each is paused, then leave the DurableWorker and exit).
 It prints one JSON line per event: `{"tool": ...}` when the tool wrote, `{"run": id, "result": ...}`
 per finished run.
@@ -112,14 +112,15 @@ async def serve(config: dict[str, Any]) -> None:
 
 
 async def race(durable: DurableWorker, config: dict[str, Any]) -> None:
+    """Decide each run whose id arrives on stdin, after a seeded random delay."""
     rng = random.Random(config["seed"])
-    for run_id in config["race"]:
-        state = await durable.paused(run_id)
-        assert state is not None
+    decision = Decision(config["allow"], reason=config["executor"])
+    stdin = anyio.wrap_file(sys.stdin)
+    for _ in config["race"]:
+        run_id = (await stdin.readline()).strip()
         await anyio.sleep(rng.random() * 0.02)  # the seeded timing of this decision
-        decision = Decision(config["allow"], reason=config["executor"])
         try:
-            await durable.decide(run_id, {p.call.id: decision for p in state.pending})
+            await durable.decide(run_id, {f"{run_id}-p": decision})
         except DecisionConflictError:
             say({"raced": run_id, "won": False})
         else:

@@ -82,6 +82,10 @@ class Child:
                 if key in data:
                     return data
 
+    async def tell(self, line: str) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(f"{line}\n".encode())
+
     def kill(self) -> None:
         os.kill(self.process.pid, signal.SIGKILL)
 

@@ -312,13 +312,16 @@ class DurableWorker(Generic[OutputT]):
         except (KeyError, TypeError, ValueError, PauseStateError) as exc:
             raise RecordError(f"it is malformed ({exc!r})", run_id=run_id, step="pause") from None
 
-    async def _refuse_failed(self, run_id: str) -> None:
-        if await self._runs.workflow_status(run_id) in _FAILED:
+    async def _refuse_failed(self, run_id: str) -> str | None:
+        """DBOS's status of the run, a failed run refused."""
+        found = await self._runs.workflow_status(run_id)
+        if found in _FAILED:
             raise RunFailedError(
                 f"the durable run {run_id!r} failed: it has no pause and takes no decision "
                 "(result() raises its error)",
                 run_id=run_id,
             )
+        return found
 
     async def decide(self, run_id: str, decisions: Mapping[str, Decision]) -> None:
         """Answer a paused run from any process: `Decision`s by call id, as `Worker.resume`.
@@ -337,19 +340,31 @@ class DurableWorker(Generic[OutputT]):
         """
         _check_decisions(decisions)
         access = self._runs
-        await self._refuse_failed(run_id)
+        found = await self._refuse_failed(run_id)
+        if found is None or found in _ENDED:
+            ended = "" if found is None else f": it ended ({found.lower()})"
+            raise ConfigurationError(
+                f"the durable run {run_id!r} is not waiting for a decision{ended}"
+            )
         pause = await self._pause(run_id, 0)
-        if pause is None:
-            raise ConfigurationError(f"the durable run {run_id!r} is not waiting for a decision")
+        if pause is None or not await anyio.to_thread.run_sync(
+            access.store.claim, run_id, pause[0], "decision"
+        ):
+            await self._not_waiting(access, run_id)
+        assert pause is not None
         wait = pause[0]
-        if not await anyio.to_thread.run_sync(access.store.claim, run_id, wait, "decision"):
-            by = await anyio.to_thread.run_sync(access.store.claimed_by, run_id, wait)
+        await access.send(run_id, {"wait": wait, "decisions": decisions_record(decisions)})
+
+    async def _not_waiting(self, access: Access, run_id: str) -> None:
+        """Raise why the run takes no decision now: its pause was answered, or it has none."""
+        by = await anyio.to_thread.run_sync(access.store.last_answer, run_id)
+        if by is not None:
             raise DecisionConflictError(
                 f"the pause of durable run {run_id!r} was already answered (by a {by}): "
                 "this decision is dropped",
                 run_id=run_id,
             )
-        await access.send(run_id, {"wait": wait, "decisions": decisions_record(decisions)})
+        raise ConfigurationError(f"the durable run {run_id!r} is not waiting for a decision")
 
     async def follow(self, run_id: str, *, idle: float = 3600.0) -> AsyncIterator[dict[str, Any]]:
         """The run's progress, from any process: one entry per step, until the run ends.

@@ -62,13 +62,15 @@ class Store:
             return False
         return True
 
-    def claimed_by(self, run_id: str, wait: int) -> str | None:
-        """What answered the run's pause `wait` (`decision` or `cancel`), if anything."""
+    def last_answer(self, run_id: str) -> str | None:
+        """What answered the run's latest answered pause (`decision` or `cancel`), if any."""
+        claims = self._claims
         with self._engine.connect() as c:
             row = c.execute(
-                sa.select(self._claims.c.kind).where(
-                    self._claims.c.run_id == run_id, self._claims.c.wait == wait
-                )
+                sa.select(claims.c.kind)
+                .where(claims.c.run_id == run_id)
+                .order_by(claims.c.wait.desc())
+                .limit(1)
             ).first()
         return None if row is None else str(row[0])
 
