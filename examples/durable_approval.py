@@ -3,9 +3,11 @@
 1. Process 1 runs a `DurableWorker` on a SQLite file: the run is a DBOS workflow, each model
    request and tool call a recorded step. The model asks to send an invitation, a tool marked
    `@tool(requires_approval=True)`: the run pauses and waits, durably, for a decision.
-2. Process 2 — a web handler on another machine, in real life — opens the same database,
-   reads the pause (`durable.paused(run_id)`) and sends the decision with the run id
-   (`durable.decide(run_id, ...)`). It never holds the run.
+2. Process 2 — a web handler on another machine, in real life — opens the same database
+   as a client only (`DurableWorker(..., serve=False)`: it runs no run, takes none from the
+   queue, strands none when it exits), reads the pause (`durable.paused(run_id)`) and sends
+   the decision with the run id (`durable.decide(run_id, ...)`). Of two deciders answering
+   one pause at once, one wins and the other gets `DecisionConflictError`.
 3. Process 1, still waiting on `durable.result(run_id)`, resumes the run: the invitation is
    sent, the model answers. Had process 1 died while waiting, restarting it would recover the
    run from its records and wait again — without asking the model twice.
@@ -54,8 +56,11 @@ SCRIPT = [
 RUN_ID = "invite-ana"
 
 
-def durable(worker: Worker, database: Path, executor: str) -> DurableWorker:
+def durable(worker: Worker, database: Path, executor: str | None) -> DurableWorker:
+    """Serving with an executor id (process 1), or a client that serves nothing (None)."""
     url = f"sqlite:///{database}"
+    if executor is None:
+        return DurableWorker(worker, name="assistant", database_url=url, serve=False)
     return DurableWorker(worker, name="assistant", database_url=url, executor_id=executor)
 
 
@@ -84,7 +89,7 @@ async def decide(database: Path, deny: bool) -> None:
     """Process 2: read the pause and answer it by run id."""
     async with (
         model([]) as (client, _),
-        durable(Worker(client, tools=[send_invitation]), database, "approver") as d,
+        durable(Worker(client, tools=[send_invitation]), database, None) as d,
     ):
         state = await d.paused(RUN_ID)
         assert state is not None

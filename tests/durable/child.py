@@ -7,7 +7,7 @@ appending tool blocks after writing, until the process is killed), `runs` (ids t
 wait for; each run's input is its id), `wait` (ids to wait for without starting them),
 `decide` (run id: wait for its pause and approve every pending call), `cancel` (run id: wait
 for its pause and cancel the run), `serve` (serve runs until killed), `client` (act on runs
-without serving: `DurableWorker(serve=False)`), `lease` (the lease's seconds, default 2),
+without serving: `DurableWorker(serve=False)`), `lease` (the lease's seconds, default 1),
 `race` (run ids: for each id read from stdin, wait a seeded random delay, then decide
 `allow` on its `pay` call; prints `{"raced": id, "won": bool}`), `seed`, `allow`,
 `leave_after` (run ids: wait until each is paused, then leave the DurableWorker and exit).
@@ -78,7 +78,7 @@ async def serve(config: dict[str, Any]) -> None:
             worker_concurrency=config.get("worker_concurrency"),
             poll_interval=0.05,
             serve=not config.get("client"),
-            lease=config.get("lease", 2.0),
+            lease=config.get("lease", 1.0),
         )
         async with durable, anyio.create_task_group() as tg:
             say({"ready": True})

@@ -37,9 +37,17 @@ class Model:
     slow_step: int | None = None  # this step's first answer streams slowly
     seen: list[tuple[str, int]] = field(default_factory=lambda: [])
     arrived: dict[tuple[str, int], anyio.Event] = field(default_factory=lambda: {})
+    counts: dict[int, anyio.Event] = field(default_factory=lambda: {})
 
     def event(self, run: str, step: int) -> anyio.Event:
         return self.arrived.setdefault((run, step), anyio.Event())
+
+    def received(self, count: int) -> anyio.Event:
+        """Set once `count` requests have arrived."""
+        event = self.counts.setdefault(count, anyio.Event())
+        if len(self.seen) >= count:
+            event.set()
+        return event
 
     def __call__(self, call: ScriptedRequest) -> ScriptedResponse:
         run = call.request.messages[0].text
@@ -47,6 +55,9 @@ class Model:
         slow = step == self.slow_step and (run, step) not in self.seen
         self.seen.append((run, step))
         self.event(run, step).set()
+        for count, event in self.counts.items():
+            if len(self.seen) >= count:
+                event.set()
         if step == self.steps - 1 or (run.startswith("pay") and step == 1):
             return ScriptedResponse.text(f"done {run}", usage=USAGE)
         if run.startswith("pay"):

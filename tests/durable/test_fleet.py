@@ -16,7 +16,7 @@ from llm_worker.durable import DurableWorker, ExecutorAliveError
 from llm_worker.durable._records import run_from
 from llm_worker.testing import ScriptedModelServer
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]  # real processes, a busy CI
 
 RUNS = 20
 

@@ -19,7 +19,7 @@ from llm_worker import Decision, RunStatus, Worker
 from llm_worker.durable import DurableWorker
 from llm_worker.testing import ScriptedModelServer
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]  # real processes, a busy CI
 
 
 def client(c: Any, url: str, name: str, log: Path) -> DurableWorker:

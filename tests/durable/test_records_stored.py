@@ -27,7 +27,7 @@ from llm_worker.durable._serializer import NAME
 from llm_worker.hooks import ToolResultContext
 from llm_worker.testing import ScriptedModelServer
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]  # real processes, a busy CI
 
 
 class Payload:
@@ -110,7 +110,10 @@ async def test_a_tampered_step_record_is_refused_naming_the_run_and_step(
     canary = tmp_path / "canary"
     log = tmp_path / "log"
     make, says = CHANGES[kind]
-    async with ScriptedModelServer("anthropic", [Model(steps=2)] * 4) as server, server.client() as c:
+    async with (
+        ScriptedModelServer("anthropic", [Model(steps=2)] * 4) as server,
+        server.client() as c,
+    ):
         async with durable(c, database_url, log) as first:
             await first.start("pay-1", run_id="pay-1")
             assert await first.paused("pay-1") is not None
@@ -139,7 +142,10 @@ async def test_a_run_that_fails_after_a_pause_says_failed_and_takes_no_decision(
     async def explode(ctx: ToolResultContext) -> None:
         raise RuntimeError("the ledger is closed")
 
-    async with ScriptedModelServer("anthropic", [Model(steps=2)] * 4) as server, server.client() as c:
+    async with (
+        ScriptedModelServer("anthropic", [Model(steps=2)] * 4) as server,
+        server.client() as c,
+    ):
         worker = Worker(c, tools=tools({"log": str(log)}))
         worker.add_after_tool_call_hook(explode)
         runs = DurableWorker(worker, name="t", database_url=database_url, poll_interval=0.05)
@@ -159,9 +165,12 @@ async def test_a_run_that_fails_after_a_pause_says_failed_and_takes_no_decision(
 
 
 async def test_what_a_run_stores_is_json(database_url: str, tmp_path: Path) -> None:
-    async with ScriptedModelServer("anthropic", [Model(steps=2)] * 4) as server, server.client() as c:
-        async with durable(c, database_url, tmp_path / "log") as runs:
-            result = await runs.run("run-1", run_id="run-1")
+    async with (
+        ScriptedModelServer("anthropic", [Model(steps=2)] * 4) as server,
+        server.client() as c,
+        durable(c, database_url, tmp_path / "log") as runs,
+    ):
+        result = await runs.run("run-1", run_id="run-1")
     assert result.status is RunStatus.FINISHED
     engine, schema = _engine(database_url)
     meta = sa.MetaData(schema=schema)

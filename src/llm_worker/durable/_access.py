@@ -13,14 +13,28 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from llm_worker.durable._engine import APP_NAME, DECISION, WORKFLOW, engine, unusable
+from llm_worker.durable._engine import (
+    APP_NAME,
+    DECISION,
+    WORKFLOW,
+    check_url,
+    engine,
+    redacted,
+    unusable,
+)
 from llm_worker.durable._errors import RecordError
 from llm_worker.durable._serializer import JsonSerializer
+from llm_worker.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from llm_worker.durable._store import Store
 
 __all__ = ("Access", "ClientAccess", "ServedAccess")
+
+_MISSING = (
+    "the durable runs' system database {} cannot be used: it has no DBOS tables yet "
+    "(a serving DurableWorker creates them; a client, serve=False, only uses them)"
+)
 
 
 class Access:
@@ -121,6 +135,8 @@ class ClientAccess(Access):
         Raises:
             ConfigurationError: The database cannot be used.
         """
+        import sqlalchemy as sa
+
         from llm_worker.durable._store import Store
 
         url = self._url
@@ -134,8 +150,16 @@ class ClientAccess(Access):
             )
 
         try:
+            if (
+                check_url(url) == "sqlite"
+                and not await anyio.Path(url.partition(":///")[2]).is_file()
+            ):
+                raise ConfigurationError(_MISSING.format(redacted(url)))
             self._client = await anyio.to_thread.run_sync(connect)
             sys_db = self._client._sys_db
+            inspector = sa.inspect(sys_db.engine)
+            if not inspector.has_table("workflow_status", schema=sys_db.schema):
+                raise ConfigurationError(_MISSING.format(redacted(url)))
             self.store = Store(sys_db.engine, sys_db.schema)
             await anyio.to_thread.run_sync(self.store.create)
         except Exception as exc:

@@ -143,7 +143,7 @@ def tool_from(data: object) -> ToolResult:
     return result
 
 
-def run_record(result: RunResult, plan: OutputPlan | None = None) -> dict[str, Any]:
+def run_record(result: RunResult[Any], plan: OutputPlan | None = None) -> dict[str, Any]:
     """A run's result as JSON data (the workflow's return value), its output as `plan` dumps it.
 
     The output is recorded, not only the final answer: the output tool may have accepted
@@ -168,7 +168,7 @@ def run_record(result: RunResult, plan: OutputPlan | None = None) -> dict[str, A
     }
 
 
-def run_from(data: object, plan: OutputPlan | None = None) -> RunResult:
+def run_from(data: object, plan: OutputPlan | None = None) -> RunResult[Any]:
     """The RunResult a recorded run stands for, its output checked again by `plan`.
 
     The output is the recorded one validated again, an instance of the output type in any
@@ -194,7 +194,7 @@ def run_from(data: object, plan: OutputPlan | None = None) -> RunResult:
     return result
 
 
-def _output(result: RunResult, plan: OutputPlan | None, recorded: object) -> object:
+def _output(result: RunResult[Any], plan: OutputPlan | None, recorded: object) -> object:
     if plan is None:
         return result.text
     if recorded is not None:
