@@ -244,3 +244,37 @@ async def test_a_pending_result_stored_before_the_pause_is_protected_and_resumes
         assert (await sweeper.sweep(timedelta(hours=1), now=future)).deleted == tuple(needed)
     with pytest.raises(PauseStateError, match="blob"):
         await resume()
+
+
+async def test_a_blob_swept_under_a_paused_run_is_an_error_result_never_a_crash(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # What docs/blobs.md promises when an application forgets to protect a state's ids.
+    PAID.clear()
+    store = make_store("fs", tmp_path, request)
+    first = ScriptedClient(
+        [
+            ScriptedResponse([ToolUsePart("c1", "ledger", {})]),
+            ScriptedResponse([ToolUsePart("c2", "pay", {"invoice": "INV-00007"})]),
+        ]
+    )
+    with anyio.fail_after(60):
+        paused = await Worker(first, tools=[ledger, pay], blob_store=store).run("pay row 7")
+    assert paused.state is not None
+    state = PauseState.from_json(paused.state.to_json())
+    (blob_id,) = referenced_blob_ids(state)
+    assert isinstance(store, SweepableBlobStore)
+    future = datetime.now(UTC) + timedelta(hours=2)
+    assert (await store.sweep(timedelta(hours=1), now=future)).deleted == (blob_id,)
+    second = ScriptedClient(
+        [
+            ScriptedResponse([ToolUsePart("c3", "inspect", {"blob_id": blob_id})]),
+            ScriptedResponse.text("The ledger is gone."),
+        ]
+    )
+    resumer = Worker(second, tools=[ledger, pay], blob_store=store)
+    with anyio.fail_after(60):
+        result = await resumer.resume(state, decisions={"c2": Decision.approve()})
+    assert result.status is RunStatus.FINISHED and PAID == ["INV-00007"]
+    read = resumer.history[-2].tool_results[0]
+    assert read.is_error and "no blob" in read.content
