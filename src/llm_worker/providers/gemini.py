@@ -38,6 +38,16 @@ Request building lives in `_gemini_request.py` (and the schema conversion in
   `UNEXPECTED_TOOL_CALL`, `TOO_MANY_TOOL_CALLS` are MALFORMED_TOOL_CALL; anything else OTHER;
   the raw value is kept, and `finishMessage` is the stop message. The answer is complete once
   a finish reason was seen. `responseId` and `modelVersion` go on the closing status.
+- `CONTINUATION` (the answer reached the per-request token limit but is not done) with a
+  `continuationToken` is no finish: the client sends the request again with the token and
+  the next response continues the same answer (`_gemini_continuation`); usage is summed.
+  Without a usable token the answer ends as MAX_TOKENS.
+- `modelStatus` (the model's stage: `LEGACY`, `DEPRECATED`, `RETIRED`, a `retirementTime`)
+  is logged as a warning on the `llm_worker` logger, once per model and stage in a process;
+  a `STABLE` model's, or a preview's without a retirement date, at debug level.
+- A part's `partMetadata` (the API's field for a client's own bookkeeping) stays on the
+  parts kept whole (`ProviderPart`s) and is dropped from text, thought and `functionCall`
+  parts, which the neutral parts hold no field for (docs/guarantees.md).
 - `usageMetadata` becomes a `UsageEvent` when it changed, at most one per network read
   (Gemini repeats its growing counts in every chunk; of chunks that arrive together only the
   latest counts are news): input = `promptTokenCount` (cached tokens included) +
@@ -57,7 +67,8 @@ single `GenerateContentResponse` object (a non-streaming answer).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar, Final
 from urllib.parse import quote
 
@@ -77,7 +88,7 @@ from llm_worker.events import (
 from llm_worker.messages import Message, Origin, Request, ToolUsePart
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive, wrong_type
-from llm_worker.providers._gemini_framing import SseOrJsonArray
+from llm_worker.providers._gemini_continuation import CONTINUATION, MAX_HOPS, Hops
 from llm_worker.providers._gemini_metadata import CandidateMetadata, token_logprobs
 from llm_worker.providers._gemini_partial import PartialCall, starts_partial_call
 from llm_worker.providers._gemini_request import build_body
@@ -87,6 +98,7 @@ from llm_worker.providers._sse import ServerSentEvent
 __all__ = ("GeminiClient",)
 
 _PROVIDER: Final = "gemini"
+_log = logging.getLogger("llm_worker")
 _TEXT_META: Final = TextMetadata()
 _PART: Final = "a candidate's content part"
 # Keys of a part that say something about its content but are not content themselves.
@@ -149,6 +161,9 @@ class GeminiClient(HttpClient):
 
     def mapper(self, request: Request) -> StreamMapper:
         """A fresh chunk mapper; its call ids continue those of the request's history."""
+        return self._mapper(request)
+
+    def _mapper(self, request: Request) -> _GeminiMapper:
         return _GeminiMapper(_CallIds(request.messages), Origin(_PROVIDER, self.model))
 
     def stream(self, request: Request) -> AsyncIterator[Event]:
@@ -158,12 +173,16 @@ class GeminiClient(HttpClient):
             ProviderError: A typed subclass for every failure, after the abort, error and
                 FAILED status events.
         """
-        body = self.build_body(request)
-        chunks = self.transport.stream(self.path(request), body, params=self.params(request))
+        path, params = self.path(request), self.params(request)
+
+        def send(body: Mapping[str, Any]) -> AsyncIterator[bytes]:
+            return self.transport.stream(path, body, params=params)
+
+        mapper = self._mapper(request)
         limit = self.transport.max_event_bytes
         return drive(
-            SseOrJsonArray(chunks, limit),
-            self.mapper(request),
+            Hops(self.build_body(request), send, mapper, limit),
+            mapper,
             provider=self.provider,
             scrub=self.transport.scrub,
             max_event_bytes=limit,
@@ -217,6 +236,7 @@ class _GeminiMapper:
 
     __slots__ = (
         "_calls",
+        "_carried",
         "_emitted",
         "_finish",
         "_finish_message",
@@ -224,10 +244,13 @@ class _GeminiMapper:
         "_ids",
         "_logprobs",
         "_metadata",
+        "_model",
         "_partial",
+        "_resume",
         "_seen",
         "_signed",
         "_texts",
+        "_tokens",
         "_usage",
     )
 
@@ -248,6 +271,10 @@ class _GeminiMapper:
         self._usage: Any = None  # the latest usageMetadata
         self._seen: Any = None  # the usageMetadata last turned into a snapshot
         self._emitted: UsageEvent | None = None
+        self._model = origin.model
+        self._resume: str | None = None  # the continuation token of a CONTINUATION finish
+        self._tokens: set[str] = set()  # those already taken: each may be used once
+        self._carried: UsageEvent | None = None  # the usage of the earlier requests, summed
 
     @property
     def complete(self) -> bool:
@@ -262,8 +289,8 @@ class _GeminiMapper:
         # The hot path reads the parsed JSON (Any) directly: a chunk of another shape raises
         # AttributeError / KeyError / TypeError here, which drive() reports as malformed.
         chunk: Any = orjson.loads(data)
-        if not self._identified:
-            self._identify(chunk, emitter)
+        if not self._identified or "modelStatus" in chunk:
+            self._response_fields(chunk, emitter)
         candidates = chunk.get("candidates")
         if not candidates:
             self._no_candidate(chunk, emitter)
@@ -325,6 +352,8 @@ class _GeminiMapper:
             return
         self._seen = usage
         event = _usage(as_dict(usage))
+        if self._carried is not None:
+            event = self._carried + event
         if event != self._emitted:  # raw fields this library does not read may differ
             self._emitted = event
             emitter.out.append(event)
@@ -341,7 +370,7 @@ class _GeminiMapper:
         raw = self._finish
         if raw == "STOP":
             reason = StopReason.TOOL_USE if self._calls else StopReason.END_TURN
-        elif raw == "MAX_TOKENS":
+        elif raw in ("MAX_TOKENS", CONTINUATION):  # CONTINUATION here: it could not go on
             reason = StopReason.MAX_TOKENS
         elif raw in _FILTERED:
             reason = StopReason.CONTENT_FILTER
@@ -351,12 +380,17 @@ class _GeminiMapper:
             reason = StopReason.OTHER
         emitter.finish(reason, raw, stop_message=self._finish_message)
 
-    def _identify(self, chunk: Any, emitter: BlockEmitter) -> None:
-        # Gemini repeats the two in every chunk: the first says it.
-        self._identified = True
-        emitter.response_info(
-            response_id=as_str(chunk.get("responseId")), model=as_str(chunk.get("modelVersion"))
-        )
+    def _response_fields(self, chunk: Any, emitter: BlockEmitter) -> None:
+        if not self._identified:
+            # Gemini repeats the id and version in every chunk: the first says them (a
+            # follow-up request of a CONTINUATION keeps the first response's).
+            self._identified = True
+            emitter.response_info(
+                response_id=as_str(chunk.get("responseId")),
+                model=as_str(chunk.get("modelVersion")),
+            )
+        if "modelStatus" in chunk:
+            _model_status(self._model, chunk["modelStatus"])
 
     def _scored(self, parts: Any, result: Any, emitter: BlockEmitter) -> None:
         # The chunk's token log probabilities go with its (first) answer text.
@@ -370,10 +404,35 @@ class _GeminiMapper:
         self._logprobs = None
         self._texts.append(text)
 
+    def resume_token(self) -> str | None:
+        """The token to continue the answer with, taken; the usage so far is carried over.
+
+        Called by `Hops` once a response was read whole (see `_gemini_continuation`).
+        """
+        token, self._resume = self._resume, None
+        if token is not None and self._usage is not None:
+            hop = _usage(as_dict(self._usage))
+            self._carried = hop if self._carried is None else self._carried + hop
+            self._usage = self._seen = None
+        return token
+
+    def _continues(self, candidate: Any) -> bool:
+        # A CONTINUATION finish goes on with a token not used before, within MAX_HOPS.
+        token = candidate.get("continuationToken")
+        if type(token) is not str or not token or token in self._tokens:
+            return False
+        if len(self._tokens) + 1 >= MAX_HOPS:
+            return False
+        self._tokens.add(token)
+        self._resume = token
+        return True
+
     def _finished(self, candidate: Any, emitter: BlockEmitter) -> None:
         finish = candidate["finishReason"]
         if finish.__class__ is not str:
             raise wrong_type("a candidate", "finishReason", finish)
+        if finish == CONTINUATION and self._continues(candidate):
+            return  # not the end: the next request continues this answer
         self._finish = finish
         self._finish_message = as_str(candidate.get("finishMessage")) or self._finish_message
         if self._finish in _FILTERED and emitter.index < 0:
@@ -483,6 +542,32 @@ class _GeminiMapper:
         emitter.input_json(partial.arguments())
         emitter.stop()
         self._calls += 1
+
+
+# Stages that say a model is going away: worth a warning. Others are logged at debug level.
+_LEAVING: Final = frozenset({"LEGACY", "DEPRECATED", "RETIRED"})
+_warned: set[tuple[str, str, str]] = set()  # (model, stage, retirement) already logged
+
+
+def _model_status(model: str, status: object) -> None:
+    """Log a `modelStatus` once per model, stage and retirement time in this process."""
+    fields = as_dict(status)
+    stage = as_str(fields.get("modelStage")) or "MODEL_STAGE_UNSPECIFIED"
+    retirement = as_str(fields.get("retirementTime")) or ""
+    key = (model, stage, retirement)
+    if key in _warned or len(_warned) >= 1024:  # bounded: a few models per process
+        return
+    _warned.add(key)
+    message = as_str(fields.get("message"))
+    level = logging.WARNING if stage in _LEAVING or retirement else logging.DEBUG
+    _log.log(
+        level,
+        "Gemini model %s is %s%s%s",
+        model,
+        stage,
+        f", to be retired at {retirement}" if retirement else "",
+        f": {message}" if message else "",
+    )
 
 
 def _first(candidates: Any) -> Any:

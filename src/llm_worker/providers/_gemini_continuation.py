@@ -1,0 +1,90 @@
+"""Gemini's `CONTINUATION` finish: the answer goes on in a follow-up request.
+
+A response that reached the per-request token limit before the answer was done ends with
+`finishReason: "CONTINUATION"` and `candidate.continuationToken`. As google-genai does by
+default (`automatic_continuation`), the client then sends the same request again with the
+token as the body's top-level `continuationToken`, and the next response's chunks continue
+the same answer: one stream of events, one message, the usage of the requests summed. The
+Worker never sees a cut answer.
+
+Each follow-up needs a token it has not used yet (a server repeating one would loop), and at
+most `MAX_HOPS` requests make one answer: past that, or when the finish comes without a token,
+the answer ends with `StopReason.MAX_TOKENS` (the raw `CONTINUATION` kept), as cut by a limit.
+A failure of a follow-up request is that answer's failure, marked as streamed (part of the
+answer was already delivered, so the request must not be retried whole). The mid-stream
+checkpoint tokens google-genai uses to resume a dropped connection are not read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Final, Protocol
+
+from llm_worker.errors import ProviderError
+from llm_worker.providers._gemini_framing import SseOrJsonArray
+
+__all__ = ("CONTINUATION", "MAX_HOPS", "Hops", "Resumable")
+
+CONTINUATION: Final = "CONTINUATION"
+MAX_HOPS: Final = 32
+"""Requests one answer may take (the first and its follow-ups)."""
+
+
+class Resumable(Protocol):
+    """The mapper's side: the token to go on with, once a response has been read whole."""
+
+    def resume_token(self) -> str | None:
+        """The unused `continuationToken` of a `CONTINUATION` finish, taken (else `None`)."""
+        ...
+
+
+Opener = Callable[[Mapping[str, Any]], AsyncIterator[bytes]]
+
+
+class Hops:
+    """The bytes of one answer's requests in turn: the first, then each follow-up.
+
+    A class rather than an async generator, as `SseOrJsonArray`: one call per network chunk.
+    """
+
+    __slots__ = ("_body", "_count", "_hop", "_limit", "_mapper", "_open")
+
+    def __init__(
+        self, body: Mapping[str, Any], open_: Opener, mapper: Resumable, limit: int
+    ) -> None:
+        self._body = body
+        self._open = open_
+        self._mapper = mapper
+        self._limit = limit
+        self._count = 1
+        self._hop = SseOrJsonArray(open_(body), limit)
+
+    def __aiter__(self) -> Hops:
+        return self
+
+    async def aclose(self) -> None:
+        """Close the current response now (`drive` does)."""
+        await self._hop.aclose()
+
+    async def __anext__(self) -> bytes:
+        while True:
+            try:
+                return await self._hop.__anext__()
+            except StopAsyncIteration:
+                # Every byte of this response was read and mapped: go on if it said so.
+                token = self._mapper.resume_token()
+                if token is None:
+                    raise
+                await self._hop.aclose()
+                self._count += 1
+                body = {**self._body, "continuationToken": token}
+                self._hop = SseOrJsonArray(self._open(body), self._limit)
+            except ProviderError as exc:
+                if self._count > 1:
+                    exc.streamed = True  # the answer's first part was already delivered
+                raise
+
+    @property
+    def count(self) -> int:
+        """Requests made so far."""
+        return self._count
