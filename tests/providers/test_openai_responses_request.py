@@ -333,15 +333,10 @@ def test_assistant_text_and_calls_without_ids() -> None:
             ToolUsePart("call_9", "get_weather", {"city": "Kyōto"}),
         ],
     )
+    # Without an item id the text goes as an input message (EasyInputMessageParam): an output
+    # message's request type requires `id` and `status`.
     assert items_for(assistant) == [
-        {
-            "type": "message",
-            "role": "assistant",
-            "content": [
-                {"type": "output_text", "text": "Let me look.", "annotations": []},
-                {"type": "output_text", "text": " Right away.", "annotations": []},
-            ],
-        },
+        {"type": "message", "role": "assistant", "content": "Let me look. Right away."},
         {
             "type": "function_call",
             "call_id": "call_9",

@@ -29,7 +29,17 @@ What the API demands, and how each demand is met here:
 - with thinking on, the assistant turn that a pending tool loop continues must start with a
   thinking block; when the history has none there (it was dropped, or the turn ran without
   thinking), thinking is left off for this request, as the API's own error message advises;
-- `max_tokens` is required: `DEFAULT_MAX_TOKENS`, raised above the thinking budget.
+- `max_tokens` is required: `DEFAULT_MAX_TOKENS`, raised above the thinking budget;
+- `temperature` (and `top_p` / `top_k` from `options`) follows what the API accepts now.
+  This client sends `anthropic-version: 2023-06-01`, under which the older models take the
+  sampling parameters and the models from Opus 4.7 and Claude 5 on (the adaptive-only
+  families of `_anthropic_thinking`) refuse them with HTTP 400 ("`temperature` is deprecated
+  for this model"); API version 2026-10-21, which the official SDKs send from their 2.x
+  majors on, refuses them for every model, and those SDKs' request types (anthropic 2.12
+  here) no longer declare them. So `temperature` is sent to the older models and to a name
+  this module cannot read (a proxy's alias), and never to the newer ones: there `1` (the
+  default) is left out, and any other value — or a `top_p` / `top_k` — raises
+  `ConfigurationError` before the round trip.
 
 Requests the API is known to reject with thinking on (`enabled` or `adaptive`, as finally sent,
 `options` included) raise `ConfigurationError` before any round trip, naming the field and the
@@ -76,6 +86,7 @@ from llm_worker.providers._anthropic_media import media_block, result_content
 from llm_worker.providers._anthropic_thinking import (
     DEFAULT_THINKING_BUDGET,
     ThinkingPlan,
+    claude,
     thinking_plan,
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
@@ -178,8 +189,9 @@ def build_body(
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
     _add_tool_choice(body, request)
-    if request.temperature is not None:
-        body["temperature"] = request.temperature
+    sampling = _takes_sampling(model)
+    if request.temperature is not None and (sampling or request.temperature != 1):
+        body["temperature"] = request.temperature  # refused below for a newer model
     if request.stop_sequences:
         body["stop_sequences"] = list(request.stop_sequences)
     container = _container(request.messages)
@@ -193,8 +205,30 @@ def build_body(
         _mark_cache(body, cache)
     body = deep_merge(body, request.options)
     _complete_tool_choice(body)
+    if not sampling:
+        _check_no_sampling(body, model)
     _check_thinking(body, interleaved=interleaved)
     return body
+
+
+def _takes_sampling(model: str) -> bool:
+    caps = claude(model)
+    return caps is None or caps.sampling  # a name not read: as asked (see the docstring)
+
+
+def _check_no_sampling(body: Block, model: str) -> None:
+    """Refuse the sampling parameters a newer Claude model refuses (see the docstring).
+
+    Raises:
+        ConfigurationError: Naming the parameter.
+    """
+    for name in ("temperature", "top_p", "top_k"):
+        if body.get(name) is not None:
+            raise ConfigurationError(
+                f"{name}={body[name]} is not accepted by {model}: Claude models from Opus 4.7 "
+                f"and Claude 5 on take no sampling parameters (temperature, top_p, top_k); "
+                f"leave {name} unset, or steer the answer with the prompt or the effort"
+            )
 
 
 def _add_tool_choice(body: Block, request: Request) -> None:

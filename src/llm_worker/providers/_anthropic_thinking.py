@@ -9,6 +9,10 @@ What the Claude families accept (Anthropic's effort and adaptive-thinking docs):
 - Opus 4.5: a budget; effort `low`, `medium`, `high`;
 - older models (Sonnet / Haiku 4.5, Opus 4.1, Claude 3.x): a budget; no effort (refused).
 
+The adaptive-only models (Claude 5 and later, Opus 4.7+, Mythos Preview) also refuse the
+sampling parameters `temperature`, `top_p` and `top_k` ("`temperature` is deprecated for this
+model"), which older models take (see `_anthropic_request`).
+
 A model name this module cannot read (a proxy's alias, a future naming) gets the settings as
 asked: adaptive thinking for an effort, a budget otherwise.
 
@@ -61,17 +65,19 @@ class Claude:
         adaptive: It takes `thinking: {"type": "adaptive"}`.
         budget: It takes `thinking: {"type": "enabled", "budget_tokens": n}`.
         levels: The `output_config.effort` values it accepts (empty: no effort at all).
+        sampling: It takes `temperature`, `top_p` and `top_k`.
     """
 
     adaptive: bool
     budget: bool
     levels: frozenset[str]
+    sampling: bool = True
 
 
 def claude(model: str) -> Claude | None:
     """The capabilities of a Claude model, from its name; `None` when the name is not known."""
     if "mythos-preview" in model:
-        return Claude(adaptive=True, budget=False, levels=_NO_XHIGH)
+        return Claude(adaptive=True, budget=False, levels=_NO_XHIGH, sampling=False)
     match = _NEW.search(model)
     if match is not None:
         family, major, minor = match.group(1), int(match.group(2)), int(match.group(3) or 0)
@@ -85,7 +91,7 @@ def claude(model: str) -> Claude | None:
 
 def _capabilities(family: str, version: tuple[int, int]) -> Claude:
     if version >= (5, 0) or (family == "opus" and version >= (4, 7)):
-        return Claude(adaptive=True, budget=False, levels=_ALL)
+        return Claude(adaptive=True, budget=False, levels=_ALL, sampling=False)
     if family in ("opus", "sonnet") and version >= (4, 6):
         return Claude(adaptive=True, budget=True, levels=_NO_XHIGH)
     if family == "opus" and version >= (4, 5):

@@ -4,11 +4,19 @@ Mapping:
 
 - `system` → `instructions`; user text → `input_text` parts of a user message; tool results →
   `function_call_output` items (Responses has no error flag: the text says what failed);
-- assistant text → `output_text` parts of an assistant `message` item, with the message's
-  `phase` (`commentary` / `final_answer`, which OpenAI asks to have sent back) and the text's
-  annotations (its citations made by this provider, indexes as the part counts them; only the
-  four kinds the API takes back, with their fields, since it refuses any other); tool
-  calls → `function_call` items (`call_id` is `ToolUsePart.id`, `arguments` its JSON text);
+- assistant text with its message's item id (`msg_…`, this model's) → `output_text` parts of
+  an output `message` item (`id`, `status`), with the message's `phase` (`commentary` /
+  `final_answer`, which OpenAI asks to have sent back) and the text's annotations (its
+  citations made by this provider, indexes as the part counts them; only the four kinds the
+  API takes back, with their fields, since it refuses any other). Assistant text without an
+  id (another provider's, or one whose reasoning item is dropped) → an input message
+  `{"type": "message", "role": "assistant", "content": "<text>"}` (the SDK's
+  `EasyInputMessageParam`, with the phase where it has one): the output message's request
+  type requires an `id` and a `status`, and an input message's content parts take no
+  annotations, so those are not sent;
+- tool calls → `function_call` items (`call_id` is `ToolUsePart.id`, `arguments` its JSON
+  text), with their `namespace` (any Responses model's) and `caller` (this model's: a call
+  made by a `program` item names it), read from `ToolUsePart.caller`;
 - tools → function tools, `tool_choice` and `parallel_tool_calls` only with tools; `strict` is
   always sent, because Responses makes a function tool strict when the field is absent and
   would then reject any schema not written for strict mode;
@@ -58,8 +66,11 @@ Replaying hosted-tool items (`ProviderPart`s, kept whole from `response.output_i
   provider and model and its kind is one the API takes back as an input item and that needs
   nothing more: `web_search_call`, `file_search_call`, `code_interpreter_call`,
   `image_generation_call`, `mcp_list_tools`, `mcp_call`, `compaction` (the encrypted summary
-  of a context compacted server-side, which stands for the items it replaced), and
-  `tool_search_call` / `tool_search_output` run by the server (`execution: "server"`).
+  of a context compacted server-side, which stands for the items it replaced),
+  `tool_search_call` / `tool_search_output` run by the server (`execution: "server"`), and
+  programmatic tool calling's `program` (the code, with the `fingerprint` the API requires
+  back) and `program_output`; the function calls a program made are ordinary calls, which
+  the Worker answers, sent back with their `caller`.
 - Kept out of the request: items a client must answer (`tool_search_call` with
   `execution: "client"`, `computer_call`, `local_shell_call`, `shell_call`, `apply_patch_call`,
   `custom_tool_call`, `mcp_approval_request`): the neutral model has no part for their output
@@ -119,6 +130,8 @@ _HOSTED: Final = frozenset(
         "mcp_list_tools",
         "mcp_call",
         "compaction",
+        "program",  # programmatic tool calling: its fingerprint must be round-tripped
+        "program_output",
     }
 )
 # Neutral efforts no OpenAI model takes, as the nearest one that exists.
@@ -360,19 +373,34 @@ class _AssistantItems:
         item_id = self._own_id(part)
         if not part.text and item_id is None:
             return
+        phase = part.phase if _ours(part.origin) else None
+        if item_id is None:
+            self._easy_text(part.text, phase)
+            return
         cited = (_annotation(c) for c in part.citations if _ours(c.origin))
         annotations = [a for a in cited if a is not None]
         content = {"type": "output_text", "text": part.text, "annotations": annotations}
-        phase = part.phase if _ours(part.origin) else None
         current = self._message
         if current is not None and current.get("id") == item_id and current.get("phase") == phase:
             current["content"].append(content)
             return
+        # An output message sent back by id also needs its status.
         message = _message("assistant", [content])
-        if item_id is not None:
-            # An output message sent back by id also needs its status.
-            message["id"] = item_id
-            message["status"] = "completed"
+        message["id"] = item_id
+        message["status"] = "completed"
+        if phase is not None:
+            message["phase"] = phase
+        self._items.append(message)
+        self._message = message
+
+    def _easy_text(self, text: str, phase: str | None) -> None:
+        # Text without an item id: an input message whose content is the text (see the
+        # module docstring); consecutive texts of one phase join into one.
+        current = self._message
+        if current is not None and "id" not in current and current.get("phase") == phase:
+            current["content"] += text
+            return
+        message: dict[str, Any] = {"type": "message", "role": "assistant", "content": text}
         if phase is not None:
             message["phase"] = phase
         self._items.append(message)
@@ -389,7 +417,19 @@ class _AssistantItems:
         item_id = self._own_id(part)
         if item_id is not None:
             item["id"] = item_id
+        self._call_context(part, item)
         self._items.append(item)
+
+    def _call_context(self, part: ToolUsePart, item: dict[str, Any]) -> None:
+        # `ToolUsePart.caller` holds the item's `caller` fields and its `namespace`.
+        if part.caller is None or not _ours(part.origin):
+            return
+        context = dict(part.caller)
+        namespace = context.pop("namespace", None)
+        if isinstance(namespace, str) and namespace:
+            item["namespace"] = namespace  # the function's place among the tools: any model's
+        if context.get("type") and part.origin == self._origin:
+            item["caller"] = context  # a program item's call: this model's
 
 
 def _ours(origin: Origin | None) -> bool:

@@ -16,7 +16,10 @@ and what is dropped). This module maps the stream:
   `annotations` of the finished message) → citations of that block (`Citation`: url / file
   citations, their indexes moved to count from the start of the joined text);
 - a `function_call` item → a tool-use block (`id` = `call_id`, `item_id` = `fc_…`) fed by
-  `response.function_call_arguments.delta` (or by `.done` when no delta came);
+  `response.function_call_arguments.delta` (or by `.done` when no delta came); the item's
+  `caller` (`direct`, or the `program` item of programmatic tool calling that made the
+  call) and `namespace` (of a function in a `namespace` tool) go on `ToolUseMetadata.caller`
+  (the caller's fields, and `namespace`), sent back on the call;
 - `response.created` and the terminal event → the response's `id`, `model` and
   `service_tier` (the tier that served it is known only at the end) on the closing status;
 - `response.completed` → usage, then the stop: `TOOL_USE` with calls, `REFUSAL` after a refusal,
@@ -28,7 +31,8 @@ and what is dropped). This module maps the stream:
 
 - an item of any other kind (hosted tools: `web_search_call`, `file_search_call`,
   `code_interpreter_call`, `mcp_list_tools`, `mcp_call`, `tool_search_call`, …, and the
-  `compaction` item of a server-side compaction) → one `BlockType.PROVIDER` block
+  `compaction` item of a server-side compaction, the `program` / `program_output` items of
+  programmatic tool calling) → one `BlockType.PROVIDER` block
   (`ProviderMetadata`) holding the whole item of its `response.output_item.done`, in output
   order; the Worker keeps it as a `ProviderPart`, and `_openai_responses_request` sends it
   back in place to the same model (it says which kinds).
@@ -261,7 +265,7 @@ class _ResponsesMapper:
             if call_id is not None and call_id.__class__ is not str:
                 raise wrong_type(event["type"], "item.call_id", call_id)
             call_id = call_id or item_id or ""
-            emitter.tool_use(call_id, name, item_id=item_id)
+            emitter.tool_use(call_id, name, item_id=item_id, caller=_call_context(item))
             self._calls += 1
 
     def item_done(self, event: dict[str, Any], emitter: BlockEmitter) -> None:
@@ -450,6 +454,15 @@ def _response_info(response: dict[str, Any], emitter: BlockEmitter) -> None:
         model=as_str(response.get("model")),
         service_tier=as_str(response.get("service_tier")),
     )
+
+
+def _call_context(item: dict[str, Any]) -> dict[str, Any] | None:
+    """A function call's `caller` fields and its `namespace`, if it has either."""
+    context = dict(as_dict(item.get("caller")))
+    namespace = as_str(item.get("namespace"))
+    if namespace:
+        context["namespace"] = namespace
+    return context or None
 
 
 def _citation(annotation: dict[str, Any], offset: int, origin: Origin | None) -> Citation:
