@@ -269,7 +269,8 @@ class ToolUseMetadata:
         item_id: The provider's own id of the call where it must be sent back: OpenAI
             Responses function-call item id (`fc_…`), Gemini `functionCall.id`.
         caller: Anthropic: who made the call (`{"type": "direct"}`, or the code-execution
-            tool that called it from its code), as the API sent it.
+            tool that called it from its code), as the API sent it. OpenAI Responses: the
+            item's `caller` fields and its function's `namespace`.
     """
 
     id: str

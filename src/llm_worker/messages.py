@@ -168,7 +168,9 @@ class ToolUsePart:
         origin: Who produced the opaque fields.
         caller: Anthropic: who made the call, as the API said (`{"type": "direct"}`, or the
             code-execution tool that called it from its code); sent back with the call to the
-            same model, which requires it for a call made from code.
+            same model, which requires it for a call made from code. OpenAI Responses: the
+            item's `caller` fields (`direct`, or the `program` item that made the call) and
+            its function's `namespace` under that key, sent back on the call.
     """
 
     id: str
