@@ -83,7 +83,7 @@ def _sse(*chunks: dict[str, Any]) -> WireResponse:
     return WireResponse(b"".join(b"data: " + orjson.dumps(c) + b"\r\n\r\n" for c in chunks))
 
 
-def _continuing(text: str, token: str | None) -> dict[str, Any]:
+def _continuing(text: str, token: object) -> dict[str, Any]:
     candidate: dict[str, Any] = {
         "content": {"role": "model", "parts": [{"text": text}]},
         "finishReason": "CONTINUATION",
@@ -181,8 +181,9 @@ async def test_the_worker_gets_the_whole_continued_answer_and_its_call() -> None
     assert _contents_mismatches(bodies[2]) == []
 
 
-async def test_a_continuation_without_a_token_ends_as_cut_by_a_limit() -> None:
-    events, error, bodies = await _stream(_sse(_continuing("Half an answ", None)))
+@pytest.mark.parametrize("token", [None, "", 42, {"t": 1}])
+async def test_a_continuation_without_a_usable_token_ends_as_cut_by_a_limit(token: object) -> None:
+    events, error, bodies = await _stream(_sse(_continuing("Half an answ", token)))
     assert error is None and len(bodies) == 1
     stop = _last_stop(events)
     assert (stop.stop_reason, stop.raw_stop_reason) == (StopReason.MAX_TOKENS, "CONTINUATION")

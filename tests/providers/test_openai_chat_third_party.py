@@ -42,6 +42,7 @@ from support.wire_bodies import assert_valid
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
 API = "openai_chat"
+DONE = b"data: [DONE]\n\n"
 CHUNKINGS = [
     pytest.param(Chunking.whole(), id="whole"),
     pytest.param(Chunking.random(5, max_size=13), id="random"),
@@ -141,6 +142,7 @@ async def test_a_fragment_repeating_its_calls_id_continues_that_call() -> None:
         _fragment(0, '{"city": ', "call_1", "lookup")
         + _fragment(0, '"Kyoto"}', "call_1", "lookup")
         + _chunk({}, "tool_calls")
+        + DONE
     )
     events, error, _ = await replay(WireResponse(body))
     check_invariants(events, error)
@@ -156,6 +158,7 @@ async def test_openai_interleaved_indexes_still_pair_by_index() -> None:
         + _fragment(0, '"Kyoto"}')
         + _fragment(1, '"Osaka"}')
         + _chunk({}, "tool_calls")
+        + DONE
     )
     events, error, _ = await replay(WireResponse(body))
     check_invariants(events, error)
@@ -171,6 +174,7 @@ async def test_a_new_id_at_the_index_of_an_unfinished_call_fails_that_call_visib
         _fragment(0, '{"city": ', "call_1", "lookup")
         + _fragment(0, '{"city": "Osaka"}', "call_2", "lookup")
         + _chunk({}, "tool_calls")
+        + DONE
     )
     events, error, _ = await replay(WireResponse(body))
     check_invariants(events, error)

@@ -189,3 +189,26 @@ def test_a_phase_stays_on_text_without_an_id() -> None:
         "phase": "commentary",
     }
     assert _sdk_mismatches(body) == []
+
+
+async def test_a_caller_and_namespace_of_the_wrong_type_are_passed_over() -> None:
+    from llm_worker.testing import WireResponse
+
+    body = load(API, "programmatic_tool_calling_step1")["response"]["body"]
+    hostile = body.replace('"namespace":"weather"', '"namespace":5').replace(
+        '"caller":{"type":"program","caller_id":"call_prog_01"}', '"caller":"program"'
+    )
+    assert hostile.count('"caller":"program"') == 3  # added, done, completed
+    async with WireServer([WireResponse(hostile)]) as server:
+        client = _client(server)
+        try:
+            events, error = await streams.collect(client, Request([Message.user("Weather?")]))
+        finally:
+            await client.aclose()
+    assert error is None
+    (call,) = [
+        e.metadata
+        for e in events
+        if isinstance(e, BlockStart) and isinstance(e.metadata, ToolUseMetadata)
+    ]
+    assert (call.id, call.caller) == ("call_01", None)
