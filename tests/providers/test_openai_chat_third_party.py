@@ -336,3 +336,18 @@ async def test_the_system_fingerprint_is_on_a_failed_status_too() -> None:
     check_invariants(events, error)
     closing = _closing(events)
     assert (closing.status, closing.system_fingerprint) == (ResponseStatus.FAILED, "fp_1")
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["same-index", "next-index"])
+async def test_one_call_sent_twice_under_one_id_fails_the_stream(index: int) -> None:
+    from llm_worker.errors import MalformedStreamError
+
+    body = (
+        _fragment(0, '{"city": "Kyoto"}', "dup", "lookup")
+        + _fragment(index, '{"city": "Kyoto"}', "dup", "lookup")
+        + _chunk({}, "tool_calls")
+        + DONE
+    )
+    events, error, _ = await replay(WireResponse(body))
+    check_invariants(events, error)
+    assert isinstance(error, MalformedStreamError) and "'dup'" in error.message

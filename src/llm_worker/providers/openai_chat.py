@@ -466,6 +466,7 @@ class _ToolCalls:
 
     __slots__ = (
         "_closed",
+        "_id_of",
         "_ids",
         "_keys",
         "_last",
@@ -483,6 +484,7 @@ class _ToolCalls:
         self._live_ok = (-1, False)  # (arguments length checked, whether a complete object)
         self._closed: set[int] = set()
         self._ids: dict[str, int] = {}  # call id -> key
+        self._id_of: dict[int, str] = {}  # key -> call id, where the call has one
         self._keys: dict[int, int] = {}  # wire index -> key of the last call seen there
         self._seen = 0  # calls seen: the next key
         self._last = -1  # key of the last fragment's call
@@ -490,9 +492,9 @@ class _ToolCalls:
     def feed(self, calls: Any, emitter: BlockEmitter) -> None:
         """Take the `tool_calls` fragments of one delta."""
         for call in calls:
-            key = self._key(call)
             function: Any = call.get("function") or {}
             args = _arguments(function.get("arguments"))
+            key = self._key(call, args)
             if key == self.live:
                 if args:
                     self._live_args.append(args)
@@ -503,35 +505,40 @@ class _ToolCalls:
                 self._buffer(key, call, function, args)
                 self._advance(emitter)
 
-    def _key(self, call: Any) -> int:
+    def _key(self, call: Any, args: str) -> int:
         call_id = call.get("id")
         if call_id is not None and call_id.__class__ is not str:
             raise wrong_type("a tool_calls fragment", "id", call_id)
         index = call.get("index")
-        known = self._ids.get(call_id) if call_id else None
-        if known is not None:
-            key = known  # the id of a call already seen: a repeat of it
-        elif type(index) is int:
-            key = self._keys.get(index, -1)
-            if key < 0 or (call_id and self._has_id(key)):
-                key = self._new()  # a first call at this index, or a new id at a used one
-        else:
-            # No index (whole calls in a non-streamed answer, Gemini's compatible endpoint): a
-            # new id is a new call; a fragment without an id continues the last call.
-            key = self._new() if call_id or self._last < 0 else self._last
         if type(index) is int:
-            self._keys[index] = key
+            key = self._keys.get(index, -1)
+            if key < 0 or (call_id and self._other_call(key, call_id, args)):
+                # A first call at this index, or another call at a used one. (A call whose id
+                # another call has is refused by the emitter: one id, one execution.)
+                key = self._keys[index] = self._new()
+        elif call_id:
+            # No index (whole calls in a non-streamed answer, Gemini's compatible endpoint): a
+            # new id is a new call, a known one continues its call ...
+            key = self._ids.get(call_id, -1)
+            if key < 0:
+                key = self._new()
+        else:
+            key = self._last if self._last >= 0 else self._new()  # ... as does no id
         self._last = key
         return key
+
+    def _other_call(self, key: int, call_id: str, args: str) -> bool:
+        if self._id_of.get(key, call_id) != call_id:
+            return True  # a new id
+        # The same id again: a repeat of the id on a fragment of that call, unless the call
+        # is already whole and more arguments come (one call sent twice under one id).
+        done = key in self._closed or (key == self.live and self._live_complete())
+        return done and bool(args.strip())
 
     def _new(self) -> int:
         key = self._seen
         self._seen += 1
         return key
-
-    def _has_id(self, key: int) -> bool:
-        pending = self._pending.get(key)
-        return pending is None or pending.id is not None  # emitted calls always have one
 
     def _buffer(self, key: int, call: Any, function: Any, args: str) -> None:
         name = function.get("name")
@@ -544,6 +551,7 @@ class _ToolCalls:
             pending.id = as_str(call.get("id")) or None
             if pending.id is not None:
                 self._ids[pending.id] = key
+                self._id_of[key] = pending.id
         if pending.name is None:
             pending.name = as_str(function.get("name")) or None
         if args:
