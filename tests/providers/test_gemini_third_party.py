@@ -244,9 +244,9 @@ async def test_closing_the_stream_in_the_follow_up_releases_it() -> None:
 @pytest.fixture
 def fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """No model status logged yet (the record is per process)."""
-    from llm_worker.providers import gemini
+    from llm_worker.providers import _gemini_metadata
 
-    monkeypatch.setattr(gemini, "_warned", set())
+    monkeypatch.setattr(_gemini_metadata, "_warned", set())
 
 
 @pytest.mark.usefixtures("fresh_process")

@@ -86,7 +86,8 @@ from llm_worker.providers._anthropic_media import media_block, result_content
 from llm_worker.providers._anthropic_thinking import (
     DEFAULT_THINKING_BUDGET,
     ThinkingPlan,
-    claude,
+    check_no_sampling,
+    takes_sampling,
     thinking_plan,
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
@@ -189,7 +190,7 @@ def build_body(
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
     _add_tool_choice(body, request)
-    sampling = _takes_sampling(model)
+    sampling = takes_sampling(model)
     if request.temperature is not None and (sampling or request.temperature != 1):
         body["temperature"] = request.temperature  # refused below for a newer model
     if request.stop_sequences:
@@ -206,29 +207,9 @@ def build_body(
     body = deep_merge(body, request.options)
     _complete_tool_choice(body)
     if not sampling:
-        _check_no_sampling(body, model)
+        check_no_sampling(body, model)
     _check_thinking(body, interleaved=interleaved)
     return body
-
-
-def _takes_sampling(model: str) -> bool:
-    caps = claude(model)
-    return caps is None or caps.sampling  # a name not read: as asked (see the docstring)
-
-
-def _check_no_sampling(body: Block, model: str) -> None:
-    """Refuse the sampling parameters a newer Claude model refuses (see the docstring).
-
-    Raises:
-        ConfigurationError: Naming the parameter.
-    """
-    for name in ("temperature", "top_p", "top_k"):
-        if body.get(name) is not None:
-            raise ConfigurationError(
-                f"{name}={body[name]} is not accepted by {model}: Claude models from Opus 4.7 "
-                f"and Claude 5 on take no sampling parameters (temperature, top_p, top_k); "
-                f"leave {name} unset, or steer the answer with the prompt or the effort"
-            )
 
 
 def _add_tool_choice(body: Block, request: Request) -> None:

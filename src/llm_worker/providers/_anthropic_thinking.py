@@ -28,9 +28,18 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
+from llm_worker.errors import ConfigurationError
 from llm_worker.messages import ThinkingConfig
 
-__all__ = ("DEFAULT_THINKING_BUDGET", "Claude", "ThinkingPlan", "claude", "thinking_plan")
+__all__ = (
+    "DEFAULT_THINKING_BUDGET",
+    "Claude",
+    "ThinkingPlan",
+    "check_no_sampling",
+    "claude",
+    "takes_sampling",
+    "thinking_plan",
+)
 
 DEFAULT_THINKING_BUDGET: Final = 4096
 """`budget_tokens` when thinking is asked for with neither a budget nor an effort."""
@@ -163,3 +172,24 @@ def _budget(config: ThinkingConfig) -> int:
     if config.effort is not None and config.effort in _EFFORT_BUDGETS:
         return _EFFORT_BUDGETS[config.effort]
     return DEFAULT_THINKING_BUDGET
+
+
+def takes_sampling(model: str) -> bool:
+    """Whether `model` takes `temperature`, `top_p` and `top_k` (a name not read: yes)."""
+    caps = claude(model)
+    return caps is None or caps.sampling
+
+
+def check_no_sampling(body: dict[str, Any], model: str) -> None:
+    """Refuse the sampling parameters a newer Claude model refuses (see `_anthropic_request`).
+
+    Raises:
+        ConfigurationError: Naming the parameter.
+    """
+    for name in ("temperature", "top_p", "top_k"):
+        if body.get(name) is not None:
+            raise ConfigurationError(
+                f"{name}={body[name]} is not accepted by {model}: Claude models from Opus 4.7 "
+                f"and Claude 5 on take no sampling parameters (temperature, top_p, top_k); "
+                f"leave {name} unset, or steer the answer with the prompt or the effort"
+            )

@@ -24,10 +24,14 @@ text, else left unset).
 `logprobsResult` (asked for with `generationConfig.responseLogprobs` / `logprobs`) becomes
 `TokenLogprob`s on the chunk's text: `chosenCandidates[i]` with `topCandidates[i]` as the
 alternatives. `avgLogprobs` is not kept (the mean of the tokens' values).
+
+A response's `modelStatus` (the model's stage and retirement time) is logged once per model,
+stage and retirement time in a process (`log_model_status`).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Final
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
@@ -35,7 +39,9 @@ from llm_worker.events import BlockType, TokenLogprob
 from llm_worker.messages import Citation, Origin
 from llm_worker.providers._blocks import BlockEmitter
 
-__all__ = ("METADATA_KEYS", "CandidateMetadata", "token_logprobs")
+__all__ = ("METADATA_KEYS", "CandidateMetadata", "log_model_status", "token_logprobs")
+
+_log = logging.getLogger("llm_worker")
 
 METADATA_KEYS: Final = frozenset({"groundingMetadata", "urlContextMetadata"})
 """The keys of the `ProviderPart` that keeps a candidate's grounding and URL context."""
@@ -182,3 +188,29 @@ def _scored(entry: Any) -> tuple[str, float]:
     if not isinstance(value, int | float) or isinstance(value, bool):
         raise TypeError(f"a log probability must be a number, got {type(value).__name__}")
     return as_str(data.get("token")) or "", float(value)
+
+
+# Stages that say a model is going away: worth a warning. Others are logged at debug level.
+_LEAVING: Final = frozenset({"LEGACY", "DEPRECATED", "RETIRED"})
+_warned: set[tuple[str, str, str]] = set()  # (model, stage, retirement) already logged
+
+
+def log_model_status(model: str, status: object) -> None:
+    """Log a `modelStatus` once per model, stage and retirement time in this process."""
+    fields = as_dict(status)
+    stage = as_str(fields.get("modelStage")) or "MODEL_STAGE_UNSPECIFIED"
+    retirement = as_str(fields.get("retirementTime")) or ""
+    key = (model, stage, retirement)
+    if key in _warned or len(_warned) >= 1024:  # bounded: a few models per process
+        return
+    _warned.add(key)
+    message = as_str(fields.get("message"))
+    level = logging.WARNING if stage in _LEAVING or retirement else logging.DEBUG
+    _log.log(
+        level,
+        "Gemini model %s is %s%s%s",
+        model,
+        stage,
+        f", to be retired at {retirement}" if retirement else "",
+        f": {message}" if message else "",
+    )

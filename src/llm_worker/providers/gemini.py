@@ -67,7 +67,6 @@ single `GenerateContentResponse` object (a non-streaming answer).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar, Final
 from urllib.parse import quote
@@ -85,11 +84,16 @@ from llm_worker.events import (
     TokenLogprob,
     UsageEvent,
 )
-from llm_worker.messages import Message, Origin, Request, ToolUsePart
+from llm_worker.messages import Origin, Request
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive, wrong_type
 from llm_worker.providers._gemini_continuation import CONTINUATION, MAX_HOPS, Hops
-from llm_worker.providers._gemini_metadata import CandidateMetadata, token_logprobs
+from llm_worker.providers._gemini_ids import CallIds
+from llm_worker.providers._gemini_metadata import (
+    CandidateMetadata,
+    log_model_status,
+    token_logprobs,
+)
 from llm_worker.providers._gemini_partial import PartialCall, starts_partial_call
 from llm_worker.providers._gemini_request import build_body
 from llm_worker.providers._http import error_class
@@ -98,7 +102,6 @@ from llm_worker.providers._sse import ServerSentEvent
 __all__ = ("GeminiClient",)
 
 _PROVIDER: Final = "gemini"
-_log = logging.getLogger("llm_worker")
 _TEXT_META: Final = TextMetadata()
 _PART: Final = "a candidate's content part"
 # Keys of a part that say something about its content but are not content themselves.
@@ -164,7 +167,7 @@ class GeminiClient(HttpClient):
         return self._mapper(request)
 
     def _mapper(self, request: Request) -> _GeminiMapper:
-        return _GeminiMapper(_CallIds(request.messages), Origin(_PROVIDER, self.model))
+        return _GeminiMapper(CallIds(request.messages), Origin(_PROVIDER, self.model))
 
     def stream(self, request: Request) -> AsyncIterator[Event]:
         """Send the request and yield the answer's normalized events as they arrive.
@@ -190,47 +193,6 @@ class GeminiClient(HttpClient):
         )
 
 
-class _CallIds:
-    """Synthesizes tool-call ids `gemini_call_<n>` that continue a conversation's numbering."""
-
-    __slots__ = ("_earlier", "_next", "_taken")
-
-    def __init__(self, messages: list[Message]) -> None:
-        ids = [p.id for m in messages for p in m.content if isinstance(p, ToolUsePart)]
-        self._earlier = frozenset(ids)
-        self._taken = set(ids)
-        self._next = len(ids)
-
-    def given(self, call_id: object) -> str | None:
-        """An id the provider sent (or `None`), kept out of the ids synthesized later."""
-        if call_id is None or call_id == "":
-            return None
-        if call_id.__class__ is not str:
-            raise wrong_type(_PART, "functionCall.id", call_id)
-        return call_id  # type: ignore[return-value]
-
-    def neutral(self, given: str | None) -> str:
-        """The call's id: `given`, unless a call of the conversation so far has it.
-
-        Two calls with one id would be one call to the Worker (one result for both); the
-        repeated id still goes back to Gemini as the call's `item_id`. One id twice in one
-        answer is left as it is: the emitter refuses it.
-        """
-        if given is None or given in self._earlier:
-            return self.next()
-        self._taken.add(given)
-        return given
-
-    def next(self) -> str:
-        """The next id not used in the conversation."""
-        while True:
-            call_id = f"gemini_call_{self._next}"
-            self._next += 1
-            if call_id not in self._taken:
-                self._taken.add(call_id)
-                return call_id
-
-
 class _GeminiMapper:
     """Maps Gemini `GenerateContentResponse` chunks to emitter calls (see the module doc)."""
 
@@ -254,7 +216,7 @@ class _GeminiMapper:
         "_usage",
     )
 
-    def __init__(self, ids: _CallIds, origin: Origin) -> None:
+    def __init__(self, ids: CallIds, origin: Origin) -> None:
         self._ids = ids
         self._partial: PartialCall | None = None  # a call whose arguments stream in pieces
         self._finish: str | None = None
@@ -390,7 +352,7 @@ class _GeminiMapper:
                 model=as_str(chunk.get("modelVersion")),
             )
         if "modelStatus" in chunk:
-            _model_status(self._model, chunk["modelStatus"])
+            log_model_status(self._model, chunk["modelStatus"])
 
     def _scored(self, parts: Any, result: Any, emitter: BlockEmitter) -> None:
         # The chunk's token log probabilities go with its (first) answer text.
@@ -542,32 +504,6 @@ class _GeminiMapper:
         emitter.input_json(partial.arguments())
         emitter.stop()
         self._calls += 1
-
-
-# Stages that say a model is going away: worth a warning. Others are logged at debug level.
-_LEAVING: Final = frozenset({"LEGACY", "DEPRECATED", "RETIRED"})
-_warned: set[tuple[str, str, str]] = set()  # (model, stage, retirement) already logged
-
-
-def _model_status(model: str, status: object) -> None:
-    """Log a `modelStatus` once per model, stage and retirement time in this process."""
-    fields = as_dict(status)
-    stage = as_str(fields.get("modelStage")) or "MODEL_STAGE_UNSPECIFIED"
-    retirement = as_str(fields.get("retirementTime")) or ""
-    key = (model, stage, retirement)
-    if key in _warned or len(_warned) >= 1024:  # bounded: a few models per process
-        return
-    _warned.add(key)
-    message = as_str(fields.get("message"))
-    level = logging.WARNING if stage in _LEAVING or retirement else logging.DEBUG
-    _log.log(
-        level,
-        "Gemini model %s is %s%s%s",
-        model,
-        stage,
-        f", to be retired at {retirement}" if retirement else "",
-        f": {message}" if message else "",
-    )
 
 
 def _first(candidates: Any) -> Any:
