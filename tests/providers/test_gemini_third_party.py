@@ -22,6 +22,7 @@ from test_gemini_support import KEY
 from llm_worker import Message, Worker, tool
 from llm_worker.errors import ServerError
 from llm_worker.events import (
+    BlockDelta,
     BlockStart,
     BlockStop,
     Event,
@@ -62,9 +63,8 @@ async def _stream(
 
 
 def _text(events: list[Event]) -> str:
-    return "".join(
-        e.delta.text for e in events if hasattr(e, "delta") and isinstance(e.delta, TextDelta)
-    )
+    deltas = [e.delta for e in events if isinstance(e, BlockDelta)]
+    return "".join(d.text for d in deltas if isinstance(d, TextDelta))
 
 
 def _last_stop(events: list[Event]) -> BlockStop:
@@ -227,7 +227,7 @@ async def test_closing_the_stream_in_the_follow_up_releases_it() -> None:
             seen: list[str] = []
             with anyio.fail_after(streams.TIMEOUT):
                 async for event in stream:
-                    if isinstance(event, BlockStart) or not hasattr(event, "delta"):
+                    if not isinstance(event, BlockDelta):
                         continue
                     seen.append(_text([event]))
                     if len(seen) == 2:
