@@ -180,9 +180,11 @@ class RunStream(Generic[OutputT]):
 
     The run starts when you begin reading. Read it with `async for event in stream`: the
     provider's events (`TextDelta`, `BlockStart`, …) arrive beside the Worker's own
-    (`TurnStarted`, `TextComplete`, `ToolCallComplete`, `ToolResultReady`, `TurnEnded`), and
-    the last event is a `RunCompleted` whose `result` is the run's `RunResult` — also kept in
-    `stream.result` once the stream is over. An exception of the run (`HookError`,
+    (`TurnStarted`, `TextComplete`, `ToolCallComplete`, `ToolResultReady`, `TurnEnded`; with
+    an output type, `OutputPartial` and `OutputRejected`), and the last event is a
+    `RunCompleted` whose `result` is the run's `RunResult` — also kept in `stream.result` once
+    the stream is over. A `Worker[Invoice]`'s stream is a `RunStream[Invoice]`: it yields
+    `RunEvent[Invoice]` (`OutputPartial[Invoice]`, `RunCompleted[Invoice]`). An exception of the run (`HookError`,
     `ProviderError`, …) is raised where the stream is read.
 
     The model's answer is read from the network as you read the stream: a reader that pauses
