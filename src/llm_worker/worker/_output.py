@@ -411,10 +411,12 @@ def rejected_call(plan: OutputPlan, call: PendingCall) -> Rejected:
 
     Its errors are the problems of its arguments, one a line, as the tool found them; the
     model read them in the call's error result. A call refused for another reason (a hook
-    denied it) has that result's text as its one error.
+    denied it, arguments that are not JSON) has that result's text as its one error.
     """
     raw = call.call.raw_input or orjson.dumps(call.call.input).decode()
     told = call.result.content if call.result is not None else "the call was not run"
+    if call.call.error is not None:  # its arguments were not a JSON object: nothing to check
+        return Rejected(raw, [told], told)
     try:
         plan.check(orjson.dumps(call.call.input).decode())
     except Rejected as rejected:
