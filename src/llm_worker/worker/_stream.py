@@ -184,8 +184,8 @@ class RunStream(Generic[OutputT]):
     an output type, `OutputPartial` and `OutputRejected`), and the last event is a
     `RunCompleted` whose `result` is the run's `RunResult` — also kept in `stream.result` once
     the stream is over. A `Worker[Invoice]`'s stream is a `RunStream[Invoice]`: it yields
-    `RunEvent[Invoice]` (`OutputPartial[Invoice]`, `RunCompleted[Invoice]`). An exception of the run (`HookError`,
-    `ProviderError`, …) is raised where the stream is read.
+    `RunEvent[Invoice]` (`OutputPartial[Invoice]`, `RunCompleted[Invoice]`). An exception of
+    the run (`HookError`, `ProviderError`, …) is raised where the stream is read.
 
     The model's answer is read from the network as you read the stream: a reader that pauses
     holds the answer back (in the connection, not in memory) rather than let it pile up.
