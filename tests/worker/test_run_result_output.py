@@ -177,4 +177,3 @@ async def test_a_skipped_output_call_is_rejected_with_the_result_as_its_error() 
     events = await _events(worker, "Go.")
     [rejected] = [e for e in events if isinstance(e, OutputRejected)]
     assert rejected.errors == [rejected.message] and "not yet" in rejected.message
-
