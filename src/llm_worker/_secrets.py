@@ -156,14 +156,15 @@ def chain_leaks(exc: BaseException | None, scrub: Callable[[str], str]) -> bool:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The credentials a URL carries: its user info, and credential-named query values."""
+    """The credentials a URL carries: its user info, credential-named query (or fragment) values."""
     try:
         parts = urlsplit(url)
         # A token alone in the user info (`https://TOKEN@host`) is a credential too.
         found = [v for raw in (parts.username, parts.password) if raw for v in (raw, unquote(raw))]
     except ValueError:
         return []
-    for pair in parts.query.split("&"):
+    # The fragment too: an OAuth implicit grant's `#access_token=…` travels there.
+    for pair in [*parts.query.split("&"), *parts.fragment.split("&")]:
         name, _, value = pair.partition("=")
         if is_credential(unquote_plus(name)):
             # As written (the text a log line shows) and decoded (the value sent).

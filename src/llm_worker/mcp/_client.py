@@ -16,7 +16,7 @@ from llm_worker._secrets import Scrubber, chain_leaks, install_log_filter
 from llm_worker.errors import ConfigurationError, MCPConnectionError, ToolError
 from llm_worker.mcp._connection import ConnectionLost, Live, guarded, open_connection
 from llm_worker.mcp._results import DEFAULT_MAX_IMAGE_BYTES, result_output
-from llm_worker.mcp._secrets import command_secrets, http_secrets
+from llm_worker.mcp._secrets import command_label, command_secrets, http_secrets
 from llm_worker.mcp._tools import MCPTool, make_tool
 from llm_worker.mcp._transports import StdioTransport, Transport, http_transport, passed_env
 
@@ -170,7 +170,7 @@ class MCPServer:
         found = command_secrets(command, args, env, passed)
         secrets = [*found, *options.pop("secrets", ())]
         scrub = Scrubber(secrets).scrub
-        label = scrub(name or " ".join([command, *args]))
+        label = scrub(name or command_label([command, *args]))
         server_env = {**passed, **env} if env is not None else (passed or None)
         transport = StdioTransport(command, args, server_env, cwd, name=label, scrub=scrub)
         return cls(label, transport, secrets=secrets, **options)

@@ -16,12 +16,16 @@ from typing import Final
 
 from llm_worker._secrets import header_secrets, is_credential, url_secrets
 
-__all__ = ("command_secrets", "http_secrets")
+__all__ = ("command_label", "command_secrets", "http_secrets")
 
 # A token on its own: long, of the characters tokens are made of, letters and digits both
 # (a package name, `mcp-server-time`, has no digit; a path has a `/`).
 _NAME: Final = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*")  # `--api-key`, `API_KEY`
 _TOKEN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-+.~]{18,}=*")
+# `Authorization: Bearer X`, `X-Api-Key:X` — a header given to a proxy such as mcp-remote
+# (`--header "Authorization: Bearer ${TOKEN}"`), or split over several arguments.
+_HEADER: Final = re.compile(r"([A-Za-z0-9_-]+)[ \t]*:[ \t]*(.*)", re.DOTALL)
+_SCHEMES: Final = frozenset({"bearer", "basic", "token", "digest", "apikey"})
 
 
 def command_secrets(
@@ -33,13 +37,7 @@ def command_secrets(
     one (`--api-key=X`, `API_KEY=X`), is a URL's credential, or looks like a token alone.
     A variable is one when its name says so (`GITHUB_TOKEN`), or it is a URL's credential.
     """
-    found: list[str] = []
-    words = [command, *args]
-    for index, word in enumerate(words):
-        found.extend(_word_secrets(word))
-        previous = words[index - 1] if index else ""
-        if previous.startswith("-") and "=" not in previous and is_credential(previous):
-            found.append(word)
+    found = [secret for _, each in _secrets_by_word([command, *args]) for secret in each]
     for name, value in [*(env or {}).items(), *passed.items()]:
         found.extend(_value_secrets(name, value))
     return list(dict.fromkeys(found))
@@ -50,10 +48,49 @@ def http_secrets(url: str, headers: Mapping[str, str] | None) -> list[str]:
     return [*url_secrets(url), *header_secrets(headers or {})]
 
 
+def command_label(words: Sequence[str]) -> str:
+    """The command line as a name, each secret found in a word replaced there by `***`.
+
+    Word by word, so a short secret (`--token abc`, shorter than a `Scrubber` masks in free
+    text) is masked too, without maiming other words that happen to contain it.
+    """
+    return " ".join(_masked_word(word, found) for word, found in _secrets_by_word(words))
+
+
+def _secrets_by_word(words: Sequence[str]) -> Iterable[tuple[str, list[str]]]:
+    for index, word in enumerate(words):
+        found = list(_word_secrets(word))
+        if index and _announces(words[index - 1]) and word.lower() not in _SCHEMES:
+            found.append(word)
+        yield word, found
+
+
+def _masked_word(word: str, secrets: list[str]) -> str:
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret:
+            word = word.replace(secret, "***")
+    return word
+
+
+def _announces(word: str) -> bool:
+    """Whether the next argument is a secret: after `--token`, `Authorization:`, `Bearer`."""
+    if word.startswith("-") and "=" not in word and is_credential(word):
+        return True
+    if word.lower() in _SCHEMES:
+        return True
+    header = _HEADER.fullmatch(word)
+    return header is not None and not header.group(2).strip() and is_credential(header.group(1))
+
+
 def _word_secrets(word: str) -> Iterable[str]:
     name, equals, value = word.partition("=")
     if equals and value and _NAME.fullmatch(name) and is_credential(name):
         yield value
+    header = _HEADER.fullmatch(word)
+    if header is not None and "://" not in word and is_credential(header.group(1)):
+        value = header.group(2).strip()
+        scheme, _, token = value.partition(" ")
+        yield token.strip() if token.strip() and scheme.lower() in _SCHEMES else value
     if "://" in word:
         yield from url_secrets(_url_in(word))
     if _TOKEN.fullmatch(word) and _letters_and_digits(word):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
@@ -72,6 +73,9 @@ PASSED_ENV_PREFIXES: Final = ("UV_",)
 
 _TAIL_LINES = 20  # lines of a server's stderr an MCPConnectionError quotes at most
 _TAIL_CHARS = 500  # characters of each such line
+# Control characters of a server's stderr (an ANSI escape that would recolour or rewrite the
+# terminal an error or a log line is printed on) are shown as `?`; a tab is kept.
+_CONTROLS: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def passed_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -107,6 +111,7 @@ class StdioTransport:
         self._scrub = scrub
         self._tail: deque[str] = deque(maxlen=_TAIL_LINES)
         self._reader: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     def __call__(self) -> AbstractAsyncContextManager[Streams]:
         """One connection: the process, started, and its stdin and stdout as streams."""
@@ -133,7 +138,8 @@ class StdioTransport:
         reader = self._reader
         if reader is not None:
             await anyio.to_thread.run_sync(reader.join, 2.0)
-        return list(self._tail)
+        with self._lock:  # the reader may still be appending (a child kept stderr open)
+            return list(self._tail)
 
     def _stderr(self) -> Any:
         # The subprocess needs a real file descriptor: a pipe, read line by line by a thread
@@ -146,11 +152,16 @@ class StdioTransport:
         return os.fdopen(write_fd, "w")
 
     def _lines(self, fd: int) -> None:
+        continued = False  # the piece read is the rest of an overlong line
         with os.fdopen(fd, "rb") as lines:
             while line := lines.readline(_LINE_LIMIT):
-                text = self._scrub(line.decode("utf-8", "replace").rstrip())
-                if text:
-                    self._tail.append(text[:_TAIL_CHARS])
+                text = self._scrub(_printable(line.decode("utf-8", "replace")).rstrip())
+                if text and not continued:
+                    # An overlong line is kept once (its start, cut short), so a 10 MB line
+                    # does not push the lines that say what failed out of the tail.
+                    with self._lock:
+                        self._tail.append(text[:_TAIL_CHARS])
+                continued = not line.endswith(b"\n")
                 _log.info("[%s] %s", self._name, text)
 
 
@@ -186,3 +197,7 @@ def http_transport(
             yield s[0], s[1]
 
     return connect
+
+
+def _printable(text: str) -> str:
+    return _CONTROLS.sub("?", text)
