@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
+import orjson
+
 from llm_worker.errors import (
     AnswerTooLargeError,
     LLMWorkerError,
@@ -133,6 +135,7 @@ class BlockEmitter:
 
     def citation(self, citation: Citation) -> None:
         """Attach a citation to the open text block (starting one if none is open)."""
+        self.charge(_size(citation.data))  # the provider's JSON, kept verbatim
         if self._open is not BlockType.TEXT:
             self.start(BlockType.TEXT, _TEXT_META)
         self.out.append(BlockDelta(self._index, CitationDelta(citation)))
@@ -187,11 +190,15 @@ class BlockEmitter:
         self._call_ids.add(call_id)
         return self.start(BlockType.TOOL_USE, ToolUseMetadata(call_id, name, item_id, caller))
 
-    def input_json(self, fragment: str) -> None:
-        """Append a fragment of the open tool call's JSON arguments."""
+    def input_json(self, fragment: str, *, charged: int = 0) -> None:
+        """Append a fragment of the open tool call's JSON arguments.
+
+        `charged`: characters of it already counted by `charge` while a mapper held its
+        pieces (a call buffered until its name came, arguments streamed in pieces).
+        """
         if self._open is not BlockType.TOOL_USE:
             raise MalformedStreamError("tool arguments arrived outside a tool call")
-        self._grow(fragment)
+        self.charge(len(fragment) - charged)
         self.out.append(BlockDelta(self._index, InputJsonDelta(fragment)))
 
     def signature(self, signature: str) -> None:
@@ -202,12 +209,20 @@ class BlockEmitter:
         self.out.append(BlockDelta(self._index, SignatureDelta(signature)))
 
     def _grow(self, piece: str) -> None:
-        """Count a delta against `max_answer_chars`; past it, the answer fails.
+        self.charge(len(piece))
+
+    def charge(self, size: int) -> None:
+        """Count `size` characters against `max_answer_chars`; past it, the answer fails.
+
+        Mappers call it for what they hold before it becomes an event (a buffered call's
+        arguments), so what they hold stays within the bound too.
 
         Raises:
             AnswerTooLargeError: The answer passed the bound.
         """
-        self._room -= len(piece)
+        if size <= 0:
+            return
+        self._room -= size
         if self._room < 0:
             limit = self.max_answer_chars
             raise AnswerTooLargeError(
@@ -220,6 +235,7 @@ class BlockEmitter:
 
     def provider_block(self, data: dict[str, Any]) -> int:
         """Emit a whole provider-native block (start, then its held stop); return its index."""
+        self.charge(_size(data))  # code, its result, an inline file: kept verbatim
         index = self.start(BlockType.PROVIDER, ProviderMetadata(data))
         self.stop()
         return index
@@ -471,3 +487,8 @@ def _code(exc: ProviderError) -> str:
     if isinstance(exc, MalformedStreamError):
         return "malformed_stream"
     return type(exc).__name__
+
+
+def _size(data: dict[str, Any]) -> int:
+    """The characters a provider's JSON holds, as counted against `max_answer_chars`."""
+    return len(orjson.dumps(data))

@@ -55,7 +55,7 @@ class PartialCall:
     time.
     """
 
-    __slots__ = ("_args", "_room")
+    __slots__ = ("_args", "_room", "size")
 
     def __init__(self, call: dict[str, Any]) -> None:
         args = call.get("args")
@@ -63,6 +63,9 @@ class PartialCall:
             raise wrong_type(_WHERE, "functionCall.args", args, "an object")
         self._args: dict[str, Any] = dict(args or {})
         self._room = _MAX_INDEX  # array elements this call may still add
+        # Characters of the pieces taken (paths and strings): what the call holds, counted
+        # against the answer's bound as it grows (the JSON at the end, where longer, too).
+        self.size = 0
 
     def feed(self, call: dict[str, Any]) -> bool:
         """Apply one part's `partialArgs`; return whether the call is complete."""
@@ -84,10 +87,12 @@ class PartialCall:
         if path is None:
             raise wrong_type(_WHERE, "partialArgs[].jsonPath", piece.get("jsonPath"))
         keys = _keys(path)
+        self.size += len(path)
         if "stringValue" in piece:
             value = piece["stringValue"]
             if value.__class__ is not str:
                 raise wrong_type(_WHERE, "partialArgs[].stringValue", value)
+            self.size += len(value)
             self._set(keys, value, path, append=True)
         elif "numberValue" in piece:
             value = piece["numberValue"]

@@ -80,6 +80,8 @@ class ToolCalls:
             elif key in self._closed:
                 _late(key, args)
             else:
+                # Held until the call opens: counted now, so what is held stays in bounds.
+                emitter.charge(len(args))
                 self._buffer(key, call, function, args)
                 self._advance(emitter)
 
@@ -164,7 +166,7 @@ class ToolCalls:
         self._live_args = [args] if args else []
         self._live_ok = (-1, False)
         if args:
-            emitter.input_json(args)
+            emitter.input_json(args, charged=len(args))
 
     def _close_live(self, emitter: BlockEmitter) -> None:
         if self.live is not None:

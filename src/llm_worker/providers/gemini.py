@@ -489,7 +489,10 @@ class _GeminiMapper:
         if signature is not None and self._signed != emitter.index:
             emitter.signature(signature)
             self._signed = emitter.index
-        if partial.feed(call):
+        held = partial.size
+        done = partial.feed(call)
+        emitter.charge(partial.size - held)  # what the call holds stays within the bound
+        if done:
             self._end_call(emitter)
 
     def _end_call(self, emitter: BlockEmitter) -> None:
@@ -501,7 +504,7 @@ class _GeminiMapper:
                 provider=_PROVIDER,
                 streamed=True,
             )
-        emitter.input_json(partial.arguments())
+        emitter.input_json(partial.arguments(), charged=partial.size)
         emitter.stop()
         self._calls += 1
 
