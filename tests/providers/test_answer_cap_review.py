@@ -21,8 +21,9 @@ import pytest
 from llm_worker.errors import AnswerTooLargeError
 from llm_worker.messages import Origin
 from llm_worker.providers._blocks import StreamMapper, drive
+from llm_worker.providers._gemini_ids import CallIds
 from llm_worker.providers.anthropic import _MessagesStream  # pyright: ignore[reportPrivateUsage]
-from llm_worker.providers.gemini import _CallIds, _GeminiMapper  # pyright: ignore[reportPrivateUsage]
+from llm_worker.providers.gemini import _GeminiMapper  # pyright: ignore[reportPrivateUsage]
 from llm_worker.providers.openai_chat import ChatStreamMapper
 
 pytestmark = pytest.mark.anyio
@@ -87,7 +88,7 @@ def _anthropic_mapper() -> StreamMapper:
 
 
 def _gemini_mapper() -> StreamMapper:
-    return _GeminiMapper(_CallIds([]), Origin("gemini", "m"))
+    return _GeminiMapper(CallIds([]), Origin("gemini", "m"))
 
 
 CASES: dict[str, tuple[Callable[[], Iterator[bytes]], Callable[[], StreamMapper], str]] = {
