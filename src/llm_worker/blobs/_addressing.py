@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import tempfile
@@ -29,6 +30,8 @@ from typing import Literal
 
 from llm_worker.blobs._output import BlobId
 from llm_worker.errors import BlobError, ConfigurationError
+
+_log = logging.getLogger("llm_worker.blobs")
 
 __all__ = ("KEY_BYTES", "KEY_NAME", "Kind", "check_key", "content_id", "fs_key", "make_key")
 
@@ -112,4 +115,19 @@ def _read_key(path: Path) -> bytes:
         ) from exc
     if len(data) != KEY_BYTES:
         raise BlobError(f"the id key {path} is damaged ({len(data)} bytes, not {KEY_BYTES})")
+    _warn_if_shared(path)
     return data
+
+
+def _warn_if_shared(path: Path) -> None:
+    # Made 0600; a key others can read lets them compute the id of a guessed content and
+    # confirm the guess by the file name in a listing. Warned, not refused: a folder shared
+    # by one group of service users is a deliberate choice.
+    if os.name != "posix":
+        return
+    with contextlib.suppress(OSError):
+        mode = os.stat(path).st_mode & 0o777
+        if mode & 0o077:
+            _log.warning(
+                "the blob id key %s is readable by others (mode %o): chmod 600 it", path, mode
+            )

@@ -103,7 +103,10 @@ def _retire(root: Path, name: str, cutoff: float) -> bool:
         except OSError as exc:
             raise BlobError(f"could not keep {name}: {type(exc).__name__}") from exc
         return False
-    _unlink(tomb)
+    # A second sweep may have taken the tombstone as an old leftover meanwhile (it bears the
+    # blob's old time): the blob is gone all the same.
+    with contextlib.suppress(FileNotFoundError):
+        _unlink(tomb)
     return True
 
 

@@ -29,9 +29,10 @@ __all__ = ("SweepReport", "SweepableBlobStore", "cutoff_of", "keep_set", "refere
 
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 # A summary's tag, and a `blob_id` field (a stored output, an inspect call's arguments) as it
-# reads in JSON text, escaped once or twice (JSON inside a JSON string).
+# reads in JSON text, escaped any number of times (JSON inside a JSON string, say a tool's
+# result quoting a saved state, inside a state).
 _TAG = re.compile(rf"\[blob:({_UUID})\]", re.ASCII)
-_FIELD = re.compile(rf'blob_id\\{{0,3}}"\s*:\s*\\{{0,3}}"({_UUID})', re.ASCII)
+_FIELD = re.compile(rf'blob_id\\*"\s*:\s*\\*"({_UUID})', re.ASCII)
 
 
 @dataclass(slots=True, frozen=True)

@@ -165,14 +165,30 @@ def _text_kind(content: TextContent | StructuredContent) -> tuple[str, Kind]:
         raise BlobError(f"the structured content is not JSON: {exc}") from exc
 
 
-def _touch(path: Path) -> bool:
-    # Whether the blob is there, made young again. A sweep renames a blob before deleting
-    # it, so a blob touched here is either still in place or comes back (`_fs_retention`).
+def _touch(path: Path, size: int) -> bool:
+    # Whether the blob is there whole, made young again. A sweep renames a blob before
+    # deleting it, so a blob touched here is either still in place or comes back
+    # (`_fs_retention`). A file of another size under the name (cut short by a restore or a
+    # copy, emptied by hand) is not the content: it is written anew, never trusted forever.
     try:
         os.utime(path)
+        return os.stat(path).st_size == size
     except OSError:
         return False  # absent (or not ours to touch): written anew, the same bytes
-    return True
+
+
+class _Counted:
+    """The chunks of a text, counting their bytes as the id's hash reads them."""
+
+    __slots__ = ("_chunks", "size")
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks, self.size = chunks, 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._chunks:
+            self.size += len(chunk)
+            yield chunk
 
 
 def _snapshot(content: Content) -> TextContent | StructuredContent:
@@ -326,9 +342,10 @@ class FsBlobStore:
         text, kind = _text_kind(content)
         if self._key is None:
             self._key = fs_key(self._root)
-        blob_id = content_id(self._key, kind, _encoded(text))
+        chunks = _Counted(_encoded(text))
+        blob_id = content_id(self._key, kind, chunks)
         path = self._path(blob_id, ".txt" if kind == "text" else ".json")
-        if _touch(path):
+        if _touch(path, chunks.size):
             return blob_id  # stored before: the same bytes, young again
         try:
             self._root.mkdir(parents=True, exist_ok=True)

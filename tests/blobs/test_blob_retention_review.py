@@ -1,0 +1,99 @@
+"""Review probes for content-addressed blobs, delete and sweep (issue 31 item 7, 30 item 6).
+
+A damaged file under a blob's name, two sweeps on one folder, ids nested deep in JSON, a key
+file others can read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llm_worker import Content
+from llm_worker.blobs import FsBlobStore, TextContent, new_blob_id, referenced_blob_ids
+from llm_worker.blobs import _fs_retention
+
+pytestmark = pytest.mark.anyio
+
+LEDGER = "".join(f"{i},INV-{i:05},{i * 3.5:.2f}\n" for i in range(3000))
+
+
+async def test_a_truncated_file_under_a_blobs_name_is_written_again_by_the_next_store(
+    tmp_path: Path,
+) -> None:
+    # A copy cut short (a restore, a full disk under another tool) must not be trusted by
+    # the dedup path forever: the next store of the content puts the whole blob back.
+    store = FsBlobStore(tmp_path)
+    blob_id = await store.store(Content.Text(LEDGER))
+    path = tmp_path / f"{blob_id}.txt"
+    with path.open("r+b") as file:
+        file.truncate(100)
+    assert await store.store(Content.Text(LEDGER)) == blob_id
+    loaded = await store.load(blob_id)
+    assert isinstance(loaded, TextContent) and loaded.text == LEDGER
+
+
+async def test_a_structured_blob_cut_short_is_written_again_too(tmp_path: Path) -> None:
+    store = FsBlobStore(tmp_path)
+    rows = [{"n": i} for i in range(500)]
+    blob_id = await store.store(Content.Structured(rows))
+    (tmp_path / f"{blob_id}.json").write_bytes(b"")
+    assert await store.store(Content.Structured(rows)) == blob_id
+    assert (await store.load(blob_id)).json_text == Content.Structured(rows).json_text  # type: ignore[union-attr]
+
+
+def test_a_tombstone_taken_by_a_second_sweep_is_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two sweeps on one folder: the second lists the first's fresh tombstone (its time is the
+    # old blob's) as an old leftover and unlinks it, between the first's look and its unlink.
+    import anyio
+
+    store = FsBlobStore(tmp_path)
+    blob_id = anyio.run(store.store, Content.Text(LEDGER))
+    old = time.time() - 86400
+    os.utime(tmp_path / f"{blob_id}.txt", (old, old))
+    real_older = _fs_retention._older  # pyright: ignore[reportPrivateUsage]
+
+    def older_then_taken(path: Path, cutoff: float) -> bool:
+        result = real_older(path, cutoff)
+        if path.name.endswith(".swept"):
+            path.unlink()  # the other sweep's leftover pass
+        return result
+
+    monkeypatch.setattr(_fs_retention, "_older", older_then_taken)
+    report = _fs_retention.sweep_folder(tmp_path, time.time() - 3600, frozenset())
+    assert not (tmp_path / f"{blob_id}.txt").exists()
+    assert report.deleted in ((), (blob_id,))
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".swept")] == []
+
+
+def test_ids_nested_in_json_at_any_depth_are_found() -> None:
+    a, b = new_blob_id(), new_blob_id()
+    text: Any = {"blob_id": a}
+    for _ in range(5):  # JSON in a string in JSON ... (a tool result quoting a saved state)
+        text = json.dumps({"result": json.dumps(text)})
+    assert referenced_blob_ids(text) == {a}
+    spaced = json.dumps({"blob_id": b}, indent=2)
+    assert referenced_blob_ids(json.dumps(json.dumps(json.dumps(spaced)))) == {b}
+
+
+async def test_a_key_file_others_can_read_is_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await FsBlobStore(tmp_path).store(Content.Text("first"))
+    key = tmp_path / ".llm-worker-blob-key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    secret = key.read_bytes()
+    key.chmod(0o644)
+    with caplog.at_level("WARNING", logger="llm_worker.blobs"):
+        await FsBlobStore(tmp_path).store(Content.Text("second"))
+    warned = [r.getMessage() for r in caplog.records if "readable" in r.getMessage()]
+    assert warned and str(key) in warned[0]
+    assert all(secret.hex() not in r.getMessage() for r in caplog.records)
