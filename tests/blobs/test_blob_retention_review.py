@@ -16,8 +16,13 @@ from typing import Any
 import pytest
 
 from llm_worker import Content
-from llm_worker.blobs import FsBlobStore, TextContent, new_blob_id, referenced_blob_ids
-from llm_worker.blobs import _fs_retention
+from llm_worker.blobs import (
+    FsBlobStore,
+    TextContent,
+    _fs_retention,
+    new_blob_id,
+    referenced_blob_ids,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -97,3 +102,22 @@ async def test_a_key_file_others_can_read_is_reported(
     warned = [r.getMessage() for r in caplog.records if "readable" in r.getMessage()]
     assert warned and str(key) in warned[0]
     assert all(secret.hex() not in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("kind", ["object-local", "object-s3"])
+@pytest.mark.parametrize("size", [100, 3 << 20], ids=["one-put", "multipart"])
+async def test_an_object_cut_short_under_a_blobs_name_is_uploaded_again(
+    kind: str, size: int, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    import anyio
+
+    from support.blob_stores import make_store
+
+    store: Any = make_store(kind, tmp_path, request)
+    text = (LEDGER * (size // len(LEDGER) + 1))[:size]
+    with anyio.fail_after(120):
+        blob_id = await store.store(Content.Text(text))
+        await store._obs.put_async(store._store, f"{blob_id}.txt", b"cut", mode="overwrite")
+        assert await store.store(Content.Text(text)) == blob_id
+        loaded = await store.load(blob_id)
+    assert isinstance(loaded, TextContent) and loaded.text == text

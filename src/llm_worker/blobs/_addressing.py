@@ -24,7 +24,7 @@ import os
 import secrets
 import tempfile
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -33,7 +33,16 @@ from llm_worker.errors import BlobError, ConfigurationError
 
 _log = logging.getLogger("llm_worker.blobs")
 
-__all__ = ("KEY_BYTES", "KEY_NAME", "Kind", "check_key", "content_id", "fs_key", "make_key")
+__all__ = (
+    "KEY_BYTES",
+    "KEY_NAME",
+    "Counted",
+    "Kind",
+    "check_key",
+    "content_id",
+    "fs_key",
+    "make_key",
+)
 
 KEY_BYTES = 32
 KEY_NAME = ".llm-worker-blob-key"  # beside the blobs; never matches an id's name
@@ -51,6 +60,25 @@ def content_id(key: bytes, kind: Kind, chunks: Iterable[bytes]) -> BlobId:
     raw[6] = (raw[6] & 0x0F) | 0x80  # version 8: "custom", RFC 9562 §5.8
     raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC's variant bits
     return BlobId(str(uuid.UUID(bytes=bytes(raw))))
+
+
+class Counted:
+    """The chunks of a content, counting their bytes as the id's hash reads them.
+
+    A store compares the count with the size of what is under the id already: a file or an
+    object of another size (cut short by a copy or a restore) is not the content, and is
+    written anew rather than trusted forever.
+    """
+
+    __slots__ = ("_chunks", "size")
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks, self.size = chunks, 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._chunks:
+            self.size += len(chunk)
+            yield chunk
 
 
 def make_key() -> bytes:

@@ -27,7 +27,7 @@ import anyio
 import anyio.to_thread
 
 from llm_worker._extras import require_extra
-from llm_worker.blobs._addressing import KEY_NAME, check_key, content_id, make_key
+from llm_worker.blobs._addressing import KEY_NAME, Counted, check_key, content_id, make_key
 from llm_worker.blobs._index import BlobIndex, array_index, text_index
 from llm_worker.blobs._json_scan import POINT_EVERY, json_kind
 from llm_worker.blobs._object_errors import (
@@ -176,15 +176,19 @@ class ObjectBlobStore:
         text, suffix = _text_of(content)
         key = await self._id_key()
         kind = "text" if suffix == ".txt" else "json"
-        blob_id = await anyio.to_thread.run_sync(content_id, key, kind, _pieces_of(text))
-        if await self._seen_again(blob_id, suffix):
+        pieces = Counted(_pieces_of(text))
+        blob_id = await anyio.to_thread.run_sync(content_id, key, kind, pieces)
+        found = await self._size(blob_id, suffix)
+        if found == pieces.size and await self._seen_again(blob_id, suffix, pieces.size):
             return blob_id
+        # Absent, or an object of another size (damaged): written (over it) whole.
+        replace = found is not None
         scanned = _scanned(content) if self._every == POINT_EVERY else None
         index = await anyio.to_thread.run_sync(_index_of, text, suffix, self._every, scanned)
         try:
             if index is not None:  # overwritten, not created: a twin writer's is the same
                 await self._put(f"{blob_id}.idx", index.to_json(), blob_id, mode="overwrite")
-            await self._put_text(f"{blob_id}{suffix}", text, blob_id)
+            await self._put_text(f"{blob_id}{suffix}", text, blob_id, replace=replace)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._drop_index(blob_id, suffix, index is not None)
@@ -193,23 +197,25 @@ class ObjectBlobStore:
         # of that content finds it, and a sweep deletes it when it is old.
         return blob_id
 
-    async def _seen_again(self, blob_id: BlobId, suffix: str) -> bool:
-        # Whether the blob is there; if so, marked young. Looked up again after the mark: a
-        # sweep that deleted it in between would leave an id with no blob.
-        if not await self._has(blob_id, suffix):
-            return False
+    async def _seen_again(self, blob_id: BlobId, suffix: str, size: int) -> bool:
+        # The blob is there whole: marked young, and looked up again after the mark (a sweep
+        # that deleted it in between would leave an id with no blob).
         await self._put(f"{blob_id}.seen", b"", blob_id, mode="overwrite")
-        return await self._has(blob_id, suffix)
+        return await self._size(blob_id, suffix) == size
 
     async def _has(self, blob_id: BlobId, suffix: str) -> bool:
+        return await self._size(blob_id, suffix) is not None
+
+    async def _size(self, blob_id: BlobId, suffix: str) -> int | None:
+        # The size of the blob's object, or None when there is none.
         try:
-            await self._obs.head_async(self._store, f"{blob_id}{suffix}")
+            meta = await self._obs.head_async(self._store, f"{blob_id}{suffix}")
         except FileNotFoundError as exc:
             raise_if_no_container(exc, self._where)
-            return False
+            return None
         except Exception as exc:
             raise translate(exc, f"could not look up blob {blob_id}") from None
-        return True
+        return int(meta["size"])
 
     async def _drop_index(self, blob_id: BlobId, suffix: str, indexed: bool) -> None:
         # A failed or cancelled store: its index goes unless the blob is up (a twin writer's,
@@ -248,9 +254,10 @@ class ObjectBlobStore:
                     raise translate(exc, doing) from None
         raise BlobError(f"the id key of {self._where} could not be read after it was made")
 
-    async def _put_text(self, path: str, text: str, blob_id: BlobId) -> None:
+    async def _put_text(self, path: str, text: str, blob_id: BlobId, *, replace: bool) -> None:
         if len(text) <= _SMALL:
-            await self._put(path, text.encode("utf-8", "surrogatepass"), blob_id)
+            mode = "overwrite" if replace else "create"
+            await self._put(path, text.encode("utf-8", "surrogatepass"), blob_id, mode=mode)
             return
         halt, done, failed = anyio.Event(), anyio.Event(), list[Exception]()
 

@@ -29,7 +29,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from llm_worker.blobs._addressing import Kind, check_key, content_id, fs_key, make_key
+from llm_worker.blobs._addressing import Counted, Kind, check_key, content_id, fs_key, make_key
 from llm_worker.blobs._fs_retention import delete_files, sweep_folder
 from llm_worker.blobs._output import (
     DEFAULT_POLICY,
@@ -175,20 +175,6 @@ def _touch(path: Path, size: int) -> bool:
         return os.stat(path).st_size == size
     except OSError:
         return False  # absent (or not ours to touch): written anew, the same bytes
-
-
-class _Counted:
-    """The chunks of a text, counting their bytes as the id's hash reads them."""
-
-    __slots__ = ("_chunks", "size")
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks, self.size = chunks, 0
-
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self._chunks:
-            self.size += len(chunk)
-            yield chunk
 
 
 def _snapshot(content: Content) -> TextContent | StructuredContent:
@@ -342,7 +328,7 @@ class FsBlobStore:
         text, kind = _text_kind(content)
         if self._key is None:
             self._key = fs_key(self._root)
-        chunks = _Counted(_encoded(text))
+        chunks = Counted(_encoded(text))
         blob_id = content_id(self._key, kind, chunks)
         path = self._path(blob_id, ".txt" if kind == "text" else ".json")
         if _touch(path, chunks.size):
