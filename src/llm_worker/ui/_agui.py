@@ -279,7 +279,7 @@ class AGUIEncoder(BlockEncoder):
             else [p for p in result.state.pending if p.status == "pending"]
         )
         interrupts = [
-            _interrupt(p.call.id, p.call.name, p.call.input)
+            _interrupt(p.call.id, p.call.name, p.arguments)  # what an approval runs
             for p in pending
             if p.call.name not in self._frontend
         ]

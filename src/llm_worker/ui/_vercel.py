@@ -31,7 +31,7 @@ from llm_worker.events import (
     UsageEvent,
 )
 from llm_worker.messages import Origin, Part, ProviderPart, TextPart, ThinkingPart, ToolUsePart
-from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
+from llm_worker.state import PendingCall, RunCompleted, RunResult, RunStatus, ToolResultReady
 from llm_worker.tools import ToolResult
 from llm_worker.ui._encoder import BlockEncoder, sse
 from llm_worker.ui._errors import ErrorText, error_text
@@ -290,6 +290,7 @@ class VercelEncoder(BlockEncoder):
         if result.status is RunStatus.PAUSED and result.state is not None:
             for p in result.state.pending:
                 if p.status == "pending" and p.call.name not in self._frontend:
+                    chunks.extend(_approval_input(p))
                     approval = {"type": "tool-approval-request", "toolCallId": p.call.id}
                     chunks.append(approval | {"approvalId": f"approval_{p.call.id}"})
         meta = {
@@ -310,6 +311,15 @@ class VercelEncoder(BlockEncoder):
             reason = "tool-calls"
         chunks.append({"type": "finish", "finishReason": reason, "messageMetadata": meta})
         return chunks
+
+
+def _approval_input(p: PendingCall) -> list[Chunk]:
+    # The card shows the call's input as the model sent it; an approval runs what the hooks
+    # before the pause made of it (a sanitizing rewrite): the person must see that instead.
+    if p.rewritten_input is None:
+        return []
+    data = {"toolCallId": p.call.id, "input": p.arguments}
+    return [{"type": "data-llm-worker-approval", "id": f"approval_{p.call.id}", "data": data}]
 
 
 def _input_error(call_id: str, name: str, raw: object, error: str) -> Chunk:

@@ -13,12 +13,14 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from llm_worker.collectors import parse_tool_call
 from llm_worker.errors import PauseStateError
 from llm_worker.state import PendingCall
 from llm_worker.tools import ToolResult, check_arguments
 
 if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore
+    from llm_worker.collectors import ToolCall
     from llm_worker.messages import Message
     from llm_worker.state import Decision, PauseState
     from llm_worker.tools import ToolRegistry
@@ -47,6 +49,7 @@ def apply_decisions(
     unknown = sorted(set(decisions) - ids)
     if unknown:
         raise PauseStateError(f"decisions name calls that are not pending: {', '.join(unknown)}")
+    sent = {u.id: u.input for u in state.history[-1].tool_uses} if state.history else {}
     out: list[PendingCall] = []
     for p in state.pending:
         # Copies, call and result included: hooks and decisions edit them (an after hook
@@ -57,9 +60,25 @@ def apply_decisions(
         copied = PendingCall(call, p.status, result, p.approved, rewritten)
         decision = decisions.get(call.id)
         if decision is not None and p.status in ("pending", "allowed"):
+            if p.status == "allowed" and not decision.skip_hooks and call.id in sent:
+                copied.call = _as_sent(call, sent[call.id])
             _decide(copied, decision, registry)
         out.append(copied)
     return out
+
+
+def _as_sent(call: ToolCall, arguments: dict[str, Any]) -> ToolCall:
+    """`call` with the model's arguments again, where an allowed call carries the hooks' rewrites.
+
+    Sent through the hooks once more, an allowed call starts from what the model sent, as a
+    pending one does: else each rewrite would apply twice. Arguments that did not parse fail
+    again as they did (the raw text is kept).
+    """
+    if call.raw_input:
+        parsed = parse_tool_call(call.id, call.name, call.raw_input)
+        if parsed.error is not None:
+            return parsed
+    return dataclasses.replace(call, input=copy.deepcopy(arguments), error=None)
 
 
 def _decide(pending: PendingCall, decision: Decision, registry: ToolRegistry) -> None:
