@@ -28,17 +28,55 @@ _META = ("usage", "status", "error")
 class _ScopedMethod:
     """A subscriber's `on_<kind>(scope, event)` as a Timeline handler with its own scopes."""
 
-    __slots__ = ("_method", "_new_scope")
+    __slots__ = ("_method", "_new_scope", "_where")
 
-    def __init__(self, method: Callable[[Any, Any], object], new_scope: Callable[[], Any]) -> None:
+    def __init__(
+        self, method: Callable[[Any, Any], object], new_scope: Callable[[], Any], where: str
+    ) -> None:
         self._method = method
         self._new_scope = new_scope
+        self._where = where
 
     def new_scope(self) -> Any:
         return self._new_scope()
 
     def on_event(self, scope: Any, event: Any) -> None:
-        self._method(scope, event)
+        result = self._method(scope, event)
+        if result is not None:
+            _not_awaitable(result, self._where)
+
+
+def _not_awaitable(result: object, where: str) -> None:
+    """Refuse, at its first event, a method that returned what should have been awaited.
+
+    A plain function wrapping an async one (a decorator without `markcoroutinefunction`)
+    passes the checks at registration, and its work would silently never run.
+
+    Raises:
+        ConfigurationError: `result` is awaitable (a coroutine is closed first).
+    """
+    if not inspect.isawaitable(result):
+        return
+    close = getattr(result, "close", None)
+    if callable(close):
+        close()  # never awaited: closed here rather than warned about at collection
+    raise ConfigurationError(
+        f"subscribe: {where} returned {type(result).__name__}, an awaitable; events are "
+        "delivered synchronously, mid-stream, so its work would never run (use a plain "
+        "function, or Worker.stream() for async work)"
+    )
+
+
+def _sync_only(method: Callable[..., object], where: str) -> Callable[..., object]:
+    """`method`, refusing at its first call to return an awaitable (see `_not_awaitable`)."""
+
+    @functools.wraps(method)
+    def call(*args: Any) -> None:
+        result = method(*args)
+        if result is not None:
+            _not_awaitable(result, where)
+
+    return call
 
 
 def _none() -> None:
@@ -164,6 +202,11 @@ def register(worker: Registrations, subscriber: object) -> TurnMethods:
     from llm_worker.hooks import Subscriber
 
     methods = declared_methods(subscriber, _ARITY, Subscriber, "subscribe", sync=True)
+    owner = type(subscriber).__qualname__
+    methods = {
+        name: m if name in _SCOPES or name in _SCOPES.values() else _sync_only(m, f"{owner}.{name}")
+        for name, m in methods.items()
+    }
     if not any(name.startswith("on_") for name in methods):
         names = ", ".join(n for n in _ARITY if n.startswith("on_"))
         raise ConfigurationError(
@@ -172,7 +215,7 @@ def register(worker: Registrations, subscriber: object) -> TurnMethods:
     for event, scope in _SCOPES.items():
         method = methods.get(event)
         if method is not None:
-            handler = _ScopedMethod(method, methods.get(scope, _none))
+            handler = _ScopedMethod(method, methods.get(scope, _none), f"{owner}.{event}")
             getattr(worker.timeline, event)(handler)
     for kind in _META:
         method = methods.get(f"on_{kind}")
