@@ -16,6 +16,7 @@ import pytest
 
 from llm_worker import Decision, HookError, PauseState, RunStatus, ToolUsePart, Worker, tool
 from llm_worker.hooks import Pause, ToolCallContext
+from llm_worker.messages import Part
 from llm_worker.testing import ScriptedClient, ScriptedResponse
 
 pytestmark = pytest.mark.anyio
@@ -48,7 +49,7 @@ def worker_with(*hooks: Any, client: ScriptedClient | None = None) -> Worker:
 
 
 async def paused(*cmds: str, hooks: tuple[Any, ...]) -> str:
-    calls = [ToolUsePart(f"c{n}", "shell", {"cmd": c}) for n, c in enumerate(cmds, 1)]
+    calls: list[Part] = [ToolUsePart(f"c{n}", "shell", {"cmd": c}) for n, c in enumerate(cmds, 1)]
     client = ScriptedClient([ScriptedResponse(calls), ScriptedResponse.text("done")])
     RAN.clear()
     with anyio.fail_after(TIMEOUT):
