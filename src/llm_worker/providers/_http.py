@@ -421,14 +421,16 @@ class Transport:
         )
 
     def _misframed(self, exc: BaseException, received: int) -> ProviderError:
-        """A body whose HTTP framing broke: the same error from both transports.
+        """A body whose HTTP framing (or content encoding) broke: one error from both transports.
 
         The server answered, then sent bytes that are not HTTP: a broken answer, never retried
         here (sending again reaches the same server). `streamed` when bytes were handed on.
         """
         detail = self.scrub(f"{type(exc).__name__}: {str(exc) or 'no detail'}")
+        # A content encoding (gzip…) that does not decode is a broken body of the same kind.
+        what = "content encoding" if "decod" in detail.lower() else "HTTP framing"
         return StreamInterruptedError(
-            f"the answer's HTTP framing broke after {received} bytes of it: {detail}",
+            f"the answer's {what} broke after {received} bytes of it: {detail}",
             provider=self.provider,
             streamed=received > 0,
         )

@@ -23,6 +23,7 @@ require_extra("aiohttp", "aiohttp", feature='transport="aiohttp"')
 
 import aiohttp  # noqa: E402  (after the check: a missing extra is a MissingExtraError)
 from aiohttp.http_exceptions import (  # noqa: E402
+    ContentEncodingError,
     ContentLengthError,
     HttpProcessingError,
     TransferEncodingError,
@@ -83,7 +84,7 @@ class AiohttpBackend:
             # (headers and the body's start) had broken framing, or broken headers.
             raise ConnectFailed(exc, timeout=False, framing=_body_framing(exc)) from exc
         except (aiohttp.ClientError, OSError, ValueError) as exc:
-            raise ConnectFailed(exc, timeout=False) from exc
+            raise ConnectFailed(exc, timeout=False, framing=_undecodable(exc)) from exc
         return _AiohttpAnswer(response, self.timeout.sock_read)
 
     async def aclose(self) -> None:
@@ -126,7 +127,7 @@ class _AiohttpAnswer:
         except HttpProcessingError as exc:  # the pure-Python parser raises it as it is
             raise BodyFailed(_telling(exc), timeout=False, framing=True) from exc
         except (aiohttp.ClientError, OSError) as exc:
-            raise BodyFailed(exc, timeout=False) from exc
+            raise BodyFailed(exc, timeout=False, framing=_undecodable(exc)) from exc
         finally:
             if watch is not None:
                 watch.stop()
@@ -263,6 +264,21 @@ def _body_framing(exc: BaseException) -> bool:
         if isinstance(exc, HttpProcessingError) and "chunk" in exc.message.lower():
             return True
         cause = exc.__cause__
+        if cause is None:
+            return False
+        exc = cause
+    return False
+
+
+def _undecodable(exc: BaseException) -> bool:
+    """Whether the body's content encoding (gzip, deflate, br) did not decode.
+
+    A broken answer as broken framing is, and so reported alike (httpx: `DecodingError`).
+    """
+    for _ in range(8):
+        if isinstance(exc, ContentEncodingError):
+            return True
+        cause = exc.__cause__ or exc.__context__
         if cause is None:
             return False
         exc = cause

@@ -109,6 +109,8 @@ class _HttpxAnswer:
 def _framing(exc: Exception) -> bool:
     """Whether h11 refused the body's framing (an early end is `peer closed connection`)."""
     # h11 raises one error type for both; only its text tells a cut from broken framing.
+    if isinstance(exc, httpx.DecodingError):  # a content encoding (gzip…) that does not decode
+        return True
     return isinstance(exc, httpx.RemoteProtocolError) and not str(exc).startswith("peer closed")
 
 
