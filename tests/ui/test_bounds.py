@@ -148,7 +148,7 @@ async def test_agui_refuses_a_body_over_its_counts_with_413_before_converting(
 @pytest.mark.parametrize(
     ("parts", "cap"),
     [
-        (900_000, "900,002 JSON objects, over the limit of 200,000 (10 a part of max_parts)"),
+        (900_000, "1,800,013 JSON items, over the limit of 400,000 (20 a part of max_parts)"),
         (25_000, "25,000 message parts, over the limit of 20,000 (max_parts)"),
     ],
 )
@@ -177,7 +177,7 @@ async def test_a_capped_body_is_refused_while_another_stream_goes_on(
                 async with http.stream("POST", url, json=vercel_body(1, chat="a")) as first:
                     lines = first.aiter_lines()
                     await until(lines, "tool-input-available")  # its tool waits at the gate
-                    # 30,000 parts: refused by its count of objects, never decoded.
+                    # 30,000 parts: refused by its count of JSON items, never decoded.
                     capped = await http.post(url, json=vercel_body(1_000, 30, chat="b"))
                     factory.opened.set()
                     await until(lines, "tool-output-available")

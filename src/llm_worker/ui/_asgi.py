@@ -12,7 +12,16 @@ from typing import Any
 import anyio
 import orjson
 
-__all__ = ("BadRequest", "Receive", "Scope", "Send", "read_json", "send_json", "stream_sse")
+__all__ = (
+    "BadRequest",
+    "Receive",
+    "Scope",
+    "Send",
+    "json_items",
+    "read_json",
+    "send_json",
+    "stream_sse",
+)
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -41,24 +50,35 @@ async def read_json(
     limit: int,
     *,
     seconds: float | None = None,
-    max_objects: int | None = None,
-    objects_cap: str = "max_objects",
+    max_items: int | None = None,
+    items_cap: str = "max_items",
 ) -> Any:
     """The request's JSON body, refused when too large, too slow or not JSON.
 
-    Refused past `limit` bytes or `max_objects` `{` (413), when its last byte is not in
-    within `seconds` (408), or when it is not JSON (400).
+    Refused past `limit` bytes or `max_items` JSON items (413; see `json_items`), when its
+    last byte is not in within `seconds` (408), or when it is not JSON (400).
     """
     body = await _read_body(receive, limit, seconds)
-    # Decoding holds the GIL (a worker thread would not free the event loop from it), about
-    # 0.3-1.4 µs a JSON object: a count of `{` bounds the objects before any is built.
-    if max_objects is not None and (objects := body.count(b"{")) > max_objects:
-        text = f"the request body holds {objects:,} JSON objects, over the limit of {max_objects:,}"
-        raise BadRequest(413, f"{text} ({objects_cap})")
+    # Decoding holds the GIL (a worker thread would not free the event loop from it): its
+    # cost is in the values it builds, which a count of the bytes that separate them bounds.
+    if max_items is not None and (items := json_items(body)) > max_items:
+        text = f"the request body holds {items:,} JSON items, over the limit of {max_items:,}"
+        raise BadRequest(413, f"{text} ({items_cap})")
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise BadRequest(400, f"the request body is not JSON: {exc}") from exc
+
+
+def json_items(body: bytes | bytearray) -> int:
+    """A bound on the values, keys and containers decoding `body` builds: its `{`, `[`, `,`
+    and `:` bytes (one fast count each; those inside strings count too).
+
+    Every value past a container's first follows a `,`, every key a `:`; a container opens
+    with `{` or `[`. Counting only `{` let a body of 11 million `[]` (33 MB) through: 8.4 s
+    of decoding with the GIL held, every stream of the server stopped meanwhile.
+    """
+    return sum(body.count(byte) for byte in (b"{", b"[", b",", b":"))
 
 
 async def _read_body(receive: Receive, limit: int, seconds: float | None) -> bytearray:
