@@ -5,6 +5,7 @@ followed by a reload and a new message (the tool must not run again)."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,9 @@ NESTED = {
     ),
     "[a [b](https://e.com)": '<p>[a <a href="https://e.com/" rel="noopener noreferrer" '
     'target="_blank">b</a></p>',
-    "<b>not bold</b> `<i>code</i>`": "<p>&lt;b&gt;not bold&lt;/b&gt; <code>&lt;i&gt;code&lt;/i&gt;</code></p>",
+    "<b>not bold</b> `<i>code</i>`": (
+        "<p>&lt;b&gt;not bold&lt;/b&gt; <code>&lt;i&gt;code&lt;/i&gt;</code></p>"
+    ),
     "```html\n<img src=x onerror=alert(1)>\n```": (
         "<pre><code>&lt;img src=x onerror=alert(1)&gt;</code></pre>"
     ),
@@ -156,9 +159,12 @@ def slow_app(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         yield url, tmp_path / "runs.txt"
 
 
-async def until_file(path: Path, text: str) -> None:
+def wait_for_note(path: Path, text: str, seconds: float = 30) -> None:
+    """Wait (bounded) until the tool, in the server's process, has written `text`."""
+    deadline = time.monotonic() + seconds
     while not (path.exists() and text in path.read_text()):
-        await anyio.sleep(0.05)  # polling the tool's own note; bounded by the caller
+        assert time.monotonic() < deadline, f"the tool never wrote {text!r}"
+        time.sleep(0.05)  # polling another process's file
 
 
 async def test_stop_during_a_tool_call_then_a_reload_does_not_run_it_again(
@@ -171,7 +177,7 @@ async def test_stop_during_a_tool_call_then_a_reload_does_not_run_it_again(
         with anyio.fail_after(90):
             await page.goto(url)
             await say(page, "Please pay the bill")
-            await until_file(runs, "start")
+            await anyio.to_thread.run_sync(wait_for_note, runs, "start")
             await page.get_by_test_id("stop").click()
             await page.wait_for_function("document.body.dataset.status === 'ready'")
             stopped = await texts(page, "tool-state")
