@@ -10,6 +10,7 @@ import json
 import os
 import stat
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +122,25 @@ async def test_an_object_cut_short_under_a_blobs_name_is_uploaded_again(
         assert await store.store(Content.Text(text)) == blob_id
         loaded = await store.load(blob_id)
     assert isinstance(loaded, TextContent) and loaded.text == text
+
+
+async def test_a_sweep_removes_only_its_own_leftovers_never_other_dotfiles(tmp_path: Path) -> None:
+    # A folder shared with anything else (an editor's or a backup tool's `.x.tmp`): only the
+    # names the store and the sweep make are leftovers.
+    store = FsBlobStore(tmp_path)
+    blob_id = await store.store(Content.Text("x"))
+    theirs = [".editor-swap.tmp", ".backup.swept", ".tmp", f".{blob_id}.notes.tmp.bak"]
+    ours = [
+        f".{blob_id}.k2j_9x0a.tmp",  # a store's temporary file (mkstemp)
+        ".key.ab12cd34.tmp",  # the id key's
+        f".{blob_id}.txt.0123456789abcdef.swept",  # a sweep's tombstone
+    ]
+    old = time.time() - 86400
+    for name in theirs + ours:
+        (tmp_path / name).write_bytes(b"")
+        os.utime(tmp_path / name, (old, old))
+    report = await store.sweep(timedelta(hours=1))
+    assert report.orphans == len(ours)
+    assert sorted(n for n in os.listdir(tmp_path) if n.startswith(".")) == sorted(
+        [".llm-worker-blob-key", *theirs]
+    )

@@ -23,10 +23,14 @@ from llm_worker.errors import BlobError
 __all__ = ("delete_files", "sweep_folder")
 
 _SUFFIXES = (".txt", ".json")
-_BLOB = re.compile(
-    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.(?:txt|json)", re.ASCII
+_ID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_BLOB = re.compile(rf"({_ID})\.(?:txt|json)", re.ASCII)
+# Only the names this package makes: a store's temporary file (mkstemp's `.{id}.XXXX.tmp`,
+# the key's `.key.XXXX.tmp`) and a sweep's tombstone. Anything else in the folder (an
+# editor's `.x.tmp`) is not ours to delete.
+_LEFTOVER = re.compile(
+    rf"\.(?:{_ID}|key)\.[a-z0-9_]+\.tmp|\.{_ID}\.(?:txt|json)\.[0-9a-f]{{16}}\.swept", re.ASCII
 )
-_LEFTOVER = (".tmp", ".swept")  # a writer's temporary file, a sweep's tombstone
 
 
 def delete_files(root: Path, blob_id: BlobId) -> bool:
@@ -72,7 +76,7 @@ def sweep_folder(root: Path, cutoff: float, keep: frozenset[BlobId]) -> SweepRep
                 kept.append(blob_id)
             elif _retire(root, name, cutoff):
                 deleted.append(blob_id)
-        elif name.startswith(".") and name.endswith(_LEFTOVER) and _older(root / name, cutoff):
+        elif _LEFTOVER.fullmatch(name) and _older(root / name, cutoff):
             with contextlib.suppress(FileNotFoundError):
                 _unlink(root / name)
                 orphans += 1
