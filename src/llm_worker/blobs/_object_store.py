@@ -39,7 +39,13 @@ from llm_worker.blobs._object_errors import (
     url_secrets,
     withhold,
 )
-from llm_worker.blobs._object_retention import BLOB_SUFFIXES, Group, group_listing, plan
+from llm_worker.blobs._object_retention import (
+    BLOB_SUFFIXES,
+    Group,
+    each_at_once,
+    group_listing,
+    plan,
+)
 from llm_worker.blobs._output import (
     BlobId,
     Content,
@@ -392,24 +398,44 @@ class ObjectBlobStore:
         except Exception as exc:
             raise translate(exc, f"could not list {self._where}") from None
         doomed, kept, orphans = plan(groups, cutoff, kept_ids)
-        deleted = [blob_id for blob_id in doomed if await self._retire(blob_id, cutoff)]
-        for name in orphans:
-            await self._delete(name, parse_blob_id(name.partition(".")[0]))
+
+        async def retire(blob_id: BlobId) -> bool:
+            return await self._retire(blob_id, groups[blob_id].names, cutoff)
+
+        retired = await each_at_once(doomed, retire)
+        deleted = [blob_id for blob_id, gone in zip(doomed, retired, strict=True) if gone]
+        if orphans:
+            await self._delete_all(orphans, "orphans")
         return SweepReport(tuple(deleted), tuple(kept), len(orphans))
 
-    async def _retire(self, blob_id: BlobId, cutoff: float) -> bool:
-        # Stored again since the listing: the mark is young, and the blob stays.
+    async def _retire(self, blob_id: BlobId, names: list[str], cutoff: float) -> bool:
+        # Stored again since the listing: the mark is young, and the blob stays. Otherwise
+        # the objects the listing named go in one request (S3: DeleteObjects), the blob
+        # first, and the mark if one was put since.
         try:
             meta = await self._obs.head_async(self._store, f"{blob_id}.seen")
         except FileNotFoundError:
-            pass
+            meta = None
         except Exception as exc:
             raise translate(exc, f"could not look up blob {blob_id}") from None
-        else:
-            if meta["last_modified"].timestamp() >= cutoff:
-                return False
-        await self.delete(blob_id)
+        if meta is not None and meta["last_modified"].timestamp() >= cutoff:
+            return False
+        paths = sorted(names, key=lambda name: not name.endswith(BLOB_SUFFIXES))
+        if meta is not None and f"{blob_id}.seen" not in paths:
+            paths.append(f"{blob_id}.seen")
+        await self._delete_all(paths, f"blob {blob_id}")
         return True
+
+    async def _delete_all(self, paths: list[str], what: str) -> None:
+        try:
+            await self._obs.delete_async(self._store, paths)
+        except FileNotFoundError as exc:
+            # A local store refuses a missing path (another sweep took it): one by one.
+            raise_if_no_container(exc, self._where)
+            for path in paths:
+                await self._delete(path, parse_blob_id(path.partition(".")[0]))
+        except Exception as exc:
+            raise translate(exc, f"could not delete {what}") from None
 
     async def stream_text(self, blob_id: str) -> AsyncGenerator[bytes, None] | None:
         """The UTF-8 bytes of a text blob in chunks of about 1 MiB, or `None` if not text.
