@@ -28,9 +28,10 @@ Authorize = Callable[[Any, str], "str | Awaitable[str | None] | None"]
 `request` is a `starlette.requests.Request` of the ASGI scope (its headers, cookies,
 `request.user` under Starlette's `AuthenticationMiddleware`; its body is already read), and
 `chat_id` the chat (thread) id the request names ("" for a Vercel request without one).
-Return the request's owner (a user id, a session id: any string that is the same for every
-request of one person), or `None` to refuse the request (403). The adapters key pauses and
-runs by owner and chat id, so returning the user's id is enough: another user's chat id
+Return the request's owner (a user id, a session id: any non-empty string that is the same
+for every request of one person), or `None` to refuse the request (403; so is "" or
+anything not a string). The adapters key pauses and runs by owner and chat id, so
+returning the user's id is enough: another user's chat id
 names, for this user, a chat of their own."""
 
 
@@ -46,7 +47,7 @@ async def owner_of(authorize: Authorize | None, scope: Scope, chat_id: str) -> s
     which is safe only on a loopback address (`llm-worker serve` binds to 127.0.0.1 then).
 
     Raises:
-        Refused: `authorize` returned `None` (or not a string).
+        Refused: `authorize` returned `None` (or "", or not a string).
         BadRequest: `authorize` raised (500, a generic text; the exception is logged on
             `llm_worker.ui`: it may name hosts or credentials).
     """
@@ -60,7 +61,9 @@ async def owner_of(authorize: Authorize | None, scope: Scope, chat_id: str) -> s
     except Exception as exc:
         _log.error("authorize failed", exc_info=exc)
         raise BadRequest(500, GENERIC_ERROR) from exc
-    if not isinstance(owner, str):
+    # "" is the one owner of every request when nothing authenticates them: an authorize
+    # answering it (a `.get("user", "")` slip) would pool its unknown requests into one.
+    if not isinstance(owner, str) or not owner:
         raise Refused
     return owner
 

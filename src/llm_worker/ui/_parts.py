@@ -13,6 +13,7 @@ write any message.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from typing import Any, cast
@@ -159,15 +160,36 @@ def rebuild(kind: str, visible: dict[str, Any], hidden: object) -> Part:
 _SIGNED = frozenset(_KINDS.values())
 
 
-def result_mac(call_id: str, name: str | None, content: str, is_error: bool) -> str:
-    """The signature of a tool result the server's tool made (its call, name and text)."""
-    return current().mac("tool_result", [call_id, name or "", content, is_error], {})
+def result_mac(
+    call_id: str, name: str | None, content: str, is_error: bool, media: Sequence[MediaPart] = ()
+) -> str:
+    """The signature of a tool result the server's tool made (its call, name, text, media)."""
+    return current().mac("tool_result", _result_bound(call_id, name, content, is_error, media), {})
 
 
 def result_proven(result: ToolResultPart, mac: object) -> bool:
     """Whether `mac` (sent back with `result`) proves the server's tool made it."""
-    bound = [result.tool_use_id, result.name or "", result.content, result.is_error]
+    bound = _result_bound(
+        result.tool_use_id, result.name, result.content, result.is_error, result.media
+    )
     return current().verify("tool_result", bound, {MAC: mac})
+
+
+def _result_bound(
+    call_id: str, name: str | None, content: str, is_error: bool, media: Sequence[MediaPart]
+) -> list[object]:
+    # The images and documents are bound too: the model reads them as the tool's output as
+    # much as its text. Each by its bytes' digest (not the base64 the browser carries).
+    files = [
+        [
+            m.type,
+            m.media_type,
+            m.url,
+            None if m.data is None else hashlib.sha256(m.data).hexdigest(),
+        ]
+        for m in media
+    ]
+    return [call_id, name or "", content, is_error, *([files] if files else [])]
 
 
 def media_json(media: Sequence[MediaPart]) -> list[Any]:

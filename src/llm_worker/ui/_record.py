@@ -53,9 +53,11 @@ class ToolRecord(Protocol):
 class MemoryToolRecord:
     """A `ToolRecord` in this process's memory, bounded in chats and in bytes.
 
-    Past `max_chats` (or `max_bytes` of result text in all) the chats recorded longest ago
-    are dropped; a chat keeps at most `max_results` results (the oldest go first). A
-    dropped result is then proven only by its signature.
+    Past `max_chats` (or `max_bytes` of result text in all) a chat is dropped: the one
+    recorded longest ago of the owner holding the most chats (or bytes), so one owner's
+    many chats push out their own, never another owner's. A chat keeps at most
+    `max_results` results (the oldest go first). A dropped result is then proven only by
+    its signature.
     """
 
     def __init__(
@@ -64,36 +66,89 @@ class MemoryToolRecord:
         if min(max_chats, max_results, max_bytes) < 1:
             raise ValueError("max_chats, max_results and max_bytes must be at least 1")
         self.max_chats, self.max_results, self.max_bytes = max_chats, max_results, max_bytes
-        self._chats: OrderedDict[str, OrderedDict[str, ToolResultPart]] = OrderedDict()
+        self._chats: dict[str, OrderedDict[str, ToolResultPart]] = {}
+        self._owners: dict[str, _Owner] = {}
         self._bytes = 0
+        self._clock = 0  # counts the adds: when each chat was last recorded
 
     def __len__(self) -> int:
         return len(self._chats)
 
     async def add(self, key: str, results: Sequence[ToolResultPart]) -> None:
         """Record `results` for `key`; drop the oldest past the bounds."""
-        chat = self._chats.pop(key, None) or OrderedDict()
-        self._chats[key] = chat
+        owner = self._owners.setdefault(_owner_of(key), _Owner())
+        owner.keys.pop(key, None)
+        self._clock += 1
+        owner.keys[key] = self._clock  # the owner's most recent chat
+        chat = self._chats.setdefault(key, OrderedDict())
         for result in results:
-            self._drop(chat, result.tool_use_id)
+            self._drop(chat, owner, result.tool_use_id)
             chat[result.tool_use_id] = result
+            owner.bytes += _size(result)
             self._bytes += _size(result)
         while len(chat) > self.max_results:
-            self._drop(chat, next(iter(chat)))
-        while len(self._chats) > 1 and (
-            len(self._chats) > self.max_chats or self._bytes > self.max_bytes
-        ):
-            _, oldest = self._chats.popitem(last=False)
-            self._bytes -= sum(_size(r) for r in oldest.values())
+            self._drop(chat, owner, next(iter(chat)))
+        while len(self._chats) > self.max_chats or self._bytes > self.max_bytes:
+            if not self._evict(key, by_bytes=len(self._chats) <= self.max_chats):
+                break
 
     async def results(self, key: str) -> Mapping[str, ToolResultPart]:
         """The results recorded for `key`."""
         return dict(self._chats.get(key, {}))
 
-    def _drop(self, chat: OrderedDict[str, ToolResultPart], call_id: str) -> None:
+    def _evict(self, keep: str, *, by_bytes: bool) -> bool:
+        """Drop the oldest chat (not `keep`) of the owner holding the most; False if none."""
+        best: tuple[int, int, str] | None = None
+        for name, owner in self._owners.items():
+            if len(owner.keys) == 1 and keep in owner.keys:
+                continue
+            weight = owner.bytes if by_bytes else len(owner.keys)
+            # The heaviest owner; of owners alike, the one whose oldest chat is oldest.
+            rank = (weight, -next(iter(owner.keys.values())), name)
+            if best is None or rank[:2] > best[:2]:
+                best = rank
+        if best is None:
+            return False
+        owner = self._owners[best[2]]
+        key = next(k for k in owner.keys if k != keep)
+        del owner.keys[key]
+        dropped = sum(_size(r) for r in self._chats.pop(key).values())
+        owner.bytes -= dropped
+        self._bytes -= dropped
+        if not owner.keys:
+            del self._owners[best[2]]
+        return True
+
+    def _drop(self, chat: OrderedDict[str, ToolResultPart], owner: _Owner, call_id: str) -> None:
         old = chat.pop(call_id, None)
         if old is not None:
+            owner.bytes -= _size(old)
             self._bytes -= _size(old)
+
+
+class _Owner:
+    """One owner's chats in the record, oldest first, and the bytes they hold."""
+
+    __slots__ = ("bytes", "keys")
+
+    def __init__(self) -> None:
+        self.keys: OrderedDict[str, int] = OrderedDict()  # chat key: when last recorded
+        self.bytes = 0
+
+
+def _owner_of(key: str) -> str:
+    """The owner part of a chat key (`chat_key`: its length leads); a key of another form
+    is an owner of its own."""
+    length, colon, rest = key.partition(":")
+    if (
+        colon
+        and length.isdecimal()
+        and len(length) < 10
+        and len(rest) > int(length)
+        and rest[int(length)] == ":"
+    ):
+        return rest[: int(length)]
+    return key
 
 
 def _size(result: ToolResultPart) -> int:

@@ -290,7 +290,7 @@ def _ui_result(call_id: str, result: ToolResultPart | None) -> dict[str, Any]:
         reason = result.content[len(DENIED) :]
         approval = {"id": f"approval_{call_id}", "approved": False, "reason": reason}
         return {"state": "output-denied", "approval": approval}
-    mac = result_mac(call_id, result.name, result.content, result.is_error)
+    mac = result_mac(call_id, result.name, result.content, result.is_error, result.media)
     hidden: dict[str, Any] = {MAC: mac}
     if result.media:
         hidden["media"] = media_json(result.media)

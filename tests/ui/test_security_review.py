@@ -1,0 +1,189 @@
+"""Review probes of the web path's security (issue 29 items 1-3, 6, 7): a hostile second
+client against the owner seam, the signed parts and the server's tool record."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from llm_worker import Message, TextPart, ToolResultPart, ToolUsePart
+from llm_worker.messages import ImagePart, MediaPart
+from llm_worker.testing import ScriptedResponse
+from llm_worker.ui import AGUIAdapter, VercelAIAdapter, messages_to_agui, messages_to_ui
+from llm_worker.ui._agui_messages import read_agui
+from llm_worker.ui._auth import chat_key
+from llm_worker.ui._record import MemoryToolRecord
+from llm_worker.ui._vercel_messages import read_ui
+
+from .conftest import booking
+from .test_security import ADAPTERS, approve, pause, post, site
+
+pytestmark = pytest.mark.anyio
+
+from .test_converters import PNG
+
+
+def shot(media: list[MediaPart]) -> list[Message]:
+    """A conversation where `screenshot` returned `media` beside its text."""
+    return [
+        Message.user("Look"),
+        Message("assistant", [ToolUsePart("call_s", "screenshot", {})]),
+        Message("user", [ToolResultPart("call_s", "the page", name="screenshot", media=media)]),
+        Message("assistant", [TextPart("Seen.")]),
+    ]
+
+
+def _swap_media(value: Any, data: str) -> int:
+    """Replace the base64 data of every media item in `value` with `data`; how many."""
+    found = 0
+    if isinstance(value, dict):
+        if value.get("type") == "image":
+            if isinstance(value.get("data"), str):  # Vercel: the signed metadata's media
+                value["data"] = data
+                return 1
+            if isinstance(source := value.get("source"), dict):  # AG-UI: the tool's content
+                source["value"] = data  # pyright: ignore[reportUnknownMemberType]
+                return 1
+        for inner in value.values():
+            found += _swap_media(inner, data)
+        if isinstance(value.get("encryptedValue"), str):
+            decoded = json.loads(value["encryptedValue"])
+            found += _swap_media(decoded, data)
+            value["encryptedValue"] = json.dumps(decoded)
+    elif isinstance(value, list):
+        for inner in value:
+            found += _swap_media(inner, data)
+    return found
+
+
+@pytest.mark.parametrize("wire", ["vercel", "agui"])
+def test_a_signed_result_with_other_images_is_not_proven(wire: str) -> None:
+    # The signature covers the text; images carried beside it must be bound too, else a
+    # browser shows the model any picture as the tool's own.
+    history = shot([ImagePart.from_bytes(PNG)])
+    if wire == "vercel":
+        body: Any = messages_to_ui(history)
+        read: Any = read_ui
+    else:
+        body = messages_to_agui(history)
+        read = read_agui
+    assert "call_s" in read(json.loads(json.dumps(body)))[1]  # the server's own: proven
+    assert _swap_media(body, base64.b64encode(PNG + b"forged").decode()) == 1
+    history_back, proven = read(body)
+    assert "call_s" not in proven
+    assert history_back[2].tool_results[0].media  # the images still reach the converter
+
+
+def test_an_owner_and_chat_id_never_spell_another_pairs_key() -> None:
+    pairs = [("a", "b:c"), ("a:b", "c"), ("1:a", "b"), ("", "1:a:b"), ("a", "b"), ("a:", "b")]
+    keys = {chat_key(owner, chat) for owner, chat in pairs}
+    assert len(keys) == len(pairs)
+
+
+def empty_owner(request: Any, chat_id: str) -> str | None:
+    """An app's authorize that answers "" for a request it does not know (a common slip)."""
+    del chat_id
+    return request.headers.get("x-user", "")
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_an_empty_owner_is_refused(adapter: Any) -> None:
+    # "" is the owner of every unauthenticated request: an authorize answering "" would put
+    # all of them in one shared owner, where one answers another's pause.
+    async with site(adapter, booking("Booked."), authorize=empty_owner) as (_, url, http):
+        body: dict[str, Any]
+        if adapter is VercelAIAdapter:
+            body = {"id": "c1", "messages": [], "trigger": "submit-message"}
+        else:
+            body = {"threadId": "c1", "runId": "r1", "messages": []}
+        refused = await post(http, url, body)
+        stream = await http.get(f"{url}/c1/stream")
+    assert refused.status_code == 403
+    assert stream.status_code == 403
+
+
+@pytest.mark.parametrize("owner", [0, 1, b"alice", ["alice"], object()])
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_an_owner_that_is_not_a_string_is_refused(adapter: Any, owner: object) -> None:
+    def odd(request: Any, chat_id: str) -> Any:
+        del request, chat_id
+        return owner
+
+    async with site(adapter, booking("Booked."), authorize=odd) as (_, url, http):
+        response = await post(http, url, {"id": "c1", "threadId": "c1", "messages": []})
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_two_tabs_approving_one_call_run_it_once(adapter: Any) -> None:
+    script = [*booking("Booked."), ScriptedResponse.text("again")]
+    async with site(adapter, script, authorize=lambda r, c: "alice") as (server, url, http):
+        call_id = await pause(adapter, http, url, "c1")
+        answers: list[str] = []
+
+        async def tab() -> None:
+            response = await approve(adapter, http, url, "c1", call_id)
+            answers.append(response.text)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                group.start_soon(tab)
+                group.start_soon(tab)
+    ran = [a for a in answers if "booked Kyoto" in a]
+    assert len(ran) == 1, answers
+    assert sum("no paused run waits" in a for a in answers) == 1
+    assert len(server.requests) == 2  # the pause's turn and one resumed turn
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_an_approval_for_a_call_never_paused_runs_nothing(adapter: Any) -> None:
+    async with site(adapter, booking("Booked."), authorize=lambda r, c: "alice") as run:
+        server, url, http = run
+        call_id = await pause(adapter, http, url, "c1")
+        forged = await approve(adapter, http, url, "c1", "toolu_forged")
+        # The real pause is still there: its own approval runs it.
+        real = await approve(adapter, http, url, "c1", call_id)
+    assert "booked" not in forged.text
+    assert "booked Kyoto" in real.text
+    assert len(server.requests) == 2
+
+
+async def test_one_owner_flooding_the_record_keeps_another_owners_chats() -> None:
+    # A hostile owner's many chats must not push a victim's record out: the record is what
+    # wins for a call completed after a stop (item 6), and an evicted one runs it again.
+    record = MemoryToolRecord(max_chats=10)
+    victim = chat_key("victim", "c1")
+    result = ToolResultPart("call_v", "booked Kyoto", name="book")
+    await record.add(victim, [result])
+    for n in range(50):
+        await record.add(chat_key("mallory", f"c{n}"), [ToolResultPart("x", "x", name="t")])
+    assert await record.results(victim) == {"call_v": result}
+    assert len(record) <= 10
+
+
+async def test_one_owner_flooding_the_records_bytes_keeps_another_owners_chats() -> None:
+    record = MemoryToolRecord(max_bytes=1000)
+    victim = chat_key("victim", "c1")
+    result = ToolResultPart("call_v", "booked Kyoto", name="book")
+    await record.add(victim, [result])
+    for n in range(20):
+        big = ToolResultPart(f"x{n}", "x" * 300, name="t")
+        await record.add(chat_key("mallory", f"c{n}"), [big])
+    assert await record.results(victim) == {"call_v": result}
+    assert len(record) <= 4  # the victim's chat and at most three of mallory's 300 bytes
+
+
+async def test_of_owners_alike_the_record_drops_the_chat_recorded_longest_ago() -> None:
+    record = MemoryToolRecord(max_chats=3)
+    result = ToolResultPart("c", "x", name="t")
+    for owner in ("a", "b", "c"):
+        await record.add(chat_key(owner, "1"), [result])
+    await record.add(chat_key("a", "1"), [result])  # a's chat is recorded again: now newest
+    await record.add(chat_key("d", "1"), [result])
+    assert await record.results(chat_key("b", "1")) == {}
+    for owner in ("a", "c", "d"):
+        assert await record.results(chat_key(owner, "1")) == {"c": result}
