@@ -5,21 +5,23 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from llm_worker import Message, TextPart, ToolResultPart, ToolUsePart
+from llm_worker import Message, TextPart, ToolResultPart, ToolUsePart, Worker, tool
 from llm_worker.messages import ImagePart, MediaPart
-from llm_worker.testing import ScriptedResponse
+from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 from llm_worker.ui import AGUIAdapter, VercelAIAdapter, messages_to_agui, messages_to_ui
 from llm_worker.ui._agui_messages import read_agui
 from llm_worker.ui._auth import chat_key
-from llm_worker.ui._record import MemoryToolRecord
+from llm_worker.ui._record import NO_RECORD, MemoryToolRecord
 from llm_worker.ui._vercel_messages import read_ui
 
-from .conftest import booking
+from .conftest import CONSUMERS, booking, serve
 from .test_security import ADAPTERS, approve, pause, post, site
 
 pytestmark = pytest.mark.anyio
@@ -187,3 +189,52 @@ async def test_of_owners_alike_the_record_drops_the_chat_recorded_longest_ago() 
     assert await record.results(chat_key("b", "1")) == {}
     for owner in ("a", "c", "d"):
         assert await record.results(chat_key(owner, "1")) == {"c": result}
+
+
+# -- signed results with images through the official clients ------------------------------
+
+
+class Forgetful:
+    """A `ToolRecord` that keeps nothing: each result must prove itself by its signature."""
+
+    async def add(self, key: str, results: Sequence[ToolResultPart]) -> None:
+        del key, results
+
+    async def results(self, key: str) -> Mapping[str, ToolResultPart]:
+        del key
+        return {}
+
+
+@tool(effect="read_only")
+def screenshot() -> ImagePart:
+    """The screen."""
+    return ImagePart.from_bytes(PNG)
+
+
+@pytest.mark.parametrize("protocol", CONSUMERS)
+async def test_a_signed_result_with_an_image_round_trips_through_the_official_client(
+    protocol: str, node_modules: Path
+) -> None:
+    # No record to fall back on, and every server tool's result must be proven: the image
+    # result the client assembled and sent back is the server's only by its signature.
+    consumer = CONSUMERS[protocol]
+    script = [
+        ScriptedResponse([ToolUsePart("", "screenshot", {})]),
+        ScriptedResponse.text("I see it."),
+        ScriptedResponse.text("Still the same."),
+    ]
+    plan = [{"send": "What is on the screen?"}, {"send": "And now?"}]
+    async with (
+        ScriptedModelServer("anthropic", script) as server,
+        server.client() as client,
+    ):
+        adapter = consumer.adapter(
+            lambda: Worker(client, tools=[screenshot]),
+            record=Forgetful(),
+            trust_client_history=False,
+        )
+        async with serve(adapter) as url:
+            await consumer.consume(node_modules, url, plan)
+    third = server.requests[2].body.decode()
+    assert NO_RECORD[:30] not in third
+    assert base64.b64encode(PNG).decode()[:24] in third
