@@ -15,18 +15,18 @@ import pytest
 from llm_worker import Message, TextPart, ToolResultPart, ToolUsePart, Worker, tool
 from llm_worker.messages import ImagePart, MediaPart
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
-from llm_worker.ui import AGUIAdapter, VercelAIAdapter, messages_to_agui, messages_to_ui
+from llm_worker.ui import VercelAIAdapter, messages_to_agui, messages_to_ui
 from llm_worker.ui._agui_messages import read_agui
+from llm_worker.ui._app import MAX_ID
 from llm_worker.ui._auth import chat_key
 from llm_worker.ui._record import NO_RECORD, MemoryToolRecord
 from llm_worker.ui._vercel_messages import read_ui
 
 from .conftest import CONSUMERS, booking, serve
+from .test_converters import PNG
 from .test_security import ADAPTERS, approve, pause, post, site
 
 pytestmark = pytest.mark.anyio
-
-from .test_converters import PNG
 
 
 def shot(media: list[MediaPart]) -> list[Message]:
@@ -238,3 +238,32 @@ async def test_a_signed_result_with_an_image_round_trips_through_the_official_cl
     third = server.requests[2].body.decode()
     assert NO_RECORD[:30] not in third
     assert base64.b64encode(PNG).decode()[:24] in third
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("field", ["chat", "run"])
+async def test_an_id_too_long_to_keep_is_refused(adapter: Any, field: str) -> None:
+    # The bounds of the pauses, runs and record count entries: a 1 MB id in each would
+    # hold a gigabyte. An id of a normal length (a UUID, unicode, path characters) passes.
+    huge, fine = "x" * (MAX_ID + 1), "ü/../ñ-" + "9" * 36
+    chat, run = (huge, fine) if field == "chat" else (fine, huge)
+    user = {"id": run, "role": "user", "parts": [{"type": "text", "text": "hi"}]}
+    vercel = {"id": chat, "messages": [user], "messageId": run, "trigger": "submit-message"}
+    agui = {
+        "threadId": chat,
+        "runId": run,
+        "messages": [{"id": "u", "role": "user", "content": "hi"}],
+    }
+    script = [ScriptedResponse.text("ok")] * 2
+    async with site(adapter, script, resumable=True, authorize=lambda r, c: "alice") as run_:
+        _, url, http = run_
+        body = vercel if adapter is VercelAIAdapter else agui
+        refused = await post(http, url, body)
+        stream = await http.get(f"{url}/{huge}/stream")
+        body = json.loads(json.dumps(body).replace(huge, fine))
+        accepted = await post(http, url, body)
+    assert refused.status_code == 400
+    assert str(MAX_ID) in refused.text.replace(",", "")
+    assert stream.status_code == 400
+    assert accepted.status_code == 200
+    assert "ok" in accepted.text

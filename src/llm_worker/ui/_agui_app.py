@@ -19,6 +19,7 @@ from llm_worker.ui._agui_messages import messages_to_agui, read_agui
 from llm_worker.ui._app import (
     Begun,
     Endpoint,
+    check_id,
     off_loop,
     origin_of,
     resuming,
@@ -98,7 +99,7 @@ class AGUIAdapter(Endpoint):
     def _rejoin(self, body: dict[str, Any], key: str) -> RunLog | None:
         if as_list(body.get("resume")):  # answers to a pause are never a reconnect
             return None
-        run_id = as_str(body.get("runId"))
+        run_id = check_id(as_str(body.get("runId")) or "", "runId")
         log = self.streams.get(key) if self.streams and key else None
         return log if log is not None and log.run_id == run_id else None
 
@@ -106,6 +107,7 @@ class AGUIAdapter(Endpoint):
         thread_id, run_id = as_str(body.get("threadId")), as_str(body.get("runId"))
         if not thread_id or not run_id:
             raise BadRequest(400, "a RunAgentInput needs threadId and runId")
+        check_id(run_id, "runId")
         raw = as_list(body.get("messages"))
         history, proven = await off_loop(read_agui, raw)
         frontend = _frontend_tools(body)

@@ -86,9 +86,7 @@ def _tool_message(result: ToolResultPart, ident: str) -> dict[str, Any]:
     if result.is_error:
         message["error"] = result.content
     # Signed: the browser sends it back as a result the server's tool made.
-    mac = result_mac(
-        result.tool_use_id, result.name, result.content, result.is_error, result.media
-    )
+    mac = result_mac(result.tool_use_id, result.name, result.content, result.is_error, result.media)
     hidden: dict[str, Any] = {MAC: mac}
     if result.name:
         hidden["name"] = result.name

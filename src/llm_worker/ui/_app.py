@@ -51,6 +51,7 @@ __all__ = (
     "Endpoint",
     "WorkerFactory",
     "check_edits",
+    "check_id",
     "encoded",
     "make_worker",
     "off_loop",
@@ -81,6 +82,10 @@ OFF_LOOP_PARTS = 1_000  # a history past this is converted in a worker thread
 # before it is decoded: the decoding holds the GIL, a thread or not (900,000 objects: 0.3 s
 # idle, 1.2 s on a busy host; 400,000 items, the default's bound: 0.1-0.4 s on a busy one).
 ITEMS_PER_PART = 20
+
+MAX_ID = 1024
+"""The longest id (chat, thread, run, message) a request may name: the server keeps ids (the
+pause, the resumable run, the record), and its bounds count entries, not the bytes of keys."""
 
 REFUSED = "this request may not act on the chat"
 """The 403 text of a request `authorize` refused: the same whether the chat exists or not."""
@@ -153,6 +158,17 @@ def _count(messages: list[Any]) -> int:
                 if isinstance(items := fields.get(name), list):
                     total += len(cast("list[Any]", items))
     return total
+
+
+def check_id(value: str, what: str) -> str:
+    """`value`, an id the server keeps; refused (400) past `MAX_ID` characters.
+
+    Raises:
+        BadRequest: The id is longer than `MAX_ID`.
+    """
+    if len(value) > MAX_ID:
+        raise BadRequest(400, f"the {what} is {len(value):,} characters, over {MAX_ID:,}")
+    return value
 
 
 def origin_of(worker: Worker) -> Origin:
@@ -348,6 +364,7 @@ class Endpoint:
             await send_json(send, 405, {"error": "GET (reconnect) or DELETE (stop) here"})
             return
         try:
+            check_id(chat_id, "chat id")
             key = chat_key(await owner_of(self.authorize, scope, chat_id), chat_id)
         except Refused:
             await send_json(send, 403, {"error": REFUSED})
@@ -373,7 +390,7 @@ class Endpoint:
             )
             body = as_dict(raw)
             check_counts(body, self.max_messages, self.max_parts)
-            chat_id = self._chat_id(body)
+            chat_id = check_id(self._chat_id(body), "chat id")
             key = chat_key(await owner_of(self.authorize, scope, chat_id), chat_id)
             if self.streams is not None and (log := self._rejoin(body, key)) is not None:
                 await self._replay(log, _last_event_id(scope), receive, send)

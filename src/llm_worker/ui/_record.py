@@ -137,8 +137,7 @@ class _Owner:
 
 
 def _owner_of(key: str) -> str:
-    """The owner part of a chat key (`chat_key`: its length leads); a key of another form
-    is an owner of its own."""
+    """The owner part of a chat key (`chat_key`: its length leads); any other key is its own."""
     length, colon, rest = key.partition(":")
     if (
         colon

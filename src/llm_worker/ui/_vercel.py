@@ -270,9 +270,7 @@ class VercelEncoder(BlockEncoder):
             )
         if chunks[-1]["type"] != "tool-output-denied":
             # Signed: the browser sends it back as a result the server's tool made.
-            mac = result_mac(
-                call_id, result.name, result.content, result.is_error, result.media
-            )
+            mac = result_mac(call_id, result.name, result.content, result.is_error, result.media)
             meta: dict[str, Any] = {MAC: mac}
             if result.media:  # images a tool returned: kept, so the history comes back whole
                 meta["media"] = media_json(result.media)

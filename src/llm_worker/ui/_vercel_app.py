@@ -19,6 +19,7 @@ from llm_worker.ui._app import (
     Begun,
     Endpoint,
     WorkerFactory,
+    check_id,
     off_loop,
     origin_of,
     resuming,
@@ -157,7 +158,7 @@ class VercelAIAdapter(Endpoint):
     async def _begin(self, body: dict[str, Any], key: str) -> Begun:
         ui = as_list(body.get("messages"))
         decisions = decisions_from_ui(ui)
-        message_id = _message_id(body, ui)
+        message_id = check_id(_message_id(body, ui), "messageId")
         history, proven = await off_loop(read_ui, ui)
         if not decisions:
             if not history:
