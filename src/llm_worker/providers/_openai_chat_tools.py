@@ -37,9 +37,14 @@ class ToolCalls:
     Calls are keyed by order of appearance, not by the wire `index`: OpenAI gives each
     parallel call its own index, but Ollama (and LiteLLM's `ollama_chat`, and proxies built on
     them) stream every call whole at `index` 0, each with its own `id`. So a fragment whose
-    `id` differs from the id of the call last seen at its index opens a new call; a fragment
-    without an id continues the last call of its index (OpenAI sends the id once, in the
-    first fragment), and one that repeats that call's id continues it too.
+    `id` differs from the id of the call last seen at its index, and that names its function,
+    opens a new call; a fragment without an id continues the last call of its index (OpenAI
+    sends the id once, in the first fragment), and one that repeats that call's id continues
+    it too. A new id without a name continues the call: some servers (Poolside) give every
+    fragment after the first an id of its own, and a call always names its function in its
+    first fragment. A server that sends no ids but whole calls at one index is read the same
+    way: a named fragment with arguments after a complete object is the next call (an object
+    cannot grow).
     """
 
     __slots__ = (
@@ -92,7 +97,7 @@ class ToolCalls:
         index = call.get("index")
         if type(index) is int:
             key = self._keys.get(index, -1)
-            if key < 0 or (call_id and self._other_call(key, call_id, args)):
+            if key < 0 or self._other_call(key, call_id, call, args):
                 # A first call at this index, or another call at a used one. (A call whose id
                 # another call has is refused by the emitter: one id, one execution.)
                 key = self._keys[index] = self._new()
@@ -107,13 +112,22 @@ class ToolCalls:
         self._last = key
         return key
 
-    def _other_call(self, key: int, call_id: str, args: str) -> bool:
-        if self._id_of.get(key, call_id) != call_id:
-            return True  # a new id
-        # The same id again: a repeat of the id on a fragment of that call, unless the call
-        # is already whole and more arguments come (one call sent twice under one id).
-        done = key in self._closed or (key == self.live and self._live_complete())
-        return done and bool(args.strip())
+    def _other_call(self, key: int, call_id: str | None, call: Any, args: str) -> bool:
+        named = bool((call.get("function") or {}).get("name"))
+        if call_id and self._id_of.get(key, call_id) != call_id:
+            return named  # a new id: a new call if it names one, else a server's fresh id
+        if not call_id and not named:
+            return False  # OpenAI's continuation fragments
+        # The same id again (or none, with a name): a repeat on a fragment of that call,
+        # unless the call is already whole and more arguments come (one call sent twice under
+        # one id, or whole calls without ids).
+        return bool(args.strip()) and self._whole(key)
+
+    def _whole(self, key: int) -> bool:
+        if key in self._closed or (key == self.live and self._live_complete()):
+            return True
+        pending = self._pending.get(key)
+        return pending is not None and _is_object("".join(pending.args))
 
     def _new(self) -> int:
         key = self._seen
