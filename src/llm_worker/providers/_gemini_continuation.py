@@ -38,6 +38,8 @@ class Resumable(Protocol):
         ...
 
 
+_END_OF_BODY: Final = b"\n\n"
+
 Opener = Callable[[Mapping[str, Any]], AsyncIterator[bytes]]
 
 
@@ -47,7 +49,7 @@ class Hops:
     A class rather than an async generator, as `SseOrJsonArray`: one call per network chunk.
     """
 
-    __slots__ = ("_body", "_count", "_hop", "_limit", "_mapper", "_open")
+    __slots__ = ("_body", "_count", "_ended", "_hop", "_limit", "_mapper", "_open")
 
     def __init__(
         self, body: Mapping[str, Any], open_: Opener, mapper: Resumable, limit: int
@@ -57,6 +59,7 @@ class Hops:
         self._mapper = mapper
         self._limit = limit
         self._count = 1
+        self._ended = False  # the current response's end was handed on
         self._hop = SseOrJsonArray(open_(body), limit)
 
     def __aiter__(self) -> Hops:
@@ -68,17 +71,24 @@ class Hops:
 
     async def __anext__(self) -> bytes:
         while True:
-            try:
-                return await self._hop.__anext__()
-            except StopAsyncIteration:
+            if self._ended:
                 # Every byte of this response was read and mapped: go on if it said so.
+                self._ended = False
                 token = self._mapper.resume_token()
                 if token is None:
-                    raise
+                    raise StopAsyncIteration
                 await self._hop.aclose()
                 self._count += 1
                 body = {**self._body, "continuationToken": token}
                 self._hop = SseOrJsonArray(self._open(body), self._limit)
+            try:
+                return await self._hop.__anext__()
+            except StopAsyncIteration:
+                # Each response is a body of its own: a last event without its blank line
+                # (a proxy trimming it) ends with the body, as at the end of the stream, and
+                # is read before the next response's bytes, never glued to them.
+                self._ended = True
+                return _END_OF_BODY
             except ProviderError as exc:
                 if self._count > 1:
                     exc.streamed = True  # the answer's first part was already delivered

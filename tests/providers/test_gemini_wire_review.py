@@ -1,0 +1,136 @@
+"""Review probes of issue 28's Gemini items: CONTINUATION followed in a follow-up request
+(item 3) over the framings a server or proxy may use, with thinking and signatures across
+the hop, and the Worker's history after it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from test_gemini_support import KEY
+
+from llm_worker.events import BlockDelta, BlockStart, Event, SignatureDelta, StopReason, TextDelta
+from llm_worker.events import BlockStop, BlockType, ThinkingDelta
+from llm_worker.messages import Message, Request
+from llm_worker.providers._http import RetryPolicy
+from llm_worker.providers.gemini import GeminiClient
+from llm_worker.testing import Chunking, WireResponse, WireServer
+from support import streams
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
+
+
+def _continuing(text: str, token: str) -> dict[str, Any]:
+    content = {"role": "model", "parts": [{"text": text}]}
+    return {"candidates": [{"content": content, "finishReason": "CONTINUATION", "continuationToken": token}]}
+
+
+def _stop(text: str) -> dict[str, Any]:
+    content = {"role": "model", "parts": [{"text": text}]}
+    return {"candidates": [{"content": content, "finishReason": "STOP"}]}
+
+
+async def _stream(*answers: WireResponse) -> tuple[list[Event], Exception | None, int]:
+    async with WireServer(answers) as server:
+        client = GeminiClient(
+            model="gemini-3.5-pro",
+            api_key=KEY,
+            base_url=server.base_url + "/v1beta",
+            retry=RetryPolicy.disabled(),
+        )
+        try:
+            events, error = await streams.collect(client, Request([Message.user("Go.")]))
+        finally:
+            await client.aclose()
+        return events, error, len(server.requests)
+
+
+def _text(events: list[Event]) -> str:
+    return "".join(
+        e.delta.text for e in events if isinstance(e, BlockDelta) and isinstance(e.delta, TextDelta)
+    )
+
+
+@pytest.mark.parametrize("ending", [b"", b"\n", b"\r\n"], ids=["none", "lf", "crlf"])
+@pytest.mark.parametrize(
+    "chunking", [Chunking.whole(), Chunking.random(11, max_size=7)], ids=["whole", "random"]
+)
+async def test_a_continuation_whose_last_event_lacks_its_blank_line_goes_on(
+    ending: bytes, chunking: Chunking
+) -> None:
+    # A body that ends without the blank line after its last event (a proxy trimming it):
+    # the SSE decoder holds that event until the end of the body. Each response is a body of
+    # its own: the CONTINUATION finish must be read, and the next body must not be glued to it.
+    first = b"data: " + orjson.dumps(_continuing("Once upon ", "T1")) + ending
+    second = b"data: " + orjson.dumps(_stop("a time.")) + ending
+    events, error, requests = await _stream(
+        WireResponse(first, chunking=chunking), WireResponse(second, chunking=chunking)
+    )
+    streams.check_invariants(events, failed=error is not None, allowed=streams.deltas())
+    assert error is None, repr(error)
+    assert requests == 2
+    assert _text(events) == "Once upon a time."
+    stops = [e for e in events if isinstance(e, BlockStop)]
+    assert stops[-1].stop_reason is StopReason.END_TURN
+
+
+async def test_a_json_array_continuation_goes_on() -> None:
+    first = orjson.dumps([_continuing("Once upon ", "T1")])
+    second = orjson.dumps([_stop("a time.")])
+    events, error, requests = await _stream(
+        WireResponse(first, content_type="application/json"),
+        WireResponse(second, content_type="application/json"),
+    )
+    assert error is None and requests == 2
+    assert _text(events) == "Once upon a time."
+
+
+async def test_signed_thinking_across_a_continuation_keeps_its_signatures() -> None:
+    hop1 = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [{"text": "Think A", "thought": True, "thoughtSignature": "sigA"}],
+                },
+                "finishReason": "CONTINUATION",
+                "continuationToken": "T1",
+            }
+        ]
+    }
+    hop2 = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"text": "Think B", "thought": True, "thoughtSignature": "sigB"},
+                        {"text": "Answer."},
+                    ],
+                },
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    sse = [b"data: " + orjson.dumps(h) + b"\r\n\r\n" for h in (hop1, hop2)]
+    events, error, requests = await _stream(WireResponse(sse[0]), WireResponse(sse[1]))
+    allowed = {**streams.deltas(), BlockType.THINKING: (ThinkingDelta, SignatureDelta)}
+    streams.check_invariants(events, failed=error is not None, allowed=allowed)
+    assert error is None and requests == 2
+    signatures = [
+        (e.index, e.delta.signature)
+        for e in events
+        if isinstance(e, BlockDelta) and isinstance(e.delta, SignatureDelta)
+    ]
+    thinking = [
+        (e.index, e.delta.text)
+        for e in events
+        if isinstance(e, BlockDelta) and isinstance(e.delta, ThinkingDelta)
+    ]
+    # Each signed thought stays a block of its own with its own signature.
+    assert [s for _, s in signatures] == ["sigA", "sigB"]
+    assert [i for i, _ in signatures] == [i for i, _ in thinking]
+    assert len({i for i, _ in signatures}) == 2
+    assert len([e for e in events if isinstance(e, BlockStart)]) == 3
