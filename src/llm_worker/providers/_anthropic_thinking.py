@@ -60,10 +60,12 @@ _EFFORT_BUDGETS: Final = {
 }
 
 # `claude-<family>-<major>[-<minor>]` (claude-opus-4-6, claude-sonnet-4-5-20250929) or the
-# older `claude-<major>[-<minor>]-<family>` (claude-3-7-sonnet-20250219). A minor is one digit:
-# an 8-digit date is not a version.
-_NEW: Final = re.compile(r"claude-([a-z]+)-(\d+)(?:-(\d)(?!\d))?")
-_OLD: Final = re.compile(r"claude-(\d+)(?:-(\d)(?!\d))?-([a-z]+)")
+# older `claude-<major>[-<minor>]-<family>` (claude-3-7-sonnet-20250219), found anywhere in the
+# id (Bedrock's `us.anthropic.claude-…-v1:0`, Vertex's `claude-…@date`), read in lower case.
+# Proxies write the minor after a dot (claude-opus-4.7). A minor has one or two digits: an
+# 8-digit date is not a version.
+_NEW: Final = re.compile(r"claude-([a-z]+)-(\d+)(?:[-.](\d\d?)(?!\d))?")
+_OLD: Final = re.compile(r"claude-(\d+)(?:[-.](\d\d?)(?!\d))?-([a-z]+)")
 
 
 @dataclass(slots=True, frozen=True)
@@ -85,6 +87,7 @@ class Claude:
 
 def claude(model: str) -> Claude | None:
     """The capabilities of a Claude model, from its name; `None` when the name is not known."""
+    model = model.lower()
     if "mythos-preview" in model:
         return Claude(adaptive=True, budget=False, levels=_NO_XHIGH, sampling=False)
     match = _NEW.search(model)
@@ -186,6 +189,8 @@ def check_no_sampling(body: dict[str, Any], model: str) -> None:
     Raises:
         ConfigurationError: Naming the parameter.
     """
+    if body.get("temperature") == 1:
+        del body["temperature"]  # the default they run at, from `options`: left out
     for name in ("temperature", "top_p", "top_k"):
         if body.get(name) is not None:
             raise ConfigurationError(
