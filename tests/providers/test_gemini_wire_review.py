@@ -134,3 +134,32 @@ async def test_signed_thinking_across_a_continuation_keeps_its_signatures() -> N
     assert [i for i, _ in signatures] == [i for i, _ in thinking]
     assert len({i for i, _ in signatures}) == 2
     assert len([e for e in events if isinstance(e, BlockStart)]) == 3
+
+
+@pytest.fixture
+def fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llm_worker.providers import _gemini_metadata
+
+    monkeypatch.setattr(_gemini_metadata, "_warned", set())
+
+
+@pytest.mark.usefixtures("fresh_process")
+async def test_a_hostile_model_status_is_logged_as_one_bounded_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    status = {
+        "modelStage": "DEPRECATED\nERROR forged line",
+        "retirementTime": "x" * 100_000,
+        "message": "Use another.\r\nCRITICAL forged" + "m" * 1_000_000,
+    }
+    chunk = {**_stop("Hi."), "modelStatus": status}
+    with caplog.at_level(logging.DEBUG, logger="llm_worker"):
+        events, error, _ = await _stream(WireResponse(b"data: " + orjson.dumps(chunk) + b"\n\n"))
+    assert error is None and _text(events) == "Hi."
+    (note,) = [r for r in caplog.records if "Gemini model" in r.getMessage()]
+    line = note.getMessage()
+    assert "\n" not in line and "\r" not in line
+    assert len(line) < 1_000
+    assert note.levelno == logging.WARNING

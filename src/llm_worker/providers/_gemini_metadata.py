@@ -198,13 +198,13 @@ _warned: set[tuple[str, str, str]] = set()  # (model, stage, retirement) already
 def log_model_status(model: str, status: object) -> None:
     """Log a `modelStatus` once per model, stage and retirement time in this process."""
     fields = as_dict(status)
-    stage = as_str(fields.get("modelStage")) or "MODEL_STAGE_UNSPECIFIED"
-    retirement = as_str(fields.get("retirementTime")) or ""
+    stage = _field(fields, "modelStage", 64) or "MODEL_STAGE_UNSPECIFIED"
+    retirement = _field(fields, "retirementTime", 64)
     key = (model, stage, retirement)
     if key in _warned or len(_warned) >= 1024:  # bounded: a few models per process
         return
     _warned.add(key)
-    message = as_str(fields.get("message"))
+    message = _field(fields, "message", 500)
     level = logging.WARNING if stage in _LEAVING or retirement else logging.DEBUG
     _log.log(
         level,
@@ -214,3 +214,11 @@ def log_model_status(model: str, status: object) -> None:
         f", to be retired at {retirement}" if retirement else "",
         f": {message}" if message else "",
     )
+
+
+def _field(fields: dict[str, Any], name: str, limit: int) -> str:
+    """A server's string for a log line: one line, bounded (no forged lines, no megabytes)."""
+    text = as_str(fields.get(name)) or ""
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return "".join(c if c.isprintable() else " " for c in text)
