@@ -11,8 +11,17 @@ import orjson
 import pytest
 from test_gemini_support import KEY
 
-from llm_worker.events import BlockDelta, BlockStart, Event, SignatureDelta, StopReason, TextDelta
-from llm_worker.events import BlockStop, BlockType, ThinkingDelta
+from llm_worker.events import (
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    BlockType,
+    Event,
+    SignatureDelta,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+)
 from llm_worker.messages import Message, Request
 from llm_worker.providers._http import RetryPolicy
 from llm_worker.providers.gemini import GeminiClient
@@ -24,7 +33,11 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_transport")]
 
 def _continuing(text: str, token: str) -> dict[str, Any]:
     content = {"role": "model", "parts": [{"text": text}]}
-    return {"candidates": [{"content": content, "finishReason": "CONTINUATION", "continuationToken": token}]}
+    return {
+        "candidates": [
+            {"content": content, "finishReason": "CONTINUATION", "continuationToken": token}
+        ]
+    }
 
 
 def _stop(text: str) -> dict[str, Any]:

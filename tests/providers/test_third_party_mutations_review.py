@@ -24,7 +24,11 @@ from support import streams
 from support.third_party import fixture_names, load
 
 CASES = max(60, COUNT // 2)
-_FOLDERS = {"openai_chat": "openai_chat", "openai_responses": "openai_responses", "gemini": "gemini"}
+_FOLDERS = {
+    "openai_chat": "openai_chat",
+    "openai_responses": "openai_responses",
+    "gemini": "gemini",
+}
 
 
 def _answers(api: str) -> list[list[dict[str, str]]]:

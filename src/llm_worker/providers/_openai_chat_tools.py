@@ -113,7 +113,8 @@ class ToolCalls:
         return key
 
     def _other_call(self, key: int, call_id: str | None, call: Any, args: str) -> bool:
-        named = bool((call.get("function") or {}).get("name"))
+        function: Any = call.get("function") or {}
+        named = bool(function.get("name"))
         if call_id and self._id_of.get(key, call_id) != call_id:
             return named  # a new id: a new call if it names one, else a server's fresh id
         if not call_id and not named:
