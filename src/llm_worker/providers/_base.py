@@ -49,6 +49,38 @@ class HttpClient:
     """Base of the HTTP provider clients: keys, base URL, transport, `stream()`.
 
     Subclasses set the class attributes and implement `build_body`, `path` and `mapper`.
+
+    Args:
+        model: The model name, as the provider spells it.
+        api_key: The API key; by default the provider's usual environment variable.
+            Optional when a base URL (given or from the environment) needs none.
+        base_url: The API root (OpenAI-compatible servers, proxies, local servers); by
+            default as each official SDK reads it: `OPENAI_BASE_URL` (with `/v1`),
+            `ANTHROPIC_BASE_URL`, `GOOGLE_GEMINI_BASE_URL` (without the API version).
+        http_client: A shared `httpx.AsyncClient` or `aiohttp.ClientSession` (proxies,
+            custom auth, TLS settings); not closed by this client.
+        timeout: Seconds, or an `httpx.Timeout` / `aiohttp.ClientTimeout`; the read
+            timeout bounds the silence between two chunks of a stream.
+        retry: The retry policy for failures before the answer begins
+            (`RetryPolicy.disabled()` turns retries off).
+        headers: Extra headers sent with every request (beta flags, organization).
+        max_concurrency: Requests in flight at once through this client; more wait their
+            turn (an own HTTP client gets a pool of this size). `None` removes the cap —
+            set it to your pool size when you pass an `http_client` with more connections.
+        max_event_bytes: The most bytes one unfinished event (an SSE line or event, a JSON
+            answer) may hold; past it the stream fails (16 MiB; `docs/guarantees.md`).
+        transport: `"httpx"` or `"aiohttp"` (extra `llm-worker[aiohttp]`; asyncio only;
+            less CPU per event). By default `http_client`'s library, else the
+            `LLM_WORKER_TRANSPORT` environment variable, else httpx.
+        max_answer_chars: The most characters one answer may hold (text, thinking, tool
+            arguments and signatures together); past it the stream fails with
+            `AnswerTooLargeError` and nothing more is read (64 Mi; `docs/guarantees.md`).
+
+    Raises:
+        ConfigurationError: No API key for the provider's own API, a base URL that is not
+            http(s), a bad `max_event_bytes` or `max_answer_chars`, or transport settings
+            that do not fit.
+        MissingExtraError: `transport="aiohttp"` without the `llm-worker[aiohttp]` extra.
     """
 
     provider: str  # set by each subclass (a class attribute)
@@ -70,40 +102,7 @@ class HttpClient:
         transport: TransportName | None = None,
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
     ) -> None:
-        """Create a client.
-
-        Args:
-            model: The model name, as the provider spells it.
-            api_key: The API key; by default the provider's usual environment variable.
-                Optional when a base URL (given or from the environment) needs none.
-            base_url: The API root (OpenAI-compatible servers, proxies, local servers); by
-                default as each official SDK reads it: `OPENAI_BASE_URL` (with `/v1`),
-                `ANTHROPIC_BASE_URL`, `GOOGLE_GEMINI_BASE_URL` (without the API version).
-            http_client: A shared `httpx.AsyncClient` or `aiohttp.ClientSession` (proxies,
-                custom auth, TLS settings); not closed by this client.
-            timeout: Seconds, or an `httpx.Timeout` / `aiohttp.ClientTimeout`; the read
-                timeout bounds the silence between two chunks of a stream.
-            retry: The retry policy for failures before the answer begins
-                (`RetryPolicy.disabled()` turns retries off).
-            headers: Extra headers sent with every request (beta flags, organization).
-            max_concurrency: Requests in flight at once through this client; more wait their
-                turn (an own HTTP client gets a pool of this size). `None` removes the cap —
-                set it to your pool size when you pass an `http_client` with more connections.
-            max_event_bytes: The most bytes one unfinished event (an SSE line or event, a JSON
-                answer) may hold; past it the stream fails (16 MiB; `docs/guarantees.md`).
-            transport: `"httpx"` or `"aiohttp"` (extra `llm-worker[aiohttp]`; asyncio only;
-                less CPU per event). By default `http_client`'s library, else the
-                `LLM_WORKER_TRANSPORT` environment variable, else httpx.
-            max_answer_chars: The most characters one answer may hold (text, thinking, tool
-                arguments and signatures together); past it the stream fails with
-                `AnswerTooLargeError` and nothing more is read (64 Mi; `docs/guarantees.md`).
-
-        Raises:
-            ConfigurationError: No API key for the provider's own API, a base URL that is not
-                http(s), a bad `max_event_bytes` or `max_answer_chars`, or transport settings
-                that do not fit.
-            MissingExtraError: `transport="aiohttp"` without the `llm-worker[aiohttp]` extra.
-        """
+        """Create a client; the class docstring describes the arguments and errors."""
         self._model = model
         self.max_answer_chars = checked_answer_chars(max_answer_chars)
         key, variable, base_url = _key_and_base(self, api_key, base_url)

@@ -377,11 +377,7 @@ async def drive(
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         # orjson.JSONDecodeError is a ValueError; the others come from chunks whose shape
         # differs from the protocol (a missing key, a list where an object should be).
-        error = MalformedStreamError(
-            f"unreadable data in the stream: {type(exc).__name__}: {scrub(str(exc))[:300]}",
-            provider=provider,
-            streamed=True,
-        )
+        error = _unreadable(exc, provider, scrub)
         for event in _failure(emitter, error, scrub):
             yield event
         raise error from (None if chain_leaks(exc, scrub) else exc)
@@ -392,6 +388,15 @@ async def drive(
         if aclose is not None:
             await aclose()
     yield emitter.info
+
+
+def _unreadable(exc: Exception, provider: str, scrub: Callable[[str], str]) -> MalformedStreamError:
+    """The error of a stream whose data a mapper could not read, naming what it tripped on."""
+    return MalformedStreamError(
+        f"unreadable data in the stream: {type(exc).__name__}: {scrub(str(exc))[:300]}",
+        provider=provider,
+        streamed=True,
+    )
 
 
 def _adopt(exc: ProviderError, provider: str, scrub: Callable[[str], str]) -> None:

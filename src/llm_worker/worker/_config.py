@@ -57,6 +57,9 @@ class WorkerConfig:
     output: OutputPlan | None = None
     """The structured output asked for and checked (`Worker(output_type=...)`), if any."""
 
+    def __post_init__(self) -> None:
+        check_limits(self.max_requests, self.max_continuations, self.max_tool_arguments)
+
     def build_request(self, messages: list[Message]) -> Request:
         """The request for the current history."""
         return Request(

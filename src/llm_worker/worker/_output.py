@@ -345,7 +345,6 @@ def output_plan(
     mode: OutputMode,
     retries: int,
     tool: str,
-    *,
     partial_interval: float = PARTIAL_INTERVAL,
 ) -> OutputPlan | None:
     """The Worker's output plan, or `None` without an output type (free text).

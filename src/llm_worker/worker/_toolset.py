@@ -15,6 +15,7 @@ from llm_worker.tools._toolset import ProgressSink, reporting_progress
 if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.state import PendingCall
+    from llm_worker.worker._output import OutputPlan
 
 __all__ = ("add_tool", "build_registry", "check_resumable", "progress_sink", "reporting_progress")
 
@@ -36,9 +37,15 @@ def build_registry(
     store: BlobStore | None,
     policy: OutputPolicy | None,
     inspect_name: str,
+    output: OutputPlan | None = None,
 ) -> tuple[ToolRegistry, OutputPolicy | None]:
-    """The Worker's tools, the built-in inspect tool last when there is a blob store."""
+    """The Worker's tools, the output tool of a tool-mode plan, and the inspect tool last.
+
+    The built-in inspect tool is added when there is a blob store.
+    """
     registry = ToolRegistry()
+    if output is not None and output.tool is not None:
+        tools = [*tools, output.tool]
     if store is not None:
         from llm_worker.blobs import InspectTool, OutputPolicy
 

@@ -43,7 +43,7 @@ from llm_worker.state import (
 )
 from llm_worker.tools import Tool, ToolRegistry, Toolset
 from llm_worker.worker._assembler import DEFAULT_MAX_ARGUMENTS
-from llm_worker.worker._config import WorkerConfig, check_limits
+from llm_worker.worker._config import WorkerConfig
 from llm_worker.worker._decisions import (
     apply_decisions,
     check_not_paused,
@@ -203,16 +203,10 @@ class Worker(Registrations, Generic[OutputT]):
         instrument: bool | Instrumentation | None = None,
     ) -> None:
         client, self._owned = _owned_client(client)
-        check_limits(max_requests, max_continuations, max_tool_arguments)
         plan = output_plan(
-            output_type,
-            output_mode,
-            output_retries,
-            output_tool_name,
-            partial_interval=output_partial_interval,
+            output_type, output_mode, output_retries, output_tool_name, output_partial_interval
         )
-        tools = [*tools, plan.tool] if plan is not None and plan.tool is not None else tools
-        registry, policy = build_registry(tools, blob_store, output_policy, inspect_tool_name)
+        registry, policy = build_registry(tools, blob_store, output_policy, inspect_tool_name, plan)
         self._cfg = WorkerConfig(
             client=client,
             registry=registry,
@@ -235,11 +229,11 @@ class Worker(Registrations, Generic[OutputT]):
             inspect_name=inspect_tool_name if blob_store is not None else None,
             output=plan,
         )
-        self.name = name  # the agent's name (gen_ai.agent.name), for any integration
         attach(self._cfg, instrument, name)  # tracing off: registers nothing
-        self._init_state(history)
+        self._init_state(name, history)
 
-    def _init_state(self, history: Iterable[Message]) -> None:
+    def _init_state(self, name: str | None, history: Iterable[Message]) -> None:
+        self.name = name  # the agent's name (gen_ai.agent.name), for any integration
         self.history: list[Message] = list(history)
         """Every message of the conversation, in the provider-neutral model."""
         self._turns = 0
