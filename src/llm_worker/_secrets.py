@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 import string
 import traceback
 import weakref
@@ -45,6 +46,7 @@ _MIN_SECRET: Final = 8
 """A shorter "key" (Ollama's `ollama`) is no secret: cutting it out would maim messages."""
 
 _MIN_RUN: Final = 12
+_MIN_WORD: Final = 4  # a known secret shorter than this is masked nowhere but where it was given
 _MASK: Final = "***"
 # ASCII-only lowering keeps every index of the text valid (str.lower() may change lengths).
 _LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
@@ -54,9 +56,19 @@ _CREDENTIAL_WORDS: Final = ("key", "token", "secret", "password", "auth", "sig",
 class Scrubber:
     """Replaces a set of secrets, and long runs of their characters, with `***`."""
 
-    __slots__ = ("__weakref__", "_grams")
+    __slots__ = ("__weakref__", "_grams", "_words")
 
-    def __init__(self, secrets: Iterable[str | None]) -> None:
+    def __init__(self, secrets: Iterable[str | None], *, words: Iterable[str] = ()) -> None:
+        """Know `secrets` (8 characters or more: shorter ones are ignored) and `words`.
+
+        `words`: short values known to be secrets (`--token abc123`), masked only where they
+        stand as a whole word, so they do not maim the text around them (4 characters or more).
+        """
+        short = sorted({w for w in words if _MIN_WORD <= len(w) < _MIN_SECRET}, key=len)
+        alternatives = "|".join(re.escape(w) for w in reversed(short))
+        self._words = (
+            re.compile(rf"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])") if short else None
+        )
         # Runs of each length, lowered: a key of 8 to 11 characters is matched whole.
         grams: dict[int, set[str]] = {}
         for secret in _encodings(s for s in secrets if s is not None and len(s) >= _MIN_SECRET):
@@ -67,14 +79,16 @@ class Scrubber:
             runs = grams.setdefault(size, set())
             runs.update(lowered[i : i + size] for i in range(len(secret) - size + 1))
         self._grams = tuple((size, frozenset(runs)) for size, runs in sorted(grams.items()))
-        if self._grams:
+        if self:
             _LIVE.add(self)
 
     def __bool__(self) -> bool:
-        return bool(self._grams)
+        return bool(self._grams) or self._words is not None
 
     def scrub(self, text: str) -> str:
         """`text` with every secret and every long run of a secret's characters masked."""
+        if self._words is not None and text:
+            text = self._words.sub(_MASK, text)
         if not self._grams or not text:
             return text
         lowered = text.translate(_LOWER)

@@ -8,12 +8,15 @@ token after a credential flag (`--token abc123`), and a token in a URL's fragmen
 
 from __future__ import annotations
 
+import logging
 import sys
+import traceback
 
 import anyio
 import pytest
 
 from llm_worker import MCPConnectionError
+from llm_worker._secrets import Scrubber
 from llm_worker.mcp import MCPServer
 
 pytestmark = pytest.mark.anyio
@@ -85,3 +88,31 @@ async def test_hostile_stderr_is_quoted_printable_and_bounded() -> None:
     # The lines before the 1 MB one are still quoted: that line is kept once, cut short.
     assert "red ?[31malert?[0m" in tail and "bad utf-8 \ufffd\ufffd\ufffd end" in tail, tail[:400]
     assert tail.count("z" * 500) == 1 and len(tail) < 20 * 510, len(tail)
+
+
+# A server that echoes its short token on stderr, then exits.
+_ECHOES = (
+    "import sys\nprint('auth with ' + sys.argv[-1] + ' failed', file=sys.stderr)\nsys.exit(3)\n"
+)
+
+
+async def test_a_short_token_is_masked_in_stderr_errors_and_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    server = MCPServer.stdio(sys.executable, ["-c", _ECHOES, "--token", "ab12cd"], init_timeout=10)
+    with anyio.fail_after(30), pytest.raises(MCPConnectionError) as caught:
+        async with server:
+            pass
+    text = "".join(traceback.format_exception(caught.value))
+    assert "auth with *** failed" in text and "ab12cd" not in text, text
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("auth with *** failed" in m for m in logged), logged
+    assert not [m for m in logged if "ab12cd" in m]
+
+
+def test_a_short_secret_is_masked_only_as_a_whole_word() -> None:
+    scrub = Scrubber(["ab12"], words=["ab12", "xy"]).scrub
+    assert (
+        scrub("key ab12, not ab123 or xab12; xy stays") == "key ***, not ab123 or xab12; xy stays"
+    )

@@ -90,8 +90,9 @@ class MCPServer:
             providers (Anthropic's), so an image let through is one every provider takes.
         secrets: Values never shown in the name, `repr`, an error, a fault text the model
             reads or a log line (replaced by `***`, as are runs of 12 or more of their
-            characters). `stdio` and `http` add the tokens they find on the command line,
-            in credential-named variables, in the URL and in credential headers.
+            characters; one of 4 to 7 characters where it stands as a word of its own).
+            `stdio` and `http` add the tokens they find on the command line, in
+            credential-named variables, in the URL and in credential headers.
     """
 
     def __init__(
@@ -109,7 +110,8 @@ class MCPServer:
         max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
         secrets: Sequence[str] = (),
     ) -> None:
-        self._scrubber = Scrubber(secrets)
+        # A short secret (`--token ab12cd`) is masked where it stands as a word of its own.
+        self._scrubber = Scrubber(secrets, words=secrets)
         if self._scrubber:
             install_log_filter(_LOGGERS)
         name = self._scrubber.scrub(name)
@@ -173,7 +175,7 @@ class MCPServer:
         passed = passed_env(os.environ) if pass_env else {}
         found = command_secrets(command, args, env, passed)
         secrets = [*found, *options.pop("secrets", ())]
-        scrub = Scrubber(secrets).scrub
+        scrub = Scrubber(secrets, words=secrets).scrub
         label = scrub(name or command_label([command, *args]))
         server_env = {**passed, **env} if env is not None else (passed or None)
         transport = StdioTransport(command, args, server_env, cwd, name=label, scrub=scrub)
