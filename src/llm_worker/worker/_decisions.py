@@ -167,7 +167,7 @@ def not_run(pending: PendingCall, reason: str) -> PendingCall:
     return PendingCall(call, "not_run", result)
 
 
-def check_not_resumed(history: list[Message], state: PauseState) -> None:
+def check_not_resumed(history: list[Message], state: PauseState | None) -> None:
     """Refuse a state this history has already gone on from (resumed, or discarded).
 
     Its calls would run a second time (side effects included), and the history since the
@@ -177,6 +177,8 @@ def check_not_resumed(history: list[Message], state: PauseState) -> None:
         PauseStateError: `history` starts with the state's history and then answers one of
             its paused calls.
     """
+    if state is None:
+        return
     start = len(state.history)
     if state.at != "before_tool_call" or len(history) <= start:
         return

@@ -389,8 +389,7 @@ class Worker(Registrations, Generic[OutputT]):
         A stored output's content, which a state's JSON does not carry, is read back from this
         Worker's blob store. This Worker's system prompt, tools and hooks apply (the state
         holds none). Another Worker resuming the same state runs its calls again (see
-        `PauseState`). The result's `usage` and `requests` count the whole run, before the
-        pause included.
+        `PauseState`). The result's `usage` and `requests` count the whole run (pause too).
 
         Raises:
             PauseStateError: The state names tools this Worker does not have, decisions for
@@ -405,13 +404,13 @@ class Worker(Registrations, Generic[OutputT]):
         self, state: PauseState, decisions: Mapping[str, Decision], sink: Sink | None
     ) -> RunResult[OutputT]:
         # Check before touching the history: a refused resume leaves the Worker as it was.
-        self._check_idle()
-        check_not_resumed(self.history, state)
+        self._check_idle(state)
         await self._cfg.registry.refresh()  # a toolset's tools, for the calls to resume
         pending = apply_decisions(state, decisions, self._cfg.registry)
         check_resumable(self._cfg.registry, pending, state.tools)
         check_output_call(self._cfg.output, state.output_call)
         pending = await loaded_outputs(pending, self._cfg.blob_store)
+        self._check_idle(state)  # again: another resume may have begun while this one awaited
         self._paused = None
         self.history[:] = list(state.history)
         run = Run(self._cfg, self.history, state.requests, state.continuations, state.usage)
@@ -447,14 +446,15 @@ class Worker(Registrations, Generic[OutputT]):
             ConfigurationError: This Worker is running a run.
             Aborted: An after_tool_call hook returned `Abort`.
             HookError: An after_tool_call hook raised or timed out.
-            PauseStateError: A result of a state read from JSON names a blob this Worker's
-                blob store does not have (nothing is changed).
+            PauseStateError: This Worker resumed or discarded `state` already, or a result
+                names a blob its blob store does not have (nothing is changed either way).
         """
-        self._check_idle()
+        self._check_idle(state)
         state = state or self._paused
         # Outputs first: a state whose blobs are gone leaves the Worker as it was.
         pending = [not_run(p, reason) for p in state.pending] if state is not None else []
         pending = await loaded_outputs(pending, self._cfg.blob_store)
+        self._check_idle(state)  # again: a run may have begun, or resumed it, meanwhile
         self._paused = None
         if state is None:
             return
@@ -520,12 +520,13 @@ class Worker(Registrations, Generic[OutputT]):
         if self._scope is not None:
             self._scope.cancel()
 
-    def _check_idle(self) -> None:
+    def _check_idle(self, state: PauseState | None = None) -> None:
         if self._done is not None:
             raise ConfigurationError(
                 "this Worker is already running a run: runs share its one history, so await "
                 "the running one first (or use one Worker per conversation)"
             )
+        check_not_resumed(self.history, state)  # a state's calls run (or read "not run") once
 
     async def _go(
         self, run: Run, resume: PauseState | None, sink: Sink | None
