@@ -395,7 +395,9 @@ class Subscriber(Generic[TextScope, ThinkingScope, ToolUseScope]):
     one — the event type it takes, the scope its `new_*_scope` makes (the type arguments
     are the text, thinking and tool-use scope types, `None` by default), and that it is a
     plain `def` (events are delivered synchronously, mid-stream: an `async def` would never
-    run). `subscribe` registers only the methods you overrode. An object that does not
+    run). `subscribe` registers only the methods you overrode, and refuses a block method
+    whose scope type argument is not `None` without the `new_*_scope` that makes one (the
+    scope would be `None`). An object that does not
     inherit from this class is accepted too (any object with some of these methods),
     checked when it is subscribed, not by the type checker.
 

@@ -130,3 +130,34 @@ async def test_a_sync_wrapper_of_an_async_method_is_refused_at_its_first_event(
         gc.collect()
     assert SEEN == []
     assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
+class NoScopeMaker(Subscriber[list[str]]):
+    """pyright takes it: the scope is typed a list, but nothing makes one."""
+
+    def on_text_block(self, scope: list[str], event: TextBlockEvent) -> None:
+        scope.append(type(event).__name__)
+
+
+class Inherits(NoScopeMaker):
+    pass
+
+
+class MakesIt(NoScopeMaker):
+    def new_text_block_scope(self) -> list[str]:
+        return []
+
+
+@pytest.mark.parametrize("subscriber", [NoScopeMaker(), Inherits()])
+def test_a_typed_scope_without_its_maker_is_refused_at_subscribe(subscriber: object) -> None:
+    worker = answering()
+    with pytest.raises(ConfigurationError, match=r"on_text_block takes a list\[str\] scope"):
+        worker.subscribe(subscriber)
+
+
+async def test_a_typed_scope_with_its_maker_gets_a_fresh_one() -> None:
+    worker = answering()
+    made = MakesIt()
+    worker.subscribe(made)
+    with anyio.fail_after(TIMEOUT):
+        assert (await worker.run("hi")).text == "hello"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import typing
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from llm_worker.errors import ConfigurationError
 from llm_worker.state import TurnEnded, TurnStarted
@@ -192,6 +193,39 @@ def _is_async(fn: object) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
+def _scope_types(obj: object, base: type) -> tuple[object, ...]:
+    """The scope type arguments of `base` (`Subscriber[...]`) in `obj`'s class, or `()`."""
+    for cls in type(obj).__mro__:
+        for parent in cls.__dict__.get("__orig_bases__", ()):
+            if typing.get_origin(parent) is base:
+                return typing.get_args(parent)
+    return ()
+
+
+def _check_scopes(
+    obj: object, methods: dict[str, Callable[..., object]], types: tuple[object, ...]
+) -> None:
+    """Refuse a block method typed with a scope no `new_*_scope` makes.
+
+    `Subscriber[list[str]]` types `on_text_block`'s scope as a list, and pyright takes an
+    override that appends to it; without `new_text_block_scope` the scope is `None`, and
+    the first text event would fail mid-stream.
+
+    Raises:
+        ConfigurationError: Such a method, naming it and the scope type.
+    """
+    for (event, scope), declared in zip(_SCOPES.items(), types, strict=False):
+        if event not in methods or scope in methods:
+            continue
+        if declared is None or declared is type(None) or isinstance(declared, TypeVar):
+            continue
+        raise ConfigurationError(
+            f"subscribe: {type(obj).__qualname__}.{event} takes a {declared!r} scope "
+            f"(its Subscriber type argument), but the class has no {scope}() to make one: "
+            "without it the scope is None"
+        )
+
+
 def register(worker: Registrations, subscriber: object) -> TurnMethods:
     """Register each `on_*` method `subscriber` has with `worker`, all checked first.
 
@@ -202,6 +236,7 @@ def register(worker: Registrations, subscriber: object) -> TurnMethods:
     from llm_worker.hooks import Subscriber
 
     methods = declared_methods(subscriber, _ARITY, Subscriber, "subscribe", sync=True)
+    _check_scopes(subscriber, methods, _scope_types(subscriber, Subscriber))
     owner = type(subscriber).__qualname__
     methods = {
         name: m if name in _SCOPES or name in _SCOPES.values() else _sync_only(m, f"{owner}.{name}")
