@@ -193,3 +193,37 @@ async def test_what_a_run_stores_is_json(database_url: str, tmp_path: Path) -> N
     assert "py_pickle" not in forms and NAME in forms
     assert len(values) >= 8  # input, result, answers, tool results, events, progress
     assert all(json.loads(v) is not None for v in values)  # every value is JSON text
+
+
+def tamper_event(url: str, canary: Path) -> int:
+    """Replace the run's pause event with a pickle; the rows changed."""
+    engine, schema = _engine(url)
+    table = sa.Table("workflow_events", sa.MetaData(schema=schema), autoload_with=engine)
+    payload = base64.b64encode(pickle.dumps(Payload(canary))).decode()
+    with engine.begin() as c:
+        changed = c.execute(
+            sa.update(table)
+            .where(table.c.key == "llm-worker.pause")
+            .values(value=payload, serialization="py_pickle")
+        ).rowcount
+    engine.dispose()
+    return changed
+
+
+async def test_a_tampered_pause_is_refused_by_any_reader(database_url: str, tmp_path: Path) -> None:
+    canary = tmp_path / "canary"
+    async with (
+        ScriptedModelServer("anthropic", [Model(steps=2)] * 4) as server,
+        server.client() as c,
+        durable(c, database_url, tmp_path / "log") as runs,
+    ):
+        await runs.start("pay-1", run_id="pay-1")
+        assert await runs.paused("pay-1") is not None
+        assert await anyio.to_thread.run_sync(tamper_event, database_url, canary) == 1
+        with pytest.raises(RecordError, match="pickle") as caught:
+            await runs.paused("pay-1", wait=0)
+        with pytest.raises(RecordError, match="pickle"):
+            await runs.decide("pay-1", {"pay-1-p": Decision.approve()})
+        await runs.cancel("pay-1")  # DBOS cancels it: nothing reads the pause
+    assert (caught.value.run_id, caught.value.step) == ("pay-1", "pause")
+    assert not canary.exists()

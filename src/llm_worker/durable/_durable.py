@@ -270,7 +270,10 @@ class DurableWorker(Generic[OutputT]):
             fork._cancel_run()  # pyright: ignore[reportPrivateUsage]
             if fork._done is not None:  # pyright: ignore[reportPrivateUsage]
                 return
-        pause = await self._pause(run_id, 0)
+        try:
+            pause = await self._pause(run_id, 0)
+        except RecordError:  # a pause no one can read: DBOS cancels the run all the same
+            pause = None
         if pause is None:
             if fork is None:
                 await access.cancel(run_id)  # queued, or running in another process
