@@ -31,9 +31,13 @@ from llm_worker.durable._records import run_record
 from llm_worker.providers import AnthropicClient
 from llm_worker.tools import Tool
 
+_SAYING = threading.Lock()  # tools print from worker threads: one whole line at a time
+
 
 def say(data: dict[str, Any]) -> None:
-    print(json.dumps(data), flush=True)
+    with _SAYING:
+        sys.stdout.write(json.dumps(data) + "\n")
+        sys.stdout.flush()
 
 
 def tools(config: dict[str, Any]) -> list[Tool]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -50,6 +52,8 @@ PAUSE = "llm-worker.pause"
 """The DBOS event holding a paused run's wait: `{"wait": n, "state": PauseState dict}`, or None."""
 STATUS = "llm-worker.status"
 """The DBOS event holding a run's status: running, paused, finished, cancelled."""
+_HAND_BACK_TRIES = 6  # a run a leaving process cannot put back stays pending under its id
+_log = logging.getLogger("llm_worker.durable")
 _STOP_TIMEOUT = 10.0  # seconds for this process's runs to stop when the engine shuts down
 _DECISION_POLL = 24 * 3600.0  # one recv per day: a pause may wait for weeks
 _SCHEMES = {"sqlite": "sqlite", "postgresql": "postgresql", "postgres": "postgresql"}
@@ -243,10 +247,15 @@ class Engine:
         sys_db = self.instance._sys_db
         internal = self.dbos._utils.INTERNAL_QUEUE_NAME
         for run_id in run_ids:
-            try:
-                sys_db.reenqueue_for_recovery(run_id, [self.executor_id], internal)
-            except Exception:  # left pending: a restart or recover() takes it over
-                continue
+            for attempt in range(_HAND_BACK_TRIES):
+                try:
+                    sys_db.reenqueue_for_recovery(run_id, [self.executor_id], internal)
+                    break
+                except Exception as exc:  # SQLite busy, a connection lost: try again
+                    if attempt + 1 == _HAND_BACK_TRIES:  # left pending: restart or recover()
+                        _log.warning("durable run %r not handed back: %r", run_id, exc)
+                    else:
+                        time.sleep(0.05 * 2**attempt)
 
     async def hand_back(self, run_id: str) -> None:
         """Put one run this process dequeued but does not serve back on its queue."""
