@@ -14,12 +14,14 @@ import pytest
 
 from llm_worker import Message, TextPart, ToolResultPart, ToolUsePart, Worker, tool
 from llm_worker.messages import ImagePart, MediaPart
+from llm_worker.state import PauseState
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 from llm_worker.ui import VercelAIAdapter, messages_to_agui, messages_to_ui
 from llm_worker.ui._agui_messages import read_agui
 from llm_worker.ui._app import MAX_ID
 from llm_worker.ui._auth import chat_key
 from llm_worker.ui._record import NO_RECORD, MemoryToolRecord
+from llm_worker.ui._store import MemoryPauseStore
 from llm_worker.ui._vercel_messages import read_ui
 
 from .conftest import CONSUMERS, booking, serve
@@ -267,3 +269,17 @@ async def test_an_id_too_long_to_keep_is_refused(adapter: Any, field: str) -> No
     assert stream.status_code == 400
     assert accepted.status_code == 200
     assert "ok" in accepted.text
+
+
+async def test_one_owner_flooding_the_pauses_keeps_another_owners_pause() -> None:
+    # A victim's pause pushed out by another owner's many would turn its approval into "no
+    # paused run waits": the approved call never runs.
+    store = MemoryPauseStore(max_entries=5)
+    state = PauseState([Message.user("Book Kyoto")])
+    await store.put(chat_key("victim", "c1"), state)
+    for n in range(20):
+        await store.put(chat_key("mallory", f"c{n}"), state)
+    assert len(store) == 5
+    assert await store.take(chat_key("victim", "c1")) is state
+    assert await store.take(chat_key("mallory", "c19")) is state  # the newest stays
+    assert await store.take(chat_key("mallory", "c0")) is None  # the oldest went

@@ -18,7 +18,7 @@ from llm_worker._extras import require_extra
 from llm_worker.ui._asgi import BadRequest, Scope
 from llm_worker.ui._errors import GENERIC_ERROR
 
-__all__ = ("Authorize", "Refused", "chat_key", "owner_of")
+__all__ = ("Authorize", "Refused", "chat_key", "owner_of", "owner_part")
 
 _log = logging.getLogger("llm_worker.ui")
 
@@ -85,3 +85,17 @@ def chat_key(owner: str, chat_id: str) -> str:
     if not chat_id:
         return ""
     return f"{len(owner)}:{owner}:{chat_id}"
+
+
+def owner_part(key: str) -> str:
+    """The owner in a `chat_key` (its length leads); any other key is an owner of its own."""
+    length, colon, rest = key.partition(":")
+    if (
+        colon
+        and length.isdecimal()
+        and len(length) < 10
+        and len(rest) > int(length)
+        and rest[int(length)] == ":"
+    ):
+        return rest[: int(length)]
+    return key

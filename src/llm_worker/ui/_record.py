@@ -22,6 +22,7 @@ from typing import Protocol
 
 from llm_worker.messages import Message, Part, ToolResultPart
 from llm_worker.tools import ToolResult
+from llm_worker.ui._auth import owner_part
 
 __all__ = ("NO_RECORD", "MemoryToolRecord", "ToolRecord", "as_part", "reconcile")
 
@@ -76,7 +77,7 @@ class MemoryToolRecord:
 
     async def add(self, key: str, results: Sequence[ToolResultPart]) -> None:
         """Record `results` for `key`; drop the oldest past the bounds."""
-        owner = self._owners.setdefault(_owner_of(key), _Owner())
+        owner = self._owners.setdefault(owner_part(key), _Owner())
         owner.keys.pop(key, None)
         self._clock += 1
         owner.keys[key] = self._clock  # the owner's most recent chat
@@ -134,20 +135,6 @@ class _Owner:
     def __init__(self) -> None:
         self.keys: OrderedDict[str, int] = OrderedDict()  # chat key: when last recorded
         self.bytes = 0
-
-
-def _owner_of(key: str) -> str:
-    """The owner part of a chat key (`chat_key`: its length leads); any other key is its own."""
-    length, colon, rest = key.partition(":")
-    if (
-        colon
-        and length.isdecimal()
-        and len(length) < 10
-        and len(rest) > int(length)
-        and rest[int(length)] == ":"
-    ):
-        return rest[: int(length)]
-    return key
 
 
 def _size(result: ToolResultPart) -> int:

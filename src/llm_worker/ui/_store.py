@@ -7,10 +7,11 @@ run any tool with any arguments. The browser sends back only its decisions.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Protocol
 
 from llm_worker.state import PauseState
+from llm_worker.ui._auth import owner_part
 
 __all__ = ("MemoryPauseStore", "PauseStore")
 
@@ -34,9 +35,11 @@ class PauseStore(Protocol):
 class MemoryPauseStore:
     """A `PauseStore` in this process's memory, holding at most `max_entries` paused runs.
 
-    Past the bound the oldest pause is dropped (its chat then gets an error on its decision),
-    so memory stays bounded whatever the browsers do. Pauses do not survive a restart: use a
-    store over your database for that (a `PauseState` round-trips through JSON).
+    Past the bound a pause is dropped (its chat then gets an error on its decision): the
+    oldest of the owner holding the most, so memory stays bounded whatever the browsers do
+    and one owner's many pauses push out their own, never another owner's. Pauses do not
+    survive a restart: use a store over your database for that (a `PauseState` round-trips
+    through JSON).
     """
 
     def __init__(self, max_entries: int = 1000) -> None:
@@ -49,11 +52,19 @@ class MemoryPauseStore:
         return len(self._states)
 
     async def put(self, chat_id: str, state: PauseState) -> None:
-        """Keep `state` for `chat_id`; drop the oldest pause past `max_entries`."""
+        """Keep `state` for `chat_id`; past `max_entries` drop the oldest of the busiest owner."""
         self._states.pop(chat_id, None)
         self._states[chat_id] = state
-        while len(self._states) > self.max_entries:
-            self._states.popitem(last=False)
+        if len(self._states) > self.max_entries:
+            del self._states[self._evicted(chat_id)]
+
+    def _evicted(self, keep: str) -> str:
+        """The pause to drop: the oldest (not `keep`) of the owner holding the most."""
+        counts = Counter(owner_part(key) for key in self._states)
+        busiest = max(counts.values())
+        return next(
+            key for key in self._states if key != keep and counts[owner_part(key)] == busiest
+        )
 
     async def take(self, chat_id: str) -> PauseState | None:
         """Remove and return the pause of `chat_id`."""
