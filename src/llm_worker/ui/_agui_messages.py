@@ -29,6 +29,7 @@ from llm_worker.messages import (
 )
 from llm_worker.ui._media import agui_media, media_from_agui
 from llm_worker.ui._parts import KEY, opaque, rebuild, result_mac, result_proven
+from llm_worker.ui._record import Proven
 from llm_worker.ui._sign import MAC
 
 __all__ = ("encrypted", "messages_from_agui", "messages_to_agui", "read_agui")
@@ -156,8 +157,8 @@ def messages_from_agui(messages: Iterable[object]) -> list[Message]:
     return read_agui(messages)[0]
 
 
-def read_agui(messages: Iterable[object]) -> tuple[list[Message], set[str]]:
-    """`messages_from_agui`, and the ids of the calls whose result the server signed.
+def read_agui(messages: Iterable[object]) -> tuple[list[Message], Proven]:
+    """`messages_from_agui`, and the results in it the server signed.
 
     Raises:
         InvalidMessagesError: As `messages_from_agui`.
@@ -174,7 +175,7 @@ def read_agui(messages: Iterable[object]) -> tuple[list[Message], set[str]]:
 class _Reader:
     def __init__(self) -> None:
         self.out: list[Message] = []
-        self.proven: set[str] = set()
+        self.proven = Proven()
         self.failed: set[str] = set()  # calls of messages a failed step left behind
         self.reasoning: list[dict[str, Any]] = []
         self.names: dict[str, str] = {}
@@ -226,7 +227,7 @@ class _Reader:
         media = [media_from_agui(as_dict(c)) for c in as_list(content) if _is_media(c)]
         part = ToolResultPart(call_id, text, is_error=error is not None, name=name, media=media)
         if result_proven(part, hidden.get(MAC)):
-            self.proven.add(call_id)
+            self.proven.add(part)
         last = self.out[-1] if self.out else None
         if last is not None and last.role == "user" and last.tool_results:
             last.content.append(part)

@@ -34,7 +34,7 @@ from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, sen
 from llm_worker.ui._auth import Authorize, Refused, chat_key, owner_of
 from llm_worker.ui._errors import GENERIC_ERROR, ErrorText
 from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
-from llm_worker.ui._record import MemoryToolRecord, ToolRecord, as_part, reconcile
+from llm_worker.ui._record import MemoryToolRecord, Proven, ToolRecord, as_part, reconcile
 from llm_worker.ui._resumable import ResumableStreams, RunLog, StreamGone
 from llm_worker.ui._sign import Signer
 from llm_worker.ui._store import MemoryPauseStore, PauseStore
@@ -454,7 +454,7 @@ class Endpoint:
         raise NotImplementedError
 
     async def _reconciled(
-        self, worker: Worker, key: str, history: list[Message], proven: set[str]
+        self, worker: Worker, key: str, history: list[Message], proven: Proven
     ) -> list[Message]:
         """The browser's `history` with the server's record of tool results winning.
 

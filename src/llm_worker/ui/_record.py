@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from llm_worker.messages import Message, Part, ToolResultPart
 from llm_worker.tools import ToolResult
 from llm_worker.ui._auth import owner_part
 
-__all__ = ("NO_RECORD", "MemoryToolRecord", "ToolRecord", "as_part", "reconcile")
+__all__ = ("NO_RECORD", "MemoryToolRecord", "Proven", "ToolRecord", "as_part", "reconcile")
 
 NO_RECORD = (
     "No result of this call is on record: the server did not run it (the result the "
@@ -33,6 +33,29 @@ NO_RECORD = (
 """What the model reads for a result the browser claimed but cannot prove."""
 
 _DENIED = "Denied: "
+
+
+class Proven:
+    """The tool results of a request that carry the server's signature, each part itself.
+
+    Kept by part, not by call id: a signature proves the one result it came with, never a
+    second result the browser adds under the same call id.
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        self._parts: dict[int, ToolResultPart] = {}  # kept alive here, so ids stay unique
+
+    def add(self, part: ToolResultPart) -> None:
+        """Count `part` as proven."""
+        self._parts[id(part)] = part
+
+    def __contains__(self, part: object) -> bool:
+        return self._parts.get(id(part)) is part
+
+    def __len__(self) -> int:
+        return len(self._parts)
 
 
 class ToolRecord(Protocol):
@@ -155,14 +178,15 @@ def as_part(result: ToolResult) -> ToolResultPart:
 def reconcile(
     history: Sequence[Message],
     recorded: Mapping[str, ToolResultPart],
-    proven: Collection[str],
+    proven: Proven,
     guarded: Callable[[str | None], bool],
 ) -> list[Message]:
     """The browser's `history` with the server's record of tool results winning.
 
     A recorded result replaces the browser's, or is added where the browser shows none (a
     call it stopped waiting for); a result of a tool `guarded(name)` says must be proven,
-    neither recorded nor in `proven` (signed by the server), becomes `NO_RECORD`. A denial
+    neither recorded nor in `proven` (signed by the server: that very part), becomes
+    `NO_RECORD`. A denial
     stays: it says the call did not run, as the browser may say of any call.
     """
     answered = {r.tool_use_id for m in history for r in m.tool_results}
@@ -189,7 +213,7 @@ def reconcile(
 def _checked(
     part: Part,
     recorded: Mapping[str, ToolResultPart],
-    proven: Collection[str],
+    proven: Proven,
     guarded: Callable[[str | None], bool],
     names: Mapping[str, str],
 ) -> Part:
@@ -199,7 +223,7 @@ def _checked(
     if call_id in recorded:
         return recorded[call_id]
     name = part.name or names.get(call_id)
-    if call_id in proven or not guarded(name):
+    if part in proven or not guarded(name):
         return part
     if part.is_error and part.content.startswith(_DENIED):
         return part

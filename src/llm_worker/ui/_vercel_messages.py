@@ -29,6 +29,7 @@ from llm_worker.messages import (
 from llm_worker.state import Decision
 from llm_worker.ui._media import data_url, media_from_url, media_hidden
 from llm_worker.ui._parts import KEY, media_json, opaque, rebuild, result_mac, result_proven
+from llm_worker.ui._record import Proven
 from llm_worker.ui._sign import MAC
 
 __all__ = ("DENIED", "decisions_from_ui", "messages_from_ui", "messages_to_ui", "read_ui")
@@ -62,14 +63,14 @@ def messages_from_ui(ui_messages: Iterable[object]) -> list[Message]:
     return read_ui(ui_messages)[0]
 
 
-def read_ui(ui_messages: Iterable[object]) -> tuple[list[Message], set[str]]:
-    """`messages_from_ui`, and the ids of the calls whose result the server signed.
+def read_ui(ui_messages: Iterable[object]) -> tuple[list[Message], Proven]:
+    """`messages_from_ui`, and the results in it the server signed.
 
     Raises:
         InvalidMessagesError: As `messages_from_ui`.
     """
     out: list[Message] = []
-    proven: set[str] = set()
+    proven = Proven()
     for n, raw in enumerate(ui_messages):
         try:
             out.extend(_message(as_dict(raw), proven))
@@ -78,7 +79,7 @@ def read_ui(ui_messages: Iterable[object]) -> tuple[list[Message], set[str]]:
     return out, proven
 
 
-def _message(message: dict[str, Any], proven: set[str]) -> list[Message]:
+def _message(message: dict[str, Any], proven: Proven) -> list[Message]:
     role = message.get("role")
     parts = [as_dict(p) for p in as_list(message.get("parts"))]
     if role == "user":
@@ -107,7 +108,7 @@ def _user_part(p: dict[str, Any]) -> Part:
     return media_from_url(url, media_type, name=name, detail=hidden.get("detail"))
 
 
-def _assistant(parts: list[dict[str, Any]], proven: set[str]) -> list[Message]:
+def _assistant(parts: list[dict[str, Any]], proven: Proven) -> list[Message]:
     out: list[Message] = []
     calls: list[Part] = []
     results: list[Part] = []
@@ -138,7 +139,7 @@ def _hidden(meta: object) -> dict[str, Any]:
 
 
 def _part(
-    p: dict[str, Any], kind: str, parts: list[Part], results: list[Part], proven: set[str]
+    p: dict[str, Any], kind: str, parts: list[Part], results: list[Part], proven: Proven
 ) -> None:
     hidden = _hidden(p.get("providerMetadata"))
     if "aborted" in hidden:
@@ -157,7 +158,7 @@ def _part(
 
 
 def _tool(
-    p: dict[str, Any], kind: str, parts: list[Part], results: list[Part], proven: set[str]
+    p: dict[str, Any], kind: str, parts: list[Part], results: list[Part], proven: Proven
 ) -> None:
     state = p.get("state")
     hidden = _hidden(p.get("callProviderMetadata"))
@@ -173,7 +174,7 @@ def _tool(
     if result is not None:
         results.append(result)
         if result_proven(result, hidden.get(MAC)):
-            proven.add(call_id)
+            proven.add(result)
 
 
 def _result(
