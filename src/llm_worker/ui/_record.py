@@ -190,7 +190,9 @@ def reconcile(
     stays: it says the call did not run, as the browser may say of any call.
     """
     answered = {r.tool_use_id for m in history for r in m.tool_results}
-    names = {c.id: c.name for m in history for c in m.tool_uses}
+    names: dict[str, set[str]] = {}  # every name a call id goes by in the history
+    for call in (c for m in history for c in m.tool_uses):
+        names.setdefault(call.id, set()).add(call.name)
     out: list[Message] = []
     carried: list[Part] = []  # recorded results of the last assistant message's calls
     for message in history:
@@ -215,16 +217,19 @@ def _checked(
     recorded: Mapping[str, ToolResultPart],
     proven: Proven,
     guarded: Callable[[str | None], bool],
-    names: Mapping[str, str],
+    names: Mapping[str, set[str]],
 ) -> Part:
     if not isinstance(part, ToolResultPart):
         return part
     call_id = part.tool_use_id
     if call_id in recorded:
         return recorded[call_id]
-    name = part.name or names.get(call_id)
-    if part in proven or not guarded(name):
+    # The result's own name and every call of its id: a result naming another tool (or a
+    # twin call of the same id) must not lead it out of the guard of the call it answers.
+    claimed = {part.name, *names.get(call_id, ())} - {None} or {None}
+    if part in proven or not any(guarded(n) for n in claimed):
         return part
+    name = part.name or next(iter(names.get(call_id, ())), None)
     if part.is_error and part.content.startswith(_DENIED):
         return part
     return ToolResultPart(call_id, NO_RECORD, is_error=True, name=name)
