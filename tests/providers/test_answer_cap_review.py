@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from llm_worker.errors import AnswerTooLargeError
+from llm_worker.events import BlockDelta, BlockStop, CitationDelta, StopReason
 from llm_worker.messages import Origin
 from llm_worker.providers._blocks import StreamMapper, drive
 from llm_worker.providers._gemini_ids import CallIds
@@ -99,6 +100,17 @@ CASES: dict[str, tuple[Callable[[], Iterator[bytes]], Callable[[], StreamMapper]
 }
 
 
+def _gemini_citation_sources() -> Iterator[bytes]:
+    # A new citation source in every chunk: kept until the end of the answer, then cited.
+    for n in itertools.count():
+        source = {"uri": f"https://example.test/{n}", "title": PIECE}
+        candidate = {"index": 0, "citationMetadata": {"citationSources": [source]}}
+        yield _sse({"candidates": [candidate]})
+
+
+CASES["gemini-citation-sources"] = (_gemini_citation_sources, _gemini_mapper, "gemini")
+
+
 @pytest.mark.parametrize("case", CASES)
 async def test_what_a_mapper_holds_is_bounded_by_the_cap(case: str) -> None:
     body, mapper, provider = CASES[case]
@@ -115,3 +127,54 @@ async def test_what_a_mapper_holds_is_bounded_by_the_cap(case: str) -> None:
         async for _ in drive(chunks(), mapper(), provider=provider, max_answer_chars=CAP):
             pass
     assert read <= CAP // len(PIECE) + 3, read
+
+
+async def test_gemini_citation_sources_are_kept_once_and_cited_once() -> None:
+    source = {"uri": "https://example.test/a", "title": "A"}
+    cited = {"index": 0, "citationMetadata": {"citationSources": [source]}}
+    content = {"role": "model", "parts": [{"text": "hello"}]}
+    chunks = [
+        _sse({"candidates": [{"index": 0, "content": content}]}),
+        _sse({"candidates": [cited]}),
+        _sse({"candidates": [cited | {"finishReason": "STOP"}]}),
+    ]
+
+    async def body() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    citations = [
+        event.delta.citation
+        async for event in drive(body(), _gemini_mapper(), provider="gemini", max_answer_chars=CAP)
+        if isinstance(event, BlockDelta) and isinstance(event.delta, CitationDelta)
+    ]
+    assert [c.url for c in citations] == ["https://example.test/a"]
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        {"index": 0, "finishReason": "MAX_TOKENS"},
+        {"finishReason": "MAX_TOKENS"},
+    ],
+    ids=["with-index", "alone"],
+)
+async def test_a_last_gemini_candidate_without_content_still_finishes(last: dict[str, Any]) -> None:
+    # Found on the way: a candidate of only a finish reason (no `content`, as when thinking
+    # spent every token) was skipped, and the stream failed as cut short.
+    content = {"role": "model", "parts": [{"text": "hel"}]}
+    chunks = [
+        _sse({"candidates": [{"index": 0, "content": content}]}),
+        _sse({"candidates": [last]}),
+    ]
+
+    async def body() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    stops = [
+        event
+        async for event in drive(body(), _gemini_mapper(), provider="gemini")
+        if isinstance(event, BlockStop)
+    ]
+    assert [s.stop_reason for s in stops][-1] is StopReason.MAX_TOKENS

@@ -133,9 +133,13 @@ class BlockEmitter:
             self.start(BlockType.TEXT, _TEXT_META)
         self.out.append(BlockDelta(self._index, TextDelta(text, logprobs)))
 
-    def citation(self, citation: Citation) -> None:
-        """Attach a citation to the open text block (starting one if none is open)."""
-        self.charge(_size(citation.data))  # the provider's JSON, kept verbatim
+    def citation(self, citation: Citation, *, charged: bool = False) -> None:
+        """Attach a citation to the open text block (starting one if none is open).
+
+        `charged`: its JSON was counted already, by `charge`, while a mapper held it.
+        """
+        if not charged:
+            self.charge(_size(citation.data))  # the provider's JSON, kept verbatim
         if self._open is not BlockType.TEXT:
             self.start(BlockType.TEXT, _TEXT_META)
         self.out.append(BlockDelta(self._index, CitationDelta(citation)))

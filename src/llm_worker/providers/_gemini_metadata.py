@@ -34,6 +34,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
+import orjson
+
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker.events import BlockType, TokenLogprob
 from llm_worker.messages import Citation, Origin
@@ -52,16 +54,21 @@ _SOURCE_KEYS: Final = ("citationSources", "citations")
 class CandidateMetadata:
     """Collects one answer's citation, grounding and URL-context metadata."""
 
-    __slots__ = ("_grounding", "_origin", "_sources", "_url_context")
+    __slots__ = ("_grounding", "_origin", "_seen", "_sources", "_url_context")
 
     def __init__(self, origin: Origin) -> None:
         self._origin = origin
         self._grounding: dict[str, Any] = {}
         self._url_context: dict[str, Any] = {}
         self._sources: list[dict[str, Any]] = []
+        self._seen: set[bytes] = set()  # the sources' JSON: a repeat is found in O(1)
 
-    def read(self, candidate: dict[str, Any]) -> None:
-        """Take the metadata of one chunk's candidate."""
+    def read(self, candidate: dict[str, Any], emitter: BlockEmitter) -> None:
+        """Take the metadata of one chunk's candidate.
+
+        Each new citation source is counted against the answer's bound as it is kept (it
+        becomes a citation only at the end), so a stream of distinct sources stays bounded.
+        """
         grounding = as_dict(candidate.get("groundingMetadata"))
         self._grounding.update((k, v) for k, v in grounding.items() if v)
         self._url_context.update(as_dict(candidate.get("urlContextMetadata")))
@@ -69,7 +76,10 @@ class CandidateMetadata:
         for key in _SOURCE_KEYS:
             for source in as_list(cited.get(key)):
                 data = as_dict(source)
-                if data and data not in self._sources:
+                text = orjson.dumps(data, option=orjson.OPT_SORT_KEYS) if data else b""
+                if data and text not in self._seen:
+                    emitter.charge(len(text))
+                    self._seen.add(text)
                     self._sources.append(data)
 
     def finish(self, texts: list[str | None], emitter: BlockEmitter) -> None:
@@ -80,8 +90,10 @@ class CandidateMetadata:
             emitter: The answer's emitter, before its `finish`.
         """
         spans = _Spans(texts, emitter)
+        counted = {id(source) for source in self._sources}
         for citation in self._citations(spans):
-            emitter.citation(citation)
+            # A source's were counted as it came; a grounding support's are counted here.
+            emitter.citation(citation, charged=id(citation.data) in counted)
         kept: dict[str, Any] = {}
         if self._grounding:
             kept["groundingMetadata"] = self._grounding

@@ -274,8 +274,9 @@ class _GeminiMapper:
                             self._texts.append(text)
                     else:
                         self._part(as_dict(part), emitter)
-        # More than `content` (and `index`): a finish reason, metadata, …
-        if len(candidate) > 1 + ("index" in candidate):
+        # More than `content` and `index` (either may be absent: a last chunk of only a
+        # finish reason, as after thinking spent every token): a finish reason, metadata, …
+        if len(candidate) > ("content" in candidate) + ("index" in candidate):
             self._candidate_fields(candidate, emitter)
         usage = chunk.get("usageMetadata")
         if usage is not None:
@@ -299,7 +300,7 @@ class _GeminiMapper:
             or "citationMetadata" in candidate
             or "urlContextMetadata" in candidate
         ):
-            self._metadata.read(candidate)
+            self._metadata.read(candidate, emitter)
         if candidate.get("finishReason") is not None:
             self._finished(candidate, emitter)
 
