@@ -144,3 +144,16 @@ async def test_a_sweep_removes_only_its_own_leftovers_never_other_dotfiles(tmp_p
     assert sorted(n for n in os.listdir(tmp_path) if n.startswith(".")) == sorted(
         [".llm-worker-blob-key", *theirs]
     )
+
+
+@pytest.mark.parametrize("now", [float("inf"), float("-inf"), float("nan")])
+async def test_a_time_that_is_not_finite_is_refused_and_nothing_is_deleted(
+    tmp_path: Path, now: float
+) -> None:
+    from llm_worker import ConfigurationError
+
+    store = FsBlobStore(tmp_path)
+    blob_id = await store.store(Content.Text("young"))
+    with pytest.raises(ConfigurationError, match="now must be"):
+        await store.sweep(timedelta(days=7), now=now)
+    assert await store.exists(blob_id)

@@ -14,6 +14,7 @@ application passes them as `keep`.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -145,8 +146,8 @@ def cutoff_of(older_than: object, now: object) -> float:
         moment = datetime.now().timestamp()
     elif isinstance(now, datetime):
         moment = now.timestamp()
-    elif isinstance(now, int | float) and not isinstance(now, bool):
-        moment = float(now)
+    elif isinstance(now, int | float) and not isinstance(now, bool) and math.isfinite(now):
+        moment = float(now)  # not inf: every blob, however young, would be old
     else:
         raise ConfigurationError(f"now must be a datetime or a POSIX time: {now!r}")
     return moment - older_than.total_seconds()
