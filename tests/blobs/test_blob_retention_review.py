@@ -157,3 +157,12 @@ async def test_a_time_that_is_not_finite_is_refused_and_nothing_is_deleted(
     with pytest.raises(ConfigurationError, match="now must be"):
         await store.sweep(timedelta(days=7), now=now)
     assert await store.exists(blob_id)
+
+
+def test_the_web_adapters_blob_parts_name_their_ids() -> None:
+    # A chat the browser saved (Vercel AI UI messages, AG-UI events) names a stored output in
+    # its blob part even where an application dropped or rewrote the tool's output text.
+    a, b = new_blob_id(), new_blob_id()
+    vercel = {"type": "data-llm-worker-blob", "id": "blob_c1", "data": {"blobId": a}}
+    agui = {"type": "CUSTOM", "name": "llm-worker.blob", "value": {"blobId": b.upper()}}
+    assert referenced_blob_ids([vercel, json.dumps([agui])]) == {a, b}

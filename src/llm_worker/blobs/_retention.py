@@ -33,7 +33,9 @@ _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F
 # reads in JSON text, escaped any number of times (JSON inside a JSON string, say a tool's
 # result quoting a saved state, inside a state).
 _TAG = re.compile(rf"\[blob:({_UUID})\]", re.ASCII)
-_FIELD = re.compile(rf'blob_id\\*"\s*:\s*\\*"({_UUID})', re.ASCII)
+# `blobId`: the web adapters' blob parts (data-llm-worker-blob, llm-worker.blob), as a chat
+# the browser saved holds them.
+_FIELD = re.compile(rf'(?:blob_id|blobId)\\*"\s*:\s*\\*"({_UUID})', re.ASCII)
 
 
 @dataclass(slots=True, frozen=True)
