@@ -166,3 +166,37 @@ def test_the_web_adapters_blob_parts_name_their_ids() -> None:
     vercel = {"type": "data-llm-worker-blob", "id": "blob_c1", "data": {"blobId": a}}
     agui = {"type": "CUSTOM", "name": "llm-worker.blob", "value": {"blobId": b.upper()}}
     assert referenced_blob_ids([vercel, json.dumps([agui])]) == {a, b}
+
+
+async def test_every_blob_a_store_returned_during_sweeps_is_there_after_them(
+    tmp_path: Path,
+) -> None:
+    # Real interleavings (stores and two sweeps in worker threads on one folder): a store that
+    # returned an id made its blob young, so no sweep may take it; the others go.
+    import anyio
+
+    texts = [f"output {i}\n" * 30 for i in range(200)]
+    writer, sweepers = FsBlobStore(tmp_path), [FsBlobStore(tmp_path), FsBlobStore(tmp_path)]
+    ids = [await writer.store(Content.Text(text)) for text in texts]
+    old = time.time() - 7200
+    for blob_id in ids:
+        os.utime(tmp_path / f"{blob_id}.txt", (old, old))
+    returned: list[str] = []
+
+    async def store_half() -> None:
+        for text in texts[::2]:
+            returned.append(await writer.store(Content.Text(text)))
+
+    async def sweep(store: FsBlobStore) -> None:
+        await store.sweep(timedelta(hours=1))
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store_half)
+            for store in sweepers:
+                tg.start_soon(sweep, store)
+    assert [b for b in returned if not await writer.exists(b)] == []
+    assert [n for n in os.listdir(tmp_path) if n.endswith((".swept", ".tmp"))] == []
+    for blob_id in returned:
+        loaded = await writer.load(blob_id)
+        assert isinstance(loaded, TextContent) and loaded.text == texts[ids.index(blob_id)]
