@@ -18,6 +18,7 @@ import pytest
 
 from llm_worker import Content
 from llm_worker.blobs import (
+    BlobId,
     FsBlobStore,
     TextContent,
     _fs_retention,
@@ -181,7 +182,7 @@ async def test_every_blob_a_store_returned_during_sweeps_is_there_after_them(
     old = time.time() - 7200
     for blob_id in ids:
         os.utime(tmp_path / f"{blob_id}.txt", (old, old))
-    returned: list[str] = []
+    returned: list[BlobId] = []
 
     async def store_half() -> None:
         for text in texts[::2]:
