@@ -28,8 +28,9 @@ Completions sends no block starts or stops, only deltas, so blocks are synthesiz
   live call is closed early when another call arrives and its arguments already parse as a
   complete JSON object (a complete object cannot grow), so sequential calls each stop as
   soon as they are done. Ollama, LiteLLM's `ollama_chat` and some proxies send every parallel
-  call at `index` 0, each with its own `id`: a new id opens a new call even at a used index,
-  and a fragment without one continues the last call of its index (`_openai_chat_tools`).
+  call at `index` 0, each with its own `id`: a new id that names its function opens a new
+  call even at a used index, and a fragment without one (or, as Poolside sends, with a fresh
+  id but no name) continues the last call of its index (`_openai_chat_tools`).
 - `finish_reason` gives the stop reason (`stop` → END_TURN, `length` → MAX_TOKENS,
   `tool_calls` / `function_call` → TOOL_USE, `content_filter` → CONTENT_FILTER, others OTHER;
   `stop` with vLLM's `stop_reason` naming a stop string → STOP_SEQUENCE), the raw value kept.
