@@ -176,3 +176,98 @@ async def test_a_hostile_model_status_is_logged_as_one_bounded_line(
     assert "\n" not in line and "\r" not in line
     assert len(line) < 1_000
     assert note.levelno == logging.WARNING
+
+
+async def test_cancelling_the_worker_during_a_follow_up_leaves_nothing_behind() -> None:
+    import asyncio
+
+    import anyio
+
+    from llm_worker import Worker
+
+    first = WireResponse(b"data: " + orjson.dumps(_continuing("Once upon ", "T1")) + b"\r\n\r\n")
+    stalled = WireResponse(b"data: " + orjson.dumps(_stop("never")) + b"\r\n\r\n")
+    stalled = WireResponse(stalled.body, first_byte_delay=30.0)
+    tasks = len(asyncio.all_tasks())
+    answers = [first, stalled]
+    followed = anyio.Event()
+
+    def answer(_: object) -> WireResponse:
+        if len(answers) == 1:
+            followed.set()  # the follow-up request arrived
+        return answers.pop(0)
+
+    async with WireServer(handler=answer) as server:
+        client = GeminiClient(
+            model="gemini-3.5-pro",
+            api_key=KEY,
+            base_url=server.base_url + "/v1beta",
+            retry=RetryPolicy.disabled(),
+        )
+        worker = Worker(client)
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                group.start_soon(worker.run, "Go.")
+                await followed.wait()
+                group.cancel_scope.cancel()
+            await client.aclose()
+        assert server.requests[1].json()["continuationToken"] == "T1"
+    with anyio.fail_after(10):
+        await anyio.wait_all_tasks_blocked()
+    assert len(asyncio.all_tasks()) == tasks
+
+
+async def test_the_history_after_a_continuation_is_one_answer_the_next_request_takes() -> None:
+    # Signed thinking and text in the first response, more text in the follow-up: the
+    # history holds one model turn; the next turn's body is valid under google-genai types,
+    # with the thought's signature sent back and no continuation token.
+    from test_gemini_third_party import _contents_mismatches  # pyright: ignore[reportPrivateUsage]
+
+    from llm_worker import Worker
+    from llm_worker.messages import TextPart, ThinkingPart
+
+    hop1 = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"text": "Plan", "thought": True, "thoughtSignature": "c2lnQQ=="},
+                        {"text": "Once upon "},
+                    ],
+                },
+                "finishReason": "CONTINUATION",
+                "continuationToken": "T1",
+            }
+        ]
+    }
+    answers = [
+        WireResponse(b"data: " + orjson.dumps(hop1) + b"\r\n\r\n"),
+        WireResponse(b"data: " + orjson.dumps(_stop("a time.")) + b"\r\n\r\n"),
+        WireResponse(b"data: " + orjson.dumps(_stop("Again.")) + b"\r\n\r\n"),
+    ]
+    async with WireServer(answers) as server:
+        client = GeminiClient(
+            model="gemini-3.5-pro",
+            api_key=KEY,
+            base_url=server.base_url + "/v1beta",
+            retry=RetryPolicy.disabled(),
+        )
+        try:
+            worker = Worker(client)
+            first = await worker.run("Go.")
+            second = await worker.run("More.")
+        finally:
+            await client.aclose()
+        bodies = [r.json() for r in server.requests]
+    assert (first.text, second.text) == ("Once upon a time.", "Again.")
+    answer = worker.history[1]
+    assert [p.text for p in answer.content if isinstance(p, TextPart)] == ["Once upon a time."]
+    assert [p.signature for p in answer.content if isinstance(p, ThinkingPart)] == ["c2lnQQ=="]
+    last = bodies[2]
+    assert "continuationToken" not in last
+    assert [c["role"] for c in last["contents"]] == ["user", "model", "user"]
+    assert {"text": "Plan", "thought": True, "thoughtSignature": "c2lnQQ=="} in (
+        last["contents"][1]["parts"]
+    )
+    assert _contents_mismatches(last) == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 from test_openai_chat_support import check_invariants, replay
@@ -186,3 +187,40 @@ async def test_hostile_fragments_end_typed(bad: dict[str, Any]) -> None:
     assert error is None or isinstance(error, LLMWorkerError), repr(error)
     if error is None:  # read leniently: then it is the one call it says
         assert [name for _, name, _ in _calls(events)] == ["lookup"]
+
+
+async def test_a_call_cut_by_length_then_eof_reaches_the_worker_as_a_call_it_can_refuse() -> None:
+    # finish_reason "length" in a call's arguments, then the body ends (no usage, no [DONE]):
+    # the answer is complete (the server said so) and cut by a limit; the Worker does not
+    # run the cut call with made-up arguments, and the run ends typed or answered.
+    from test_openai_chat_support import client_for
+
+    from llm_worker import Worker, tool
+    from llm_worker.errors import LLMWorkerError
+    from llm_worker.messages import ToolUsePart
+    from llm_worker.testing import WireServer
+
+    ran: list[str] = []
+
+    @tool
+    async def lookup(city: str) -> str:
+        """Look up a city."""
+        ran.append(city)
+        return "clear"
+
+    cut = _fragment(0, '{"city": "Kyo', "call_1", "lookup") + _chunk({}, "length")
+    final = _chunk({"content": "Sorry."}) + _chunk({}, "stop")
+    async with WireServer([WireResponse(cut), WireResponse(final)]) as server:
+        client = client_for(server)
+        worker = Worker(client, tools=[lookup])
+        try:
+            with anyio.fail_after(10):
+                await worker.run("Weather?")
+        except LLMWorkerError:
+            pass
+        finally:
+            await client.aclose()
+    assert ran == []  # never run with arguments the model did not finish
+    calls = [p for m in worker.history for p in m.content if isinstance(p, ToolUsePart)]
+    answered = [r.tool_use_id for m in worker.history for r in m.tool_results]
+    assert sorted(p.id for p in calls) == sorted(answered)
