@@ -116,3 +116,31 @@ def test_a_short_secret_is_masked_only_as_a_whole_word() -> None:
     assert (
         scrub("key ab12, not ab123 or xab12; xy stays") == "key ***, not ab123 or xab12; xy stays"
     )
+
+
+SHORT_TOKEN = "tok-Abcdefghij0123456"  # 21 characters: no run of 12 on both sides of a cut
+
+
+@pytest.mark.parametrize("before", [8192 - 10, 8192 - 3, 8192 + 8192 - 12])
+async def test_a_token_cut_between_two_pieces_of_a_long_line_is_masked(
+    before: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="llm_worker.mcp")
+    script = (
+        "import sys\n"
+        f"sys.stderr.write('\u00e9' * 3 + 'x' * {before - 6} + sys.argv[-1] + 'y' * 9000 + '\\n')\n"
+        "sys.exit(3)\n"
+    )
+    server = MCPServer.stdio(
+        sys.executable, ["-c", script, "--token", SHORT_TOKEN], init_timeout=10
+    )
+    with anyio.fail_after(30), pytest.raises(MCPConnectionError):
+        async with server:
+            pass
+    logged = "".join(
+        r.getMessage().partition("] ")[2] for r in caplog.records if r.name == "llm_worker.mcp"
+    )
+    key = SHORT_TOKEN.lower()
+    runs = [key[i : i + 8] for i in range(len(key) - 7) if key[i : i + 8] in logged.lower()]
+    assert not runs, runs
+    assert "***" in logged and "\ufffd" not in logged  # whole characters on either side

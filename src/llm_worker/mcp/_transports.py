@@ -35,6 +35,7 @@ Transport: TypeAlias = Callable[[], AbstractAsyncContextManager[Streams]]
 
 _log = logging.getLogger("llm_worker.mcp")
 _LINE_LIMIT = 8192  # a line of stderr longer than this is logged in pieces
+_CARRY = 64  # bytes of a piece's end logged with the next piece (a token cut between them)
 
 
 PASSED_ENV: Final = (
@@ -153,16 +154,28 @@ class StdioTransport:
 
     def _lines(self, fd: int) -> None:
         continued = False  # the piece read is the rest of an overlong line
+        carry = b""  # the end of the last piece of an overlong line, read again with the next
         with os.fdopen(fd, "rb") as lines:
-            while line := lines.readline(_LINE_LIMIT):
-                text = self._scrub(_printable(line.decode("utf-8", "replace")).rstrip())
-                if text and not continued:
-                    # An overlong line is kept once (its start, cut short), so a 10 MB line
-                    # does not push the lines that say what failed out of the tail.
-                    with self._lock:
-                        self._tail.append(text[:_TAIL_CHARS])
-                continued = not line.endswith(b"\n")
-                _log.info("[%s] %s", self._name, text)
+            while piece := lines.readline(_LINE_LIMIT):
+                piece, carry, ends = carry + piece, b"", piece.endswith(b"\n")
+                if not ends and len(piece) > _CARRY:
+                    # A token cut between two pieces would be masked in neither: the end of
+                    # this piece is logged with the next one instead.
+                    cut = _boundary(piece, len(piece) - _CARRY)
+                    piece, carry = piece[:cut], piece[cut:]
+                self._line(piece, continued)
+                continued = not ends
+            if carry:
+                self._line(carry, continued)
+
+    def _line(self, piece: bytes, continued: bool) -> None:
+        text = self._scrub(_printable(piece.decode("utf-8", "replace")).rstrip())
+        if text and not continued:
+            # An overlong line is kept once (its start, cut short), so a 10 MB line does not
+            # push the lines that say what failed out of the tail.
+            with self._lock:
+                self._tail.append(text[:_TAIL_CHARS])
+        _log.info("[%s] %s", self._name, text)
 
 
 def http_transport(
@@ -201,3 +214,10 @@ def http_transport(
 
 def _printable(text: str) -> str:
     return _CONTROLS.sub("?", text)
+
+
+def _boundary(data: bytes, index: int) -> int:
+    """`index`, moved back to the start of the UTF-8 character it falls in."""
+    while index > 0 and data[index] & 0xC0 == 0x80:  # a continuation byte
+        index -= 1
+    return index
