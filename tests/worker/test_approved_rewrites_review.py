@@ -135,3 +135,28 @@ async def test_resuming_one_state_twice_rewrites_once_each_time() -> None:
             await worker_with(tag, approve_rm).resume(state, decisions={"c2": Decision.approve()})
         assert sorted(RAN) == ["ls #audited", "rm x #audited"]
     assert state.to_json() == saved
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [{"cmd": 5}, {"cmd": "ls", "extra": {"deep": [1, 2]}}, {}, {"cmd": "\u2028\U0001f600" * 1000}],
+    ids=["wrong-type", "extra-key", "missing", "unicode"],
+)
+async def test_a_forged_rewrite_is_checked_as_any_call_is(forged: dict[str, Any]) -> None:
+    # The state is the application's, but a rewrite read from JSON is still arguments: the
+    # tool's schema check applies to it as to the model's own, and the model reads the fault.
+    saved = await paused("rm x", hooks=(tag, approve_rm))
+    body = orjson.loads(saved)
+    body["pending"][0]["rewritten_input"] = forged
+    RAN.clear()
+    fresh = worker_with(tag, approve_rm)
+    with anyio.fail_after(TIMEOUT):
+        result = await fresh.resume(
+            PauseState.from_json(orjson.dumps(body)), decisions={"c1": Decision.approve()}
+        )
+    assert result.status is RunStatus.FINISHED
+    (outcome,) = fresh.history[2].tool_results
+    if str(forged.get("cmd", "")).startswith("\u2028"):
+        assert RAN == [forged["cmd"]] and not outcome.is_error
+    else:  # the schema refuses it (an unknown key too), as it would the model's
+        assert RAN == [] and outcome.is_error
