@@ -36,6 +36,10 @@ def tag(ctx: ToolCallContext) -> None:
     ctx.call.input["cmd"] += " #audited"  # not idempotent: twice, it shows
 
 
+def sanitize_force(ctx: ToolCallContext) -> None:
+    ctx.call.input["cmd"] = ctx.call.input["cmd"].replace(" --force", "")
+
+
 def approve_rm(ctx: ToolCallContext) -> Pause | None:
     # Only the dangerous call waits: the batch's `ls` is allowed before the pause.
     return Pause("approve?") if "rm" in ctx.call.input["cmd"] and not ctx.resumed else None
@@ -160,3 +164,14 @@ async def test_a_forged_rewrite_is_checked_as_any_call_is(forged: dict[str, Any]
         assert [forged["cmd"]] == RAN and not outcome.is_error
     else:  # the schema refuses it (an unknown key too), as it would the model's
         assert RAN == [] and outcome.is_error
+
+
+async def test_approving_a_later_call_the_hooks_never_saw_still_sanitizes_it() -> None:
+    # c1 paused the batch; c2 never reached the hooks. A UI shows a card for each pending call
+    # and approves both: c2's approval must not skip a sanitizing rewrite it never had.
+    saved = await paused("rm a --force", "rm b --force", hooks=(sanitize_force, tag, approve_rm))
+    assert "rewritten_input" not in orjson.loads(saved)["pending"][1]
+    ran = await resumed(
+        saved, sanitize_force, tag, approve_rm, c1=Decision.approve(), c2=Decision.approve()
+    )
+    assert ran == ["rm a #audited", "rm b #audited"]

@@ -50,6 +50,9 @@ def apply_decisions(
     if unknown:
         raise PauseStateError(f"decisions name calls that are not pending: {', '.join(unknown)}")
     sent = {u.id: u.input for u in state.history[-1].tool_uses} if state.history else {}
+    # The first pending call is the one whose hook paused; the later ones never reached the
+    # hooks, so an approval cannot stand in for them: they still run (a sanitizing rewrite).
+    unseen = {p.call.id for p in state.pending if p.status == "pending"} - seen_on_resume(state, {})
     out: list[PendingCall] = []
     for p in state.pending:
         # Copies, call and result included: hooks and decisions edit them (an after hook
@@ -62,6 +65,8 @@ def apply_decisions(
         if decision is not None and p.status in ("pending", "allowed"):
             if p.status == "allowed" and not decision.skip_hooks and call.id in sent:
                 copied.call = _as_sent(call, sent[call.id])
+            if call.id in unseen:
+                decision = dataclasses.replace(decision, skip_hooks=False)
             _decide(copied, decision, registry)
         out.append(copied)
     return out
