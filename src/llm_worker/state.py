@@ -120,7 +120,9 @@ class Decision:
     a sanitizing hook registered before the approval hook has done its work, once); hooks
     after the pausing one never see it. To send an approved call through the hooks once more
     (they see `ctx.resumed` true, and start from the model's arguments), give
-    `skip_hooks=False`: `Decision(True, skip_hooks=False)`.
+    `skip_hooks=False`: `Decision(True, skip_hooks=False)`. A later call of the batch, which
+    the hooks never saw (the batch paused before it), always goes through them: approved, it
+    passes a `requires_approval` tool's check, and the hooks see `ctx.resumed` true.
 
     Edited arguments replace the whole argument object (they run as written); with
     `merge=True` they are laid over `PendingCall.arguments` instead (top-level keys replaced
@@ -132,11 +134,11 @@ class Decision:
     Attributes:
         allow: Run the call (True) or answer it with an error result (False).
         input: Arguments for an approved call: they replace the model's, or with `merge`
-            are laid over them.
+            are laid over `PendingCall.arguments`.
         reason: What the model reads for a denied call.
         skip_hooks: For an approved call: True (the default) runs it without the
             before_tool_call hooks; False passes it through them again.
-        merge: Lay `input` over the model's arguments instead of replacing them.
+        merge: Lay `input` over `PendingCall.arguments` instead of replacing them.
     """
 
     allow: bool
@@ -151,7 +153,7 @@ class Decision:
 
         Args:
             input: Arguments that replace the model's (all of them).
-            merge: Lay `input` over the model's arguments instead of replacing them.
+            merge: Lay `input` over `PendingCall.arguments` instead of replacing them.
         """
         return cls(True, input, merge=merge)
 
