@@ -48,4 +48,4 @@ def llm_worker_serve(cwd: Path, *args: str) -> Iterator[tuple[str, list[str]]]:
             seen.extend(rest.splitlines(keepends=True))
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait(timeout=10)
+            process.communicate(timeout=10)  # reaps it and closes its stderr pipe

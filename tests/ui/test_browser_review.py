@@ -194,3 +194,29 @@ async def test_stop_during_a_tool_call_then_a_reload_does_not_run_it_again(
     assert stopped == reloaded == final == ["stopped"]
     assert status == "done"
     assert errors == []
+
+
+async def test_stop_whose_request_never_arrives_still_ends_the_page_s_stream(
+    chromium: str, slow_app: tuple[str, Path]
+) -> None:
+    # The explicit stop hung with the network: the page stayed "stopping…" (Stop disabled)
+    # for as long as the run went on.
+    url, runs = slow_app
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:
+        held.append(route)  # never answered: the network is gone
+
+    async with chat_page(chromium, "stop-unreachable") as page:
+        with anyio.fail_after(40):
+            await page.goto(url)
+            await say(page, "Please pay the bill")
+            await anyio.to_thread.run_sync(wait_for_note, runs, "start")
+            await page.route("**/api/chat/*/stream", hold)
+            await page.get_by_test_id("stop").click()
+            await page.wait_for_function("document.body.dataset.status === 'ready'", timeout=20_000)
+            status = await page.get_by_test_id("status").inner_text()
+            for route in held:
+                await route.abort()
+    assert [route.request.method for route in held] == ["DELETE"]
+    assert status == "stopped"

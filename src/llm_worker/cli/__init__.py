@@ -143,6 +143,13 @@ def _serve_parser(sub: Any) -> None:  # argparse's subparsers type is private
         metavar="SECONDS",
         help="close an idle kept-alive connection after this (default: 5)",
     )
+    serve.add_argument(
+        "--timeout-graceful-shutdown",
+        type=int,
+        default=10,
+        metavar="SECONDS",
+        help="on SIGTERM / Ctrl+C, cancel the runs still going after this (default: 10)",
+    )
 
 
 def _mcp_serve_parser(sub: Any) -> None:  # argparse names the subparsers' type privately
@@ -213,6 +220,7 @@ def _dispatch(console: Console, args: argparse.Namespace) -> int:
             "body_timeout": args.body_timeout,
             "limit_concurrency": args.limit_concurrency,
             "timeout_keep_alive": args.timeout_keep_alive,
+            "timeout_graceful_shutdown": args.timeout_graceful_shutdown,
         }
         run_server(args.target, args.protocol, resumable=args.resumable, **options, **bounds)
         return 0

@@ -16,6 +16,7 @@ from llm_worker.ui._asgi import Receive, Scope, Send
 
 __all__ = (
     "API_PATH",
+    "GRACEFUL_SHUTDOWN",
     "KEEP_ALIVE",
     "LIMIT_CONCURRENCY",
     "build_app",
@@ -34,6 +35,10 @@ LIMIT_CONCURRENCY = 1_000
 """`llm-worker serve`'s default `--limit-concurrency`: past it, uvicorn answers 503."""
 KEEP_ALIVE = 5
 """`llm-worker serve`'s default `--timeout-keep-alive`, in seconds (uvicorn's own)."""
+GRACEFUL_SHUTDOWN = 10
+"""`llm-worker serve`'s default `--timeout-graceful-shutdown`, in seconds: then the runs
+still going are cancelled (uvicorn's own default waits for them for ever: a resumable run
+whose tool takes an hour kept a stopped server up for that hour)."""
 
 Protocol = Literal["vercel", "ag-ui"]
 
@@ -241,6 +246,7 @@ def run_server(
     resumable: bool = False,
     limit_concurrency: int | None = LIMIT_CONCURRENCY,
     timeout_keep_alive: int = KEEP_ALIVE,
+    timeout_graceful_shutdown: int | None = GRACEFUL_SHUTDOWN,
     authorize: str | None = None,
     **limits: Any,
 ) -> None:
@@ -255,6 +261,8 @@ def run_server(
         resumable: Runs outlive their connection.
         limit_concurrency: Past this many connections and tasks, uvicorn answers 503.
         timeout_keep_alive: Seconds an idle kept-alive connection stays open.
+        timeout_graceful_shutdown: Seconds a stopping server waits for the requests and
+            runs still going before it cancels them (`None`: for ever).
         authorize: Names (`MODULE:FUNCTION`) the `Authorize` callable every request goes
             through. Without one every client acts as one user: only a loopback `host` is
             served.
@@ -276,6 +284,7 @@ def run_server(
         lifespan="on",  # a factory's lifespan that fails stops the server ("auto" goes on)
         limit_concurrency=limit_concurrency,
         timeout_keep_alive=timeout_keep_alive,
+        timeout_graceful_shutdown=timeout_graceful_shutdown,
     )
 
 
