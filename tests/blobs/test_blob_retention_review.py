@@ -201,3 +201,39 @@ async def test_every_blob_a_store_returned_during_sweeps_is_there_after_them(
     for blob_id in returned:
         loaded = await writer.load(blob_id)
         assert isinstance(loaded, TextContent) and loaded.text == texts[ids.index(blob_id)]
+
+
+LOOKALIKES = [
+    "\uff10\uff11\uff19\uff12f0c4-5a1e-7c3d-9b2a-3f4e5d6c7b8a",  # full-width digits
+    "\u0660\u0661\u0669\u0662f0c4-5a1e-7c3d-9b2a-3f4e5d6c7b8a",  # Arabic-Indic digits
+    "0192f0c4-5a1e-7c3d-9b2a-3f4e5d6c7b8a\n",  # a trailing newline ($ would take it)
+    "0192f0c4-5a1e-7c3d-9b2a-3f4e5d6c7b8\ud800",  # a lone surrogate
+    "0192f0c4-5a1e-7c3d-9b2a-3f4e5d6c7b8a/../../x",
+    "0192f0c45a1e7c3d9b2a3f4e5d6c7b8a",  # no hyphens: uuid.UUID takes it, the stores do not
+]
+
+
+@pytest.mark.parametrize("hostile", LOOKALIKES)
+async def test_lookalike_ids_are_refused_by_delete_keep_and_load(
+    tmp_path: Path, hostile: str
+) -> None:
+    from llm_worker import InvalidBlobIdError
+
+    store = FsBlobStore(tmp_path)
+    blob_id = await store.store(Content.Text("x"))
+    with pytest.raises(InvalidBlobIdError):
+        await store.delete(hostile)
+    with pytest.raises(InvalidBlobIdError):
+        await store.sweep(timedelta(0), keep=[blob_id, hostile])
+    with pytest.raises(InvalidBlobIdError):
+        await store.load(hostile)
+    assert await store.exists(blob_id)  # a refused keep deleted nothing
+
+
+async def test_an_uppercase_id_or_another_stores_uuid7_is_one_id(tmp_path: Path) -> None:
+    store = FsBlobStore(tmp_path)
+    blob_id = await store.store(Content.Text("x"))
+    report = await store.sweep(timedelta(0), keep=[blob_id.upper()], now=time.time() + 60)
+    assert report.kept == (blob_id,) and await store.exists(blob_id)
+    assert await store.delete(new_blob_id()) is False
+    assert await store.delete(blob_id.upper()) is True and not await store.exists(blob_id)
