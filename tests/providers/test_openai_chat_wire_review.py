@@ -101,16 +101,17 @@ async def test_empty_string_ids_continue_the_call() -> None:
     assert orjson.loads(args) == {"city": "Kyoto"}
 
 
+@pytest.mark.parametrize("index", [0, None], ids=["index-0", "no-index"])
 @pytest.mark.parametrize("call_id", ["", None], ids=["empty-id", "no-id"])
 async def test_whole_calls_at_one_index_without_ids_are_separate_calls(
-    call_id: str | None,
+    call_id: str | None, index: int | None
 ) -> None:
     # Ollama's shape from a server that gives no ids: each call whole, each naming its
     # function, all at index 0. A complete object cannot grow: a named fragment after it is
     # the next call, not arguments glued on ('{"city":"Kyoto"}{"city":"Osaka"}').
     body = (
-        _fragment(0, '{"city": "Kyoto"}', call_id, "lookup")
-        + _fragment(0, '{"city": "Osaka"}', call_id, "lookup")
+        _fragment(index, '{"city": "Kyoto"}', call_id, "lookup")
+        + _fragment(index, '{"city": "Osaka"}', call_id, "lookup")
         + _chunk({}, "tool_calls")
         + DONE
     )
@@ -224,3 +225,44 @@ async def test_a_call_cut_by_length_then_eof_reaches_the_worker_as_a_call_it_can
     calls = [p for m in worker.history for p in m.content if isinstance(p, ToolUsePart)]
     answered = [r.tool_use_id for m in worker.history for r in m.tool_results]
     assert sorted(p.id for p in calls) == sorted(answered)
+
+
+async def test_a_server_reusing_one_call_id_in_every_turn_still_pairs_each_result() -> None:
+    # Some local servers number calls per answer (call_0 in every turn): each turn's result
+    # answers its own turn's call, and the request after them is one the SDK types take.
+    from test_openai_chat_support import client_for
+
+    from llm_worker import Worker, tool
+    from llm_worker.testing import WireServer
+    from support.wire_bodies import assert_valid
+
+    seen: list[str] = []
+
+    @tool
+    async def lookup(city: str) -> str:
+        """Look up a city."""
+        seen.append(city)
+        return f"{city}: clear"
+
+    def turn(city: str) -> WireResponse:
+        args = orjson.dumps({"city": city}).decode()
+        return WireResponse(_fragment(0, args, "call_0", "lookup") + _chunk({}, "tool_calls"))
+
+    final = _chunk({"content": "Both clear."}) + _chunk({}, "stop") + DONE
+    async with WireServer([turn("Kyoto"), turn("Osaka"), WireResponse(final)]) as server:
+        client = client_for(server)
+        try:
+            worker = Worker(client, tools=[lookup])
+            with anyio.fail_after(10):
+                result = await worker.run("Kyoto, then Osaka.")
+        finally:
+            await client.aclose()
+        bodies = [r.json() for r in server.requests]
+    assert result.text == "Both clear." and seen == ["Kyoto", "Osaka"]
+    last = bodies[2]["messages"]
+    tools = [m for m in last if m["role"] == "tool"]
+    assert [(m["tool_call_id"], m["content"]) for m in tools] == [
+        ("call_0", "Kyoto: clear"),
+        ("call_0", "Osaka: clear"),
+    ]
+    assert_valid("openai_chat", bodies[2])

@@ -108,7 +108,10 @@ class ToolCalls:
             if key < 0:
                 key = self._new()
         else:
-            key = self._last if self._last >= 0 else self._new()  # ... as does no id
+            # ... as does no id, unless a named call follows a whole one.
+            key = self._last
+            if key < 0 or self._other_call(key, None, call, args):
+                key = self._new()
         self._last = key
         return key
 
