@@ -266,3 +266,14 @@ async def test_a_server_reusing_one_call_id_in_every_turn_still_pairs_each_resul
         ("call_0", "Osaka: clear"),
     ]
     assert_valid("openai_chat", bodies[2])
+
+
+async def test_another_choices_finish_does_not_complete_the_answer() -> None:
+    # n > 1: choice 1 finishing says nothing of choice 0, the one read; a body ending then
+    # is an interrupted answer, not a complete one.
+    from llm_worker.errors import StreamInterruptedError
+
+    other = {"choices": [{"index": 1, "delta": {"content": "x"}, "finish_reason": "stop"}]}
+    body = _chunk({"content": "Half an ans"}) + b"data: " + orjson.dumps(other) + b"\n\n"
+    _, error = await _read(body)
+    assert isinstance(error, StreamInterruptedError)
