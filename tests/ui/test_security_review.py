@@ -16,16 +16,23 @@ from llm_worker import Message, TextPart, ToolResultPart, ToolUsePart, Worker, t
 from llm_worker.messages import ImagePart, MediaPart
 from llm_worker.state import PauseState
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
-from llm_worker.ui import VercelAIAdapter, messages_to_agui, messages_to_ui, signing_key
+from llm_worker.ui import (
+    AGUIAdapter,
+    VercelAIAdapter,
+    messages_to_agui,
+    messages_to_ui,
+    signing_key,
+)
 from llm_worker.ui._agui_messages import read_agui
 from llm_worker.ui._app import MAX_ID
 from llm_worker.ui._auth import chat_key
-from llm_worker.ui._record import NO_RECORD, MemoryToolRecord
+from llm_worker.ui._record import NO_RECORD, MemoryToolRecord, Proven, reconcile
 from llm_worker.ui._store import MemoryPauseStore
 from llm_worker.ui._vercel_messages import read_ui
 
 from .conftest import CONSUMERS, booking, serve
 from .test_converters import PNG
+from .test_review_adapters import chunks
 from .test_security import ADAPTERS, approve, pause, post, site
 from .test_security_history import KEY_A, KEY_B, booked, sent, wire
 from .test_security_history import post as history_post
@@ -361,3 +368,45 @@ async def test_a_forged_result_cannot_rename_itself_out_of_the_approval_guard(
         await history_post(http, url, renamed(adapter))
         last = sent(server)
     assert "booked Atlantis" not in last
+
+
+def numbered_afresh(cities: list[str]) -> list[ScriptedResponse]:
+    """A provider that names every turn's call `call_0` (as some OpenAI-compatible do)."""
+    script: list[ScriptedResponse] = []
+    for city in cities:
+        script.append(ScriptedResponse([ToolUsePart("call_0", "weather", {"city": city})]))
+        script.append(ScriptedResponse.text(f"{city} done"))
+    return [*script, ScriptedResponse.text("end")]
+
+
+async def test_the_record_never_overwrites_an_earlier_turns_result_of_a_reused_call_id() -> None:
+    async with history_site(AGUIAdapter, numbered_afresh(["Kyoto", "Oslo"])) as run:
+        server, url, http, _ = run
+        messages: list[Any] = [{"id": "u1", "role": "user", "content": "Kyoto?"}]
+        for n, question in enumerate(["Oslo?", "Both?"]):
+            body = {"threadId": "t", "runId": f"r{n}", "messages": messages}
+            response = await history_post(http, url, body)
+            [snapshot] = [c for c in chunks(response.text) if c["type"] == "MESSAGES_SNAPSHOT"]
+            messages = [*snapshot["messages"], {"id": f"q{n}", "role": "user", "content": question}]
+        await history_post(http, url, {"threadId": "t", "runId": "r9", "messages": messages})
+        last = sent(server)
+    assert "Kyoto: sunny" in last
+    assert "Oslo: sunny" in last
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the record knows a result by call id and tool name only: a later call of the same "
+    "id and tool (Gemini's gemini_call_<n> numbered again after a regenerate dropped the "
+    "first; an OpenAI-compatible server's call_0) that never ran is given the earlier call's "
+    "recorded result (ToolRecord would need the call's arguments to tell them apart)",
+)
+def test_a_recorded_result_is_not_carried_into_a_later_call_that_reuses_its_id() -> None:
+    recorded = {"call_0": ToolResultPart("call_0", "booked Kyoto", name="book")}
+    history = [
+        Message.user("Book Paris"),  # the Kyoto turn was regenerated away
+        Message("assistant", [ToolUsePart("call_0", "book", {"city": "Paris"})]),
+        Message.user("So?"),  # stopped before the call ran: it has no result
+    ]
+    out = reconcile(history, recorded, Proven(), lambda name: name == "book")
+    assert "booked Kyoto" not in str(out)

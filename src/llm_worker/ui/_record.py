@@ -16,7 +16,7 @@ a session store that keeps the conversation implements the same two methods over
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
@@ -186,13 +186,24 @@ def reconcile(
     A recorded result replaces the browser's, or is added where the browser shows none (a
     call it stopped waiting for); a result of a tool `guarded(name)` says must be proven,
     neither recorded nor in `proven` (signed by the server: that very part), becomes
-    `NO_RECORD`. A denial
-    stays: it says the call did not run, as the browser may say of any call.
+    `NO_RECORD`. A denial stays: it says the call did not run, as the browser may say of
+    any call.
     """
     answered = {r.tool_use_id for m in history for r in m.tool_results}
     names: dict[str, set[str]] = {}  # every name a call id goes by in the history
+    counts: Counter[str] = Counter()
     for call in (c for m in history for c in m.tool_uses):
         names.setdefault(call.id, set()).add(call.name)
+        counts[call.id] += 1
+    # The record knows a result by its call id: it applies to a call only when the history
+    # holds one call of that id, of the recorded tool. A provider that numbers its calls
+    # afresh (OpenAI-compatible servers' `call_0`) reuses ids: the record holds the latest
+    # call's result only, and must not overwrite an earlier turn's with it.
+    recorded = {
+        i: r
+        for i, r in recorded.items()
+        if counts[i] == 1 and (r.name is None or names[i] == {r.name})
+    }
     out: list[Message] = []
     carried: list[Part] = []  # recorded results of the last assistant message's calls
     for message in history:
