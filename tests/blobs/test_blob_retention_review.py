@@ -66,18 +66,17 @@ def test_a_tombstone_taken_by_a_second_sweep_is_not_a_crash(
     blob_id = anyio.run(store.store, Content.Text(LEDGER))
     old = time.time() - 86400
     os.utime(tmp_path / f"{blob_id}.txt", (old, old))
-    real_older = _fs_retention._older  # pyright: ignore[reportPrivateUsage]
+    real_unlink = _fs_retention._unlink  # pyright: ignore[reportPrivateUsage]
 
-    def older_then_taken(path: Path, cutoff: float) -> bool:
-        result = real_older(path, cutoff)
+    def taken_then_unlink(path: Path) -> None:
         if path.name.endswith(".swept"):
-            path.unlink()  # the other sweep's leftover pass
-        return result
+            path.unlink()  # the other sweep's leftover pass, just before this one's unlink
+        real_unlink(path)
 
-    monkeypatch.setattr(_fs_retention, "_older", older_then_taken)
+    monkeypatch.setattr(_fs_retention, "_unlink", taken_then_unlink)
     report = _fs_retention.sweep_folder(tmp_path, time.time() - 3600, frozenset())
     assert not (tmp_path / f"{blob_id}.txt").exists()
-    assert report.deleted in ((), (blob_id,))
+    assert report.deleted == (blob_id,)
     assert [n for n in os.listdir(tmp_path) if n.endswith(".swept")] == []
 
 
@@ -237,3 +236,44 @@ async def test_an_uppercase_id_or_another_stores_uuid7_is_one_id(tmp_path: Path)
     assert report.kept == (blob_id,) and await store.exists(blob_id)
     assert await store.delete(new_blob_id()) is False
     assert await store.delete(blob_id.upper()) is True and not await store.exists(blob_id)
+
+
+@pytest.mark.parametrize("after", [0.0, 0.005, 0.05])
+async def test_a_store_cancelled_mid_write_leaves_no_temporary_file_and_no_half_blob(
+    tmp_path: Path, after: float
+) -> None:
+    import anyio
+
+    store = FsBlobStore(tmp_path)
+    await store.store(Content.Text("makes the key"))
+    text = "".join(f"line {i} of a large output\n" for i in range(600_000))  # ~17 MB
+    with anyio.move_on_after(after):
+        await store.store(Content.Text(text))
+    names = os.listdir(tmp_path)
+    assert [n for n in names if n.endswith(".tmp")] == []
+    for name in names:
+        if name.endswith(".txt") and (tmp_path / name).stat().st_size > 100:
+            assert (tmp_path / name).read_text() == text  # whole, or not there
+
+
+def test_a_tombstone_taken_before_the_first_sweep_looks_at_it_is_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The other order of the two-sweeps race: the second sweep unlinks the fresh tombstone
+    # (it bears the blob's old time) before the first one reads its time.
+    import anyio
+
+    store = FsBlobStore(tmp_path)
+    blob_id = anyio.run(store.store, Content.Text(LEDGER))
+    old = time.time() - 86400
+    os.utime(tmp_path / f"{blob_id}.txt", (old, old))
+    real_rename = os.rename
+
+    def rename_then_taken(src: Any, dst: Any) -> None:
+        real_rename(src, dst)
+        if str(dst).endswith(".swept"):
+            os.unlink(dst)  # the other sweep's leftover pass
+
+    monkeypatch.setattr(os, "rename", rename_then_taken)
+    report = _fs_retention.sweep_folder(tmp_path, time.time() - 3600, frozenset())
+    assert report.deleted == (blob_id,) and os.listdir(tmp_path) == [".llm-worker-blob-key"]

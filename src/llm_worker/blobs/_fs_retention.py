@@ -101,7 +101,13 @@ def _retire(root: Path, name: str, cutoff: float) -> bool:
         return False  # another sweep took it first
     except OSError as exc:
         raise BlobError(f"could not delete {name}: {type(exc).__name__}") from exc
-    if not _older(tomb, cutoff):  # stored again since the listing: it stays
+    try:
+        young = tomb.stat().st_mtime >= cutoff
+    except FileNotFoundError:
+        return True  # a second sweep took the tombstone as an old leftover: the blob is gone
+    except OSError as exc:
+        raise BlobError(f"could not look at {tomb.name}: {type(exc).__name__}") from exc
+    if young:  # stored again since the listing: it stays
         try:
             os.replace(tomb, path)
         except OSError as exc:
