@@ -211,7 +211,7 @@ class OutputPlan:
 
         try:
             value = from_json(raw, allow_partial="trailing-strings")
-        except ValueError:
+        except (ValueError, TypeError):  # TypeError: a lone surrogate (not UTF-8) in the text
             return None
         if self.wrapped:
             value = as_dict(value).get(_WRAP)
@@ -457,11 +457,14 @@ class PartialFeed:
     once more when its block stops. Each validation reads the whole text, so a try also
     waits for the text to grow by a sixty-fourth (`>> shift`): the total work stays a
     bounded multiple of the answer's size however small its deltas and however short the
-    interval (0 tries on every delta that adds that much).
+    interval (0 tries on every delta that adds that much). With an interval, a try that took
+    long waits `cost_factor` times its own time before the next (a multi-megabyte answer's
+    tries would otherwise take most of the run's CPU and stall the event loop back to back).
     """
 
     first_shift = 3
     shift = 6
+    cost_factor = 4
 
     __slots__ = (
         "_block",
@@ -525,6 +528,7 @@ class PartialFeed:
             self._check()
 
     def _check(self) -> None:
+        start = self.clock()
         text = "".join(self._parts)
         self._parts = [text]
         self._checked = self._size
@@ -534,4 +538,6 @@ class PartialFeed:
             self._sent = True
             self.send(OutputPartial(value, self._size))
         if self._sent:
-            self._next = self.clock() + self.interval
+            now = self.clock()
+            took = max(0.0, now - start) * self.cost_factor if self.interval else 0.0
+            self._next = now + max(self.interval, took)
