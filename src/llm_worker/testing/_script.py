@@ -183,17 +183,57 @@ blob id back, as a real model would)."""
 def prompt_tokens(request: Request) -> int:
     """A rough count of a request's input tokens: a token for every 4 characters.
 
-    The characters are those of the system prompt, of each message's JSON form, and of the
-    tools' and the output schema's JSON: what a provider bills as input, roughly (an image
-    counts by its encoded size, far above a provider's count for it). The same request
-    counts the same whichever wire it came over.
+    The characters are those of what the request says, not of how a wire or the neutral
+    form's JSON spells it: the system prompt; each message's text, thinking, tool calls
+    (name and arguments' JSON) and tool results (name and content); an image or document by
+    its size inline (4/3 of its bytes, as base64) or its URL; the tools' names, descriptions
+    and their schemas' property names and descriptions; the output schema's likewise. So the
+    same conversation counts the same whichever of the four wires it came over (ids, item
+    ids, signatures and schema keywords, which each wire spells its own way, do not count).
     """
-    chars = len(request.system or "") + sum(len(m.to_json()) for m in request.messages)
+    chars = len(request.system or "")
+    for message in request.messages:
+        chars += sum(_prompt_chars(part) for part in message.content)
     for spec in request.tools:
-        chars += len(spec.name) + len(spec.description) + len(orjson.dumps(spec.input_schema))
+        chars += len(spec.name) + len(spec.description) + _schema_chars(spec.input_schema)
     if request.output_schema is not None:
-        chars += len(orjson.dumps(request.output_schema.schema))
+        chars += _schema_chars(request.output_schema.schema)
     return chars // 4 + 1
+
+
+def _prompt_chars(part: Part) -> int:
+    if isinstance(part, TextPart | ThinkingPart):
+        return len(part.text)
+    if isinstance(part, ToolUsePart):
+        return len(part.name) + len(orjson.dumps(part.input))
+    if isinstance(part, ToolResultPart):
+        return len(part.name or "") + len(part.content) + sum(map(_prompt_chars, part.media))
+    if isinstance(part, ProviderPart):
+        return 0  # opaque data of one provider's wire, spelled its own way
+    data = part.data
+    return len(data) * 4 // 3 if data is not None else len(part.url or "")
+
+
+def _schema_chars(schema: object) -> int:
+    """The characters of a schema's property names and descriptions (iteratively: no depth)."""
+    chars = 0
+    stack: list[object] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)  # pyright: ignore[reportUnknownArgumentType]
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key, value in node.items():  # pyright: ignore[reportUnknownVariableType]
+            if key == "description" and isinstance(value, str):
+                chars += len(value)
+            elif key == "properties" and isinstance(value, dict):
+                chars += sum(len(str(name)) for name in value)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+                stack.extend(value.values())  # pyright: ignore[reportUnknownArgumentType]
+            elif isinstance(value, dict | list):
+                stack.append(value)  # pyright: ignore[reportUnknownArgumentType]
+    return chars
 
 
 def split_script(
