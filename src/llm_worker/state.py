@@ -391,8 +391,13 @@ class RunResult(Generic[OutputT]):
         output: OutputT | None = None,
         refusal: str | None = None,
         request_usage: list[RequestUsage] | None = None,
+        _output: OutputT | None = None,
     ) -> None:
         # Written out (not the dataclass's) so that `output=` sets what the property reads.
+        # `_output`: the stored field by its own name, which `dataclasses.replace` passes on
+        # (it raised TypeError without it); `output=` wins when given.
+        if output is None:
+            output = _output
         self.status = status
         self.text = text
         self.messages = [] if messages is None else messages
