@@ -99,20 +99,20 @@ async def test_the_invoice_desk_types_end_to_end(tmp_path: Path) -> None:
 
 
 async def test_a_paused_desk_run_says_so_in_its_type() -> None:
-    async with ScriptedModelServer("gemini", ScriptedResponse.output(INVOICE)) as server:
-        async with server.client() as c:
-            worker = Worker(c, output_type=Invoice)
-            worker.add_on_turn_end_hook(lambda ctx: Pause("a person checks it"))
-            with anyio.fail_after(10):
-                paused = await worker.run("Read it.")
-            assert paused.status is RunStatus.PAUSED and paused.state is not None
-            maybe = paused.output_or_none
-            with pytest.raises(AttributeError):  # None on a paused run: pyright says so
-                total_of(maybe)  # pyright: ignore[reportArgumentType]
-            with pytest.raises(NoOutputError, match="paused"):
-                total_of(paused.output)
-            fresh = Worker(c, output_type=Invoice)
-            with anyio.fail_after(10):
-                resumed = await fresh.resume(PauseState.from_json(paused.state.to_json()))
+    answer = ScriptedResponse.output(INVOICE)
+    async with ScriptedModelServer("gemini", answer) as server, server.client() as c:
+        worker = Worker(c, output_type=Invoice)
+        worker.add_on_turn_end_hook(lambda ctx: Pause("a person checks it"))
+        with anyio.fail_after(10):
+            paused = await worker.run("Read it.")
+        assert paused.status is RunStatus.PAUSED and paused.state is not None
+        maybe = paused.output_or_none
+        with pytest.raises(AttributeError):  # None on a paused run: pyright says so
+            total_of(maybe)  # pyright: ignore[reportArgumentType]
+        with pytest.raises(NoOutputError, match="paused"):
+            total_of(paused.output)
+        fresh = Worker(c, output_type=Invoice)
+        with anyio.fail_after(10):
+            resumed = await fresh.resume(PauseState.from_json(paused.state.to_json()))
     assert_type(resumed, RunResult[Invoice])
     assert resumed.output == INVOICE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from pydantic import BaseModel
@@ -60,7 +61,7 @@ def test_a_slow_try_waits_a_multiple_of_its_time_before_the_next() -> None:
     sent = _feed(plan, clock, step=0.01)
     first = plan.tries.index(min(t for t in plan.tries if t > 0.5))  # a partial was sent
     later = plan.tries[first:-1]  # (the last: when the block stopped)
-    gaps = [b - a for a, b in zip(later, later[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(later)]
     assert len(gaps) >= 3
     assert all(gap >= 0.2 + 0.2 * PartialFeed.cost_factor - 1e-9 for gap in gaps)
     assert sent[-1].value == Invoice.model_validate_json(TEXT)
