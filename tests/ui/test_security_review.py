@@ -24,7 +24,7 @@ from llm_worker.ui import (
     signing_key,
 )
 from llm_worker.ui._agui_messages import read_agui
-from llm_worker.ui._app import MAX_ID
+from llm_worker.ui._app import MAX_ID, OFF_LOOP_PARTS
 from llm_worker.ui._auth import chat_key
 from llm_worker.ui._record import NO_RECORD, MemoryToolRecord, Proven, reconcile
 from llm_worker.ui._store import MemoryPauseStore
@@ -410,3 +410,22 @@ def test_a_recorded_result_is_not_carried_into_a_later_call_that_reuses_its_id()
     ]
     out = reconcile(history, recorded, Proven(), lambda name: name == "book")
     assert "booked Kyoto" not in str(out)
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_long_history_converted_off_the_loop_is_checked_with_the_adapters_key(
+    adapter: Any,
+) -> None:
+    # Past OFF_LOOP_PARTS the conversion runs in a worker thread: the adapter's key must
+    # go with it, else every signature of a long conversation reads as forged.
+    # Two parts a message: AG-UI counts a content list (a lone text goes as a string).
+    lines = range(OFF_LOOP_PARTS // 2 + 10)
+    chatter = [Message("user", [TextPart(f"line {n}"), TextPart(".")]) for n in lines]
+    script = [ScriptedResponse.text("ok")]
+    async with history_site(adapter, script, signing_key=KEY_A) as (server, url, http, _):
+        with signing_key(KEY_A):
+            body = wire(adapter, [*chatter, *booked("booked Atlantis")], "Thanks")
+        await history_post(http, url, body)
+        last = sent(server)
+    assert "booked Atlantis" in last
+    assert NO_RECORD[:30] not in last
