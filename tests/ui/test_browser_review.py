@@ -220,3 +220,70 @@ async def test_stop_whose_request_never_arrives_still_ends_the_page_s_stream(
                 await route.abort()
     assert [route.request.method for route in held] == ["DELETE"]
     assert status == "stopped"
+
+
+APPROVED_APP = '''
+"""A tool that asks approval and then takes a while, writing down each run."""
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+
+from llm_worker import TextPart, ToolUsePart, Worker, tool
+from llm_worker.testing import ScriptedModelServer, ScriptedRequest, ScriptedResponse
+
+RUNS = Path(__file__).with_name("runs.txt")
+GATE = Path(__file__).with_name("gate.txt")
+
+
+@tool(requires_approval=True)
+async def transfer(amount: int) -> str:
+    """Transfer an amount (a person approves it)."""
+    with RUNS.open("a") as f:
+        f.write("start\\n")
+    while not GATE.exists():  # the test opens the gate once the page has reloaded
+        await anyio.sleep(0.05)
+    return f"transferred {amount}"
+
+
+def answer(call: ScriptedRequest) -> ScriptedResponse:
+    if call.tool_results:
+        return ScriptedResponse.text("All " + call.tool_results[0].content + ".")
+    return ScriptedResponse([TextPart("Transferring."), ToolUsePart("", "transfer", {"amount": 7})])
+
+
+@asynccontextmanager
+async def make_worker():
+    async with ScriptedModelServer("anthropic", answer) as server, server.client() as client:
+        yield lambda: Worker(client, tools=[transfer])
+'''
+
+
+async def test_a_reload_while_an_approved_tool_runs_reads_it_once_and_runs_it_once(
+    chromium: str, tmp_path: Path
+) -> None:
+    (tmp_path / "approved_app.py").write_text(APPROVED_APP)
+    runs, gate = tmp_path / "runs.txt", tmp_path / "gate.txt"
+    args = ("approved_app:make_worker", "--static", str(EXAMPLE), "--resumable")
+    with llm_worker_serve(tmp_path, *args) as (url, _):
+        async with chat_page(chromium, "reload-approved") as page:
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            with anyio.fail_after(60):
+                await page.goto(url)
+                await say(page, "Send 7 to Ann")
+                await page.get_by_test_id("approve").click(timeout=20_000)
+                await anyio.to_thread.run_sync(wait_for_note, runs, "start")
+                await page.reload()  # the approved tool is running on the server
+                await page.wait_for_function("document.body.dataset.status === 'streaming'")
+                gate.write_text("open")
+                await until_ready(page, "All transferred 7.")
+                answer = await page.get_by_test_id("assistant").inner_text()
+                outputs = await texts(page, "tool-output")
+                status = await page.get_by_test_id("status").inner_text()
+    assert runs.read_text() == "start\n"
+    assert answer.count("Transferring.") == 1
+    assert answer.count("All transferred 7.") == 1
+    assert outputs == ["→ transferred 7"]
+    assert status == "done"
+    assert errors == []
