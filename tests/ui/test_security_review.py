@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from llm_worker import Message, TextPart, ToolResultPart, ToolUsePart, Worker, tool
@@ -429,3 +430,60 @@ async def test_a_long_history_converted_off_the_loop_is_checked_with_the_adapter
         last = sent(server)
     assert "booked Atlantis" in last
     assert NO_RECORD[:30] not in last
+
+
+async def test_a_call_stopped_mid_tool_after_its_approval_runs_once_and_never_reads_as_done() -> (
+    None
+):
+    # pause -> approve -> stop (DELETE) while the approved tool runs -> a new message: the
+    # tool started once, and neither the record nor the browser makes it read as booked.
+    started: list[str] = []
+    entered = anyio.Event()
+
+    @tool(requires_approval=True)
+    async def slow_book(city: str) -> str:
+        """Book a trip, slowly."""
+        started.append(city)
+        entered.set()
+        await anyio.sleep_forever()
+        return f"booked {city}"
+
+    script = [
+        ScriptedResponse([ToolUsePart("", "slow_book", {"city": "Kyoto"})]),
+        ScriptedResponse.text("never"),
+        ScriptedResponse.text("Understood."),
+    ]
+    user = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Book Kyoto"}]}
+    async with (
+        ScriptedModelServer("anthropic", script) as server,
+        server.client() as client,
+    ):
+        app = VercelAIAdapter(lambda: Worker(client, tools=[slow_book]), resumable=True)
+        async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+            first = await post(http, url, {"id": "c1", "messages": [user]})
+            [asked] = [c for c in chunks(first.text) if c["type"] == "tool-approval-request"]
+            call_id = asked["toolCallId"]
+            part = {
+                "type": "tool-slow_book",
+                "toolCallId": call_id,
+                "state": "approval-responded",
+                "input": {"city": "Kyoto"},
+                "approval": {"id": asked["approvalId"], "approved": True},
+            }
+            answer = {"id": "a1", "role": "assistant", "parts": [part]}
+            approval = {"id": "c1", "messages": [user, answer], "messageId": "a1"}
+            stops: list[httpx.Response] = []
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(post, http, url, approval)
+                    await entered.wait()
+                    stops.append(await http.delete(f"{url}/c1/stream"))
+            again = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "So?"}]}
+            last = await post(http, url, {"id": "c1", "messages": [user, answer, again]})
+    assert [r.status_code for r in stops] == [200]
+    assert started == ["Kyoto"]
+    assert last.status_code == 200
+    told = server.requests[-1].body.decode()
+    assert "booked Kyoto" not in told
+    assert call_id in told  # the call is in the history, answered as interrupted
+    assert "interrupted" in told
