@@ -63,8 +63,10 @@ async def test_a_second_resume_racing_on_one_worker_is_refused(tmp_path: Path, s
         async with anyio.create_task_group() as group:
             group.start_soon(resume)
             group.start_soon(resume if second == "resume" else discard)
+    # Whichever read its outputs first goes on (the discard may win: s1 then reads "not run");
+    # the other is refused. Either way s1 has one result, never two.
     assert sent == ["s1"], outcomes
-    assert RunStatus.FINISHED in outcomes
+    assert RunStatus.FINISHED in outcomes or "discarded" in outcomes, outcomes
     refused = (ConfigurationError, PauseStateError)
     assert len([o for o in outcomes if isinstance(o, refused)]) == 1, outcomes
 
