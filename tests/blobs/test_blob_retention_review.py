@@ -277,3 +277,31 @@ def test_a_tombstone_taken_before_the_first_sweep_looks_at_it_is_not_an_error(
     monkeypatch.setattr(os, "rename", rename_then_taken)
     report = _fs_retention.sweep_folder(tmp_path, time.time() - 3600, frozenset())
     assert report.deleted == (blob_id,) and os.listdir(tmp_path) == [".llm-worker-blob-key"]
+
+
+def test_a_young_tombstone_taken_by_a_sweep_with_a_shorter_age_is_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A store touched the blob just before this sweep's rename (the tombstone is young, it
+    # goes back), but a sweep with a shorter `older_than` took the tombstone first.
+    import anyio
+
+    store = FsBlobStore(tmp_path)
+    blob_id = anyio.run(store.store, Content.Text(LEDGER))
+    old = time.time() - 86400
+    os.utime(tmp_path / f"{blob_id}.txt", (old, old))
+    real_rename, real_replace = os.rename, os.replace
+
+    def rename_after_a_store(src: Any, dst: Any) -> None:
+        os.utime(src)
+        real_rename(src, dst)
+
+    def replace_once_taken(src: Any, dst: Any) -> None:
+        if str(src).endswith(".swept"):
+            os.unlink(src)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename_after_a_store)
+    monkeypatch.setattr(os, "replace", replace_once_taken)
+    report = _fs_retention.sweep_folder(tmp_path, time.time() - 3600, frozenset())
+    assert report.deleted == () and os.listdir(tmp_path) == [".llm-worker-blob-key"]

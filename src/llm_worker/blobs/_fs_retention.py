@@ -110,6 +110,8 @@ def _retire(root: Path, name: str, cutoff: float) -> bool:
     if young:  # stored again since the listing: it stays
         try:
             os.replace(tomb, path)
+        except FileNotFoundError:
+            return False  # a sweep with a shorter age took it meanwhile: its policy, not ours
         except OSError as exc:
             raise BlobError(f"could not keep {name}: {type(exc).__name__}") from exc
         return False
