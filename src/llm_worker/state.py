@@ -120,9 +120,8 @@ class Decision:
     a sanitizing hook registered before the approval hook has done its work, once); hooks
     after the pausing one never see it. To send an approved call through the hooks once more
     (they see `ctx.resumed` true, and start from the model's arguments), give
-    `skip_hooks=False`: `Decision(True, skip_hooks=False)`. A later call of the batch, which
-    the hooks never saw (the batch paused before it), always goes through them: approved, it
-    passes a `requires_approval` tool's check, and the hooks see `ctx.resumed` true.
+    `skip_hooks=False`: `Decision(True, skip_hooks=False)`. A later call the hooks never saw
+    (the batch paused before it) goes through them anyway, as approved and resumed.
 
     Edited arguments replace the whole argument object (they run as written); with
     `merge=True` they are laid over `PendingCall.arguments` instead (top-level keys replaced
