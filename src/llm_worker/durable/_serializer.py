@@ -62,6 +62,8 @@ class JsonSerializer:
             envelope = json.loads(serialized_data)
         except (TypeError, ValueError) as exc:
             raise RecordError(f"it is not JSON ({exc})") from None
+        except RecursionError:  # a forged row nested past the parser's depth
+            raise RecordError("it is JSON nested too deep to read") from None
         if isinstance(envelope, dict) and "json" in envelope and len(envelope) == 1:  # pyright: ignore[reportUnknownArgumentType]
             return cast("dict[str, Any]", envelope)["json"]
         if isinstance(envelope, dict) and "error" in envelope and len(envelope) == 1:  # pyright: ignore[reportUnknownArgumentType]
