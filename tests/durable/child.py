@@ -116,19 +116,24 @@ async def serve(config: dict[str, Any]) -> None:
 
 
 async def race(durable: DurableWorker, config: dict[str, Any]) -> None:
-    """Decide each run whose id arrives on stdin, after a seeded random delay."""
+    """Decide each run whose id arrives on stdin, after a seeded random delay, all at once."""
     rng = random.Random(config["seed"])
     decision = Decision(config["allow"], reason=config["executor"])
     stdin = anyio.wrap_file(sys.stdin)
-    for _ in config["race"]:
-        run_id = (await stdin.readline()).strip()
-        await anyio.sleep(rng.random() * 0.02)  # the seeded timing of this decision
+
+    async def decide(run_id: str, delay: float) -> None:
+        await anyio.sleep(delay)  # the seeded timing of this decision
         try:
             await durable.decide(run_id, {f"{run_id}-p": decision})
         except DecisionConflictError:
             say({"raced": run_id, "won": False})
         else:
             say({"raced": run_id, "won": True})
+
+    async with anyio.create_task_group() as tg:
+        for _ in config["race"]:
+            run_id = (await stdin.readline()).strip()
+            tg.start_soon(decide, run_id, rng.random() * 0.02)
 
 
 async def _run(durable: DurableWorker, run_id: str, start: bool) -> None:

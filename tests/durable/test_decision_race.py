@@ -1,7 +1,7 @@
 """Two processes decide one pause at once: exactly one decision is taken, the other is refused.
 
-Fifty paused runs; two client processes (`serve=False`) are told at once to answer each, and
-do after a seeded random delay of up to 20 ms: one approves, one denies. For every run one of them
+Fifty paused runs; two client processes (`serve=False`) are told at once to answer all of them,
+and answer each concurrently after a seeded random delay of up to 20 ms: one approves, one denies. For every run one of them
 wins and the other gets `DecisionConflictError`, and the run did what the winner said.
 """
 
@@ -47,13 +47,15 @@ async def test_two_simultaneous_decisions_on_one_pause_one_wins_one_is_refused(
                 await no.until("ready")
                 for run_id in ids:
                     await runs.start(run_id, run_id=run_id)
-                raced: dict[str, dict[str, bool]] = {"yes": {}, "no": {}}
-                for run_id in ids:  # each paused run gets both decisions at once
+                for run_id in ids:
                     assert await runs.paused(run_id) is not None
-                    await yes.tell(run_id)
-                    await no.tell(run_id)
-                    for name, decider in (("yes", yes), ("no", no)):
-                        line = await decider.until("raced")
+                # Every paused run gets both decisions at once; the runs race concurrently.
+                await yes.tell("\n".join(ids))
+                await no.tell("\n".join(ids))
+                raced: dict[str, dict[str, bool]] = {"yes": {}, "no": {}}
+                for name, decider in (("yes", yes), ("no", no)):
+                    for _ in ids:
+                        line = await decider.until("raced", within=120)
                         raced[name][line["raced"]] = line["won"]
             with anyio.fail_after(120):
                 results = {run_id: await runs.result(run_id) for run_id in ids}

@@ -62,8 +62,8 @@ class Access:
         """The run's event `key`, waiting up to `wait` seconds for one."""
         raise NotImplementedError
 
-    async def send(self, run_id: str, message: dict[str, Any]) -> None:
-        """Send `message` on the run's decision topic."""
+    async def send(self, run_id: str, message: dict[str, Any], key: str | None = None) -> None:
+        """Send `message` on the run's decision topic (once per `key`, when one is given)."""
         raise NotImplementedError
 
     async def cancel(self, run_id: str) -> None:
@@ -107,8 +107,8 @@ class ServedAccess(Access):
     async def event(self, run_id: str, key: str, wait: float) -> Any:
         return await self.dbos.DBOS.get_event_async(run_id, key, timeout_seconds=wait)
 
-    async def send(self, run_id: str, message: dict[str, Any]) -> None:
-        await self.dbos.DBOS.send_async(run_id, message, DECISION)
+    async def send(self, run_id: str, message: dict[str, Any], key: str | None = None) -> None:
+        await self.dbos.DBOS.send_async(run_id, message, DECISION, idempotency_key=key)
 
     async def cancel(self, run_id: str) -> None:
         await self.dbos.DBOS.cancel_workflow_async(run_id)
@@ -199,8 +199,8 @@ class ClientAccess(Access):
     async def event(self, run_id: str, key: str, wait: float) -> Any:
         return await self._client.get_event_async(run_id, key, timeout_seconds=wait)
 
-    async def send(self, run_id: str, message: dict[str, Any]) -> None:
-        await self._client.send_async(run_id, message, DECISION)
+    async def send(self, run_id: str, message: dict[str, Any], key: str | None = None) -> None:
+        await self._client.send_async(run_id, message, DECISION, idempotency_key=key)
 
     async def cancel(self, run_id: str) -> None:
         await self._client.cancel_workflow_async(run_id)

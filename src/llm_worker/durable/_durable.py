@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Self, cast
@@ -281,9 +282,9 @@ class DurableWorker(Generic[OutputT]):
             await access.send(run_id, {"wait": None, "cancel": reason})
             return
         wait, _ = pause
-        claimed = await anyio.to_thread.run_sync(access.store.claim, run_id, wait, "cancel")
-        # Lost to a decision: the cancel waits for the run's next pause (docs/durable.md).
-        await access.send(run_id, {"wait": wait if claimed else None, "cancel": reason})
+        if not await _answer(access, run_id, wait, "cancel", {"wait": wait, "cancel": reason}):
+            # Lost to a decision: the cancel waits for the run's next pause (docs/durable.md).
+            await access.send(run_id, {"wait": None, "cancel": reason})
 
     async def paused(self, run_id: str, *, wait: float = 60.0) -> PauseState | None:
         """The state of the run's pause, waiting up to `wait` seconds for one.
@@ -350,13 +351,12 @@ class DurableWorker(Generic[OutputT]):
                 f"the durable run {run_id!r} is not waiting for a decision{ended}"
             )
         pause = await self._pause(run_id, 0)
-        if pause is None or not await anyio.to_thread.run_sync(
-            access.store.claim, run_id, pause[0], "decision"
-        ):
+        if pause is None:
             await self._not_waiting(access, run_id)
         assert pause is not None
-        wait = pause[0]
-        await access.send(run_id, {"wait": wait, "decisions": decisions_record(decisions)})
+        message = {"wait": pause[0], "decisions": decisions_record(decisions)}
+        if not await _answer(access, run_id, pause[0], "decision", message):
+            await self._not_waiting(access, run_id)
 
     async def _not_waiting(self, access: Access, run_id: str) -> None:
         """Raise why the run takes no decision now: its pause was answered, or it has none."""
@@ -490,3 +490,25 @@ def _config(
     if app_version is not None:
         config["application_version"] = app_version
     return {**config, **(extra or {})}
+
+
+async def _answer(
+    access: Access, run_id: str, wait: int, kind: str, message: dict[str, Any]
+) -> bool:
+    """Answer the run's pause `wait` with `message`, unless another answer has it (False).
+
+    The answer is claimed (kept with its message) before it is sent, and sent keyed by the
+    wait, so DBOS delivers it once however often it is sent. A losing answer sends the
+    winner's again: a winner whose process died between its claim and its send is delivered
+    all the same, never lost with its pause answered.
+    """
+    text = json.dumps(message)
+    store = access.store
+    key = f"llm-worker.answer.{wait}"
+    if await anyio.to_thread.run_sync(store.claim, run_id, wait, kind, text):
+        await access.send(run_id, message, key)
+        return True
+    kept = await anyio.to_thread.run_sync(store.answer, run_id, wait)
+    if kept is not None:
+        await access.send(run_id, json.loads(kept), key)
+    return False

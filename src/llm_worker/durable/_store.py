@@ -1,8 +1,11 @@
 """Two small tables llm-worker keeps beside DBOS's, in its system database.
 
-`llm_worker_claims`: one row per answered pause of a run (`run id`, `wait`). A decision or a
-cancel inserts the row before it sends its message; the primary key lets exactly one of two
-simultaneous answers in, on SQLite and PostgreSQL alike, and the other learns it lost.
+`llm_worker_claims`: one row per answered pause of a run (`run id`, `wait`, the answer's
+message). A decision or a cancel inserts the row before it sends its message; the primary key
+lets exactly one of two simultaneous answers in, on SQLite and PostgreSQL alike, and the other
+learns it lost. The message is kept so that an answer whose process died between the insert
+and the send is not lost: the next answer to that pause sends it again (the send is keyed by
+the wait, so DBOS delivers it once) before it is refused.
 
 `llm_worker_leases`: one row per serving process (`executor id`, a token unique to the
 process, when the lease ends). A serving process renews its lease while it lives and drops it
@@ -35,6 +38,7 @@ class Store:
             sa.Column("run_id", sa.Text, primary_key=True),
             sa.Column("wait", sa.Integer, primary_key=True),
             sa.Column("kind", sa.Text, nullable=False),
+            sa.Column("message", sa.Text, nullable=True),
         )
         self._leases = sa.Table(
             "llm_worker_leases",
@@ -53,14 +57,27 @@ class Store:
             # Another process created them between the check and the create.
             self._meta.create_all(self._engine, checkfirst=True)
 
-    def claim(self, run_id: str, wait: int, kind: str) -> bool:
-        """Take the answer to the run's pause `wait`; False when another answer has it."""
+    def claim(self, run_id: str, wait: int, kind: str, message: str) -> bool:
+        """Take the answer to the run's pause `wait`; False when another answer has it.
+
+        `message` is the answer's JSON text, kept to send it again (`answer`).
+        """
+        values = {"run_id": run_id, "wait": wait, "kind": kind, "message": message}
         try:
             with self._engine.begin() as c:
-                c.execute(sa.insert(self._claims).values(run_id=run_id, wait=wait, kind=kind))
+                c.execute(sa.insert(self._claims).values(**values))
         except IntegrityError:
             return False
         return True
+
+    def answer(self, run_id: str, wait: int) -> str | None:
+        """The message JSON text that answered the run's pause `wait`, if any."""
+        claims = self._claims
+        with self._engine.connect() as c:
+            row = c.execute(
+                sa.select(claims.c.message).where(claims.c.run_id == run_id, claims.c.wait == wait)
+            ).first()
+        return None if row is None or row[0] is None else str(row[0])
 
     def last_answer(self, run_id: str) -> str | None:
         """What answered the run's latest answered pause (`decision` or `cancel`), if any."""
