@@ -48,6 +48,20 @@ class Store:
             sa.Column("expires_at", sa.Float, nullable=False),
         )
         self._meta = meta
+        # Leases are compared on the database's clock: the processes of a fleet on one
+        # PostgreSQL server run on machines whose clocks differ (a fast clock would read a live
+        # process's lease as ended and take its runs over). A SQLite file has one machine.
+        self._now: Any = (
+            sa.extract("epoch", sa.func.clock_timestamp())
+            if engine.dialect.name == "postgresql"
+            else None
+        )
+
+    def _clock(self, c: sa.Connection) -> float:
+        """Seconds since the epoch, by the database's clock (PostgreSQL) or this machine's."""
+        if self._now is None:
+            return time.time()
+        return float(c.execute(sa.select(self._now)).scalar_one())
 
     def create(self) -> None:
         """Create the tables if they are missing (every process may race to do it)."""
@@ -93,21 +107,21 @@ class Store:
 
     def live(self, executor_ids: list[str], *, holder: str | None = None) -> list[str]:
         """The executors among `executor_ids` whose lease is current (not held by `holder`)."""
-        query = sa.select(self._leases.c.executor_id).where(
-            self._leases.c.executor_id.in_(executor_ids),
-            self._leases.c.expires_at > time.time(),
-        )
-        if holder is not None:
-            query = query.where(self._leases.c.holder != holder)
         with self._engine.connect() as c:
+            query = sa.select(self._leases.c.executor_id).where(
+                self._leases.c.executor_id.in_(executor_ids),
+                self._leases.c.expires_at > self._clock(c),
+            )
+            if holder is not None:
+                query = query.where(self._leases.c.holder != holder)
             return [str(r[0]) for r in c.execute(query)]
 
     def take(self, executor_id: str, holder: str, duration: float) -> bool:
         """Take or renew the lease of `executor_id` for `holder`; False while another holds it."""
-        now = time.time()
-        values: dict[str, Any] = {"holder": holder, "expires_at": now + duration}
         table = self._leases
         with self._engine.begin() as c:
+            now = self._clock(c)
+            values: dict[str, Any] = {"holder": holder, "expires_at": now + duration}
             updated = c.execute(
                 sa.update(table)
                 .where(
@@ -120,6 +134,7 @@ class Store:
                 return True
         try:
             with self._engine.begin() as c:
+                values["expires_at"] = self._clock(c) + duration
                 c.execute(sa.insert(table).values(executor_id=executor_id, **values))
         except IntegrityError:
             return False  # a live holder's row (or a racing process inserted first)
