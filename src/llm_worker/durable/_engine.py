@@ -356,12 +356,15 @@ async def _paused(
 ) -> RunResult[Any]:
     """Wait for decisions on a paused run, then resume it (waiting again on refused ones)."""
     await dbos.write_stream_async(PROGRESS, {"kind": "paused", "reason": state.reason})
+    refused: str | None = None
     while True:
         if run_id in engine.reasons:  # cancelled here while it was not waiting yet
             return await _discarded(worker, state, engine.reasons[run_id])
         wait = next(waits)
         await dbos.set_event_async(PAUSE, {"wait": wait, "state": state.to_dict()})
         await dbos.set_event_async(STATUS, "paused")
+        if refused is not None:  # said once the run waits again: paused() then finds it
+            await dbos.write_stream_async(PROGRESS, {"kind": "refused", "error": refused})
         message = await _decision(dbos, wait, run_id)
         await dbos.set_event_async(PAUSE, None)
         await dbos.set_event_async(STATUS, "running")
@@ -371,7 +374,7 @@ async def _paused(
         try:
             return await worker.resume(state, decisions=_decisions(message, run_id))
         except PauseStateError as exc:  # decisions that do not fit: the run waits for others
-            await dbos.write_stream_async(PROGRESS, {"kind": "refused", "error": str(exc)})
+            refused = str(exc)
 
 
 def _decisions(message: dict[str, Any], run_id: str) -> Any:
