@@ -52,7 +52,6 @@ PAUSE = "llm-worker.pause"
 """The DBOS event holding a paused run's wait: `{"wait": n, "state": PauseState dict}`, or None."""
 STATUS = "llm-worker.status"
 """The DBOS event holding a run's status: running, paused, finished, cancelled."""
-_HAND_BACK_TRIES = 6  # a run a leaving process cannot put back stays pending under its id
 _log = logging.getLogger("llm_worker.durable")
 _STOP_TIMEOUT = 10.0  # seconds for this process's runs to stop when the engine shuts down
 _DECISION_POLL = 24 * 3600.0  # one recv per day: a pause may wait for weeks
@@ -247,15 +246,18 @@ class Engine:
         sys_db = self.instance._sys_db
         internal = self.dbos._utils.INTERNAL_QUEUE_NAME
         for run_id in run_ids:
-            for attempt in range(_HAND_BACK_TRIES):
+            # Bounded by time, not by tries: a busy SQLite file (other processes polling it)
+            # refused a few quick tries in a row on a loaded machine.
+            deadline = time.monotonic() + _STOP_TIMEOUT
+            for attempt in itertools.count():
                 try:
                     sys_db.reenqueue_for_recovery(run_id, [self.executor_id], internal)
                     break
                 except Exception as exc:  # SQLite busy, a connection lost: try again
-                    if attempt + 1 == _HAND_BACK_TRIES:  # left pending: restart or recover()
+                    if time.monotonic() > deadline:  # left pending: restart or recover()
                         _log.warning("durable run %r not handed back: %r", run_id, exc)
-                    else:
-                        time.sleep(0.05 * 2**attempt)
+                        break
+                    time.sleep(min(0.05 * 2**attempt, 0.5))
 
     async def hand_back(self, run_id: str) -> None:
         """Put one run this process dequeued but does not serve back on its queue."""
