@@ -133,7 +133,7 @@ async def race(durable: DurableWorker, config: dict[str, Any]) -> None:
     async with anyio.create_task_group() as tg:
         for _ in config["race"]:
             run_id = (await stdin.readline()).strip()
-            tg.start_soon(decide, run_id, rng.random() * 0.02)
+            tg.start_soon(decide, run_id, rng.random() * 0.25)
 
 
 async def _run(durable: DurableWorker, run_id: str, start: bool) -> None:

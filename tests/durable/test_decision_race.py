@@ -1,9 +1,9 @@
 """Two processes decide one pause at once: exactly one decision is taken, the other is refused.
 
 Fifty paused runs; two client processes (`serve=False`) are told at once to answer all of them,
-and answer each concurrently after a seeded random delay of up to 20 ms: one approves, one
-denies. For every run one of them wins and the other gets `DecisionConflictError`, and the run
-did what the winner said.
+and answer each concurrently after a seeded random delay of up to 250 ms (spread wider than the
+latency of 50 decisions at once): one approves, one denies. For every run one of them wins
+and the other gets `DecisionConflictError`, and the run did what the winner said.
 """
 
 from __future__ import annotations
