@@ -125,10 +125,13 @@ async def test_no_record_and_no_span_holds_the_key_and_each_error_path_logged(
     assert stored and "could not be stored" in stored[0].getMessage()
 
 
-async def test_the_library_installs_no_handler() -> None:
+async def test_the_library_installs_only_a_null_handler() -> None:
+    """A NullHandler on the package logger (library convention), nothing that prints anywhere."""
     import llm_worker.worker  # noqa: F401  (the loggers exist once the modules are loaded)
 
-    for name in ("llm_worker", "llm_worker.retries", "llm_worker.hooks", "llm_worker.blobs"):
+    handlers = logging.getLogger("llm_worker").handlers
+    assert [type(h) for h in handlers] == [logging.NullHandler]
+    for name in ("llm_worker.retries", "llm_worker.hooks", "llm_worker.blobs"):
         assert logging.getLogger(name).handlers == []
 
 
