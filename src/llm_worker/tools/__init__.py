@@ -14,12 +14,12 @@ import each other directly, never through this package.
 
 from llm_worker.tools._execute import ErrorFormatter, execute_call
 from llm_worker.tools._registry import ToolRegistry
+from llm_worker.tools._result import ToolResult
 from llm_worker.tools._tool import (
     Effect,
     FunctionTool,
     Tool,
     ToolMeta,
-    ToolResult,
     tool,
     tool_meta,
 )

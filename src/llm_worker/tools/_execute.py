@@ -15,8 +15,9 @@ import anyio
 
 import llm_worker.tools._messages as say
 from llm_worker.errors import ToolError
+from llm_worker.tools._result import ToolResult
 from llm_worker.tools._text import as_output, json_text, split_media
-from llm_worker.tools._tool import Tool, ToolResult, tool_meta
+from llm_worker.tools._tool import Tool, tool_meta
 from llm_worker.tools._toolset import calling
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, sen
 from llm_worker.ui._auth import Authorize, Refused, chat_key, owner_of
 from llm_worker.ui._errors import GENERIC_ERROR, ErrorText
 from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
-from llm_worker.ui._record import MemoryToolRecord, Proven, ToolRecord, as_part, reconcile
+from llm_worker.ui._record import MemoryToolRecord, Proven, ToolRecord, reconcile
 from llm_worker.ui._resumable import ResumableStreams, RunLog, StreamGone
 from llm_worker.ui._sign import Signer
 from llm_worker.ui._store import MemoryPauseStore, PauseStore
@@ -205,7 +205,7 @@ async def run_events(
     async with start() as run:
         async for event in run:
             if key and record is not None and isinstance(event, ToolResultReady):
-                await record.add(key, [as_part(event.result)])
+                await record.add(key, [event.result.to_part()])
             if isinstance(event, RunCompleted) and event.result.state is not None and key:
                 await store.put(key, event.result.state)
             yield event

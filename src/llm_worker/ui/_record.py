@@ -21,10 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from llm_worker.messages import Message, Part, ToolResultPart
-from llm_worker.tools import ToolResult
 from llm_worker.ui._auth import owner_part
 
-__all__ = ("NO_RECORD", "MemoryToolRecord", "Proven", "ToolRecord", "as_part", "reconcile")
+__all__ = ("NO_RECORD", "MemoryToolRecord", "Proven", "ToolRecord", "reconcile")
 
 NO_RECORD = (
     "No result of this call is on record: the server did not run it (the result the "
@@ -162,17 +161,6 @@ class _Owner:
 
 def _size(result: ToolResultPart) -> int:
     return len(result.content) + len(result.tool_use_id)
-
-
-def as_part(result: ToolResult) -> ToolResultPart:
-    """The history's part of a result the Worker produced."""
-    return ToolResultPart(
-        result.tool_use_id,
-        result.content,
-        is_error=result.is_error,
-        name=result.name,
-        media=list(result.media),
-    )
 
 
 def reconcile(

@@ -136,7 +136,7 @@ class Batch:
         self._media_checked()
         results = [p.result for p in self.pending if p.result is not None]
         if results:  # a batch without calls (a hand-made pause state) adds no empty message
-            self.owner.history.append(Message("user", [_part(r) for r in results]))
+            self.owner.history.append(Message("user", [r.to_part() for r in results]))
         if self.owner.cfg.sinks:
             for result in results:
                 for sink in self.owner.cfg.sinks:
@@ -300,7 +300,7 @@ class Batch:
         for index, pending in enumerate(self.pending):
             result = checked[index]
             if result is not None:
-                parts.append(_part(result))
+                parts.append(result.to_part())
             else:
                 text = self._missing(index, why)
                 parts.append(
@@ -394,13 +394,3 @@ def _settled(result: ToolResult, call: ToolCall) -> ToolResult:
 def _approval_pause(call: ToolCall) -> Pause:
     # The reason is for the application (RunResult.reason), which decides by call id.
     return Pause(f"{call.name} requires approval (call {call.id})")
-
-
-def _part(result: ToolResult) -> ToolResultPart:
-    return ToolResultPart(
-        result.tool_use_id,
-        result.content,
-        is_error=result.is_error,
-        name=result.name,
-        media=list(result.media),
-    )
