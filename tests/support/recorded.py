@@ -22,18 +22,28 @@ def fixtures_dir() -> Path:
     return _FOLDER
 
 
-def fixture_names(api: str) -> list[str]:
-    """Names (without .json) of the recordings of one API, sorted."""
-    names = sorted(p.stem for p in (_FOLDER / api).glob("*.json"))
+def names_in(folder: Path, api: str) -> list[str]:
+    """Names (without .json) of one API's files in a fixture folder, sorted."""
+    names = sorted(p.stem for p in (folder / api).glob("*.json"))
     if not names:  # a broken checkout, never a reason to pass quietly
-        raise FileNotFoundError(f"no recordings of {api} under {_FOLDER}")
+        raise FileNotFoundError(f"no files of {api} under {folder}")
     return names
 
 
 @cache
+def load_in(folder: Path, api: str, name: str) -> dict[str, Any]:
+    """One file of a fixture folder, parsed."""
+    return orjson.loads((folder / api / f"{name}.json").read_bytes())
+
+
+def fixture_names(api: str) -> list[str]:
+    """Names (without .json) of the recordings of one API, sorted."""
+    return names_in(_FOLDER, api)
+
+
 def load(api: str, name: str) -> dict[str, Any]:
     """One recording, parsed."""
-    return orjson.loads((_FOLDER / api / f"{name}.json").read_bytes())
+    return load_in(_FOLDER, api, name)
 
 
 def params(api: str) -> list[Any]:

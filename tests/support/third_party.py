@@ -7,13 +7,11 @@ README lists them). They hold the shapes the official recordings lack.
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from llm_worker.testing import Chunking, WireResponse
+from support.recorded import load_in, names_in
 
 __all__ = ("fixture_names", "fixtures_dir", "load", "response")
 
@@ -27,16 +25,12 @@ def fixtures_dir() -> Path:
 
 def fixture_names(api: str) -> list[str]:
     """Names (without .json) of one API's third-party streams, sorted."""
-    names = sorted(p.stem for p in (_FOLDER / api).glob("*.json"))
-    if not names:  # a broken checkout, never a reason to pass quietly
-        raise FileNotFoundError(f"no third-party streams of {api} under {_FOLDER}")
-    return names
+    return names_in(_FOLDER, api)
 
 
-@cache
 def load(api: str, name: str) -> dict[str, Any]:
     """One stream file, parsed."""
-    return orjson.loads((_FOLDER / api / f"{name}.json").read_bytes())
+    return load_in(_FOLDER, api, name)
 
 
 def response(api: str, name: str, chunking: Chunking | None = None) -> WireResponse:
