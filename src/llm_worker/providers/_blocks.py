@@ -128,7 +128,9 @@ class BlockEmitter:
 
     def text(self, text: str, logprobs: list[TokenLogprob] | None = None) -> None:
         """Append answer text, starting a text block if none is open."""
-        self._grow(text)
+        self._room -= len(text)  # inline: this runs once per delta
+        if self._room < 0:
+            self._too_large()
         if self._open is not BlockType.TEXT:
             self.start(BlockType.TEXT, _TEXT_META)
         self.out.append(BlockDelta(self._index, TextDelta(text, logprobs)))
@@ -161,7 +163,9 @@ class BlockEmitter:
 
     def thinking(self, text: str) -> None:
         """Append thinking text, starting a thinking block if none is open."""
-        self._grow(text)
+        self._room -= len(text)  # inline: this runs once per delta
+        if self._room < 0:
+            self._too_large()
         if self._open is not BlockType.THINKING:
             self.start(BlockType.THINKING, ThinkingMetadata())
         self.out.append(BlockDelta(self._index, ThinkingDelta(text)))
@@ -209,11 +213,10 @@ class BlockEmitter:
         """Attach opaque continuation data to the open block."""
         if self._open is None:
             raise MalformedStreamError("a signature arrived outside any block")
-        self._grow(signature)
+        self._room -= len(signature)
+        if self._room < 0:
+            self._too_large()
         self.out.append(BlockDelta(self._index, SignatureDelta(signature)))
-
-    def _grow(self, piece: str) -> None:
-        self.charge(len(piece))
 
     def charge(self, size: int) -> None:
         """Count `size` characters against `max_answer_chars`; past it, the answer fails.
@@ -224,18 +227,20 @@ class BlockEmitter:
         Raises:
             AnswerTooLargeError: The answer passed the bound.
         """
-        if size <= 0:
-            return
-        self._room -= size
-        if self._room < 0:
-            limit = self.max_answer_chars
-            raise AnswerTooLargeError(
-                f"the answer passed max_answer_chars={limit:,} characters (text, thinking, tool "
-                "arguments and signatures); the rest was not read. Ask for a shorter answer, "
-                "or raise the client's max_answer_chars",
-                limit=limit,
-                streamed=True,
-            )
+        if size > 0:
+            self._room -= size
+            if self._room < 0:
+                self._too_large()
+
+    def _too_large(self) -> None:
+        limit = self.max_answer_chars
+        raise AnswerTooLargeError(
+            f"the answer passed max_answer_chars={limit:,} characters (text, thinking, tool "
+            "arguments and signatures); the rest was not read. Ask for a shorter answer, "
+            "or raise the client's max_answer_chars",
+            limit=limit,
+            streamed=True,
+        )
 
     def provider_block(self, data: dict[str, Any]) -> int:
         """Emit a whole provider-native block (start, then its held stop); return its index."""
