@@ -346,8 +346,6 @@ class DurableWorker(Generic[OutputT]):
         access = self._runs
         found = await self._refuse_failed(run_id)
         if found is None or found in _ENDED:
-            if found is not None:  # a decider that lost the race to an answer that ended it
-                await self._refuse_if_answered(access, run_id)
             ended = "" if found is None else f": it ended ({found.lower()})"
             raise ConfigurationError(
                 f"the durable run {run_id!r} is not waiting for a decision{ended}"
@@ -362,10 +360,6 @@ class DurableWorker(Generic[OutputT]):
 
     async def _not_waiting(self, access: Access, run_id: str) -> None:
         """Raise why the run takes no decision now: its pause was answered, or it has none."""
-        await self._refuse_if_answered(access, run_id)
-        raise ConfigurationError(f"the durable run {run_id!r} is not waiting for a decision")
-
-    async def _refuse_if_answered(self, access: Access, run_id: str) -> None:
         by = await anyio.to_thread.run_sync(access.store.last_answer, run_id)
         if by is not None:
             raise DecisionConflictError(
@@ -373,6 +367,7 @@ class DurableWorker(Generic[OutputT]):
                 "this decision is dropped",
                 run_id=run_id,
             )
+        raise ConfigurationError(f"the durable run {run_id!r} is not waiting for a decision")
 
     async def follow(self, run_id: str, *, idle: float = 3600.0) -> AsyncIterator[dict[str, Any]]:
         """The run's progress, from any process: one entry per step, until the run ends.
