@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from llm_worker import Decision, RunStatus, ToolUsePart, Worker, tool
-from llm_worker.durable import DurableWorker, step
+from llm_worker.durable import DecisionConflictError, DurableWorker, step
 from llm_worker.errors import ConfigurationError, MissingExtraError
 from llm_worker.events import UsageEvent
 from llm_worker.hooks import ToolCallContext
@@ -125,6 +125,10 @@ async def test_a_pause_waits_for_a_decision_sent_with_the_run_id(tmp_path: Path)
                 result = await durable.result(run_id)
                 assert await durable.paused(run_id, wait=0) is None
                 assert await durable.status(run_id) == "finished"
+                # A decision second to one that already ended the run lost a race: a conflict,
+                # whether it arrived a moment before the end or after it.
+                with pytest.raises(DecisionConflictError, match="already answered"):
+                    await durable.decide(run_id, {"p1": Decision.approve()})
     assert result.status is RunStatus.FINISHED
     assert result.text == "Paid what you approved."
     assert SIDE_EFFECTS == ["pay 6"]

@@ -339,17 +339,15 @@ class DurableWorker(Generic[OutputT]):
         Raises:
             ConfigurationError: The run is not waiting for a decision.
             RunFailedError: The run failed.
-            DecisionConflictError: Another decision or a cancel answered this pause first.
+            DecisionConflictError: Another decision or a cancel answered this pause first
+                (also when that decision has since ended the run).
             PauseStateError: A decision is not a `Decision`, or its `input` not an object.
         """
         _check_decisions(decisions)
         access = self._runs
         found = await self._refuse_failed(run_id)
         if found is None or found in _ENDED:
-            ended = "" if found is None else f": it ended ({found.lower()})"
-            raise ConfigurationError(
-                f"the durable run {run_id!r} is not waiting for a decision{ended}"
-            )
+            await self._ended(access, run_id, found)
         pause = await self._pause(run_id, 0)
         if pause is None:
             await self._not_waiting(access, run_id)
@@ -357,6 +355,25 @@ class DurableWorker(Generic[OutputT]):
         message = {"wait": pause[0], "decisions": decisions_record(decisions)}
         if not await _answer(access, run_id, pause[0], "decision", message):
             await self._not_waiting(access, run_id)
+
+    async def _ended(self, access: Access, run_id: str, found: str | None) -> None:
+        """Raise why an ended (or unknown) run takes no decision.
+
+        A run that ended after a decision answered its last pause lost nothing to this one:
+        the decision came second, as when two deciders race and the winner's run finishes
+        before the loser reads its status — a conflict, as if it had arrived a moment sooner.
+        A run cancelled, or ended without a decision, is simply not waiting.
+        """
+        if found is not None:
+            by = await anyio.to_thread.run_sync(access.store.last_answer, run_id)
+            if by == "decision":
+                raise DecisionConflictError(
+                    f"the pause of durable run {run_id!r} was already answered (by a decision) "
+                    f"and the run ended ({found.lower()}): this decision is dropped",
+                    run_id=run_id,
+                )
+        ended = "" if found is None else f": it ended ({found.lower()})"
+        raise ConfigurationError(f"the durable run {run_id!r} is not waiting for a decision{ended}")
 
     async def _not_waiting(self, access: Access, run_id: str) -> None:
         """Raise why the run takes no decision now: its pause was answered, or it has none."""
