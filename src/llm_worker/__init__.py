@@ -145,7 +145,15 @@ if TYPE_CHECKING:
         ToolUseBlockStart,
         ToolUseBlockStop,
     )
-    from llm_worker.tools import FunctionTool, Tool, ToolMeta, ToolRegistry, ToolResult, tool
+    from llm_worker.tools import (
+        FunctionTool,
+        Tool,
+        ToolContext,
+        ToolMeta,
+        ToolRegistry,
+        ToolResult,
+        tool,
+    )
     from llm_worker.worker import RunStream, StreamRetry, Worker
 
 # name -> module that defines it; imported on first attribute access.
@@ -278,7 +286,7 @@ _LAZY: dict[str, str] = {
         "llm_worker.collectors",
     ),
     **dict.fromkeys(
-        ("FunctionTool", "Tool", "ToolMeta", "ToolRegistry", "ToolResult", "tool"),
+        ("FunctionTool", "Tool", "ToolContext", "ToolMeta", "ToolRegistry", "ToolResult", "tool"),
         "llm_worker.tools",
     ),
     **dict.fromkeys(
@@ -404,6 +412,7 @@ __all__ = (
     "ToolCall",
     "ToolCallCollector",
     "ToolCallComplete",
+    "ToolContext",
     "ToolError",
     "ToolMeta",
     "ToolOutput",

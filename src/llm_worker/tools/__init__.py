@@ -2,7 +2,7 @@
 
 Owns the `Tool` protocol, `@tool` / `FunctionTool` and `ToolMeta` (`_tool`), the function's
 schema and argument validator (`_schema`), OpenAI strict-mode schemas (`llm_worker._strict`),
-`ToolRegistry` (`_registry`), toolsets and progress reports
+`ToolRegistry` (`_registry`), a call's `ToolContext` (`_context`), toolsets and progress reports
 (`_toolset`), `execute_call` (`_execute`), `check_arguments` (`_validate`: do
 arguments fit a tool, before it runs), a tool's return value as text (`_text`), and every
 text a model reads about a failed call (`_messages`).
@@ -12,6 +12,7 @@ and the blob layer (`ToolOutput`). Never the Worker, providers or the CLI. Modul
 import each other directly, never through this package.
 """
 
+from llm_worker.tools._context import ToolContext, current_tool_context
 from llm_worker.tools._execute import ErrorFormatter, execute_call
 from llm_worker.tools._registry import ToolRegistry
 from llm_worker.tools._result import ToolResult
@@ -31,11 +32,13 @@ __all__ = (
     "ErrorFormatter",
     "FunctionTool",
     "Tool",
+    "ToolContext",
     "ToolMeta",
     "ToolRegistry",
     "ToolResult",
     "Toolset",
     "check_arguments",
+    "current_tool_context",
     "execute_call",
     "report_progress",
     "tool",

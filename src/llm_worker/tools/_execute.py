@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, TypeAlias
 
 import anyio
 
 import llm_worker.tools._messages as say
 from llm_worker.errors import ToolError
+from llm_worker.tools._context import ToolContext, running_with
 from llm_worker.tools._result import ToolResult
 from llm_worker.tools._text import as_output, json_text, split_media
 from llm_worker.tools._tool import Tool, tool_meta
-from llm_worker.tools._toolset import calling
+from llm_worker.tools._toolset import calling, current_progress
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -37,6 +39,7 @@ async def execute_call(
     *,
     available: Sequence[str] = (),
     format_error: ErrorFormatter | None = None,
+    context: ToolContext | None = None,
 ) -> ToolResult:
     """Run one call and turn whatever happens into its result.
 
@@ -57,6 +60,9 @@ async def execute_call(
         available: The names of the tools that exist, for the unknown-tool message.
         format_error: Writes what the model reads when the tool raised an exception other
             than `ToolError`; if it raises in turn, the default text is used (and logged).
+        context: What the run tells the call (usage, blob store, path); the call's id, name
+            and progress reporter are filled in here. A tool reads it as a `ToolContext`
+            parameter or through `current_tool_context()`.
 
     Raises:
         Cancellation (`CancelledError`) propagates; it is never made a result.
@@ -66,7 +72,7 @@ async def execute_call(
     if call.error is not None:
         return _failed(call, say.unparsed_call(call.name, call.error, call.raw_input))
     try:
-        return await _run(tool, call)
+        return await _run(tool, call, context)
     except ToolError as exc:
         return _failed(call, say.tool_error(exc, call.name), exc)
     except Exception as exc:  # any failure of the tool is a result for the model
@@ -84,10 +90,10 @@ def _describe(exc: Exception, call: ToolCall, format_error: ErrorFormatter | Non
         return say.raised(exc)
 
 
-async def _run(tool: Tool, call: ToolCall) -> ToolResult:
+async def _run(tool: Tool, call: ToolCall, context: ToolContext | None) -> ToolResult:
     timeout = tool_meta(tool).timeout
     input_json = json_text(call.input)
-    with calling(call.id, call.name):  # for the tool's progress reports
+    with calling(call.id, call.name), running_with(_context_of(call, context)):
         if timeout is None:
             return _succeeded(call, await tool.execute(input_json))
         with anyio.move_on_after(timeout):
@@ -95,6 +101,13 @@ async def _run(tool: Tool, call: ToolCall) -> ToolResult:
     # Reached only when the timeout's own scope caught the cancellation it caused; a
     # cancellation from outside propagates through the scope.
     return _failed(call, say.timed_out(call.name, timeout))
+
+
+def _context_of(call: ToolCall, given: ToolContext | None) -> ToolContext:
+    base = given if given is not None else ToolContext(call_id=call.id, tool_name=call.name)
+    # The reporter is bound here, inside `calling`: a tool may hand the context to a task
+    # of its own, which the context variables of the call do not reach.
+    return replace(base, call_id=call.id, tool_name=call.name, _reporter=current_progress())
 
 
 _ERROR_CHARS = 16_000  # an error message past this (a server's dump, say) is cut for the model

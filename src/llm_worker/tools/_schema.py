@@ -32,6 +32,7 @@ from typing_extensions import TypedDict
 
 from llm_worker._strict import drop_optional_nulls, strict_schema
 from llm_worker.errors import ConfigurationError, ToolError
+from llm_worker.tools._context import is_tool_context
 from llm_worker.tools._messages import invalid_arguments
 
 __all__ = ("Arguments", "FunctionShape", "describe_function")
@@ -113,12 +114,14 @@ class FunctionShape:
         input_schema: JSON Schema of the parameters (an object schema).
         arguments: The validator for a call's JSON arguments.
         takes_self: The first parameter (`self` / `cls`) is the bound object, not an argument.
+        context: The parameter that receives the call's `ToolContext` (never in the schema).
     """
 
     description: str
     input_schema: dict[str, Any]
     arguments: Arguments
     takes_self: bool
+    context: str | None = None
 
 
 def describe_function(
@@ -152,6 +155,8 @@ def describe_function(
         takes_self = _looks_like_method(fn, params)
     if takes_self:
         params = params[1:]
+    context = _context_parameter(params, name)
+    params = [p for p in params if p.name != context]
     doc = parse_docstring(inspect.getdoc(fn) or "")
     param_docs = {p.arg_name: " ".join((p.description or "").split()) for p in doc.params}
     adapter, schema = _adapter(name, params, param_docs)
@@ -165,10 +170,23 @@ def describe_function(
     )
     if strict:
         arguments = Arguments(adapter, names, positional, name, optional_nulls=schema)
-        return FunctionShape(description, strict_schema(schema, name), arguments, takes_self)
-    return FunctionShape(
-        description, schema, Arguments(adapter, names, positional, name), takes_self
-    )
+        schema = strict_schema(schema, name)
+    else:
+        arguments = Arguments(adapter, names, positional, name)
+    return FunctionShape(description, schema, arguments, takes_self, context)
+
+
+def _context_parameter(params: list[inspect.Parameter], name: str) -> str | None:
+    """The one parameter annotated `ToolContext`: the Worker passes it, the model never sees it."""
+    found = [p for p in params if is_tool_context(p.annotation)]
+    if not found:
+        return None
+    if len(found) > 1 or found[0].kind is found[0].POSITIONAL_ONLY:
+        raise ConfigurationError(
+            f"tool {name!r}: declare one ToolContext parameter, passable by name "
+            f"(found {', '.join(p.name for p in found)})"
+        )
+    return found[0].name
 
 
 def _adapter(

@@ -55,6 +55,7 @@ import anyio.to_thread
 
 from llm_worker.errors import ConfigurationError
 from llm_worker.messages import ToolSpec
+from llm_worker.tools._context import ToolContext, current_tool_context
 from llm_worker.tools._text import Mixed, as_output, json_text
 
 if TYPE_CHECKING:
@@ -358,14 +359,8 @@ class FunctionTool(MetaTool, Generic[P, R]):
         """
         from llm_worker.tools._schema import describe_function
 
-        target: Callable[..., Any] = fn
-        takes_self: bool | None = None
-        self._binds_class = False
-        wrapper: object = fn
-        if isinstance(wrapper, staticmethod | classmethod):
-            # cast: the wrapped function's parameters are described from its signature.
-            target = cast("Callable[..., Any]", wrapper.__func__)  # pyright: ignore[reportUnknownMemberType]
-            takes_self = self._binds_class = isinstance(wrapper, classmethod)
+        target, takes_self = _unwrapped(fn)
+        self._binds_class = takes_self is True  # a classmethod binds its class
         functools.update_wrapper(self, target)
         tool_name = name or getattr(target, "__name__", "")
         shape = describe_function(
@@ -381,6 +376,7 @@ class FunctionTool(MetaTool, Generic[P, R]):
         self._fn = target
         self._arguments = shape.arguments
         self._takes_self = shape.takes_self
+        self._context = shape.context
         self._is_async = inspect.iscoroutinefunction(target)
         self._bound: object = _UNBOUND
         self._origin: FunctionTool[Any, Any] = self
@@ -455,6 +451,8 @@ class FunctionTool(MetaTool, Generic[P, R]):
                 f"(obj.{self._fn.__name__}), not through its class"
             )
         args, kwargs = self._arguments.parse(input_json)
+        if self._context is not None:
+            kwargs[self._context] = _context_for(self.name)
         if self._bound is not _UNBOUND:
             args.insert(0, self._bound)
         if self._is_async:
@@ -465,6 +463,24 @@ class FunctionTool(MetaTool, Generic[P, R]):
             if inspect.isawaitable(value):  # a sync callable that hands back a coroutine
                 value = await value
         return as_output(value)
+
+
+def _unwrapped(fn: object) -> tuple[Callable[..., Any], bool | None]:
+    """The function under a `staticmethod` / `classmethod`, and whether it takes `cls`.
+
+    `None` for a plain function: whether it takes `self` is guessed from its signature.
+    """
+    if isinstance(fn, staticmethod | classmethod):
+        # cast: the wrapped function's parameters are described from its signature.
+        target = cast("Callable[..., Any]", fn.__func__)  # pyright: ignore[reportUnknownMemberType]
+        return target, isinstance(fn, classmethod)
+    return cast("Callable[..., Any]", fn), None
+
+
+def _context_for(name: str) -> ToolContext:
+    # Outside a Worker (a test calling `execute` directly) the tool still gets a context.
+    current = current_tool_context()
+    return current if current is not None else ToolContext(call_id="", tool_name=name)
 
 
 @overload

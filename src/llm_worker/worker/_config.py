@@ -56,6 +56,8 @@ class WorkerConfig:
     """Wrappers of each run, request and tool call (tracing, durable runs), outermost first."""
     output: OutputPlan | None = None
     """The structured output asked for and checked (`Worker(output_type=...)`), if any."""
+    path: tuple[str, ...] = ()
+    """Where this Worker's runs sit in a run tree (`ToolContext.path` of their calls)."""
 
     def __post_init__(self) -> None:
         check_limits(self.max_requests, self.max_continuations, self.max_tool_arguments)

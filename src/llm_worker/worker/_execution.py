@@ -242,7 +242,11 @@ class Batch:
     async def _execute(self, tool: Tool | None, call: ToolCall) -> ToolResult:
         cfg = self.owner.cfg
         result = await execute_call(
-            tool, call, available=cfg.registry.names, format_error=cfg.format_tool_error
+            tool,
+            call,
+            available=cfg.registry.names,
+            format_error=cfg.format_tool_error,
+            context=self.owner.tool_context(),
         )
         try:
             return await cfg.store_output(result)

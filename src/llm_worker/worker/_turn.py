@@ -46,6 +46,7 @@ from llm_worker.state import (
     TextComplete,
     ToolCallComplete,
 )
+from llm_worker.tools import ToolContext
 from llm_worker.tools._messages import malformed_call
 from llm_worker.worker._assembler import Assembler, Completed
 from llm_worker.worker._execution import Batch
@@ -188,6 +189,18 @@ class Run:
             return await self._turn_end(last, resumed=False, accepted=called.call)
         self._rejected(rejected_call(output, called), feedback=False)  # its error result says why
         return None
+
+    def tool_context(self) -> ToolContext:
+        """What a tool call of this run is told (`execute_call` adds the call's own id)."""
+        cfg = self.cfg
+        return ToolContext(
+            call_id="",
+            tool_name="",
+            usage=self.usage,
+            blob_store=cfg.blob_store,
+            path=cfg.path,
+            requests=self.requests,
+        )
 
     # -- the request ---------------------------------------------------------------------
 
