@@ -38,6 +38,9 @@ MODEL = (
     "llm_worker._retries",
     "llm_worker._cost",
     "llm_worker._secrets",
+    "llm_worker._tokens",
+    "llm_worker._models_builtin",
+    "llm_worker.models",
 )
 LAYERS: Layers = (
     (

@@ -19,7 +19,8 @@ LLMWorkerError
 │       ├── MalformedStreamError      data that does not parse
 │       └── AnswerTooLargeError       the answer passed the client's `max_answer_chars`
 ├── ConfigurationError            a caller mistake: unknown model string, missing key, …
-│   └── MissingExtraError         a feature's optional extra is not installed (names it)
+│   ├── MissingExtraError         a feature's optional extra is not installed (names it)
+│   └── UnknownModelError         the model catalog does not know a model a feature needs
 ├── InvalidMessagesError          a message or history that is not valid
 │   └── MediaError                an image or document that is not what it says, or that a
 │                                 provider does not take (type, size)
@@ -83,6 +84,7 @@ __all__ = (
     "StreamError",
     "StreamInterruptedError",
     "ToolError",
+    "UnknownModelError",
 )
 
 
@@ -267,6 +269,18 @@ class MissingExtraError(ConfigurationError, ImportError):
             f"{feature} needs the '{extra}' extra, which is not installed{why}. Install it with: "
             f"pip install 'llm-worker[{extra}]'   (or: uv add 'llm-worker[{extra}]')"
         )
+
+
+class UnknownModelError(ConfigurationError, LookupError):
+    """The model catalog (`llm_worker.models`) has no entry for a model a feature needs.
+
+    Attributes:
+        model: The model string looked up (`"provider:model"`).
+    """
+
+    def __init__(self, message: str, *, model: str) -> None:
+        super().__init__(message)
+        self.model = model
 
 
 class InvalidMessagesError(LLMWorkerError, ValueError):

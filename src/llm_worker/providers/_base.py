@@ -7,11 +7,15 @@ from collections.abc import AsyncIterator, Generator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, cast, runtime_checkable
 
+import orjson
+
 from llm_worker._json import as_dict
-from llm_worker.errors import ConfigurationError, InvalidMessagesError
+from llm_worker._tokens import TokenCount, TokenEstimator
+from llm_worker.errors import ConfigurationError, InvalidMessagesError, MalformedStreamError
 from llm_worker.events import Event
 from llm_worker.messages import Request, SpecificTool, ToolChoice
 from llm_worker.providers._blocks import StreamMapper, drive
+from llm_worker.providers._counting import count_request, read_count
 from llm_worker.providers._http import RetryPolicy, Transport, TransportName
 from llm_worker.providers._settings import DEFAULT_MAX_ANSWER_CHARS, checked_answer_chars
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES
@@ -104,6 +108,10 @@ class HttpClient:
     ) -> None:
         """Create a client; the class docstring describes the arguments and errors."""
         self._model = model
+        self.estimator = TokenEstimator()
+        """`count_tokens`' estimate where the provider has no counting endpoint; a Worker
+        calibrates it with each answer's usage (`estimator.observe_request(request, tokens)`
+        does it by hand)."""
         self.max_answer_chars = checked_answer_chars(max_answer_chars)
         key, variable, base_url = _key_and_base(self, api_key, base_url)
         all_headers = {**_STREAM_HEADERS, **self.auth_headers(key), **(headers or {})}
@@ -149,6 +157,40 @@ class HttpClient:
     def mapper(self, request: Request) -> StreamMapper:
         """A fresh chunk mapper for one response."""
         raise NotImplementedError
+
+    def count_request(self, request: Request) -> tuple[str, dict[str, Any]] | None:
+        """`(path, body)` of the provider's token-counting endpoint; None where it has none."""
+        return count_request(self, request)
+
+    async def count_tokens(self, request: Request) -> TokenCount:
+        """The input tokens `request` would use.
+
+        The provider's counting endpoint where it has one (Anthropic `count_tokens`, Gemini
+        `countTokens`, OpenAI Responses `input_tokens`; free, not billed as a request),
+        else an estimate from the request's characters at the ratio the usage of this
+        client's earlier answers showed (`TokenCount.source` says which). An endpoint's
+        answer also calibrates the estimate.
+
+        Raises:
+            ProviderError: A typed subclass when the counting request fails.
+            MalformedStreamError: The endpoint's answer holds no count.
+        """
+        counting = self.count_request(request)
+        if counting is None:
+            return self.estimator.estimate(request)
+        path, body = counting
+        raw = b"".join([chunk async for chunk in self.transport.stream(path, body)])
+        try:
+            tokens = read_count(self.provider, as_dict(orjson.loads(raw)))
+        except orjson.JSONDecodeError:
+            tokens = None
+        if tokens is None:
+            raise MalformedStreamError(
+                f"the token-counting answer of {self.provider} holds no count",
+                provider=self.provider,
+            )
+        self.estimator.observe_request(request, tokens)
+        return TokenCount(tokens, "provider")
 
     def stream(self, request: Request) -> AsyncIterator[Event]:
         """Send the request and yield the answer's normalized events as they arrive.

@@ -18,6 +18,7 @@ from typing_extensions import TypeVar
 
 from llm_worker.errors import ConfigurationError
 from llm_worker.messages import Request, ToolUsePart
+from llm_worker.testing._counting import count_answer
 from llm_worker.testing._decode import decode_request
 from llm_worker.testing._script import (
     ScriptedRequest,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from llm_worker.providers.openai_responses import OpenAIResponsesClient
 
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n")
-_GEMINI_MODEL = re.compile(r"/models/(.+):streamGenerateContent$")
+_GEMINI_MODEL = re.compile(r"/models/(.+):(?:streamGenerateContent|countTokens)$")
 # A failed script is answered with a status no client retries: a retry would only repeat the
 # failure (or, before a failed step stayed current, play the next step in its place).
 _FAILED_STATUS: Final = 424
@@ -77,7 +78,9 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
     that returns one; a single step in place of the script answers every request. An answer
     without `usage` reports a rough count (4 characters a token) of the request it answers
     as its input tokens (`prompt_tokens`), as `ScriptedClient` does, so offline cost and
-    budget tests see usage grow with the conversation.
+    budget tests see usage grow with the conversation. The counting endpoints (Anthropic
+    `count_tokens`, Gemini `countTokens`, Responses `input_tokens`) answer that same count
+    and play no step (they are kept in `requests` like every request).
 
     A step that fails — its callable raises, or its answer cannot be streamed in this
     format — stays current: it and every later request are answered with
@@ -242,6 +245,9 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
         return client
 
     def _play(self, http: RecordedRequest) -> WireResponse:
+        counted = count_answer(self.provider, http, self._model_of(http))
+        if counted is not None:
+            return counted
         if isinstance(self._failure, ScriptStepError):
             return _failed(self._failure, "script_step_failed")
         step = self._step()

@@ -16,6 +16,7 @@ from typing import Any, TypeAlias
 import anyio
 import orjson
 
+from llm_worker._tokens import TokenCount, request_chars
 from llm_worker.errors import ConfigurationError, LLMWorkerError, ProviderError
 from llm_worker.events import (
     BlockType,
@@ -191,49 +192,7 @@ def prompt_tokens(request: Request) -> int:
     same conversation counts the same whichever of the four wires it came over (ids, item
     ids, signatures and schema keywords, which each wire spells its own way, do not count).
     """
-    chars = len(request.system or "")
-    for message in request.messages:
-        chars += sum(_prompt_chars(part) for part in message.content)
-    for spec in request.tools:
-        chars += len(spec.name) + len(spec.description) + _schema_chars(spec.input_schema)
-    if request.output_schema is not None:
-        chars += _schema_chars(request.output_schema.schema)
-    return chars // 4 + 1
-
-
-def _prompt_chars(part: Part) -> int:
-    if isinstance(part, TextPart | ThinkingPart):
-        return len(part.text)
-    if isinstance(part, ToolUsePart):
-        return len(part.name) + len(orjson.dumps(part.input))
-    if isinstance(part, ToolResultPart):
-        return len(part.name or "") + len(part.content) + sum(map(_prompt_chars, part.media))
-    if isinstance(part, ProviderPart):
-        return 0  # opaque data of one provider's wire, spelled its own way
-    data = part.data
-    return len(data) * 4 // 3 if data is not None else len(part.url or "")
-
-
-def _schema_chars(schema: object) -> int:
-    """The characters of a schema's property names and descriptions (iteratively: no depth)."""
-    chars = 0
-    stack: list[object] = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            stack.extend(node)  # pyright: ignore[reportUnknownArgumentType]
-            continue
-        if not isinstance(node, dict):
-            continue
-        for key, value in node.items():  # pyright: ignore[reportUnknownVariableType]
-            if key == "description" and isinstance(value, str):
-                chars += len(value)
-            elif key == "properties" and isinstance(value, dict):
-                chars += sum(len(str(name)) for name in value)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-                stack.extend(value.values())  # pyright: ignore[reportUnknownArgumentType]
-            elif isinstance(value, dict | list):
-                stack.append(value)  # pyright: ignore[reportUnknownArgumentType]
-    return chars
+    return request_chars(request) // 4 + 1
 
 
 def split_script(
@@ -374,6 +333,14 @@ class ScriptedClient:
         """Raise `ScriptExhaustedError` if some scripted answers were never requested."""
         if self.remaining:
             raise ScriptExhaustedError(f"{self.remaining} scripted answer(s) were never requested")
+
+    async def count_tokens(self, request: Request) -> TokenCount:
+        """The input tokens the scripted model reports for `request` (`prompt_tokens`).
+
+        The same count an answer without `usage` reports, so a context policy or budget sees
+        what the scripted usage will say. Plays no script step and records nothing.
+        """
+        return TokenCount(prompt_tokens(request), "provider")
 
     def stream(self, request: Request) -> AsyncIterator[Event]:
         """Yield the next scripted answer as events.
