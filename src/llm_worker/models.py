@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from decimal import Decimal
 from functools import cache
 from typing import Any, Final
@@ -128,11 +129,13 @@ def register_model(
     Raises:
         ConfigurationError: A window or output limit that is not a positive number.
     """
-    for name, value in (
+    limits: tuple[tuple[str, object], ...] = (
         ("context_window", context_window),
         ("max_output_tokens", max_output_tokens),
-    ):
-        if value is not None and (not isinstance(value, int) or value <= 0):
+    )
+    for name, value in limits:
+        # Checked at run time too: a float or a string is a caller's slip, not a window.
+        if value is not None and (type(value) is not int or value <= 0):
             raise ConfigurationError(
                 f"register_model: {name} must be a positive int, not {value!r}"
             )
@@ -170,7 +173,8 @@ def model_info(model: str, *, provider: str | None = None) -> ModelInfo:
     Raises:
         UnknownModelError: No source knows the model; the message names `register_model`.
     """
-    prefix, name = _split(model)
+    # With `provider` given, `model` is the whole name (a fine-tune's `ft:…` has colons).
+    prefix, name = _split(model) if provider is None else ("", model)
     provider = (prefix or provider or "").lower()
     with _lock:
         found = _registered.get(_key(provider, name)) or _registered.get(_key("", name))
@@ -245,12 +249,16 @@ def _genai_prices(maker: str, name: str) -> tuple[int | None, ModelPrices | None
     return (window if isinstance(window, int) else None), _prices_of(found.prices)
 
 
-def _prices_of(prices: Any) -> ModelPrices | None:
-    # Any: genai-prices' ModelPrice, or a list of conditional prices (the newest last).
-    if isinstance(prices, list):
-        if not prices:
+def _prices_of(given: Any) -> ModelPrices | None:
+    # Any: genai-prices' ModelPrice, or a list of conditional prices, the last in force winning.
+    prices: Any = given
+    if isinstance(given, list):
+        now = datetime.now(UTC)
+        conditional: list[Any] = given  # pyright: ignore[reportUnknownVariableType]
+        current = [c for c in conditional if c.constraint is None or c.constraint.active(now)]
+        if not current:
             return None
-        prices = prices[-1].prices  # pyright: ignore[reportUnknownMemberType]
+        prices = current[-1].prices
     fields = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")
     return ModelPrices(*(_base(getattr(prices, f, None)) for f in fields))
 
