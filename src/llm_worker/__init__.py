@@ -146,6 +146,7 @@ if TYPE_CHECKING:
         ToolUseBlockStop,
     )
     from llm_worker.tools import (
+        EnabledContext,
         FunctionTool,
         Tool,
         ToolContext,
@@ -286,7 +287,16 @@ _LAZY: dict[str, str] = {
         "llm_worker.collectors",
     ),
     **dict.fromkeys(
-        ("FunctionTool", "Tool", "ToolContext", "ToolMeta", "ToolRegistry", "ToolResult", "tool"),
+        (
+            "EnabledContext",
+            "FunctionTool",
+            "Tool",
+            "ToolContext",
+            "ToolMeta",
+            "ToolRegistry",
+            "ToolResult",
+            "tool",
+        ),
         "llm_worker.tools",
     ),
     **dict.fromkeys(
@@ -335,6 +345,7 @@ __all__ = (
     "ContentFilterError",
     "Decision",
     "DocumentPart",
+    "EnabledContext",
     "ErrorEvent",
     "Event",
     "FsBlobStore",

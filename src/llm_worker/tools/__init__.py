@@ -2,10 +2,10 @@
 
 Owns the `Tool` protocol, `@tool` / `FunctionTool` and `ToolMeta` (`_tool`), the function's
 schema and argument validator (`_schema`), OpenAI strict-mode schemas (`llm_worker._strict`),
-`ToolRegistry` (`_registry`), a call's `ToolContext` (`_context`), toolsets and progress reports
-(`_toolset`), `execute_call` (`_execute`), `check_arguments` (`_validate`: do
-arguments fit a tool, before it runs), a tool's return value as text (`_text`), and every
-text a model reads about a failed call (`_messages`).
+`ToolRegistry` (`_registry`), a call's `ToolContext` (`_context`), what `enabled=` decides
+from (`_enabled`), toolsets and progress reports (`_toolset`), `execute_call` (`_execute`),
+`check_arguments` (`_validate`: do arguments fit a tool, before it runs), a tool's return
+value as text (`_text`), and every text a model reads about a failed call (`_messages`).
 
 May import: the model layer, the timeline layer (`llm_worker.collectors`: a call as received)
 and the blob layer (`ToolOutput`). Never the Worker, providers or the CLI. Modules inside
@@ -13,6 +13,7 @@ import each other directly, never through this package.
 """
 
 from llm_worker.tools._context import ToolContext, current_tool_context
+from llm_worker.tools._enabled import EnabledCheck, EnabledContext
 from llm_worker.tools._execute import ErrorFormatter, execute_call
 from llm_worker.tools._registry import ToolRegistry
 from llm_worker.tools._result import ToolResult
@@ -29,6 +30,8 @@ from llm_worker.tools._validate import check_arguments
 
 __all__ = (
     "Effect",
+    "EnabledCheck",
+    "EnabledContext",
     "ErrorFormatter",
     "FunctionTool",
     "Tool",

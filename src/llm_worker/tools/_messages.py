@@ -21,6 +21,7 @@ __all__ = (
     "invalid_arguments",
     "invalid_json",
     "malformed_call",
+    "not_enabled",
     "not_stored",
     "raised",
     "timed_out",
@@ -182,4 +183,12 @@ def not_stored(name: str, size: int, exc: BaseException) -> str:
         f"The tool {name!r} ran and returned {size} characters, but its output could not be "
         f"stored ({raised(exc)}), so it is not available. The call itself completed: call it "
         "again only if running it twice is safe."
+    )
+
+
+def not_enabled(name: str, offered: Sequence[str]) -> str:
+    """A call of a tool the model was not offered for that answer (`@tool(enabled=...)`)."""
+    return (
+        f"Tool {name!r} is not enabled at this point of the conversation, so the call did "
+        f"not run. Tools available now: {_names(offered) if offered else 'none'}."
     )

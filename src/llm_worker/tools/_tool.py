@@ -56,6 +56,7 @@ import anyio.to_thread
 from llm_worker.errors import ConfigurationError
 from llm_worker.messages import ToolSpec
 from llm_worker.tools._context import ToolContext, current_tool_context
+from llm_worker.tools._enabled import EnabledCheck
 from llm_worker.tools._text import Mixed, as_output, json_text
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ class ToolMeta:
         timeout: Seconds a call may run; past it the call gets an error result.
         strict: Ask the provider to enforce the schema exactly where supported (OpenAI).
         requires_approval: A call pauses the run until a person decides it (see `tool`).
+        enabled: Whether the model is offered the tool for the next answer, asked before each
+            request (see `tool`); `None`: always.
 
     Raises:
         ConfigurationError: A name providers reject, an unknown effect, a timeout that is
@@ -111,6 +114,7 @@ class ToolMeta:
     timeout: float | None = None
     strict: bool = False
     requires_approval: bool = False
+    enabled: EnabledCheck | None = None
 
     def __post_init__(self) -> None:
         name = cast("object", self.name)  # hand-written tools may hand over anything
@@ -130,6 +134,11 @@ class ToolMeta:
         schema = cast("object", self.input_schema)
         if not isinstance(schema, dict):
             raise ConfigurationError(f"tool {self.name!r}: input_schema is not a JSON object")
+        if self.enabled is not None and not callable(self.enabled):
+            raise ConfigurationError(
+                f"tool {self.name!r}: enabled= takes a callable (ctx) -> bool, "
+                f"not {type(self.enabled).__name__}"
+            )
 
     @property
     def may_start_early(self) -> bool:
@@ -194,7 +203,7 @@ class Tool(Protocol):
     """What the Worker can run: write a class with these members for a hand-written tool.
 
     Besides these, `tool_meta` reads optional attributes: `effect`, `exclusive`, `timeout`,
-    `strict` and `requires_approval` (as in [`ToolMeta`][]), or a whole `meta: ToolMeta`,
+    `strict`, `requires_approval` and `enabled` (as in [`ToolMeta`][]), or a whole `meta: ToolMeta`,
     which wins.
     """
 
@@ -279,6 +288,7 @@ def _read_meta(tool: Tool) -> ToolMeta:
         timeout=getattr(tool, "timeout", None),
         strict=bool(getattr(tool, "strict", False)),
         requires_approval=bool(getattr(tool, "requires_approval", False)),
+        enabled=getattr(tool, "enabled", None),
     )
 
 
@@ -337,6 +347,7 @@ class FunctionTool(MetaTool, Generic[P, R]):
         timeout: float | None = None,
         strict: bool = False,
         requires_approval: bool = False,
+        enabled: EnabledCheck | None = None,
         localns: Mapping[str, Any] | None = None,
     ) -> None:
         """Make a tool of `fn`; the arguments are those of [`tool`][].
@@ -350,6 +361,7 @@ class FunctionTool(MetaTool, Generic[P, R]):
             timeout: See [`ToolMeta`][].
             strict: See [`ToolMeta`][].
             requires_approval: See [`ToolMeta`][].
+            enabled: See [`ToolMeta`][].
             localns: Names to resolve string annotations with, beyond the function's module
                 (the decorator passes the scope it was applied in).
 
@@ -371,7 +383,7 @@ class FunctionTool(MetaTool, Generic[P, R]):
             localns=localns,
             strict=strict,
         )
-        flags = (effect, exclusive, timeout, strict, requires_approval)
+        flags = (effect, exclusive, timeout, strict, requires_approval, enabled)
         self.meta = ToolMeta(tool_name, shape.description, shape.input_schema, *flags)
         self._fn = target
         self._arguments = shape.arguments
@@ -497,6 +509,7 @@ def tool(
     timeout: float | None = None,
     strict: bool = False,
     requires_approval: bool = False,
+    enabled: EnabledCheck | None = None,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 def tool(
     fn: Callable[P, R] | None = None,
@@ -509,6 +522,7 @@ def tool(
     timeout: float | None = None,
     strict: bool = False,
     requires_approval: bool = False,
+    enabled: EnabledCheck | None = None,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a tool of a function or method, sync or async: `@tool` or `@tool(...)`.
 
@@ -527,6 +541,11 @@ def tool(
             runs it on `Decision.approve()` and tells the model `Decision.deny(reason)`. Resumed
             without a decision, the call pauses again. A hook may approve the call itself by
             setting `ctx.approved = True` (an allow-list, say).
+        enabled: `(ctx: EnabledContext) -> bool` (or async): whether the model is offered
+            the tool for the next answer, asked right before each request with the history so
+            far (`ctx.called("get_schema")`). The offered tools keep their registration order,
+            and change only at those points (a provider's prompt cache keeps its prefix). A
+            call of a tool that was not offered gets an error result naming it.
 
     Returns:
         A [`FunctionTool`][], still callable as the function was.
@@ -546,6 +565,7 @@ def tool(
             timeout=timeout,
             strict=strict,
             requires_approval=requires_approval,
+            enabled=enabled,
             localns=localns,
         )
 

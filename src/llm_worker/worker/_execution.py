@@ -154,6 +154,8 @@ class Batch:
     async def _decide(self, index: int, *, resumed: bool) -> None:
         cfg = self.owner.cfg
         pending = self.pending[index]
+        if self._not_offered(pending):
+            return
         tool = cfg.registry.get(pending.call.name)
         meta = tool_meta(tool) if tool is not None else None
         # The hooks' own copy: the model's call (in the history, in a pause state) stays as
@@ -192,6 +194,20 @@ class Batch:
             await self._abort(decided.reason)
         else:
             pending.status = "allowed"
+
+    def _not_offered(self, pending: PendingCall) -> bool:
+        """A call of a registered tool its answer was not offered: an error result naming it."""
+        offered = self.owner.offered
+        name = pending.call.name
+        if offered is None or name in offered or name not in self.owner.cfg.registry:
+            return False  # an unknown tool's call gets execute_call's own message
+        names = [n for n in self.owner.cfg.registry.names if n in offered]
+        call = pending.call
+        pending.status = "not_run"
+        pending.result = ToolResult(
+            call.id, name, say.not_enabled(name, names), is_error=True, input=call.input
+        )
+        return True
 
     async def _abort(self, reason: str) -> None:
         run = self.owner

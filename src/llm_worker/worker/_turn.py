@@ -49,6 +49,7 @@ from llm_worker.state import (
 from llm_worker.tools import ToolContext
 from llm_worker.tools._messages import malformed_call
 from llm_worker.worker._assembler import Assembler, Completed
+from llm_worker.worker._enabled import offered, only_offered
 from llm_worker.worker._execution import Batch
 from llm_worker.worker._history import repair
 from llm_worker.worker._intercept import RequestStep, intercepted
@@ -127,6 +128,8 @@ class Run:
     stop_detail: str | None = None  # the provider's words about the last stop (a refusal's)
     request_usage: list[RequestUsage] = field(default_factory=lambda: [])
     """Each answer's usage (a broken attempt's too), with the provider and model to price it."""
+    offered: frozenset[str] | None = None
+    """The tools offered for the current answer (`None`: every registered tool)."""
 
     async def loop(self, *, resume: PauseState | None = None) -> RunResult[Any]:
         """Run until the turn finishes or pauses."""
@@ -168,6 +171,8 @@ class Run:
         return await self._turn_end(response.message, resumed=False)
 
     async def _resume(self, state: PauseState) -> RunResult[Any] | None:
+        # The tools the paused answer was offered, as they were: from the history before it.
+        await self.offer(self.history[: _last_assistant_index(self.history)])
         if state.at == "on_turn_end":
             self.stop_reason, self.stop_detail = state.stop_reason, state.stop_message
             last = _last_assistant(self.history)
@@ -189,6 +194,13 @@ class Run:
             return await self._turn_end(last, resumed=False, accepted=called.call)
         self._rejected(rejected_call(output, called), feedback=False)  # its error result says why
         return None
+
+    async def offer(self, history: list[Message]) -> None:
+        """Ask the tools' `enabled=` callables which tools the next answer is offered."""
+        cfg = self.cfg
+        self.offered = await offered(
+            cfg.registry, history, requests=self.requests, usage=self.usage, path=cfg.path
+        )
 
     def tool_context(self) -> ToolContext:
         """What a tool call of this run is told (`execute_call` adds the call's own id)."""
@@ -215,7 +227,9 @@ class Run:
             )
         self.history[:] = repair(self.history)[0]
         await cfg.registry.refresh()  # toolsets (MCP servers) whose tools changed
+        await self.offer(self.history)
         request = cfg.build_request(list(self.history))
+        request.tools = only_offered(request.tools, self.offered)
         _chain(request, self.response_ids[-1] if self.response_ids else self.chain_from)
         original = request.messages
         ctx = MessageSendContext(original, request, self.requests + 1)
@@ -510,6 +524,13 @@ def _malformed_feedback(response: Assembler) -> Message:
     raw = stop.raw_stop_reason if stop is not None else None
     detail = stop.stop_message if stop is not None else None
     return Message.user(malformed_call(raw, detail))
+
+
+def _last_assistant_index(history: list[Message]) -> int:
+    for index in range(len(history) - 1, -1, -1):
+        if history[index].role == "assistant":
+            return index
+    return len(history)
 
 
 def _last_assistant(history: list[Message]) -> Message:
