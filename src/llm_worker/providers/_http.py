@@ -223,6 +223,28 @@ class Transport:
         """Mask the client's credentials in a text that may echo them (see `_secrets`)."""
         return self._scrubber.scrub(text)
 
+    def redirected(self, base_url: str) -> Transport:
+        """This transport sending to another base URL: a test server standing in for the API.
+
+        The headers (the key), retries, limits and HTTP library stay; a passed `http_client`
+        is shared, an own one is not (the copy makes its own, closed by its `aclose`). Used
+        by `llm_worker.testing.Cassette` to record and replay a client's exchanges.
+
+        Raises:
+            ConfigurationError: `base_url` is not an `http://` or `https://` URL.
+        """
+        copy = Transport.__new__(Transport)
+        for name in Transport.__slots__:
+            setattr(copy, name, getattr(self, name))
+        parts = checked_base_url(base_url, self._scrubber.scrub)
+        copy._prefix = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+        copy._query = parts.query
+        copy.base_url = copy._prefix + (f"?{parts.query}" if parts.query else "")
+        copy._gate = None
+        if self._settings[1] is None:  # no http_client passed: this transport's own
+            copy._backend = None
+        return copy
+
     def url(self, path: str, params: Mapping[str, str] | None = None) -> str:
         """The URL of `path` below `base_url`: the path joined, the base's query kept."""
         query = self._query

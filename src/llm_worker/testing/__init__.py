@@ -12,8 +12,16 @@ given the `ScriptedRequest` (the neutral `Request`, decoded from the wire by the
 returns one; one step alone answers every request. An answer without `usage` reports the
 rough count `prompt_tokens` (4 characters a token) of the request it answers as its input.
 `decode_request` reads any recorded request body back into a neutral `Request`.
+
+- `Cassette`: a test's exchanges with a real model, recorded once into a reviewable file
+  (keys scrubbed), then replayed byte for byte through a `WireServer` to the real client;
+  requests matched by their neutral form, a miss failing with a diff. The `cassette` pytest
+  fixture (`--llm-record`) comes with it.
 """
 
+from llm_worker.testing._cassette import Cassette, CassetteMode, CassetteUnusedError
+from llm_worker.testing._cassette_file import CassetteError, CassetteFileError, Exchange
+from llm_worker.testing._cassette_match import CassetteMissError
 from llm_worker.testing._decode import decode_request
 from llm_worker.testing._model_server import WIRE_PROVIDERS, ScriptedModelServer
 from llm_worker.testing._script import (
@@ -29,7 +37,14 @@ from llm_worker.testing._server import Chunking, RecordedRequest, WireResponse, 
 
 __all__ = (
     "WIRE_PROVIDERS",
+    "Cassette",
+    "CassetteError",
+    "CassetteFileError",
+    "CassetteMissError",
+    "CassetteMode",
+    "CassetteUnusedError",
     "Chunking",
+    "Exchange",
     "RecordedRequest",
     "ScriptExhaustedError",
     "ScriptStep",
