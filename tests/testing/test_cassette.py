@@ -9,15 +9,14 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import anyio
 import orjson
 import pytest
 
-from llm_worker import Decision, Message, TextPart, ThinkingPart, ToolUsePart, Worker, tool
+from llm_worker import TextPart, ThinkingPart, ToolUsePart, Worker, tool
 from llm_worker.errors import APIStatusError, ConfigurationError
-from llm_worker.events import Event, PingEvent
+from llm_worker.events import PingEvent
 from llm_worker.state import RunResult, RunStatus
 from llm_worker.testing import (
     WIRE_PROVIDERS,
@@ -58,7 +57,7 @@ def script() -> list[ScriptStep]:
     return [
         ScriptedResponse(
             [
-                ThinkingPart("The user wants the weather; I should call the tool.", signature="sig-1"),
+                ThinkingPart("The user wants the weather: call the tool.", signature="sig-1"),
                 TextPart("Let me look — ünïcödé 🌤 too."),
                 ToolUsePart("", "weather", {"city": "Paris"}),
             ]
@@ -75,16 +74,23 @@ def upstream(server: ScriptedModelServer[Any], provider: str, query: str = "") -
     return server.base_url + WIRE_PROVIDERS[provider][1] + query
 
 
-async def run_collect(worker: Worker[Any], prompt: str) -> tuple[list[Event], RunResult[Any]]:
-    events: list[Event] = []
+async def run_collect(worker: Worker[Any], prompt: str) -> tuple[list[object], RunResult[Any]]:
+    events: list[object] = []
     with anyio.fail_after(20):
         async with worker.stream(prompt) as stream:
             async for event in stream:
-                events.append(event)  # noqa: PERF401 - the stream is read as it runs
+                events.append(event)
     return events, stream.result
 
 
-def timeless(events: list[Event]) -> list[object]:
+async def miss(tape: Cassette, model: str, prompt: str, **worker: Any) -> None:
+    """Run through the cassette: the client reads a miss as a status error first."""
+    async with tape.client(model) as client:
+        with pytest.raises(APIStatusError, match="no recording"):
+            await Worker(client, **worker).run(prompt)
+
+
+def timeless(events: list[object]) -> list[object]:
     """The events with a ping's arrival time left out (the one field a replay cannot keep)."""
     return [PingEvent() if isinstance(e, PingEvent) else e for e in events]
 
@@ -101,7 +107,7 @@ def provider(request: pytest.FixtureRequest) -> str:
 
 async def record(
     path: Path, provider: str, steps: list[ScriptStep], prompt: str, **cassette: Any
-) -> tuple[list[Event], RunResult[Any], list[Any]]:
+) -> tuple[list[object], RunResult[Any], list[Any]]:
     async with ScriptedModelServer(provider, steps) as server:
         tape = Cassette(path, mode="record", **cassette)
         model = model_string(provider)
@@ -114,7 +120,7 @@ async def record(
 
 async def replay(
     path: Path, provider: str, prompt: str, **cassette: Any
-) -> tuple[list[Event], RunResult[Any], list[Any]]:
+) -> tuple[list[object], RunResult[Any], list[Any]]:
     tape = Cassette(path, **cassette)
     async with tape.client(model_string(provider)) as client:
         events, result = await run_collect(Worker(client, tools=[weather]), prompt)
@@ -175,9 +181,7 @@ async def test_a_changed_prompt_fails_with_a_diff_naming_the_field(tmp_path: Pat
     await record(path, "openai_responses", script(), "Weather in Paris?")
     tape = Cassette(path)
     with pytest.raises(CassetteMissError) as caught:
-        async with tape.client(model_string("openai_responses")) as client:
-            with pytest.raises(APIStatusError, match="no recording"):
-                await Worker(client, tools=[weather]).run("Weather in Parma?")
+        await miss(tape, model_string("openai_responses"), "Weather in Parma?", tools=[weather])
     text = str(caught.value)
     assert "messages[0].content[0].text: differs at character 15" in text
     assert "'Weather in Parma?'" in text and "'Weather in Paris?'" in text
@@ -199,9 +203,7 @@ async def test_ignored_fields_and_patterns_are_left_out_of_matching(tmp_path: Pa
         assert (await worker.run("hi")).text == "ok"
     strict = Cassette(path)
     with pytest.raises(CassetteMissError, match=r"system: differs at character 13"):
-        async with strict.client("anthropic:scripted-model") as client:
-            with pytest.raises(APIStatusError):
-                await Worker(client, system="Today is 2027-01-02.", temperature=0.2).run("hi")
+        await miss(strict, "anthropic:scripted-model", "hi", system="Today is 2027-01-02.")
 
 
 async def test_strict_lists_the_recordings_never_replayed(tmp_path: Path) -> None:

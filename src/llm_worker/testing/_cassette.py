@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,7 +184,7 @@ class Cassette:
         return self._client(model, options)
 
     @asynccontextmanager
-    async def _client(self, model: str, options: dict[str, Any]) -> AsyncIterator[HttpClient]:
+    async def _client(self, model: str, options: dict[str, Any]) -> AsyncGenerator[HttpClient]:
         async with self._session():
             client, records = self._new_client(model, options)
             original = self._attach(client, records=records)
@@ -207,7 +207,7 @@ class Cassette:
         return self._wrap(target)
 
     @asynccontextmanager
-    async def _wrap(self, target: T) -> AsyncIterator[T]:
+    async def _wrap(self, target: T) -> AsyncGenerator[T]:
         client = _http_client(target)
         async with self._session():
             original = self._attach(client, records=self.mode != "replay")
@@ -236,7 +236,7 @@ class Cassette:
     # -- sessions ----------------------------------------------------------------------
 
     @asynccontextmanager
-    async def _session(self) -> AsyncIterator[None]:
+    async def _session(self) -> AsyncGenerator[None]:
         await self._open()
         try:
             yield
@@ -347,11 +347,14 @@ class Cassette:
         route, path = self._route_of(http.path)
         made = self._made(route, path, http)
         if self.mode != "record":
-            found = self._find(made)
+            # Compared as the file has it: a secret in the request was masked there.
+            self._secrets.learn(http.headers, "")
+            masked = self._secrets.scrubbed([made])[0]
+            found = self._find(masked)
             if found is not None:
                 return self._replayed((self._recorded or [])[found])
             if self.mode == "replay" or route.origin is None:
-                return self._missed(made)
+                return self._missed(masked)
         return await self._record(route, path, http, made)
 
     def _route_of(self, path: str) -> tuple[_Route, str]:

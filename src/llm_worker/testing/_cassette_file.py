@@ -29,13 +29,14 @@ from typing import Any, Final
 
 import orjson
 
-from llm_worker._json import as_dict
+from llm_worker._json import as_dict, as_list
 from llm_worker.errors import LLMWorkerError
 
 __all__ = (
     "CassetteError",
     "CassetteFileError",
     "Exchange",
+    "containers",
     "dumps",
     "loads",
     "write",
@@ -87,6 +88,15 @@ class Exchange:
     def body(self) -> bytes:
         """The answer's body, whole."""
         return b"".join(self.chunks)
+
+
+def containers(value: object) -> tuple[dict[str, Any] | None, list[Any] | None]:
+    """`(value, None)` for a JSON object, `(None, value)` for an array, else `(None, None)`.
+
+    Typed without `isinstance` narrowing, which would leave the items' types unknown.
+    """
+    mapping, items = as_dict(value), as_list(value)
+    return (mapping if mapping is value else None), (items if items is value else None)
 
 
 def dumps(exchanges: list[Exchange]) -> str:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from llm_worker._json import as_dict, as_list
-from llm_worker.testing._cassette_file import CassetteError, Exchange
+from llm_worker.testing._cassette_file import CassetteError, Exchange, containers
 from llm_worker.testing._decode import decode_request
 
 if TYPE_CHECKING:
@@ -65,12 +65,11 @@ def normalize(provider: str, model: str, body: object) -> dict[str, Any]:
 
 def _pruned(value: object) -> object:
     """`value` without `None`, `[]` and `{}` entries in its objects (a readable file)."""
-    if isinstance(value, dict):
-        return {
-            k: _pruned(v) for k, v in as_dict(value).items() if v is not None and v not in ([], {})
-        }
-    if isinstance(value, list):
-        return [_pruned(v) for v in as_list(value)]
+    mapping, items = containers(value)
+    if mapping is not None:
+        return {k: _pruned(v) for k, v in mapping.items() if v is not None and v not in ([], {})}
+    if items is not None:
+        return [_pruned(v) for v in items]
     return value
 
 
@@ -116,10 +115,11 @@ class Matcher:
             for pattern in self.patterns:
                 value = pattern.sub(_IGNORED, value)
             return value
-        if isinstance(value, dict):
-            return {k: self._masked(v) for k, v in as_dict(value).items()}
-        if isinstance(value, list):
-            return [self._masked(v) for v in as_list(value)]
+        mapping, items = containers(value)
+        if mapping is not None:
+            return {k: self._masked(v) for k, v in mapping.items()}
+        if items is not None:
+            return [self._masked(v) for v in items]
         return value
 
     def miss(self, made: Exchange, recorded: list[Exchange], used: set[int], where: str) -> str:
@@ -160,16 +160,15 @@ def _drop(data: object, path: tuple[str, ...]) -> None:
         return
     step, rest = path[0], path[1:]
     children: list[object]
-    if isinstance(data, dict):
-        mapping = as_dict(data)
+    mapping, items = containers(data)
+    if mapping is not None:
         if not rest:
             keys = list(mapping) if step == "*" else [step]
             for key in keys:
                 mapping.pop(key, None)
             return
         children = list(mapping.values()) if step == "*" else [mapping.get(step)]
-    elif isinstance(data, list):
-        items = as_list(data)
+    elif items is not None:
         children = items if step == "*" else _indexed(items, step)
     else:
         return
@@ -184,11 +183,12 @@ def _indexed(items: list[Any], step: str) -> list[object]:
 def _flat(value: object, path: str = "") -> dict[str, object]:
     """Every leaf of a JSON value by its path (`messages[0].content[1].text`)."""
     leaves: dict[str, object] = {}
-    if isinstance(value, dict) and value:
-        for key, child in as_dict(value).items():
+    mapping, items = containers(value)
+    if mapping:
+        for key, child in mapping.items():
             leaves.update(_flat(child, f"{path}.{key}" if path else key))
-    elif isinstance(value, list) and value:
-        for n, child in enumerate(as_list(value)):
+    elif items:
+        for n, child in enumerate(items):
             leaves.update(_flat(child, f"{path}[{n}]"))
     else:
         leaves[path] = value

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 from urllib.parse import unquote_plus
 
-from llm_worker._json import as_dict, as_list
+from llm_worker._json import as_dict
 from llm_worker._secrets import Scrubber, header_secrets, is_credential, url_secrets
-from llm_worker.testing._cassette_file import Exchange
+from llm_worker.testing._cassette_file import Exchange, containers
 
 __all__ = ("Secrets",)
 
@@ -81,10 +81,11 @@ def _credential(name: str) -> bool:
 def _walk(value: object, scrub: Callable[[str], str]) -> object:
     if isinstance(value, str):
         return scrub(value)
-    if isinstance(value, dict):
-        return {scrub(k): _walk(v, scrub) for k, v in as_dict(value).items()}
-    if isinstance(value, list):
-        return [_walk(v, scrub) for v in as_list(value)]
+    mapping, items = containers(value)
+    if mapping is not None:
+        return {scrub(k): _walk(v, scrub) for k, v in mapping.items()}
+    if items is not None:
+        return [_walk(v, scrub) for v in items]
     return value
 
 

@@ -1,0 +1,230 @@
+"""Cassettes in the flows a test suite has: keys kept out of the file, a Worker wrapped, both
+transports, a pause and its resume, auto mode adding what is new."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import pytest
+
+from llm_worker import Decision, PauseState, ThinkingPart, ToolUsePart, Worker
+from llm_worker.errors import APIStatusError, ConfigurationError
+from llm_worker.providers import from_string
+from llm_worker.state import RunStatus
+from llm_worker.testing import (
+    WIRE_PROVIDERS,
+    Cassette,
+    CassetteMissError,
+    ScriptedClient,
+    ScriptedModelServer,
+    ScriptedResponse,
+    ScriptStep,
+)
+from testing.test_cassette import (
+    KEY,
+    book,
+    miss,
+    model_string,
+    run_collect,
+    timeless,
+    upstream,
+    weather,
+)
+
+pytestmark = pytest.mark.anyio
+
+QUERY_KEY = "qk-Canary9876543210zyxwvuTSRQPO"
+HEADER_KEY = "hk-Canary1357924680acegikMOQSUW"
+OWN_SECRET = "own-Canary2468013579bdfhjlNPRTV"
+
+
+def encodings(secret: str) -> list[str]:
+    raw = secret.encode()
+    return [
+        secret,
+        quote(secret, safe=""),
+        *(base64.b64encode(raw[skip:]).decode() for skip in range(3)),
+        base64.b64encode(f"user:{secret}".encode()).decode(),
+    ]
+
+
+def leaks(text: str, secret: str) -> list[str]:
+    lowered = text.lower()
+    found: list[str] = []
+    for encoded in encodings(secret):
+        form = encoded.lower()
+        found += [form[i : i + 12] for i in range(len(form) - 11) if form[i : i + 12] in lowered]
+    return found
+
+
+@pytest.mark.parametrize("provider", sorted(WIRE_PROVIDERS))
+async def test_no_key_header_query_or_configured_secret_reaches_the_file(
+    provider: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "secrets.jsonl"
+    echo = f"Your key is {KEY}, query {QUERY_KEY}, account acct-123456."
+    # One delta: a secret cut into several deltas is never whole in the file (see docs).
+    steps: list[ScriptStep] = [ScriptedResponse.text(echo, chunk_size=1000)]
+    prompt = f"My secret is {OWN_SECRET}."
+    async with ScriptedModelServer(provider, steps) as server:
+        tape = Cassette(path, mode="record", secrets=[OWN_SECRET], secret_patterns=[r"acct-\d+"])
+        async with tape.client(
+            model_string(provider),
+            api_key=KEY,
+            base_url=upstream(server, provider, f"?api_key={QUERY_KEY}"),
+            headers={"x-proxy-token": f"Bearer {HEADER_KEY}"},
+        ) as client:
+            live = await Worker(client).run(prompt)
+        sent = server.requests[0]
+    # The API got the credentials: recording passes the request on as the client sent it.
+    assert KEY in str(sent.headers) and sent.query["api_key"] == QUERY_KEY
+    assert live.text == echo
+    text = path.read_text()
+    for secret in (KEY, QUERY_KEY, HEADER_KEY, OWN_SECRET):
+        assert not leaks(text, secret), f"{secret} leaked: {leaks(text, secret)[:2]}"
+    assert "acct-123456" not in text and "***" in text
+    # The file replays: the request is matched as masked, the answer is the masked one.
+    tape = Cassette(path, secrets=[OWN_SECRET], secret_patterns=[r"acct-\d+"])
+    async with tape.client(model_string(provider)) as client:
+        replayed = await Worker(client).run(prompt)
+    assert not leaks(replayed.text, KEY) and replayed.text.startswith("Your key is")
+
+
+def pausing_script() -> list[ScriptStep]:
+    return [
+        ScriptedResponse(
+            [
+                ThinkingPart("Weather first, then the booking.", signature="sig-think"),
+                ToolUsePart("", "weather", {"city": "Oslo"}),
+                ToolUsePart("", "book", {"city": "Oslo"}),
+            ]
+        ),
+        ScriptedResponse.text("Oslo is sunny and your trip is booked."),
+    ]
+
+
+async def pause_and_resume(client: Any) -> tuple[list[object], list[object], Any]:
+    first_events, paused = await run_collect(Worker(client, tools=[weather, book]), "Oslo?")
+    assert paused.status is RunStatus.PAUSED and paused.state is not None
+    state = PauseState.from_json(paused.state.to_json())  # across a restart, as JSON
+    decisions = {p.call.id: Decision.approve() for p in state.pending if p.status == "pending"}
+    worker = Worker(client, tools=[weather, book])
+    events: list[object] = []
+    with anyio.fail_after(20):
+        async with worker.resume_stream(state, decisions=decisions) as stream:
+            async for event in stream:
+                events.append(event)
+    return timeless(first_events), timeless(events), stream.result
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai_responses"])
+async def test_thinking_tools_and_a_pause_resumed_replay_as_recorded(
+    provider: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "pause.jsonl"
+    async with ScriptedModelServer(provider, pausing_script()) as server:
+        tape = Cassette(path, mode="record")
+        url = upstream(server, provider)
+        async with tape.client(model_string(provider), base_url=url, api_key=KEY) as client:
+            live_first, live_then, live = await pause_and_resume(client)
+    assert live.status is RunStatus.FINISHED and "booked" in live.text
+    async with Cassette(path).client(model_string(provider)) as client:
+        first, then, replayed = await pause_and_resume(client)
+    assert (first, then) == (live_first, live_then)
+    assert replayed.messages == live.messages
+
+
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+async def test_a_wrapped_worker_records_and_replays_on_either_transport(
+    transport: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "wrapped.jsonl"
+    steps: list[ScriptStep] = [ScriptedResponse.text("wrapped ✓", chunk_size=3)]
+    async with ScriptedModelServer("openai_chat", steps) as server:
+        client = from_string(
+            "openai:scripted-model",
+            base_url=upstream(server, "openai_chat"),
+            api_key=KEY,
+            transport=transport,
+        )
+        worker = Worker(client)
+        original = client.transport
+        async with Cassette(path, mode="record").wrap(worker) as same:
+            assert same is worker and client.transport is not original
+            live = await worker.run("hi")
+        assert client.transport is original  # given back as the block ends
+        await client.aclose()
+    replay_client = from_string(
+        "openai:scripted-model", base_url="http://127.0.0.1:9", api_key="k", transport=transport
+    )
+    async with replay_client, Cassette(path).wrap(replay_client):
+        replayed = await Worker(replay_client).run("hi")
+    assert replayed.messages == live.messages and replayed.text == "wrapped ✓"
+
+
+async def test_a_scripted_client_cannot_be_wrapped(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="ScriptedClient answers without a wire"):
+        async with Cassette(tmp_path / "x.jsonl", mode="record").wrap(ScriptedClient([])):
+            pass
+
+
+async def test_auto_replays_what_it_has_and_records_what_is_new(tmp_path: Path) -> None:
+    path = tmp_path / "auto.jsonl"
+    steps: list[ScriptStep] = [ScriptedResponse.text("one"), ScriptedResponse.text("two")]
+    async with ScriptedModelServer("anthropic", steps) as server:
+        url = upstream(server, "anthropic")
+        options: dict[str, Any] = {"base_url": url, "api_key": KEY}
+        async with Cassette(path, mode="auto").client(model_string("anthropic"), **options) as c:
+            assert (await Worker(c).run("first")).text == "one"
+        async with Cassette(path, mode="auto").client(model_string("anthropic"), **options) as c:
+            assert (await Worker(c).run("first")).text == "one"  # replayed: not sent again
+            assert (await Worker(c).run("second")).text == "two"  # new: recorded
+        assert len(server.requests) == 2
+    async with Cassette(path).client(model_string("anthropic")) as client:
+        assert (await Worker(client).run("first")).text == "one"
+        assert (await Worker(client).run("second")).text == "two"
+
+
+async def test_auto_without_a_key_only_replays_and_says_why_it_missed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    tape = Cassette(tmp_path / "empty.jsonl", mode="auto")
+    with pytest.raises(CassetteMissError, match="only with the provider's API key"):
+        await miss(tape, "anthropic:claude-sonnet-4-5", "hi")
+    assert not (tmp_path / "empty.jsonl").exists()  # nothing recorded, nothing written
+
+
+async def test_several_clients_share_one_cassette_entered_around_them(tmp_path: Path) -> None:
+    path = tmp_path / "two.jsonl"
+    async with (
+        ScriptedModelServer("anthropic", [ScriptedResponse.text("from claude")]) as claude,
+        ScriptedModelServer("gemini", [ScriptedResponse.text("from gemini")]) as gemini,
+    ):
+        tape = Cassette(path, mode="record")
+        async with tape:
+            for provider, server in (("anthropic", claude), ("gemini", gemini)):
+                url = upstream(server, provider)
+                async with tape.client(model_string(provider), base_url=url, api_key=KEY) as c:
+                    await Worker(c).run("who are you?")
+    tape = Cassette(path)
+    async with tape:
+        for provider, name in (("gemini", "gemini"), ("anthropic", "claude")):  # any order
+            async with tape.client(model_string(provider)) as client:
+                assert (await Worker(client).run("who are you?")).text == f"from {name}"
+    assert tape.unused == []
+
+
+async def test_a_record_failure_of_the_api_reaches_the_client_scrubbed(tmp_path: Path) -> None:
+    tape = Cassette(tmp_path / "down.jsonl", mode="record")
+    url = f"http://127.0.0.1:9/v1?api_key={QUERY_KEY}"  # nothing listens on port 9
+    async with tape.client("openai:m", base_url=url, api_key=KEY, retry=None) as client:
+        with pytest.raises(APIStatusError) as caught:
+            await Worker(client).run("hi")
+    assert caught.value.status_code == 502
+    assert not leaks(str(caught.value), QUERY_KEY) and not leaks(str(caught.value), KEY)
