@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypeAlias
 
-from llm_worker.messages import Citation
+from llm_worker.messages import Citation, Origin
 
 __all__ = (
     "USAGE_FIELDS",
@@ -201,6 +201,9 @@ class StatusEvent:
         service_tier: The service tier that served the request, where reported.
         system_fingerprint: OpenAI Chat Completions: the backend configuration that served
             the answer (with `seed`, it tells when a change of backend may change answers).
+        source: The client that streams this answer (its provider and model as configured),
+            set by a client that chooses among several (`FallbackClient`); a second STARTED
+            from it means the answer so far was withdrawn and starts over.
     """
 
     status: ResponseStatus
@@ -208,6 +211,7 @@ class StatusEvent:
     model: str | None = None
     service_tier: str | None = None
     system_fingerprint: str | None = None
+    source: Origin | None = None
 
 
 @dataclass(slots=True)

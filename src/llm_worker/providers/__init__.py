@@ -11,6 +11,8 @@ The base-URL variables are read as the official SDKs read them (`GOOGLE_GEMINI_B
 the root without the API version); a `base_url` passed to the constructor wins over them.
 Each class is imported on first use. `from_string("anthropic:claude-sonnet-4-5")` picks one;
 `model_from_env()` names a model of the first provider whose API key is set.
+`FallbackClient` sends each request to the first of several clients that answers (with a
+`Cooldown` per client shared by the process).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from llm_worker.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from llm_worker.providers._base import HttpClient, LLMClient
+    from llm_worker.providers._cooldown import Cooldown
+    from llm_worker.providers._fallback import FallbackClient
     from llm_worker.providers._http import RetryPolicy
     from llm_worker.providers.anthropic import AnthropicClient
     from llm_worker.providers.gemini import GeminiClient
@@ -34,6 +38,8 @@ _LAZY: dict[str, str] = {
     "OpenAIResponsesClient": "llm_worker.providers.openai_responses",
     "AnthropicClient": "llm_worker.providers.anthropic",
     "GeminiClient": "llm_worker.providers.gemini",
+    "Cooldown": "llm_worker.providers._cooldown",
+    "FallbackClient": "llm_worker.providers._fallback",
     "HttpClient": "llm_worker.providers._base",
     "LLMClient": "llm_worker.providers._base",
     "RetryPolicy": "llm_worker.providers._http",
@@ -54,6 +60,8 @@ __all__ = (
     "DEFAULT_MODELS",
     "PROVIDER_PREFIXES",
     "AnthropicClient",
+    "Cooldown",
+    "FallbackClient",
     "GeminiClient",
     "HttpClient",
     "LLMClient",

@@ -23,6 +23,7 @@ from llm_worker.events import (
     Event,
     InputJsonDelta,
     ProviderMetadata,
+    ResponseStatus,
     StatusEvent,
     StopReason,
     TextDelta,
@@ -43,7 +44,7 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 
-__all__ = ("DEFAULT_MAX_ARGUMENTS", "Assembler", "Completed")
+__all__ = ("DEFAULT_MAX_ARGUMENTS", "Assembler", "Completed", "Withdrawn")
 
 _log = logging.getLogger("llm_worker")
 _KEPT_RAW = 200  # characters of oversized arguments kept, to quote to the model
@@ -69,11 +70,27 @@ class _Open:
 
 
 @dataclass(slots=True)
+class Withdrawn:
+    """An answer withdrawn mid-stream (a fallback client started over with another client).
+
+    Attributes:
+        origin: The client that streamed it.
+        model: The model version that answered, where said.
+        usage: What it reported (billed, though withdrawn).
+    """
+
+    origin: Origin
+    model: str | None
+    usage: UsageEvent
+
+
+@dataclass(slots=True)
 class Completed:
-    """A block the assembler just finished: its text or its tool call."""
+    """A block the assembler just finished (its text or its tool call), or a withdrawal."""
 
     text: str | None = None
     call: ToolCall | None = None
+    withdrawn: Withdrawn | None = None
 
 
 DEFAULT_MAX_ARGUMENTS = 1 << 20
@@ -93,6 +110,7 @@ class Assembler:
     """
 
     __slots__ = (
+        "_began",
         "_ids",
         "_open",
         "calls",
@@ -126,6 +144,7 @@ class Assembler:
         self.response_id: str | None = None
         self.model: str | None = None  # the model version that answered, where said
         self.replayed = False  # a recorded answer given back, no request made
+        self._began = False  # a STARTED status was seen: a second one starts over
 
     @classmethod
     def recorded(
@@ -177,14 +196,31 @@ class Assembler:
         elif isinstance(event, UsageEvent):
             self.usage = self.usage.updated(event)
         elif isinstance(event, StatusEvent):
-            self._status(event)
+            return self._status(event)
         return None
 
-    def _status(self, event: StatusEvent) -> None:
+    def _status(self, event: StatusEvent) -> Completed | None:
+        withdrawn = None
+        if event.status is ResponseStatus.STARTED:
+            # A second start: a fallback client gave up on the answer so far and another
+            # client answers the same request from scratch.
+            withdrawn = self._withdraw() if self._began else None
+            self._began = True
+            if event.source is not None:
+                self.origin = event.source  # its opaque data goes back to it alone
         if event.response_id is not None:
             self.response_id = event.response_id
         if event.model is not None:
             self.model = event.model
+        return withdrawn
+
+    def _withdraw(self) -> Completed:
+        gone = Withdrawn(self.origin, self.model, self.usage)
+        self.parts, self.calls, self.usage = [], [], UsageEvent()
+        self.stop = self._open = None
+        self._ids = set()
+        self.response_id = self.model = None
+        return Completed(withdrawn=gone)
 
     @property
     def stop_reason(self) -> StopReason | None:

@@ -44,6 +44,7 @@ from llm_worker.hooks import (
 from llm_worker.messages import DocumentPart, ImagePart, Message, Part, ToolResultPart
 from llm_worker.state import PendingCall, ToolResultReady
 from llm_worker.tools import Tool, ToolResult, execute_call, tool_meta
+from llm_worker.worker._carry import CallKey, Carried, call_key
 from llm_worker.worker._decisions import not_json
 from llm_worker.worker._intercept import ToolStep, intercepted
 from llm_worker.worker._media_check import sendable_results
@@ -61,6 +62,7 @@ class Batch:
     """The tool calls of one answer and what became of them."""
 
     __slots__ = (
+        "_carried",
         "_checked",
         "_pause",
         "_running",
@@ -90,6 +92,7 @@ class Batch:
         # Calls whose tool was started, and results every after hook has seen (by index).
         self._started: set[int] = set()
         self._checked: set[int] = set()
+        self._carried: dict[CallKey, Carried] = {}  # early runs of a withdrawn answer
 
     # -- early start, while the answer streams -----------------------------------------------
 
@@ -115,6 +118,19 @@ class Batch:
             if tool is None or not tool_meta(tool).may_rerun:
                 return False
         return True
+
+    def restarted(self) -> Batch:
+        """The batch of an answer that replaces this one mid-stream (a fallback client's).
+
+        The calls this batch started early are carried: the new answer's identical call takes
+        their result instead of starting the tool again.
+        """
+        batch = Batch(self.owner, [], self.group)
+        batch._carried = dict(self._carried)
+        for index, done in self._running.items():
+            pending = self.pending[index]
+            batch._carried.setdefault(call_key(pending.call), Carried(done, pending))
+        return batch
 
     # -- the batch after the answer ------------------------------------------------------
 
@@ -235,7 +251,12 @@ class Batch:
         cfg = self.owner.cfg
         pending = self.pending[index]
         self._started.add(index)
+        carried = self._carried.pop(call_key(pending.call), None) if self._carried else None
         try:
+            if carried is not None:  # started already, on a withdrawn answer
+                pending.result = await carried.result_for(pending.call)
+                pending.status = "done"
+                return
             tool = cfg.registry.get(pending.call.name)
             step = ToolStep(pending.call, tool, self.owner.requests)
             proceed = lambda: self._execute(tool, pending.call)  # noqa: E731

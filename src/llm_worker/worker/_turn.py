@@ -48,7 +48,7 @@ from llm_worker.state import (
 )
 from llm_worker.tools import ToolContext
 from llm_worker.tools._messages import malformed_call
-from llm_worker.worker._assembler import Assembler, Completed
+from llm_worker.worker._assembler import Assembler, Completed, Withdrawn
 from llm_worker.worker._enabled import offered, only_offered
 from llm_worker.worker._execution import Batch
 from llm_worker.worker._history import repair
@@ -262,9 +262,11 @@ class Run:
             self.history.append(assembler.message)
         return assembler
 
-    def _priced(self, answer: Assembler) -> None:
-        model = answer.model or self.cfg.client.model
-        self.request_usage.append(RequestUsage(self.cfg.client.provider, model, answer.usage))
+    def _priced(self, answer: Assembler | Withdrawn) -> None:
+        # Priced by the client that answered: a fallback client's answer names it.
+        origin = answer.origin
+        model = answer.model or origin.model
+        self.request_usage.append(RequestUsage(origin.provider, model, answer.usage))
 
     async def _attempts(self, request: Request) -> Assembler:
         """Stream the request, again after a mid-stream failure where that is safe."""
@@ -379,6 +381,9 @@ class Run:
 
     async def _completed(self, completed: Completed) -> None:
         cfg = self.cfg
+        if completed.withdrawn is not None:
+            self._withdrawn(completed.withdrawn)
+            return
         if completed.text:  # an empty block (an answer with no content) completes no text
             for handler in cfg.text_complete:
                 handler(completed.text)
@@ -391,6 +396,18 @@ class Run:
                 _send(cfg.sinks, ToolCallComplete(completed.call))
             if self.batch is not None:
                 await self.batch.arrived(completed.call)
+
+    def _withdrawn(self, gone: Withdrawn) -> None:
+        """A fallback client started the answer over: bill the withdrawn one, carry its tools.
+
+        Tools it started early are not started again: the new answer's identical call takes
+        the running call's result (`Batch.restarted`).
+        """
+        self.usage = self.usage + gone.usage
+        if gone.usage.input_tokens is not None:
+            self._priced(gone)
+        if self.batch is not None:
+            self.batch = self.batch.restarted()
 
     # -- the turn end ----------------------------------------------------------------------
 

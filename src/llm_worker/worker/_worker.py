@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.otel import Instrumentation
     from llm_worker.providers._base import HttpClient, LLMClient
+    from llm_worker.providers._fallback import FallbackClient
     from llm_worker.state import Decision
     from llm_worker.tools import ErrorFormatter
     from llm_worker.worker._options import WorkerOptions
@@ -93,7 +94,8 @@ class Worker(Registrations, Generic[OutputT]):
 
     Args:
         client: A provider client, or a model string such as `"anthropic:claude-sonnet-4-5"`
-            (the Worker then makes the client, and `aclose()` / `async with` closes it).
+            (the Worker then makes the client, and `aclose()` / `async with` closes it), or
+            a list of model strings: a `FallbackClient` over them, tried in order.
         tools: Tools the model may call (`@tool` functions or methods, or `Tool` objects),
             and toolsets whose tools may change, asked before each request (an
             `llm_worker.mcp.MCPServer`).
@@ -149,7 +151,7 @@ class Worker(Registrations, Generic[OutputT]):
     @overload
     def __init__(
         self: Worker[str],
-        client: LLMClient | str,
+        client: LLMClient | str | Sequence[str],
         *,
         output_type: None = None,
         **options: Unpack[WorkerOptions],
@@ -157,7 +159,7 @@ class Worker(Registrations, Generic[OutputT]):
     @overload
     def __init__(
         self: Worker[T],
-        client: LLMClient | str,
+        client: LLMClient | str | Sequence[str],
         *,
         output_type: type[T],
         **options: Unpack[WorkerOptions],
@@ -165,7 +167,7 @@ class Worker(Registrations, Generic[OutputT]):
     @overload
     def __init__(
         self: Worker[Any],
-        client: LLMClient | str,
+        client: LLMClient | str | Sequence[str],
         *,
         output_type: dict[str, Any],
         **options: Unpack[WorkerOptions],
@@ -173,7 +175,7 @@ class Worker(Registrations, Generic[OutputT]):
 
     def __init__(
         self,
-        client: LLMClient | str,
+        client: LLMClient | str | Sequence[str],
         *,
         tools: Iterable[Tool | Toolset] = (),
         system: str | None = None,
@@ -584,11 +586,18 @@ class Worker(Registrations, Generic[OutputT]):
         return result or run.result(RunStatus.CANCELLED, reason="cancelled by worker.cancel()")
 
 
-def _owned_client(client: LLMClient | str) -> tuple[LLMClient, HttpClient | None]:
-    """The client, and the one the Worker made from a model string (it closes that one)."""
-    if not isinstance(client, str):
-        return client, None
-    from llm_worker.providers import from_string
+def _owned_client(
+    client: LLMClient | str | Sequence[str],
+) -> tuple[LLMClient, HttpClient | FallbackClient | None]:
+    """The client, and the one the Worker made from model strings (it closes that one)."""
+    if isinstance(client, str):
+        from llm_worker.providers import from_string
 
-    made = from_string(client)
-    return made, made
+        made = from_string(client)
+        return made, made
+    if isinstance(client, Sequence):
+        from llm_worker.providers._fallback import FallbackClient
+
+        fallback = FallbackClient.from_models(client)
+        return fallback, fallback
+    return client, None
