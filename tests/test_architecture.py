@@ -110,7 +110,7 @@ def test_no_function_over_60_lines() -> None:
 def test_the_scan_sees_the_real_imports() -> None:
     imports = {(i.source, i.target, i.type_checking) for i in scan(SRC).imports}
     # function level, through the lazy top-level package, and TYPE_CHECKING only
-    assert ("llm_worker.worker._worker", "llm_worker.providers", False) in imports
+    assert ("llm_worker.worker._owned", "llm_worker.providers", False) in imports
     assert ("llm_worker.cli._chat", "llm_worker.worker", False) in imports
     assert ("llm_worker.worker._turn", "llm_worker.worker._config", True) in imports
 

@@ -55,6 +55,7 @@ from llm_worker.worker._decisions import (
 from llm_worker.worker._history import as_messages
 from llm_worker.worker._intercept import RunStep, intercepted
 from llm_worker.worker._output import PARTIAL_INTERVAL, check_output_call, output_plan
+from llm_worker.worker._owned import owned_client
 from llm_worker.worker._registration import Registrations
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import announce
@@ -72,8 +73,7 @@ if TYPE_CHECKING:
 
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.otel import Instrumentation
-    from llm_worker.providers._base import HttpClient, LLMClient
-    from llm_worker.providers._fallback import FallbackClient
+    from llm_worker.providers._base import LLMClient
     from llm_worker.state import Decision
     from llm_worker.tools import ErrorFormatter
     from llm_worker.worker._options import WorkerOptions
@@ -204,7 +204,7 @@ class Worker(Registrations, Generic[OutputT]):
         name: str | None = None,
         instrument: bool | Instrumentation | None = None,
     ) -> None:
-        client, self._owned = _owned_client(client)
+        client, self._owned = owned_client(client)
         plan = output_plan(
             output_type, output_mode, output_retries, output_tool_name, output_partial_interval
         )
@@ -584,20 +584,3 @@ class Worker(Registrations, Generic[OutputT]):
                 result = await run.cancelled("cancelled by worker.cancel()")
             self._scope = None
         return result or run.result(RunStatus.CANCELLED, reason="cancelled by worker.cancel()")
-
-
-def _owned_client(
-    client: LLMClient | str | Sequence[str],
-) -> tuple[LLMClient, HttpClient | FallbackClient | None]:
-    """The client, and the one the Worker made from model strings (it closes that one)."""
-    if isinstance(client, str):
-        from llm_worker.providers import from_string
-
-        made = from_string(client)
-        return made, made
-    if isinstance(client, Sequence):
-        from llm_worker.providers._fallback import FallbackClient
-
-        fallback = FallbackClient.from_models(client)
-        return fallback, fallback
-    return client, None
