@@ -1,4 +1,4 @@
-"""The `llm-worker` command: `demo`, `chat`, `run` and `serve`.
+"""The `llm-worker` command: `demo`, `chat`, `run`, `serve`, `mcp-serve` and `eval`.
 
 Imported only by the console script (and `python -m llm_worker.cli`), so `import llm_worker`
 never pays for argparse or rich. rich comes with the `cli` extra (`pip install
@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from llm_worker.testing import CassetteMode
+
 __all__ = ("main",)
 
 _WIRE_FORMATS = ("anthropic", "openai_chat", "openai_responses", "gemini")
@@ -34,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Put LLMs to work: stream answers, call tools, step in with hooks.",
     )
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{demo,chat,run,serve,mcp-serve}"
+        dest="command", required=True, metavar="{demo,chat,run,serve,mcp-serve,eval}"
     )
 
     _demo_parser(sub)
@@ -73,7 +75,24 @@ def _parser() -> argparse.ArgumentParser:
         )
     _serve_parser(sub)
     _mcp_serve_parser(sub)
+    _eval_parser(sub)
     return parser
+
+
+def _eval_parser(sub: Any) -> None:  # argparse names the subparsers' type privately
+    cmd = sub.add_parser(
+        "eval",
+        help="run a Worker over a file's cases (cassettes or live) and print a table",
+        description="Run make_worker() over each EvalCase of `cases` in CASES.py and print "
+        "each case's status, requests, tokens, cost, time and answer. Cassettes are replayed "
+        "from cassettes/<file name>/ beside the file unless told otherwise.",
+    )
+    cmd.add_argument("cases", type=Path, metavar="CASES.py", help="defines cases, make_worker")
+    cmd.add_argument("--cassettes", type=Path, metavar="DIR", help="the cassettes' folder")
+    how = cmd.add_mutually_exclusive_group()
+    how.add_argument("--record", action="store_true", help="record every case again")
+    how.add_argument("--record-new", action="store_true", help="record cases not recorded yet")
+    how.add_argument("--live", action="store_true", help="run against the model, no cassettes")
 
 
 def _demo_parser(sub: Any) -> None:  # argparse's subparsers type is private
@@ -228,8 +247,23 @@ def _dispatch(console: Console, args: argparse.Namespace) -> int:
         from llm_worker.cli._mcp import serve_tools
 
         return serve_tools(args.target, args.name, args.http)
+    if args.command == "eval":
+        return _eval_command(console, args)
     from llm_worker.cli._chat import run_chat, run_once
 
     if args.command == "chat":
         return run_chat(console, args)
     return anyio.run(lambda: run_once(console, args))
+
+
+def _eval_command(console: Console, args: argparse.Namespace) -> int:
+    import anyio
+
+    from llm_worker.cli._eval import run_eval
+
+    mode: CassetteMode | None = "record" if args.record else "replay"
+    if args.record_new:
+        mode = "auto"
+    if args.live:
+        mode = None
+    return anyio.run(lambda: run_eval(console, args.cases, cassettes=args.cassettes, mode=mode))

@@ -17,12 +17,15 @@ rough count `prompt_tokens` (4 characters a token) of the request it answers as 
   (keys scrubbed), then replayed byte for byte through a `WireServer` to the real client;
   requests matched by their neutral form, a miss failing with a diff. The `cassette` pytest
   fixture (`--llm-record`) comes with it.
+- `run_cases` / `EvalCase`: a Worker run over named cases, live or from cassettes, into
+  results and a table (`llm-worker eval cases.py`); scoring is left to a scorer of your own.
 """
 
 from llm_worker.testing._cassette import Cassette, CassetteMode, CassetteUnusedError
 from llm_worker.testing._cassette_file import CassetteError, CassetteFileError, Exchange
 from llm_worker.testing._cassette_match import CassetteMissError
 from llm_worker.testing._decode import decode_request
+from llm_worker.testing._eval import CaseResult, EvalCase, format_table, run_cases
 from llm_worker.testing._model_server import WIRE_PROVIDERS, ScriptedModelServer
 from llm_worker.testing._script import (
     ScriptedClient,
@@ -37,6 +40,7 @@ from llm_worker.testing._server import Chunking, RecordedRequest, WireResponse, 
 
 __all__ = (
     "WIRE_PROVIDERS",
+    "CaseResult",
     "Cassette",
     "CassetteError",
     "CassetteFileError",
@@ -44,6 +48,7 @@ __all__ = (
     "CassetteMode",
     "CassetteUnusedError",
     "Chunking",
+    "EvalCase",
     "Exchange",
     "RecordedRequest",
     "ScriptExhaustedError",
@@ -56,5 +61,7 @@ __all__ = (
     "WireResponse",
     "WireServer",
     "decode_request",
+    "format_table",
     "prompt_tokens",
+    "run_cases",
 )
