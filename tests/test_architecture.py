@@ -62,6 +62,7 @@ LAYERS: Layers = (
             "llm_worker._pause_checks",
             "llm_worker._pause_json",
             "llm_worker._pause_outputs",
+            "llm_worker._run_events",
         ),
     ),
     ("testing", ("llm_worker.testing",)),

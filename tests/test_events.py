@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from llm_worker import events
 from llm_worker.events import (
+    USAGE_FIELDS,
     BlockAbort,
     BlockDelta,
     BlockMetadata,
@@ -139,7 +140,7 @@ usages = st.builds(
     cache_creation_input_tokens=counts,
     reasoning_tokens=counts,
 )
-FIELDS = [f.name for f in dataclasses.fields(UsageEvent)]
+FIELDS = list(USAGE_FIELDS)  # the counters (not `path`, where the event came from)
 
 
 def test_updated_overlays_the_known_fields_of_the_newer_snapshot() -> None:

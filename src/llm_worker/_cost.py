@@ -102,7 +102,7 @@ class RequestUsage:
         return cls(
             as_str(body.get("provider")) or "",
             as_str(body.get("model")) or "",
-            UsageEvent(**{k: as_int(usage.get(k)) for k in USAGE_FIELDS}),
+            UsageEvent(*(as_int(usage.get(k)) for k in USAGE_FIELDS)),
         )
 
 

@@ -111,6 +111,8 @@ class PingEvent:
     """
 
     timestamp: float | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
 @dataclass(slots=True)
@@ -155,6 +157,8 @@ class UsageEvent:
     audio_output_tokens: int | None = None
     accepted_prediction_tokens: int | None = None
     rejected_prediction_tokens: int | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
     def updated(self, newer: UsageEvent) -> UsageEvent:
         """Return this snapshot overlaid with the non-`None` fields of a newer one."""
@@ -169,7 +173,7 @@ class UsageEvent:
         )
 
 
-USAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(UsageEvent))
+USAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(UsageEvent) if f.name != "path")
 """The names of `UsageEvent`'s counters, in declaration order."""
 
 
@@ -212,6 +216,8 @@ class StatusEvent:
     service_tier: str | None = None
     system_fingerprint: str | None = None
     source: Origin | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
 @dataclass(slots=True)
@@ -226,6 +232,8 @@ class ErrorEvent:
 
     code: str | None
     message: str
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
 @dataclass(slots=True)
@@ -394,6 +402,8 @@ class BlockStart:
     index: int
     block_type: BlockType
     metadata: BlockMetadata
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
 @dataclass(slots=True)
@@ -407,6 +417,8 @@ class BlockDelta:
 
     index: int
     delta: Delta
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
 @dataclass(slots=True)
@@ -430,6 +442,8 @@ class BlockStop:
     raw_stop_reason: str | None = None
     stop_sequence: str | None = None
     stop_message: str | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
 @dataclass(slots=True)
@@ -445,6 +459,8 @@ class BlockAbort:
     index: int
     block_type: BlockType
     reason: str
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
 Event: TypeAlias = (

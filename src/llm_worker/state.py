@@ -25,8 +25,20 @@ from llm_worker._pause_json import (
     stop_reason_from_dict,
     trace_context_from_dict,
 )
+from llm_worker._run_events import (
+    OutputPartial,
+    OutputRejected,
+    RunCompleted,
+    RunEvent,
+    TextComplete,
+    ToolCallComplete,
+    ToolProgress,
+    ToolResultReady,
+    TurnEnded,
+    TurnStarted,
+)
 from llm_worker.errors import NoOutputError, PauseStateError
-from llm_worker.events import USAGE_FIELDS, Event, StopReason, UsageEvent
+from llm_worker.events import USAGE_FIELDS, StopReason, UsageEvent
 from llm_worker.messages import Message
 
 if TYPE_CHECKING:
@@ -35,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CallStatus",
+    "ChildRun",
     "Decision",
     "OutputPartial",
     "OutputRejected",
@@ -299,7 +312,7 @@ class PauseState:
             reason=as_str(body.get("reason")),
             requests=as_int(body.get("requests")) or 0,
             continuations=as_int(body.get("continuations")) or 0,
-            usage=UsageEvent(**{k: as_int(usage.get(k)) for k in USAGE_FIELDS}),
+            usage=UsageEvent(*(as_int(usage.get(k)) for k in USAGE_FIELDS)),
             tools=None if tools is None else [str(t) for t in as_list(tools)],
             response_id=as_str(body.get("response_id")),
             # Both absent from states saved by earlier versions: they load without them.
@@ -326,8 +339,58 @@ def _pending(data: object) -> PendingCall:
 OutputT = TypeVar("OutputT", default=str)
 """The type of a run's output: `str` without an output type, else the output type."""
 
-ValueT = TypeVar("ValueT", default=Any)
-"""The output type an event carries: a bare `RunEvent` / `OutputPartial` takes any."""
+
+@dataclass(slots=True)
+class ChildRun:
+    """One sub-agent run of a run tree (`RunResult.children`): its own requests only.
+
+    Attributes:
+        path: The sub-agent calls from the root to it (a call id per level).
+        name: The sub-agent tool's name.
+        status: How its run ended.
+        usage: Token usage of its own requests (its sub-agents have entries of their own).
+        requests: Requests it made.
+        request_usage: Each of its own requests' provider, model and usage.
+    """
+
+    path: tuple[str, ...]
+    name: str
+    status: RunStatus
+    usage: UsageEvent
+    requests: int
+    request_usage: list[RequestUsage] = field(default_factory=lambda: [])
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialize to plain JSON-ready data."""
+        return {
+            "path": list(self.path),
+            "name": self.name,
+            "status": self.status.value,
+            "usage": {k: getattr(self.usage, k) for k in USAGE_FIELDS},
+            "requests": self.requests,
+            "request_usage": [r.to_dict() for r in self.request_usage],
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> ChildRun:
+        """Load one saved by `to_dict`.
+
+        Raises:
+            PauseStateError: A wrong shape.
+        """
+        try:
+            body = as_dict(data)
+            usage = as_dict(body.get("usage"))
+            return cls(
+                tuple(str(p) for p in as_list(body.get("path"))),
+                str(body["name"]),
+                RunStatus(body["status"]),
+                UsageEvent(*(as_int(usage.get(k)) for k in USAGE_FIELDS)),
+                as_int(body.get("requests")) or 0,
+                [RequestUsage.from_dict(r) for r in as_list(body.get("request_usage"))],
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PauseStateError(f"pause state has a damaged sub-agent run: {exc}") from exc
 
 
 @dataclass(slots=True, init=False)
@@ -346,7 +409,8 @@ class RunResult(Generic[OutputT]):
         messages: The messages this run added to the history.
         usage: Token usage summed over the run's requests (retried attempts included). For a
             resumed run, the requests made before the pause are included: the usage of the
-            run as a whole, not of the resume alone.
+            run as a whole, not of the resume alone. Its sub-agents' requests are included
+            (`children` breaks them down).
         requests: How many requests the run made (before a pause too, for a resumed run).
         state: When PAUSED, what `Worker.resume` needs.
         reason: Why the run was paused or cancelled, if a reason was given.
@@ -359,7 +423,10 @@ class RunResult(Generic[OutputT]):
         request_usage: Each request's provider, model and usage, in order (before a pause
             too, for a resumed run): what `cost` prices, request by request. An attempt
             whose stream broke and was retried has its own entry when it reported usage
-            (its tokens are billed too).
+            (its tokens are billed too). Sub-agents' requests are listed too, after the
+            request that called them.
+        children: The sub-agent runs of the tree below this run, each with its own usage
+            (`usage` totals this run's own requests and theirs).
     """
 
     status: RunStatus
@@ -374,6 +441,7 @@ class RunResult(Generic[OutputT]):
     _output: OutputT | None
     refusal: str | None
     request_usage: list[RequestUsage]
+    children: list[ChildRun]
 
     def __init__(
         self,
@@ -390,6 +458,7 @@ class RunResult(Generic[OutputT]):
         output: OutputT | None = None,
         refusal: str | None = None,
         request_usage: list[RequestUsage] | None = None,
+        children: list[ChildRun] | None = None,
         _output: OutputT | None = None,
     ) -> None:
         # Written out (not the dataclass's) so that `output=` sets what the property reads.
@@ -409,6 +478,7 @@ class RunResult(Generic[OutputT]):
         self._output = output
         self.refusal = refusal
         self.request_usage = [] if request_usage is None else request_usage
+        self.children = [] if children is None else children
 
     @property
     def has_output(self) -> bool:
@@ -464,137 +534,3 @@ def _no_output(status: RunStatus, refused: bool) -> NoOutputError:
         status=status.value,
         refused=refused,
     )
-
-
-@dataclass(slots=True)
-class TurnStarted:
-    """A run (one turn of the conversation) begins.
-
-    Attributes:
-        turn: The turn's number on this worker (0, 1, …).
-    """
-
-    turn: int
-
-
-@dataclass(slots=True)
-class TurnEnded:
-    """A run ends (finished, paused, cancelled or failed).
-
-    Attributes:
-        turn: The turn's number on this worker.
-    """
-
-    turn: int
-
-
-@dataclass(slots=True)
-class TextComplete:
-    """A text block finished; `text` is all of it."""
-
-    text: str
-
-
-@dataclass(slots=True)
-class ToolCallComplete:
-    """A tool-use block finished; `call` has the parsed arguments."""
-
-    call: ToolCall
-
-
-@dataclass(slots=True)
-class ToolResultReady:
-    """A tool call's result, after the after_tool_call hooks (reported in call order)."""
-
-    result: ToolResult
-
-
-@dataclass(slots=True)
-class OutputPartial(Generic[ValueT]):
-    """The structured output validated so far, while its JSON streams (`Worker.stream`).
-
-    A `Worker[Invoice]`'s stream yields `OutputPartial[Invoice]`. The first one is sent as
-    soon as the JSON so far validates; after it, at most one every
-    `Worker(output_partial_interval=...)` seconds (0.05 by default) while the answer grows
-    (and only once it has grown by a sixty-fourth: each try validates the whole text), and
-    once more when its block ends. The last one is not the final output;
-    `RunResult.output` is (checked whole, retried when invalid: see `OutputRejected`).
-
-    Attributes:
-        value: The output built from the JSON received so far (a model instance with the
-            fields complete so far, a partial list, …); incomplete fields are left out.
-        size: Characters of the answer's JSON received so far.
-    """
-
-    value: ValueT
-    size: int
-
-
-@dataclass(slots=True)
-class OutputRejected:
-    """The model's structured answer did not fit the output type (`Worker.stream`).
-
-    Sent when an answer fails validation, before its problems go back to the model (and
-    before `OutputValidationError` ends the run, when no retry is left). The partials sent
-    while it streamed were of this rejected answer; the next answer's follow.
-
-    Attributes:
-        errors: What was wrong, one line per problem (`path: message`): the lines the model
-            is sent.
-        message: The text the model reads about it (the feedback message in native mode,
-            the output tool's error result in tool mode).
-        attempt: Which answer this was (1 for the first).
-        retries_left: Answers the model may still give; 0: the run fails with
-            `OutputValidationError` after this event.
-    """
-
-    errors: list[str]
-    message: str
-    attempt: int
-    retries_left: int
-
-
-@dataclass(slots=True)
-class ToolProgress:
-    """A running tool call reported how far it is.
-
-    From an MCP server's progress notification, or `llm_worker.tools.report_progress`.
-
-    Attributes:
-        tool_use_id: The call's id.
-        name: The tool's name.
-        progress: How much is done; grows with each report.
-        total: How much there is to do, when known.
-        message: What is happening, for a person.
-    """
-
-    tool_use_id: str
-    name: str
-    progress: float
-    total: float | None = None
-    message: str | None = None
-
-
-@dataclass(slots=True)
-class RunCompleted(Generic[ValueT]):
-    """The last item of `Worker.stream`: the run's result (`RunCompleted[Invoice]`)."""
-
-    result: RunResult[ValueT]
-
-
-RunEvent: TypeAlias = (
-    Event
-    | TurnStarted
-    | TurnEnded
-    | TextComplete
-    | ToolCallComplete
-    | ToolResultReady
-    | OutputPartial[ValueT]
-    | OutputRejected
-    | ToolProgress
-    | RunCompleted[ValueT]
-)
-"""What `Worker.stream` yields: the provider events plus the Worker's own.
-
-`RunEvent[Invoice]` is what a `Worker[Invoice]`'s stream yields (its partials and result are
-typed); a bare `RunEvent` is `RunEvent[Any]`, any Worker's."""

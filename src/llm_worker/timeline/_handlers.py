@@ -13,15 +13,21 @@ its own lifecycle of events:
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias, TypeVar
 
+from llm_worker.errors import ConfigurationError
 from llm_worker.events import (
+    BlockStart,
+    BlockType,
     InputJsonDelta,
     StopReason,
     TextDelta,
     ThinkingDelta,
     ThinkingMetadata,
+    ToolResultMetadata,
+    ToolUseMetadata,
 )
 
 __all__ = (
@@ -76,6 +82,8 @@ class TextBlockStart:
 
     index: int
     tool_use_id: str | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls the block came through (`()`: the root run's own block)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -91,6 +99,8 @@ class TextBlockStop:
     index: int
     stop_reason: StopReason | None = None
     raw_stop_reason: str | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls the block came through (`()`: the root run's own block)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -104,6 +114,8 @@ class TextBlockAbort:
 
     index: int
     reason: str
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls the block came through (`()`: the root run's own block)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -117,6 +129,8 @@ class ThinkingBlockStart:
 
     index: int
     metadata: ThinkingMetadata = field(default_factory=ThinkingMetadata)
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls the block came through (`()`: the root run's own block)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -132,6 +146,8 @@ class ThinkingBlockStop:
     index: int
     stop_reason: StopReason | None = None
     raw_stop_reason: str | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls the block came through (`()`: the root run's own block)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -145,6 +161,8 @@ class ThinkingBlockAbort:
 
     index: int
     reason: str
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls the block came through (`()`: the root run's own block)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -160,6 +178,8 @@ class ToolUseBlockStart:
     index: int
     id: str
     name: str
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls the block came through (`()`: the root run's own block)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -179,6 +199,8 @@ class ToolUseBlockStop:
     name: str
     stop_reason: StopReason | None = None
     raw_stop_reason: str | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls the block came through (`()`: the root run's own block)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -196,6 +218,8 @@ class ToolUseBlockAbort:
     id: str
     name: str
     reason: str
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls the block came through (`()`: the root run's own block)."""
 
 
 TextBlockEvent: TypeAlias = TextBlockStart | TextDelta | TextBlockStop | TextBlockAbort
@@ -210,3 +234,46 @@ ToolUseBlockEvent: TypeAlias = (
     ToolUseBlockStart | InputJsonDelta | ToolUseBlockStop | ToolUseBlockAbort
 )
 """What a tool-use-block handler receives."""
+
+
+def start_event(event: BlockStart, path: tuple[str, ...]) -> object:
+    """The handler event a `BlockStart` opens its block with."""
+    meta = event.metadata
+    if event.block_type is BlockType.TOOL_USE:
+        if isinstance(meta, ToolUseMetadata):
+            return ToolUseBlockStart(event.index, meta.id, meta.name, path=path)
+        return ToolUseBlockStart(event.index, "", "", path=path)
+    if event.block_type is BlockType.THINKING:
+        if isinstance(meta, ThinkingMetadata):
+            return ThinkingBlockStart(event.index, meta, path=path)
+        return ThinkingBlockStart(event.index, path=path)
+    if isinstance(meta, ToolResultMetadata):
+        return TextBlockStart(event.index, meta.tool_use_id, path=path)
+    return TextBlockStart(event.index, path=path)
+
+
+def implicit_start(block_type: BlockType, index: int, path: tuple[str, ...]) -> object:
+    """The start a block opened by a delta (no `BlockStart`) is given."""
+    if block_type is BlockType.TOOL_USE:
+        return ToolUseBlockStart(index, "", "", path=path)
+    if block_type is BlockType.THINKING:
+        return ThinkingBlockStart(index, path=path)
+    return TextBlockStart(index, path=path)
+
+
+def check_handler(handler: object) -> None:
+    """Refuse what cannot be a handler: async functions, classes, non-callables."""
+    # Dispatch is synchronous: an async handler would only make coroutines nobody awaits, and
+    # a Handler class (not an instance) fails at the first event; both are refused here.
+    on_event = getattr(handler, "on_event", None)
+    fn = on_event if on_event is not None and not isinstance(handler, type) else handler
+    if inspect.iscoroutinefunction(fn):
+        raise ConfigurationError(
+            f"{handler!r} is async; Timeline handlers are called synchronously for each event "
+            "(define it with plain def, and hand slow work to a task or a queue)"
+        )
+    if isinstance(handler, type) or not (callable(handler) or on_event is not None):
+        raise ConfigurationError(
+            f"{handler!r} is not a handler: pass a function or an instance with "
+            "new_scope() and on_event()"
+        )

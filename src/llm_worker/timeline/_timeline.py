@@ -65,12 +65,10 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeAlias, TypeVar, cast
 
-from llm_worker.errors import ConfigurationError
 from llm_worker.events import (
     BlockAbort,
     BlockDelta,
@@ -84,25 +82,23 @@ from llm_worker.events import (
     StatusEvent,
     TextDelta,
     ThinkingDelta,
-    ThinkingMetadata,
-    ToolResultMetadata,
-    ToolUseMetadata,
     UsageEvent,
 )
 from llm_worker.timeline._handlers import (
     Handler,
     TextBlockAbort,
     TextBlockEvent,
-    TextBlockStart,
     TextBlockStop,
     ThinkingBlockAbort,
     ThinkingBlockEvent,
-    ThinkingBlockStart,
     ThinkingBlockStop,
     ToolUseBlockAbort,
     ToolUseBlockEvent,
     ToolUseBlockStart,
     ToolUseBlockStop,
+    check_handler,
+    implicit_start,
+    start_event,
 )
 
 __all__ = ("Registration", "Timeline")
@@ -131,10 +127,11 @@ def _deliver(bound: tuple[_Bound, ...], event: object) -> None:
 class _Entry:
     """One registered handler; `fn` is it bound to its current scope (`None`: no scope)."""
 
-    __slots__ = ("fn", "handler", "new_scope", "on_event")
+    __slots__ = ("fn", "handler", "new_scope", "on_event", "root_only")
 
-    def __init__(self, handler: object) -> None:
+    def __init__(self, handler: object, *, root_only: bool = False) -> None:
         self.handler = handler
+        self.root_only = root_only  # not copied into a sub-agent's branch
         self.fn: _Bound | None = None
         # A Handler has on_event and new_scope; anything else is a plain callable.
         self.on_event: Callable[[Any, Any], object] | None = getattr(handler, "on_event", None)
@@ -221,6 +218,7 @@ class Timeline:
         "_group",
         "_index",
         "_open",
+        "_path",
         "_ping",
         "_routes",
         "_status",
@@ -250,6 +248,7 @@ class Timeline:
         # The delta type the fast path accepts; None forces the slow path (no open block, or
         # handlers waiting for their implicit scope).
         self._delta_type: type | None = None
+        self._path: tuple[str, ...] = ()  # a branch's: the sub-agent calls of its events
         self._routes: dict[type, Callable[[Any], None]] = {
             BlockStart: self._on_start,
             BlockStop: self._on_stop,
@@ -264,50 +263,71 @@ class Timeline:
     # -- registration ------------------------------------------------------------------
 
     def on_text_block(
-        self, handler: Handler[TextBlockEvent, S] | Callable[[TextBlockEvent], object]
+        self,
+        handler: Handler[TextBlockEvent, S] | Callable[[TextBlockEvent], object],
+        *,
+        root_only: bool = False,
     ) -> Registration:
         """Register a handler of text blocks (tool-result blocks included)."""
-        return self._register(self._text, handler)
+        return self._register(self._text, handler, root_only)
 
     def on_thinking_block(
-        self, handler: Handler[ThinkingBlockEvent, S] | Callable[[ThinkingBlockEvent], object]
+        self,
+        handler: Handler[ThinkingBlockEvent, S] | Callable[[ThinkingBlockEvent], object],
+        *,
+        root_only: bool = False,
     ) -> Registration:
         """Register a handler of thinking blocks."""
-        return self._register(self._thinking, handler)
+        return self._register(self._thinking, handler, root_only)
 
     def on_tool_use_block(
-        self, handler: Handler[ToolUseBlockEvent, S] | Callable[[ToolUseBlockEvent], object]
+        self,
+        handler: Handler[ToolUseBlockEvent, S] | Callable[[ToolUseBlockEvent], object],
+        *,
+        root_only: bool = False,
     ) -> Registration:
         """Register a handler of tool-use blocks."""
-        return self._register(self._tool, handler)
+        return self._register(self._tool, handler, root_only)
 
     def on_usage(
-        self, handler: Handler[UsageEvent, S] | Callable[[UsageEvent], object]
+        self,
+        handler: Handler[UsageEvent, S] | Callable[[UsageEvent], object],
+        *,
+        root_only: bool = False,
     ) -> Registration:
         """Register a handler of usage snapshots; a `Handler` gets its scope now."""
-        return self._register(self._usage, handler)
+        return self._register(self._usage, handler, root_only)
 
     def on_ping(
-        self, handler: Handler[PingEvent, S] | Callable[[PingEvent], object]
+        self,
+        handler: Handler[PingEvent, S] | Callable[[PingEvent], object],
+        *,
+        root_only: bool = False,
     ) -> Registration:
         """Register a handler of keep-alive pings; a `Handler` gets its scope now."""
-        return self._register(self._ping, handler)
+        return self._register(self._ping, handler, root_only)
 
     def on_status(
-        self, handler: Handler[StatusEvent, S] | Callable[[StatusEvent], object]
+        self,
+        handler: Handler[StatusEvent, S] | Callable[[StatusEvent], object],
+        *,
+        root_only: bool = False,
     ) -> Registration:
         """Register a handler of response status changes; a `Handler` gets its scope now."""
-        return self._register(self._status, handler)
+        return self._register(self._status, handler, root_only)
 
     def on_error(
-        self, handler: Handler[ErrorEvent, S] | Callable[[ErrorEvent], object]
+        self,
+        handler: Handler[ErrorEvent, S] | Callable[[ErrorEvent], object],
+        *,
+        root_only: bool = False,
     ) -> Registration:
         """Register a handler of error events; a `Handler` gets its scope now."""
-        return self._register(self._error, handler)
+        return self._register(self._error, handler, root_only)
 
-    def _register(self, group: _Group, handler: object) -> Registration:
-        _check_handler(handler)
-        entry = _Entry(handler)
+    def _register(self, group: _Group, handler: object, root_only: bool = False) -> Registration:
+        check_handler(handler)
+        entry = _Entry(handler, root_only=root_only)
         if group.meta:
             entry.fn = entry.bind()
             group.entries = (*group.entries, entry)
@@ -329,6 +349,33 @@ class Timeline:
             group.fns = tuple(e.fn for e in group.entries if e.fn is not None)
         elif fn is not None and group is self._group:
             self._active = tuple(f for f in self._active if f is not fn)
+
+    def branch(self, path: tuple[str, ...]) -> Timeline:
+        """A Timeline for the events of one sub-agent run, with this one's handlers.
+
+        Its blocks are its own (a child's block never aborts the root's open block, and
+        two children streaming at once each keep theirs), and every handler gets scopes of
+        its own in it. Handlers registered with `root_only=True` are left out; handlers
+        registered here later join only branches made after them.
+        """
+        twin = Timeline()
+        twin._path = path
+        for mine, theirs in zip(self._groups(), twin._groups(), strict=True):
+            for entry in mine.entries:
+                if not entry.root_only:
+                    twin._register(theirs, entry.handler)
+        return twin
+
+    def _groups(self) -> tuple[_Group, ...]:
+        return (
+            self._usage,
+            self._ping,
+            self._status,
+            self._error,
+            self._text,
+            self._thinking,
+            self._tool,
+        )
 
     # -- state -------------------------------------------------------------------------
 
@@ -372,7 +419,7 @@ class Timeline:
         """
         if self._open is None:
             return None
-        abort = BlockAbort(self._index, self._open, reason)
+        abort = BlockAbort(self._index, self._open, reason, path=self._path)
         self._end_abort(reason)
         return abort
 
@@ -416,7 +463,7 @@ class Timeline:
             # (opaque content for the history) is for no handler: nothing opens, and its
             # stop or abort finds no open block.
             if event.block_type is not BlockType.PROVIDER:
-                self._open_block(event.block_type, event.index, _start_event(event))
+                self._open_block(event.block_type, event.index, start_event(event, self._path))
 
     def _open_block(self, block_type: BlockType, index: int, start: object) -> None:
         group = self._group_of(block_type)
@@ -455,7 +502,8 @@ class Timeline:
         finally:
             # Even if a handler raised on that abort, the delta opens its block.
             if self._open is None:
-                self._open_block(block_type, event.index, _implicit_start(block_type, event.index))
+                start = implicit_start(block_type, event.index, self._path)
+                self._open_block(block_type, event.index, start)
             else:
                 self._bind_all(group)
             _deliver(self._active, delta)
@@ -465,11 +513,13 @@ class Timeline:
             return
         index, reason, raw = self._index, event.stop_reason, event.raw_stop_reason
         if self._open is BlockType.TOOL_USE:
-            stop: object = ToolUseBlockStop(index, self._tool_id, self._tool_name, reason, raw)
+            stop: object = ToolUseBlockStop(
+                index, self._tool_id, self._tool_name, reason, raw, path=self._path
+            )
         elif self._open is BlockType.THINKING:
-            stop = ThinkingBlockStop(index, reason, raw)
+            stop = ThinkingBlockStop(index, reason, raw, path=self._path)
         else:
-            stop = TextBlockStop(index, reason, raw)
+            stop = TextBlockStop(index, reason, raw, path=self._path)
         self._end(stop)
 
     def _on_abort(self, event: BlockAbort) -> None:
@@ -479,11 +529,13 @@ class Timeline:
     def _end_abort(self, reason: str) -> None:
         index = self._index
         if self._open is BlockType.TOOL_USE:
-            abort: object = ToolUseBlockAbort(index, self._tool_id, self._tool_name, reason)
+            abort: object = ToolUseBlockAbort(
+                index, self._tool_id, self._tool_name, reason, path=self._path
+            )
         elif self._open is BlockType.THINKING:
-            abort = ThinkingBlockAbort(index, reason)
+            abort = ThinkingBlockAbort(index, reason, path=self._path)
         else:
-            abort = TextBlockAbort(index, reason)
+            abort = TextBlockAbort(index, reason, path=self._path)
         self._end(abort)
 
     def _end(self, event: object) -> None:
@@ -517,43 +569,3 @@ def _block_type_of(delta: object) -> BlockType | None:
     if isinstance(delta, InputJsonDelta):
         return BlockType.TOOL_USE
     return None
-
-
-def _start_event(event: BlockStart) -> object:
-    meta = event.metadata
-    if event.block_type is BlockType.TOOL_USE:
-        if isinstance(meta, ToolUseMetadata):
-            return ToolUseBlockStart(event.index, meta.id, meta.name)
-        return ToolUseBlockStart(event.index, "", "")
-    if event.block_type is BlockType.THINKING:
-        if isinstance(meta, ThinkingMetadata):
-            return ThinkingBlockStart(event.index, meta)
-        return ThinkingBlockStart(event.index)
-    if isinstance(meta, ToolResultMetadata):
-        return TextBlockStart(event.index, meta.tool_use_id)
-    return TextBlockStart(event.index)
-
-
-def _implicit_start(block_type: BlockType, index: int) -> object:
-    if block_type is BlockType.TOOL_USE:
-        return ToolUseBlockStart(index, "", "")
-    if block_type is BlockType.THINKING:
-        return ThinkingBlockStart(index)
-    return TextBlockStart(index)
-
-
-def _check_handler(handler: object) -> None:
-    # Dispatch is synchronous: an async handler would only make coroutines nobody awaits, and
-    # a Handler class (not an instance) fails at the first event; both are refused here.
-    on_event = getattr(handler, "on_event", None)
-    fn = on_event if on_event is not None and not isinstance(handler, type) else handler
-    if inspect.iscoroutinefunction(fn):
-        raise ConfigurationError(
-            f"{handler!r} is async; Timeline handlers are called synchronously for each event "
-            "(define it with plain def, and hand slow work to a task or a queue)"
-        )
-    if isinstance(handler, type) or not (callable(handler) or on_event is not None):
-        raise ConfigurationError(
-            f"{handler!r} is not a handler: pass a function or an instance with "
-            "new_scope() and on_event()"
-        )

@@ -66,6 +66,11 @@ def calling(tool_use_id: str, name: str) -> Generator[None]:
         _call.reset(token)
 
 
+def current_call() -> tuple[str, str] | None:
+    """The `(tool_use_id, tool_name)` of the call whose code is running; `None` outside one."""
+    return _call.get()
+
+
 def current_progress() -> Callable[[float, float | None, str | None], None] | None:
     """A reporter bound to the running call, to use from another task; `None` outside one.
 

@@ -123,40 +123,62 @@ class Registrations:
     # -- events ------------------------------------------------------------------------------
 
     def on_text_block(
-        self, handler: Handler[TextBlockEvent, S] | Callable[[TextBlockEvent], object]
+        self,
+        handler: Handler[TextBlockEvent, S] | Callable[[TextBlockEvent], object],
+        *,
+        root_only: bool = False,
     ) -> Registration:
-        """Register a text-block handler on the Timeline (see `Timeline.on_text_block`)."""
-        return self.timeline.on_text_block(handler)
+        """Register a text-block handler on the Timeline (see `Timeline.on_text_block`).
+
+        Sub-agents' blocks reach it too, each with scopes of its own (`path` on its start
+        event says whose); `root_only=True` keeps it to this Worker's own blocks.
+        """
+        return self.timeline.on_text_block(handler, root_only=root_only)
 
     def on_thinking_block(
-        self, handler: Handler[ThinkingBlockEvent, S] | Callable[[ThinkingBlockEvent], object]
+        self,
+        handler: Handler[ThinkingBlockEvent, S] | Callable[[ThinkingBlockEvent], object],
+        *,
+        root_only: bool = False,
     ) -> Registration:
         """Register a thinking-block handler on the Timeline."""
-        return self.timeline.on_thinking_block(handler)
+        return self.timeline.on_thinking_block(handler, root_only=root_only)
 
     def on_tool_use_block(
-        self, handler: Handler[ToolUseBlockEvent, S] | Callable[[ToolUseBlockEvent], object]
+        self,
+        handler: Handler[ToolUseBlockEvent, S] | Callable[[ToolUseBlockEvent], object],
+        *,
+        root_only: bool = False,
     ) -> Registration:
         """Register a tool-use-block handler on the Timeline."""
-        return self.timeline.on_tool_use_block(handler)
+        return self.timeline.on_tool_use_block(handler, root_only=root_only)
 
     def on_usage(
-        self, handler: Handler[UsageEvent, S] | Callable[[UsageEvent], object]
+        self,
+        handler: Handler[UsageEvent, S] | Callable[[UsageEvent], object],
+        *,
+        root_only: bool = False,
     ) -> Registration:
         """Register a usage handler on the Timeline."""
-        return self.timeline.on_usage(handler)
+        return self.timeline.on_usage(handler, root_only=root_only)
 
     def on_status(
-        self, handler: Handler[StatusEvent, S] | Callable[[StatusEvent], object]
+        self,
+        handler: Handler[StatusEvent, S] | Callable[[StatusEvent], object],
+        *,
+        root_only: bool = False,
     ) -> Registration:
         """Register a status handler on the Timeline."""
-        return self.timeline.on_status(handler)
+        return self.timeline.on_status(handler, root_only=root_only)
 
     def on_error(
-        self, handler: Handler[ErrorEvent, S] | Callable[[ErrorEvent], object]
+        self,
+        handler: Handler[ErrorEvent, S] | Callable[[ErrorEvent], object],
+        *,
+        root_only: bool = False,
     ) -> Registration:
         """Register an error handler on the Timeline."""
-        return self.timeline.on_error(handler)
+        return self.timeline.on_error(handler, root_only=root_only)
 
     def on_text_complete(self, handler: Handler[str, S] | Callable[[str], object]) -> None:
         """Call the handler with each finished text block.

@@ -36,6 +36,7 @@ from llm_worker.hooks import (
 )
 from llm_worker.messages import Message, Origin, Request
 from llm_worker.state import (
+    ChildRun,
     PauseState,
     PendingCall,
     RequestUsage,
@@ -62,6 +63,7 @@ from llm_worker.worker._output import (
 )
 from llm_worker.worker._stream import Channel, Reached, channel_of
 from llm_worker.worker._stream_retry import StreamRetry
+from llm_worker.worker._tree import tree_usage
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -98,6 +100,8 @@ class Run:
     """Each answer's usage (a broken attempt's too), with the provider and model to price it."""
     offered: frozenset[str] | None = None
     """The tools offered for the current answer (`None`: every registered tool)."""
+    children: list[ChildRun] = field(default_factory=lambda: [])
+    """The sub-agent runs below this one (their usage is not in `usage`: `result` adds it)."""
 
     async def loop(self, *, resume: PauseState | None = None) -> RunResult[Any]:
         """Run until the turn finishes or pauses."""
@@ -439,14 +443,16 @@ class Run:
 
     def result(self, status: RunStatus, **kwargs: Any) -> RunResult[Any]:
         """A RunResult with this run's counters."""
+        usage, request_usage = tree_usage(self.usage, self.request_usage, self.children)
         return RunResult(
             status,
             messages=self.history[self.start :],
-            usage=self.usage,
+            usage=usage,
             requests=self.requests,
             stop_reason=self.stop_reason,
             response_ids=list(self.response_ids),
-            request_usage=list(self.request_usage),
+            request_usage=request_usage,
+            children=list(self.children),
             **kwargs,
         )
 

@@ -42,6 +42,7 @@ from llm_worker.state import (
     TurnStarted,
 )
 from llm_worker.tools import Tool, ToolRegistry, Toolset
+from llm_worker.worker._agent_tool import SubAgents
 from llm_worker.worker._assembler import DEFAULT_MAX_ARGUMENTS
 from llm_worker.worker._config import WorkerConfig
 from llm_worker.worker._decisions import (
@@ -66,6 +67,7 @@ from llm_worker.worker._toolset import (
     progress_sink,
     reporting_progress,
 )
+from llm_worker.worker._tree import entered
 from llm_worker.worker._turn import Run, StreamRetry
 
 if TYPE_CHECKING:
@@ -86,7 +88,7 @@ T = TypeVar("T")
 Sink = Callable[[Any], None]
 
 
-class Worker(Registrations, Generic[OutputT]):
+class Worker(Registrations, SubAgents, Generic[OutputT]):
     """Runs the agent loop: request, stream, tools, hooks, repeat.
 
     With `output_type`, the final answer is structured: `Worker(client, output_type=Invoice)`
@@ -543,7 +545,10 @@ class Worker(Registrations, Generic[OutputT]):
             try:
                 step = RunStep(self._cfg.client, resume)
                 proceed = lambda: self._guarded(run, resume)  # noqa: E731
-                with reporting_progress(progress_sink(self._cfg.sinks)):
+                with (
+                    reporting_progress(progress_sink(self._cfg.sinks)),
+                    entered(self._cfg, run),
+                ):
                     result = await intercepted(self._cfg.interceptors, "run", step, proceed)
             finally:
                 announce(self._cfg.sinks, self._subscribers, TurnEnded(turn))

@@ -1,0 +1,187 @@
+"""The Worker's own events, beside the provider's: what `Worker.stream` yields.
+
+Each carries `path`: the sub-agent calls it came through (`()` for the root run's own), so
+one flat stream holds a whole run tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias
+
+from typing_extensions import TypeVar
+
+from llm_worker.events import Event
+
+if TYPE_CHECKING:
+    from llm_worker.collectors import ToolCall
+    from llm_worker.state import RunResult
+    from llm_worker.tools import ToolResult
+
+__all__ = (
+    "OutputPartial",
+    "OutputRejected",
+    "RunCompleted",
+    "RunEvent",
+    "TextComplete",
+    "ToolCallComplete",
+    "ToolProgress",
+    "ToolResultReady",
+    "TurnEnded",
+    "TurnStarted",
+)
+
+ValueT = TypeVar("ValueT", default=Any)
+"""The output type an event carries: a bare `RunEvent` / `OutputPartial` takes any."""
+
+
+@dataclass(slots=True)
+class TurnStarted:
+    """A run (one turn of the conversation) begins.
+
+    Attributes:
+        turn: The turn's number on this worker (0, 1, …).
+    """
+
+    turn: int
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
+
+
+@dataclass(slots=True)
+class TurnEnded:
+    """A run ends (finished, paused, cancelled or failed).
+
+    Attributes:
+        turn: The turn's number on this worker.
+    """
+
+    turn: int
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
+
+
+@dataclass(slots=True)
+class TextComplete:
+    """A text block finished; `text` is all of it."""
+
+    text: str
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
+
+
+@dataclass(slots=True)
+class ToolCallComplete:
+    """A tool-use block finished; `call` has the parsed arguments."""
+
+    call: ToolCall
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
+
+
+@dataclass(slots=True)
+class ToolResultReady:
+    """A tool call's result, after the after_tool_call hooks (reported in call order)."""
+
+    result: ToolResult
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
+
+
+@dataclass(slots=True)
+class OutputPartial(Generic[ValueT]):
+    """The structured output validated so far, while its JSON streams (`Worker.stream`).
+
+    A `Worker[Invoice]`'s stream yields `OutputPartial[Invoice]`. The first one is sent as
+    soon as the JSON so far validates; after it, at most one every
+    `Worker(output_partial_interval=...)` seconds (0.05 by default) while the answer grows
+    (and only once it has grown by a sixty-fourth: each try validates the whole text), and
+    once more when its block ends. The last one is not the final output;
+    `RunResult.output` is (checked whole, retried when invalid: see `OutputRejected`).
+
+    Attributes:
+        value: The output built from the JSON received so far (a model instance with the
+            fields complete so far, a partial list, …); incomplete fields are left out.
+        size: Characters of the answer's JSON received so far.
+    """
+
+    value: ValueT
+    size: int
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
+
+
+@dataclass(slots=True)
+class OutputRejected:
+    """The model's structured answer did not fit the output type (`Worker.stream`).
+
+    Sent when an answer fails validation, before its problems go back to the model (and
+    before `OutputValidationError` ends the run, when no retry is left). The partials sent
+    while it streamed were of this rejected answer; the next answer's follow.
+
+    Attributes:
+        errors: What was wrong, one line per problem (`path: message`): the lines the model
+            is sent.
+        message: The text the model reads about it (the feedback message in native mode,
+            the output tool's error result in tool mode).
+        attempt: Which answer this was (1 for the first).
+        retries_left: Answers the model may still give; 0: the run fails with
+            `OutputValidationError` after this event.
+    """
+
+    errors: list[str]
+    message: str
+    attempt: int
+    retries_left: int
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
+
+
+@dataclass(slots=True)
+class ToolProgress:
+    """A running tool call reported how far it is.
+
+    From an MCP server's progress notification, or `llm_worker.tools.report_progress`.
+
+    Attributes:
+        tool_use_id: The call's id.
+        name: The tool's name.
+        progress: How much is done; grows with each report.
+        total: How much there is to do, when known.
+        message: What is happening, for a person.
+    """
+
+    tool_use_id: str
+    name: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
+
+
+@dataclass(slots=True)
+class RunCompleted(Generic[ValueT]):
+    """The last item of `Worker.stream`: the run's result (`RunCompleted[Invoice]`)."""
+
+    result: RunResult[ValueT]
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
+
+
+RunEvent: TypeAlias = (
+    Event
+    | TurnStarted
+    | TurnEnded
+    | TextComplete
+    | ToolCallComplete
+    | ToolResultReady
+    | OutputPartial[ValueT]
+    | OutputRejected
+    | ToolProgress
+    | RunCompleted[ValueT]
+)
+"""What `Worker.stream` yields: the provider events plus the Worker's own.
+
+`RunEvent[Invoice]` is what a `Worker[Invoice]`'s stream yields (its partials and result are
+typed); a bare `RunEvent` is `RunEvent[Any]`, any Worker's."""

@@ -1,0 +1,193 @@
+"""The run tree: which run a sub-agent runs under, and how its events and usage go up.
+
+A run is a node: the root run (`Worker.run`, `stream`, `resume`) has the path `()`; a
+sub-agent's run (`Worker.as_tool`) has its parent's path plus the id of the call that started
+it. The node of the running run is a context variable, so a tool call (which runs in the
+run's context) finds its parent; `Worker._go` enters a node for every run.
+
+A sub-agent's events go up through a `Forwarder`, the first sink of the child run: it stamps
+the child's own events with the child's path (its descendants' carry theirs already), gives
+the parent's Timeline a branch per path (each child's blocks in scopes of their own), and hands
+the event to the parent's readers (`RunStream`s) and to the parent's own forwarder, so it
+reaches the root. The root's events never pass here: their cost is unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from llm_worker._cost import RequestUsage
+from llm_worker._run_events import TurnEnded
+from llm_worker.events import (
+    BlockAbort,
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    ErrorEvent,
+    PingEvent,
+    StatusEvent,
+    UsageEvent,
+)
+from llm_worker.state import ChildRun, RunStatus
+from llm_worker.worker._stream import Channel
+
+if TYPE_CHECKING:
+    from llm_worker.timeline import Timeline
+    from llm_worker.worker._config import WorkerConfig
+    from llm_worker.worker._turn import Run
+
+__all__ = (
+    "Forwarder",
+    "Launch",
+    "Node",
+    "child_run",
+    "current_node",
+    "entered",
+    "is_reader",
+    "launching",
+    "tree_usage",
+)
+
+Sink = Callable[[Any], None]
+
+_TIMELINE_EVENTS: frozenset[type] = frozenset(
+    {BlockStart, BlockDelta, BlockStop, BlockAbort, UsageEvent, PingEvent, StatusEvent, ErrorEvent}
+)
+
+
+@dataclass(slots=True)
+class Node:
+    """One running run of the tree.
+
+    Attributes:
+        cfg: The running Worker's configuration.
+        run: The run (sub-agents' usage is added to its `children`).
+        path: The call ids from the root to this run (`()` for the root).
+        lineage: The configurations of the Workers from the root down to this one (each
+            sub-agent's own Worker's, not its fork's): a Worker found here would be its own
+            descendant.
+        blobs: The blob store of the tree (the root's, else the nearest that has one).
+    """
+
+    cfg: WorkerConfig
+    run: Run
+    path: tuple[str, ...]
+    lineage: tuple[WorkerConfig, ...]
+    blobs: Any = None
+
+
+@dataclass(slots=True)
+class Launch:
+    """What a sub-agent tool hands its child's run: where in the tree it goes."""
+
+    path: tuple[str, ...]
+    lineage: tuple[WorkerConfig, ...]
+    blobs: Any = None
+    node: Node | None = None  # the child's node, once its run has entered it
+    extra: dict[str, Any] = field(default_factory=lambda: {})
+
+
+_node: ContextVar[Node | None] = ContextVar("llm_worker_run_node", default=None)
+_launch: ContextVar[Launch | None] = ContextVar("llm_worker_run_launch", default=None)
+
+
+def current_node() -> Node | None:
+    """The node of the run whose code is running (a tool call's run), if any."""
+    return _node.get()
+
+
+@contextmanager
+def launching(launch: Launch) -> Generator[None]:
+    """The next run entered inside this block is the sub-agent run `launch` describes."""
+    token = _launch.set(launch)
+    try:
+        yield
+    finally:
+        _launch.reset(token)
+
+
+@contextmanager
+def entered(cfg: WorkerConfig, run: Run) -> Generator[Node]:
+    """Make `run` the running node: a child when a sub-agent tool launched it, else a root."""
+    launch = _launch.get()
+    if launch is not None and launch.node is None:
+        node = Node(cfg, run, launch.path, launch.lineage, launch.blobs)
+        launch.node = node
+    else:
+        node = Node(cfg, run, (), (cfg,), cfg.blob_store)
+    launch_token = _launch.set(None)  # the run's own tools launch their own children
+    token = _node.set(node)
+    try:
+        yield node
+    finally:
+        _node.reset(token)
+        _launch.reset(launch_token)
+
+
+def tree_usage(
+    own: UsageEvent, requests: list[RequestUsage], children: list[ChildRun]
+) -> tuple[UsageEvent, list[RequestUsage]]:
+    """A run's usage and request usage with its sub-agents' added."""
+    if not children:
+        return own, list(requests)
+    total = own
+    every = list(requests)
+    for child in children:
+        total = total + child.usage
+        every.extend(child.request_usage)
+    return total, every
+
+
+def child_run(name: str, node: Node, status: RunStatus) -> ChildRun:
+    """The record of a finished (or paused, cancelled) sub-agent run: its own requests."""
+    run = node.run
+    return ChildRun(node.path, name, status, run.usage, run.requests, list(run.request_usage))
+
+
+class Forwarder:
+    """The first sink of a sub-agent's run: its events, stamped with their path, go up."""
+
+    __slots__ = ("branches", "path", "timeline", "up")
+
+    def __init__(self, path: tuple[str, ...], parent: WorkerConfig) -> None:
+        self.path = path
+        self.timeline = parent.timeline
+        # The parent's readers and its own forwarder; not its other sinks (tracing's time
+        # to first chunk is of the parent's own requests).
+        self.up: tuple[Sink, ...] = tuple(
+            s for s in parent.sinks if is_reader(s) or type(s) is Forwarder
+        )
+        self.branches: dict[tuple[str, ...], Timeline] = {}
+
+    def __call__(self, event: Any) -> None:
+        path = event.path
+        if not path:
+            path = event.path = self.path
+        if type(event) in _TIMELINE_EVENTS:
+            branch = self.branches.get(path)
+            if branch is None:
+                branch = self.branches[path] = self.timeline.branch(path)
+            branch.dispatch(event)
+        elif type(event) is TurnEnded:
+            self._ended(path)
+        for sink in self.up:
+            sink(event)
+
+    def _ended(self, path: tuple[str, ...]) -> None:
+        branch = self.branches.pop(path, None)
+        if branch is not None:  # a run that ended mid-block has sent its abort already
+            branch.abort_current_block("the sub-agent's run ended")
+
+    def close(self) -> None:
+        """The child's run is over: end every branch still open (none, normally)."""
+        for path in list(self.branches):
+            self._ended(path)
+
+
+def is_reader(sink: Sink) -> bool:
+    """Whether a sink is a `RunStream`'s (its reader's, not the run's own bookkeeping)."""
+    return type(getattr(sink, "__self__", None)) is Channel
