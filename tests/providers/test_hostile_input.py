@@ -6,7 +6,6 @@ stream, and a `base_url` that carries a query string, over real HTTP on 127.0.0.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -22,6 +21,7 @@ from llm_worker.errors import (
     ProviderError,
 )
 from llm_worker.events import (
+    USAGE_FIELDS,
     BlockDelta,
     BlockStart,
     ErrorEvent,
@@ -686,8 +686,8 @@ def _typed_events(events: list[Event]) -> None:
         elif isinstance(event, BlockStop):
             assert event.raw_stop_reason is None or type(event.raw_stop_reason) is str, event
         elif isinstance(event, UsageEvent):
-            for field in dataclasses.fields(event):
-                value = getattr(event, field.name)
+            for name in USAGE_FIELDS:  # the counters (`path` says where it came from)
+                value = getattr(event, name)
                 assert value is None or type(value) is int, event
 
 

@@ -153,7 +153,7 @@ class AgentTool:
                 f"sub-agent {self.meta.name!r} not run: its Worker is already running above "
                 "this call, and a Worker cannot be its own descendant"
             )
-        return Launch(path, (*parent.lineage, mine), parent.blobs)
+        return Launch(path, (*parent.lineage, mine))
 
     def _answer(self, result: RunResult[Any]) -> str:
         if result.status is not RunStatus.FINISHED:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from llm_worker._cost import RequestUsage
@@ -70,14 +70,12 @@ class Node:
         lineage: The configurations of the Workers from the root down to this one (each
             sub-agent's own Worker's, not its fork's): a Worker found here would be its own
             descendant.
-        blobs: The blob store of the tree (the root's, else the nearest that has one).
     """
 
     cfg: WorkerConfig
     run: Run
     path: tuple[str, ...]
     lineage: tuple[WorkerConfig, ...]
-    blobs: Any = None
 
 
 @dataclass(slots=True)
@@ -86,9 +84,7 @@ class Launch:
 
     path: tuple[str, ...]
     lineage: tuple[WorkerConfig, ...]
-    blobs: Any = None
     node: Node | None = None  # the child's node, once its run has entered it
-    extra: dict[str, Any] = field(default_factory=lambda: {})
 
 
 _node: ContextVar[Node | None] = ContextVar("llm_worker_run_node", default=None)
@@ -115,10 +111,10 @@ def entered(cfg: WorkerConfig, run: Run) -> Generator[Node]:
     """Make `run` the running node: a child when a sub-agent tool launched it, else a root."""
     launch = _launch.get()
     if launch is not None and launch.node is None:
-        node = Node(cfg, run, launch.path, launch.lineage, launch.blobs)
+        node = Node(cfg, run, launch.path, launch.lineage)
         launch.node = node
     else:
-        node = Node(cfg, run, (), (cfg,), cfg.blob_store)
+        node = Node(cfg, run, (), (cfg,))
     launch_token = _launch.set(None)  # the run's own tools launch their own children
     token = _node.set(node)
     try:
