@@ -20,9 +20,10 @@ from typing import Any, Generic, Self
 import anyio
 
 from llm_worker.errors import ConfigurationError
+from llm_worker.events import Event
 from llm_worker.state import OutputT, RunCompleted, RunEvent, RunResult
 
-__all__ = ("Channel", "Reached", "RunStream", "channel_of")
+__all__ = ("Channel", "Reached", "RunStream", "channel_of", "closing")
 
 
 if sys.version_info < (3, 12):
@@ -393,3 +394,18 @@ async def _stop(task: asyncio.Task[None]) -> None:
     task.cancel()
     with anyio.CancelScope(shield=True):
         await asyncio.wait({task})
+
+
+class closing:
+    """`contextlib.aclosing` for any async iterator: closes a generator on exit (cancel too)."""
+
+    def __init__(self, it: AsyncIterator[Event]) -> None:
+        self.it = it
+
+    async def __aenter__(self) -> AsyncIterator[Event]:
+        return self.it
+
+    async def __aexit__(self, *exc: object) -> None:
+        aclose = getattr(self.it, "aclose", None)
+        if aclose is not None:
+            await aclose()

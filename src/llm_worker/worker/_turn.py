@@ -61,7 +61,7 @@ from llm_worker.worker._output import (
     rejected_call,
     rejection,
 )
-from llm_worker.worker._stream import Channel, Reached, channel_of
+from llm_worker.worker._stream import Channel, Reached, channel_of, closing
 from llm_worker.worker._stream_retry import StreamRetry
 from llm_worker.worker._tree import tree_usage
 
@@ -279,7 +279,7 @@ class Run:
             PartialFeed(cfg.output, lambda e: _send(sinks, e)) if cfg.output and sinks else None
         )
         process = self._processor(assembler, partials)
-        async with _closing(self.cfg.client.stream(request)) as events:
+        async with closing(self.cfg.client.stream(request)) as events:
             channel = channel_of(self.cfg.sinks)
             it = events.__aiter__()
             async for event in it:
@@ -565,21 +565,6 @@ async def _early_group(enabled: bool) -> AsyncGenerator[TaskGroup | None, None]:
             # HookError's cause is the exception the hook raised).
             raise error from error.__cause__
         raise
-
-
-class _closing:
-    """`contextlib.aclosing` for any async iterator: closes a generator on exit (cancel too)."""
-
-    def __init__(self, it: AsyncIterator[Event]) -> None:
-        self.it = it
-
-    async def __aenter__(self) -> AsyncIterator[Event]:
-        return self.it
-
-    async def __aexit__(self, *exc: object) -> None:
-        aclose = getattr(self.it, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 def _chain(request: Request, last: str | None) -> None:
