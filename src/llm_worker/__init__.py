@@ -112,6 +112,7 @@ if TYPE_CHECKING:
     )
     from llm_worker.otel import instrument
     from llm_worker.state import (
+        ContextCompacted,
         Decision,
         OutputPartial,
         OutputRejected,
@@ -155,7 +156,7 @@ if TYPE_CHECKING:
         ToolResult,
         tool,
     )
-    from llm_worker.worker import RunStream, StreamRetry, Worker
+    from llm_worker.worker import ContextPolicy, RunStream, StreamRetry, Worker
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
@@ -182,6 +183,8 @@ _LAZY: dict[str, str] = {
             "BlobNotFoundError",
             "ConfigurationError",
             "ContentFilterError",
+    "ContextCompacted",
+    "ContextPolicy",
             "HookError",
             "InvalidBlobIdError",
             "InvalidMessagesError",
@@ -301,6 +304,7 @@ _LAZY: dict[str, str] = {
     ),
     **dict.fromkeys(
         (
+            "ContextCompacted",
             "Decision",
             "OutputPartial",
             "OutputRejected",
@@ -320,6 +324,7 @@ _LAZY: dict[str, str] = {
         "llm_worker.state",
     ),
     **dict.fromkeys(("RunStream", "StreamRetry", "Worker"), "llm_worker.worker"),
+    "ContextPolicy": "llm_worker.worker",
     "instrument": "llm_worker.otel",
 }
 

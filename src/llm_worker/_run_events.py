@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from llm_worker.tools import ToolResult
 
 __all__ = (
+    "ContextCompacted",
     "OutputPartial",
     "OutputRejected",
     "RunCompleted",
@@ -161,6 +162,39 @@ class ToolProgress:
 
 
 @dataclass(slots=True)
+class ContextCompacted:
+    """The Worker compacted what it sends, to stay inside the context window (`ContextPolicy`).
+
+    The history is unchanged; this request and the next ones send the compacted form until
+    the next compaction.
+
+    Attributes:
+        tokens_before: The request's estimated input tokens before the compaction.
+        tokens_after: Its estimated input tokens after it.
+        window_tokens: The context window the policy keeps to.
+        stages: What was done, in order: `"tool_results"` (old results sent as their blob
+            summaries), `"thinking"` (old thinking dropped), `"summary"` (the oldest turns
+            replaced by an LLM summary), `"dropped"` (the oldest turns left out).
+        tool_results: Old tool results now sent as blob summaries (this compaction's).
+        thinking_parts: Thinking parts dropped (this compaction's).
+        messages_replaced: History messages the summary or the omission note stands for
+            (all of them so far).
+        summary: The summary's text, when one was written.
+    """
+
+    tokens_before: int
+    tokens_after: int
+    window_tokens: int
+    stages: tuple[str, ...]
+    tool_results: int = 0
+    thinking_parts: int = 0
+    messages_replaced: int = 0
+    summary: str | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
+
+
+@dataclass(slots=True)
 class RunCompleted(Generic[ValueT]):
     """The last item of `Worker.stream`: the run's result (`RunCompleted[Invoice]`)."""
 
@@ -179,6 +213,7 @@ RunEvent: TypeAlias = (
     | OutputPartial[ValueT]
     | OutputRejected
     | ToolProgress
+    | ContextCompacted
     | RunCompleted[ValueT]
 )
 """What `Worker.stream` yields: the provider events plus the Worker's own.

@@ -26,6 +26,7 @@ from llm_worker._pause_json import (
     trace_context_from_dict,
 )
 from llm_worker._run_events import (
+    ContextCompacted,
     OutputPartial,
     OutputRejected,
     RunCompleted,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = (
     "CallStatus",
     "ChildRun",
+    "ContextCompacted",
     "Decision",
     "OutputPartial",
     "OutputRejected",

@@ -3,8 +3,8 @@
 Owns `Worker` (`_worker`), `RunStream` (`_stream`), what a Worker is configured with
 (`_config`), one run's loop (`_turn`: `Run`, `StreamRetry`), a batch of tool calls
 (`_execution`), the registered hooks and their chain rules (`_hookset`), history repair
-(`_history`), object subscribers (`_subscriber`) and the assistant message built from raw
-events (`_assembler`).
+(`_history`), object subscribers (`_subscriber`), the assistant message built from raw
+events (`_assembler`) and the context policy's compacted requests (`_context*`).
 Its public vocabulary lives in the top-level modules `llm_worker.hooks` (hook contexts and
 results) and `llm_worker.state` (run results, pause state, the Worker's events), in this layer
 too.
@@ -14,8 +14,9 @@ client), the timeline, blob and tool layers. Never `llm_worker.testing` or the C
 inside import each other directly, never through this package.
 """
 
+from llm_worker.worker._context_policy import ContextPolicy
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._turn import StreamRetry
 from llm_worker.worker._worker import Worker
 
-__all__ = ("RunStream", "StreamRetry", "Worker")
+__all__ = ("ContextPolicy", "RunStream", "StreamRetry", "Worker")

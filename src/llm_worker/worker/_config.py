@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
     from llm_worker.providers._base import LLMClient
     from llm_worker.tools import ErrorFormatter, ToolRegistry, ToolResult
+    from llm_worker.worker._context import Compactor
     from llm_worker.worker._intercept import Interceptor
     from llm_worker.worker._output import OutputPlan
     from llm_worker.worker._turn import StreamRetry
@@ -58,6 +59,8 @@ class WorkerConfig:
     """The structured output asked for and checked (`Worker(output_type=...)`), if any."""
     path: tuple[str, ...] = ()
     """Where this Worker's runs sit in a run tree (`ToolContext.path` of their calls)."""
+    context: Compactor | None = None
+    """The `ContextPolicy` at work on each request (`Worker(context=...)`), if any."""
 
     def __post_init__(self) -> None:
         check_limits(self.max_requests, self.max_continuations, self.max_tool_arguments)

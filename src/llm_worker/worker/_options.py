@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from llm_worker.messages import Message, ThinkingConfig, ToolChoice
     from llm_worker.otel import Instrumentation
     from llm_worker.tools import ErrorFormatter, Tool, Toolset
+    from llm_worker.worker._context_policy import ContextPolicy
     from llm_worker.worker._output import OutputMode
     from llm_worker.worker._turn import StreamRetry
 
@@ -44,3 +45,4 @@ class WorkerOptions(TypedDict, total=False):
     output_retries: int
     output_tool_name: str
     output_partial_interval: float
+    context: ContextPolicy | None

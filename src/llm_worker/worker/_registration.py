@@ -33,6 +33,7 @@ from llm_worker.worker._subscriber import completion_handler, declared_methods, 
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
+    from llm_worker.state import ContextCompacted
     from llm_worker.worker._config import WorkerConfig
 
 __all__ = ("Registrations",)
@@ -203,6 +204,20 @@ class Registrations:
             ConfigurationError: `handler` is neither.
         """
         self._cfg.call_complete.append(completion_handler(handler, "on_tool_call_complete"))
+
+    def on_context_compacted(self, handler: Callable[[ContextCompacted], object]) -> None:
+        """Call `handler(event)` with each `ContextCompacted` of this Worker's `ContextPolicy`.
+
+        Raises:
+            ConfigurationError: The Worker has no `context=` policy, or `handler` is not
+                callable.
+        """
+        context = self._cfg.context
+        if context is None or not callable(handler):
+            raise ConfigurationError(
+                "on_context_compacted needs a callable and a Worker(context=ContextPolicy(...))"
+            )
+        context.handlers.append(handler)
 
     def subscribe(self, subscriber: object) -> None:
         """Register every event method of one object (see `llm_worker.hooks.Subscriber`).

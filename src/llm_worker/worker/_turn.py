@@ -48,6 +48,7 @@ from llm_worker.state import (
 from llm_worker.tools import ToolContext
 from llm_worker.tools._messages import malformed_call
 from llm_worker.worker._assembler import Assembler, Completed, Withdrawn
+from llm_worker.worker._context import answered, compacted
 from llm_worker.worker._enabled import offered, only_offered
 from llm_worker.worker._execution import Batch
 from llm_worker.worker._history import repair
@@ -203,6 +204,8 @@ class Run:
         request = cfg.build_request(list(self.history))
         request.tools = only_offered(request.tools, self.offered)
         _chain(request, self.response_ids[-1] if self.response_ids else self.chain_from)
+        if cfg.context is not None:
+            await compacted(cfg, self.history, request)
         original = request.messages
         ctx = MessageSendContext(original, request, self.requests + 1)
         decided = await cfg.hooks.chain("on_message_send", cfg.hooks.on_message_send, ctx)
@@ -227,6 +230,7 @@ class Run:
             for call in assembler.calls:  # a recorded answer: its calls never streamed
                 await self.batch.arrived(call)
         self.usage = self.usage + assembler.usage
+        answered(cfg, self.history, request, assembler.usage)
         self._priced(assembler)
         if assembler.response_id is not None:
             self.response_ids.append(assembler.response_id)

@@ -45,6 +45,7 @@ from llm_worker.tools import Tool, ToolRegistry, Toolset
 from llm_worker.worker._agent_tool import SubAgents
 from llm_worker.worker._assembler import DEFAULT_MAX_ARGUMENTS
 from llm_worker.worker._config import WorkerConfig
+from llm_worker.worker._context import ContextPolicy, compactor
 from llm_worker.worker._decisions import (
     apply_decisions,
     check_not_paused,
@@ -148,6 +149,8 @@ class Worker(Registrations, SubAgents, Generic[OutputT]):
             `llm_worker.otel.Instrumentation` (content capture, providers); False never;
             None (the default) follows `llm_worker.otel.instrument()`. Off, nothing of it is
             loaded or registered.
+        context: A `ContextPolicy` keeping each request inside the context window (the
+            history is never rewritten); `UnknownModelError` if the window is unknown.
     """
 
     @overload
@@ -205,6 +208,7 @@ class Worker(Registrations, SubAgents, Generic[OutputT]):
         output_partial_interval: float = PARTIAL_INTERVAL,
         name: str | None = None,
         instrument: bool | Instrumentation | None = None,
+        context: ContextPolicy | None = None,
     ) -> None:
         client, self._owned = owned_client(client)
         plan = output_plan(
@@ -232,6 +236,7 @@ class Worker(Registrations, SubAgents, Generic[OutputT]):
             blob_store=blob_store,
             inspect_name=inspect_tool_name if blob_store is not None else None,
             output=plan,
+            context=compactor(context, client),
         )
         attach(self._cfg, instrument, name)  # tracing off: registers nothing
         self._init_state(name, history)

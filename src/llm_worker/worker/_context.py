@@ -1,0 +1,472 @@
+"""`ContextPolicy` at work: the compacted view of a history that each request sends.
+
+One `Compactor` per Worker configuration (forks share it); one `_View` per history list it
+has seen (a fork's conversation is another list). A view remembers its messages' characters
+(prefix sums, so a request's estimate is O(1) after the new messages are counted), the
+messages it sends in place of old ones, and the replaced span: that is what keeps requests
+identical between two compactions. Nothing is committed before a compaction has finished:
+a cancelled or failed summary leaves the view as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from llm_worker._tokens import TokenEstimator, message_chars, request_chars
+from llm_worker.errors import ConfigurationError, LLMWorkerError
+from llm_worker.messages import Message, Request
+from llm_worker.providers._base import deep_merge
+from llm_worker.state import ContextCompacted
+from llm_worker.worker._context_policy import ContextPolicy
+from llm_worker.worker._context_stages import (
+    marked,
+    stored_results,
+    summary,
+    transcript,
+    without_thinking,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from llm_worker.events import UsageEvent
+    from llm_worker.providers._base import LLMClient
+    from llm_worker.worker._config import WorkerConfig
+
+__all__ = ("Compactor", "ContextPolicy", "answered", "compacted", "compactor")
+
+_log = logging.getLogger("llm_worker.context")
+
+# Views kept per configuration: a server's forks run many conversations on one Compactor.
+_MAX_VIEWS: Final = 256
+# The note's size when turns are left out without a summary (an estimate, in characters).
+_NOTE_CHARS: Final = 200
+_SERVER: Final = ("anthropic", "openai_responses")
+
+
+@dataclass(slots=True)
+class _View:
+    """What one history's requests send (see the module docstring)."""
+
+    history: list[Message]
+    seen: list[Message] = field(default_factory=lambda: [])
+    prefix: list[int] = field(default_factory=lambda: [0])
+    sent: dict[int, Message] = field(default_factory=lambda: {})
+    sent_chars: dict[int, int] = field(default_factory=lambda: {})
+    boundary: int = 0  # messages before it are sent as `sent` has them (or as they are)
+    cut: int = 0  # messages before it are replaced by `lead`
+    lead: Message | None = None
+    summary: str | None = None
+    lead_chars: int = 0
+    old_chars: int = 0  # of the messages from `cut` to `boundary`, as sent
+    last_chars: int = 0  # the last request's characters, for calibration
+
+    def sync(self) -> None:
+        """Count the new messages; start over when the history was edited before them."""
+        history, seen = self.history, self.seen
+        # One list comparison in C: identical objects short-cut, equal copies compare equal.
+        if len(history) < len(seen) or seen != history[: len(seen)]:
+            self.reset()
+        for message in history[len(self.seen) :]:
+            self.prefix.append(self.prefix[-1] + message_chars(message))
+        self.seen = list(history)  # equal messages: keep the newest objects
+
+    def reset(self) -> None:
+        self.seen, self.prefix, self.sent, self.sent_chars = [], [0], {}, {}
+        self.boundary = self.cut = self.lead_chars = self.old_chars = 0
+        self.lead = self.summary = None
+
+    def own_chars(self, i: int) -> int:
+        """Message `i`'s characters as it is in the history."""
+        return self.prefix[i + 1] - self.prefix[i]
+
+    def chars(self) -> int:
+        """The characters of the messages a request sends now."""
+        return self.lead_chars + self.old_chars + self.prefix[-1] - self.prefix[self.boundary]
+
+    def messages(self) -> list[Message]:
+        """The messages a request sends now."""
+        history, sent = self.history, self.sent
+        out: list[Message] = [self.lead] if self.lead is not None else []
+        out += [sent.get(i, history[i]) for i in range(self.cut, self.boundary)]
+        out += history[self.boundary :]
+        return out
+
+
+@dataclass(slots=True)
+class _Plan:
+    """A compaction being worked out; committed to its view only once it is complete."""
+
+    boundary: int
+    sent: dict[int, Message]
+    sent_chars: dict[int, int]
+    cut: int
+    lead: Message | None
+    summary: str | None
+    stages: list[str] = field(default_factory=lambda: [])
+    results: int = 0
+    thinking: int = 0
+
+
+class Compactor:
+    """A Worker's `ContextPolicy` applied: `apply` before each request, `observe` after."""
+
+    __slots__ = (
+        "_estimator",
+        "_probed",
+        "_views",
+        "_window",
+        "handlers",
+        "policy",
+    )
+
+    def __init__(self, policy: ContextPolicy) -> None:
+        self.policy = policy
+        self.handlers: list[Callable[[ContextCompacted], object]] = []
+        self._views: OrderedDict[int, _View] = OrderedDict()
+        self._estimator = TokenEstimator()
+        self._probed = False
+        self._window: tuple[LLMClient, int] | None = None
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def window(self, client: LLMClient) -> int:
+        """The window the policy keeps to.
+
+        Raises:
+            UnknownModelError: No window given and the catalog does not know the model.
+        """
+        if self.policy.window_tokens is not None:
+            return self.policy.window_tokens
+        if self._window is not None and self._window[0] is client:
+            return self._window[1]
+        from llm_worker.models import model_info
+
+        info = model_info(client.model, provider=client.provider)
+        if info.context_window is None:
+            from llm_worker.errors import UnknownModelError
+
+            raise UnknownModelError(
+                f"the model catalog has no context window for {client.provider}:"
+                f"{client.model}: register it (llm_worker.models.register_model) or give "
+                "ContextPolicy(window_tokens=...)",
+                model=f"{client.provider}:{client.model}",
+            )
+        self._window = (client, info.context_window)
+        return info.context_window
+
+    def check(self, client: LLMClient) -> None:
+        """Refuse at construction what could never work.
+
+        Raises:
+            UnknownModelError: The window is unknown.
+            ConfigurationError: `server=True` on a provider other than Anthropic or
+                OpenAI Responses.
+        """
+        self.window(client)
+        if self.policy.server and client.provider not in _SERVER:
+            raise ConfigurationError(
+                f"ContextPolicy(server=True) needs a provider with server-side compaction "
+                f"(Anthropic, OpenAI Responses), not {client.provider!r}"
+            )
+
+    # -- the send path ---------------------------------------------------------------------
+
+    async def apply(
+        self, cfg: WorkerConfig, history: list[Message], request: Request
+    ) -> ContextCompacted | None:
+        """Set `request.messages` to the history's compacted view; the compaction, if one ran."""
+        window = self.window(cfg.client)
+        if self.policy.server:
+            request.options = deep_merge(request.options, _server_options(cfg, window, self))
+            return None
+        view = self._view(history)
+        view.sync()
+        fixed = _fixed_chars(request)
+        tokens = await self._tokens(cfg.client, request, view, fixed + view.chars())
+        event = None
+        if tokens > self.policy.trigger * window:
+            event = await self._compact(cfg, view, fixed, tokens, window)
+        request.messages = view.messages()
+        view.last_chars = fixed + view.chars()
+        return event
+
+    def observe(self, history: list[Message], usage: UsageEvent) -> None:
+        """Calibrate the estimate on the input tokens the answer reported."""
+        view = self._views.get(id(history))
+        if view is not None and view.history is history:
+            self._estimator.observe(view.last_chars, usage.input_tokens)
+
+    def _view(self, history: list[Message]) -> _View:
+        key = id(history)
+        view = self._views.get(key)
+        if view is None or view.history is not history:
+            view = self._views[key] = _View(history)
+            while len(self._views) > _MAX_VIEWS:
+                self._views.popitem(last=False)
+        self._views.move_to_end(key)
+        return view
+
+    async def _tokens(self, client: LLMClient, request: Request, view: _View, chars: int) -> int:
+        """The estimate; the provider's count once, when an uncalibrated one nears the trigger."""
+        estimate = self._estimator.tokens(chars)
+        window = self.window(client)
+        if (
+            self._estimator.calibrated
+            or self._probed
+            or estimate < self.policy.trigger * window / 2
+        ):
+            return estimate
+        count = getattr(client, "count_tokens", None)
+        if count is None:
+            return estimate
+        self._probed = True
+        probe = Request(
+            view.messages(),
+            system=request.system,
+            tools=request.tools,
+            output_schema=request.output_schema,
+        )
+        try:
+            counted = (await count(probe)).input_tokens
+        except LLMWorkerError as exc:  # the estimate stands: counting is a refinement
+            _log.info("count_tokens failed (%s); the policy estimates", type(exc).__name__)
+            return estimate
+        self._estimator.observe(chars, counted)
+        return counted
+
+    # -- a compaction ----------------------------------------------------------------------
+
+    async def _compact(
+        self, cfg: WorkerConfig, view: _View, fixed: int, tokens: int, window: int
+    ) -> ContextCompacted:
+        plan = _Plan(
+            view.boundary, dict(view.sent), dict(view.sent_chars), view.cut, view.lead, view.summary
+        )
+        n = len(view.history)
+        keep = _keep_from(view.history, self.policy.keep_recent_turns)
+        await self._reversible(cfg, view, plan, keep)
+        target = self.policy.target * window
+        if self._estimate(view, plan, fixed) > target:
+            await self._replace(view, plan, fixed, target, keep)
+        if self._estimate(view, plan, fixed) > self.policy.trigger * window and keep < n:
+            await self._reversible(cfg, view, plan, n)  # the recent turns are too large
+        self._commit(view, plan)
+        event = ContextCompacted(
+            tokens_before=tokens,
+            tokens_after=self._estimate(view, plan, fixed),
+            window_tokens=window,
+            stages=tuple(dict.fromkeys(plan.stages)),
+            tool_results=plan.results,
+            thinking_parts=plan.thinking,
+            messages_replaced=plan.cut,
+            summary=plan.summary if "summary" in plan.stages else None,
+        )
+        _log.info(
+            "context compacted: %d -> %d tokens (%s)",
+            event.tokens_before,
+            event.tokens_after,
+            ", ".join(event.stages),
+        )
+        return event
+
+    def _estimate(self, view: _View, plan: _Plan, fixed: int) -> int:
+        return self._estimator.tokens(fixed + _plan_chars(view, plan))
+
+    async def _reversible(self, cfg: WorkerConfig, view: _View, plan: _Plan, upto: int) -> None:
+        """Stages 1 and 2 on the messages from the plan's boundary to `upto`."""
+        last_assistant = _last_assistant(view.history)
+        for i in range(plan.boundary, upto):
+            message = view.history[i]
+            if cfg.blob_store is not None and cfg.policy is not None:
+                message, stored = await stored_results(
+                    message, cfg.blob_store, cfg.policy, cfg.inspect_name
+                )
+                plan.results += stored
+                if stored:
+                    plan.stages.append("tool_results")
+            if i != last_assistant:
+                message, dropped = without_thinking(message)
+                plan.thinking += dropped
+                if dropped:
+                    plan.stages.append("thinking")
+            if message is not view.history[i]:
+                plan.sent[i] = message
+                plan.sent_chars[i] = message_chars(message)
+        plan.boundary = max(plan.boundary, upto)
+
+    async def _replace(
+        self, view: _View, plan: _Plan, fixed: int, target: float, keep: int
+    ) -> None:
+        """Stage 3: the oldest turns replaced by the summary (or the omission note)."""
+        head = _first_assistant(view.history)
+        start = max(plan.cut, head)
+        cut = self._cut_for(view, plan, fixed + self._lead_budget(view), target, (start, keep))
+        if cut <= start:
+            return
+        span = [plan.sent.get(i, view.history[i]) for i in range(start, cut)]
+        text, stage = await self._summary_or_note(plan.summary, span, cut - head)
+        plan.cut = cut
+        if stage == "summary":
+            plan.summary = text
+        plan.lead = marked(view.history[:head], text)
+        plan.stages.append(stage)
+
+    def _cut_for(
+        self, view: _View, plan: _Plan, base: int, target: float, span: tuple[int, int]
+    ) -> int:
+        """The earliest turn start in `span` from which the rest fits `target` (else the last).
+
+        `base`: the characters besides the messages (the request's own, the lead's budget).
+        """
+        start, keep = span
+        rest = base + _span_chars(view, plan, start, len(view.history))
+        best = start
+        for i in range(start, min(keep, len(view.history) - 1) + 1):
+            if i > start and view.history[i].role == "assistant":
+                best = i
+                if self._estimator.tokens(rest) <= target:
+                    break
+            rest -= plan.sent_chars.get(i, view.own_chars(i))
+        return best
+
+    def _lead_budget(self, view: _View) -> int:
+        head = view.prefix[_first_assistant(view.history)]
+        if self.policy.summarizer is None:
+            return head + _NOTE_CHARS
+        return head + round(self.policy.summary_max_tokens * self._estimator.chars_per_token)
+
+    async def _summary_or_note(
+        self, previous: str | None, span: list[Message], replaced: int
+    ) -> tuple[str, str]:
+        if self.policy.summarizer is not None:
+            try:
+                text = await self._summary(transcript(previous, span))
+            except (LLMWorkerError, ValueError) as exc:
+                _log.warning(
+                    "the context summarizer failed (%s): the oldest turns are left out instead",
+                    type(exc).__name__,
+                )
+            else:
+                return text, "summary"
+        note = (
+            f"{replaced} earlier messages of this conversation are left out of this request "
+            "to fit the context window."
+        )
+        if previous:
+            note += f" Summary of the earlier part:\n{previous}"
+        return note, "dropped"
+
+    async def _summary(self, text: str) -> str:
+        chosen, limit = self.policy.summarizer, self.policy.summary_max_tokens
+        if not isinstance(chosen, str):
+            assert chosen is not None  # (asked only with a summarizer)
+            return await summary(chosen, text, limit)
+        from llm_worker.providers import from_string
+
+        # Made for each summary (they are rare) and closed after: nothing stays open.
+        async with from_string(chosen) as client:
+            return await summary(client, text, limit)
+
+    def _commit(self, view: _View, plan: _Plan) -> None:
+        # What the lead replaced is no longer sent: its replacements are forgotten.
+        for i in [i for i in plan.sent if i < plan.cut]:
+            del plan.sent[i], plan.sent_chars[i]
+        view.boundary, view.sent, view.sent_chars = plan.boundary, plan.sent, plan.sent_chars
+        view.cut, view.lead, view.summary = plan.cut, plan.lead, plan.summary
+        view.lead_chars = message_chars(plan.lead) if plan.lead is not None else 0
+        view.old_chars = _span_chars(view, plan, plan.cut, plan.boundary)
+
+
+def _span_chars(view: _View, plan: _Plan, start: int, end: int) -> int:
+    """The characters messages `start` to `end` are sent with under `plan`."""
+    return sum(plan.sent_chars.get(i, view.own_chars(i)) for i in range(start, end))
+
+
+def _plan_chars(view: _View, plan: _Plan) -> int:
+    lead = message_chars(plan.lead) if plan.lead is not None else 0
+    return lead + _span_chars(view, plan, plan.cut, len(view.history))
+
+
+def compactor(policy: ContextPolicy | None, client: LLMClient) -> Compactor | None:
+    """The Compactor of a Worker's policy, checked against its client; None without one.
+
+    Raises:
+        ConfigurationError: Not a `ContextPolicy`, or one that cannot work with the client.
+    """
+    if policy is None:
+        return None
+    if not isinstance(policy, ContextPolicy):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError(f"Worker(context=...) takes a ContextPolicy, not {policy!r}")
+    made = Compactor(policy)
+    made.check(client)
+    return made
+
+
+async def compacted(cfg: WorkerConfig, history: list[Message], request: Request) -> None:
+    """The policy applied to a request about to be sent; its compaction told to every reader."""
+    compactor = cfg.context
+    assert compactor is not None  # (called only with a policy)
+    # A conversation the server holds (`previous_response_id`, `conversation`) sends only the
+    # newest messages: there is nothing to compact on this side.
+    if "previous_response_id" in request.options or "conversation" in request.options:
+        return
+    event = await compactor.apply(cfg, history, request)
+    if event is None:
+        return
+    for sink in cfg.sinks:
+        sink(event)
+    for handler in compactor.handlers:
+        handler(event)
+
+
+def answered(
+    cfg: WorkerConfig, history: list[Message], request: Request, usage: UsageEvent
+) -> None:
+    """Calibrate the token estimates (the policy's, the client's) on an answer's usage."""
+    if usage.input_tokens is None:
+        return
+    if cfg.context is not None:
+        cfg.context.observe(history, usage)
+    estimator = getattr(cfg.client, "estimator", None)
+    if isinstance(estimator, TokenEstimator):
+        estimator.observe_request(request, usage.input_tokens)
+
+
+def _fixed_chars(request: Request) -> int:
+    """The characters of what every request carries besides its messages."""
+    return request_chars(
+        Request([], system=request.system, tools=request.tools, output_schema=request.output_schema)
+    )
+
+
+def _keep_from(history: list[Message], turns: int) -> int:
+    """Where the last `turns` turns (answers and what follows them) begin."""
+    if turns == 0:
+        return len(history)
+    seen = 0
+    for i in range(len(history) - 1, -1, -1):
+        if history[i].role == "assistant":
+            seen += 1
+            if seen == turns:
+                return i
+    return 0
+
+
+def _first_assistant(history: list[Message]) -> int:
+    return next((i for i, m in enumerate(history) if m.role == "assistant"), len(history))
+
+
+def _last_assistant(history: list[Message]) -> int:
+    return next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "assistant"), -1)
+
+
+def _server_options(cfg: WorkerConfig, window: int, compactor: Compactor) -> dict[str, Any]:
+    threshold = int(compactor.policy.trigger * window)
+    if cfg.client.provider == "anthropic":
+        edit = {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": threshold}}
+        return {"context_management": {"edits": [edit]}}
+    return {"context_management": [{"type": "compaction", "compact_threshold": threshold}]}
