@@ -6,7 +6,6 @@ its rough count of each (`prompt_tokens`), the count the window is held to.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import anyio
@@ -19,51 +18,17 @@ from llm_worker import (
     OutputPolicy,
     RunStatus,
     Worker,
-    tool,
 )
 from llm_worker.errors import ConfigurationError, UnknownModelError
 from llm_worker.messages import Message, Request, TextPart, ToolResultPart, ToolUsePart
 from llm_worker.testing import ScriptedClient, ScriptedRequest, ScriptedResponse
 from llm_worker.testing._script import prompt_tokens
 from llm_worker.worker._context_stages import MARK
+from support.long_runs import WINDOW, pairs_valid, read, stored_page
 
 pytestmark = pytest.mark.anyio
 
-WINDOW = 16_000
 TIMEOUT = 60
-BLOB = re.compile(r"\[blob:([0-9a-f-]+)\]")
-PAGE = "lorem ipsum dolor sit amet " * 150  # ~4 KB with its header
-
-
-@tool
-async def read(n: int) -> str:
-    """Read page n."""
-    return f"page {n}: {PAGE}"
-
-
-def pairs_valid(messages: list[Message]) -> bool:
-    """Every call answered in the next message, every result answering the call before it."""
-    for i, message in enumerate(messages):
-        calls = {p.id for p in message.tool_uses} if message.role == "assistant" else set()
-        following = messages[i + 1] if i + 1 < len(messages) else None
-        answers = {p.tool_use_id for p in following.tool_results} if following else set()
-        if calls and (following is None or answers != calls):
-            return False
-        results = {p.tool_use_id for p in message.tool_results}
-        before = {p.id for p in messages[i - 1].tool_uses} if i else set()
-        if results and results != before:
-            return False
-    return True
-
-
-def stored_page(request: Request) -> tuple[str, int] | None:
-    """A compacted page's blob id and number, from what the model was sent."""
-    for message in request.messages:
-        for part in message.tool_results:
-            found = BLOB.search(part.content)
-            if found and "page " in part.content:
-                return found.group(1), int(part.content.split("page ")[1].split(":")[0])
-    return None
 
 
 class Model:

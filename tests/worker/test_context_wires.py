@@ -1,0 +1,128 @@
+"""ContextPolicy over the four real wire formats (ScriptedModelServer on 127.0.0.1).
+
+The window is held by the scripted server's own count of each request it decoded (the usage it
+reports). The runs are shorter than the 1,000-turn run in process (test_context_policy.py):
+long enough for every stage (stored results, dropped thinking, summaries) to happen several
+times, short enough for the suite's time budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from llm_worker import ContextCompacted, ContextPolicy, MemoryBlobStore, OutputPolicy, Worker
+from llm_worker.messages import ThinkingConfig, ThinkingPart, ToolUsePart
+from llm_worker.state import RunStatus
+from llm_worker.testing import (
+    ScriptedClient,
+    ScriptedModelServer,
+    ScriptedRequest,
+    ScriptedResponse,
+)
+from llm_worker.testing._script import prompt_tokens
+from llm_worker.worker._context_stages import MARK
+from support.long_runs import WINDOW, pairs_valid, read, stored_page
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT = 90
+TURNS = 130
+WIRES = ("anthropic", "gemini", "openai_chat", "openai_responses")
+
+
+class WireModel:
+    """Thinks (signed), then reads a page, each turn; inspects a compacted page once."""
+
+    def __init__(self, turns: int, inspect_at: int = -1, thinking: bool = True) -> None:
+        self.turns, self.inspect_at, self.thinking = turns, inspect_at, thinking
+        self.answers = 0
+        self.counted: list[int] = []
+        self.requests: list[Any] = []
+        self.inspected: tuple[str, int] | None = None
+        self.read_back: str | None = None
+
+    def __call__(self, ask: ScriptedRequest) -> ScriptedResponse:
+        index, self.answers = self.answers, self.answers + 1
+        self.counted.append(prompt_tokens(ask.request))
+        self.requests.append(ask.request)
+        if self.inspected is not None and self.read_back is None:
+            self.read_back = ask.request.messages[-1].tool_results[0].content
+        if index >= self.turns:
+            return ScriptedResponse.text("done")
+        if index == self.inspect_at:
+            self.inspected = stored_page(ask.request)
+            assert self.inspected is not None
+            call = ToolUsePart("", "inspect", {"blob_id": self.inspected[0]})
+        else:
+            call = ToolUsePart("", "read", {"n": index})
+        thought = [ThinkingPart(f"step {index}: " + "hmm " * 40, signature=f"sig{index}")]
+        return ScriptedResponse([*thought, call] if self.thinking else [call])
+
+
+def worker_on(client: Any, store: MemoryBlobStore, **options: Any) -> Worker:
+    return Worker(
+        client,
+        tools=[read],
+        blob_store=store,
+        output_policy=OutputPolicy(inline_threshold=8_000),
+        max_requests=1_000,
+        thinking=ThinkingConfig(budget_tokens=1024),
+        context=ContextPolicy(
+            window_tokens=WINDOW,
+            summarizer=ScriptedClient(ScriptedResponse.text("Pages were read in order.")),
+        ),
+        **options,
+    )
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_long_run_on_each_wire_stays_inside_the_window(wire: str) -> None:
+    model = WireModel(TURNS, inspect_at=100, thinking=wire != "openai_chat")
+    events: list[ContextCompacted] = []
+    async with ScriptedModelServer(wire, model) as server, server.client() as client:
+        worker = worker_on(client, MemoryBlobStore())
+        worker.on_context_compacted(events.append)
+        with anyio.fail_after(TIMEOUT):
+            result = await worker.run("Read every page.")
+    assert result.status is RunStatus.FINISHED
+    assert max(model.counted) <= WINDOW  # by the server's own count of what it received
+    assert all(pairs_valid(r.messages) for r in model.requests)
+    stages = {s for e in events for s in e.stages}
+    assert {"tool_results", "summary"} <= stages
+    if wire != "openai_chat":
+        assert "thinking" in stages
+    assert model.inspected is not None and model.read_back is not None
+    assert f"page {model.inspected[1]}: lorem" in model.read_back
+    assert any(MARK in r.messages[0].text for r in model.requests)
+
+
+async def test_a_history_moved_from_anthropic_to_gemini_mid_run_with_thinking() -> None:
+    store = MemoryBlobStore()
+    first = WireModel(60)
+    async with ScriptedModelServer("anthropic", first) as server, server.client() as client:
+        before = worker_on(client, store)
+        with anyio.fail_after(TIMEOUT):
+            done = await before.run("Read every page.")
+    assert done.status is RunStatus.FINISHED
+    second = WireModel(60)
+    async with ScriptedModelServer("gemini", second) as server, server.client() as client:
+        moved = worker_on(client, store, history=before.history)
+        with anyio.fail_after(TIMEOUT):
+            result = await moved.run("Read sixty more.")
+    assert result.status is RunStatus.FINISHED
+    assert max(first.counted + second.counted) <= WINDOW
+    assert all(pairs_valid(r.messages) for r in first.requests + second.requests)
+    # Gemini got its own thinking back (signed), never Anthropic's.
+    gemini_thoughts = [
+        p
+        for r in second.requests
+        for m in r.messages
+        for p in m.content
+        if isinstance(p, ThinkingPart)
+    ]
+    assert gemini_thoughts and all(
+        p.origin and p.origin.provider == "gemini" for p in gemini_thoughts
+    )
