@@ -32,7 +32,6 @@ import anyio
 
 from llm_worker.errors import Aborted, ConfigurationError
 from llm_worker.messages import Message, ThinkingConfig, ToolChoice
-from llm_worker.otel._attach import attach
 from llm_worker.state import (
     OutputT,
     PauseState,
@@ -45,7 +44,6 @@ from llm_worker.tools import Tool, ToolRegistry, Toolset
 from llm_worker.worker._agent_tool import SubAgents
 from llm_worker.worker._assembler import DEFAULT_MAX_ARGUMENTS
 from llm_worker.worker._config import WorkerConfig
-from llm_worker.worker._context import ContextPolicy, compactor
 from llm_worker.worker._decisions import (
     apply_decisions,
     check_not_paused,
@@ -58,6 +56,7 @@ from llm_worker.worker._history import as_messages
 from llm_worker.worker._intercept import RunStep, intercepted
 from llm_worker.worker._output import PARTIAL_INTERVAL, check_output_call, output_plan
 from llm_worker.worker._owned import owned_client
+from llm_worker.worker._plugs import ContextPolicy, plug
 from llm_worker.worker._registration import Registrations
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import announce
@@ -149,8 +148,7 @@ class Worker(Registrations, SubAgents, Generic[OutputT]):
             `llm_worker.otel.Instrumentation` (content capture, providers); False never;
             None (the default) follows `llm_worker.otel.instrument()`. Off, nothing of it is
             loaded or registered.
-        context: A `ContextPolicy` keeping each request inside the context window (the
-            history is never rewritten); `UnknownModelError` if the window is unknown.
+        context: A `ContextPolicy`: each request kept inside the context window.
     """
 
     @overload
@@ -236,12 +234,17 @@ class Worker(Registrations, SubAgents, Generic[OutputT]):
             blob_store=blob_store,
             inspect_name=inspect_tool_name if blob_store is not None else None,
             output=plan,
-            context=compactor(context, client),
         )
-        attach(self._cfg, instrument, name)  # tracing off: registers nothing
-        self._init_state(name, history)
+        self._init_state(name, history, instrument, context)
 
-    def _init_state(self, name: str | None, history: Iterable[Message]) -> None:
+    def _init_state(
+        self,
+        name: str | None,
+        history: Iterable[Message],
+        instrument: bool | Instrumentation | None,
+        context: ContextPolicy | None,
+    ) -> None:
+        plug(self._cfg, instrument, name, context)
         self.name = name  # the agent's name (gen_ai.agent.name), for any integration
         self.history: list[Message] = list(history)
         """Every message of the conversation, in the provider-neutral model."""
