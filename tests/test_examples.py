@@ -216,6 +216,18 @@ def test_pause_and_resume_happen_in_two_processes(name: str) -> None:
     assert out.count(">>> invitation sent") == 1  # approved once, run once
 
 
+def test_an_example_recorded_into_a_cassette_replays_it_with_the_model_gone(
+    tmp_path: Path,
+) -> None:
+    cassette = tmp_path / "kyoto.jsonl"
+    recorded = run_example("streaming_ui.py", "--cassette", str(cassette))
+    assert f"(recorded into {cassette})" in recorded
+    replayed = run_example("streaming_ui.py", "--cassette", str(cassette))
+    assert f"(replay: anthropic scripted-model from {cassette})" in replayed
+    assert "(offline" not in replayed  # no scripted model: the cassette answered
+    assert_in_order(replayed, EXPECTED["streaming_ui.py"][1:])
+
+
 def test_a_denied_call_never_runs_and_the_model_is_told() -> None:
     out = run_example("approval_pause_resume.py", "--deny")
     assert_in_order(

@@ -64,7 +64,7 @@ def last_results(request: RecordedRequest) -> list[WireResult]:
 
 def test_the_readme_has_the_snippets_these_tests_run() -> None:
     # A new snippet needs a test here; a removed one needs its test removed.
-    assert len(SNIPPETS) == 13
+    assert len(SNIPPETS) == 14
 
 
 @pytest.mark.anyio
@@ -533,3 +533,32 @@ async def test_tracing_to_the_console_and_the_cost(
     assert '"gen_ai.usage.input_tokens": 420' in out
     # $3 / M input and $15 / M output tokens: (900 * 3 + 52 * 15) / 1e6
     assert namespace["result"].cost == Decimal("0.00348")
+
+
+@pytest.mark.anyio
+async def test_testing_your_agent_records_then_replays(tmp_path: Path) -> None:
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return f"{city}: 21 °C"
+
+    code = next(s for s in SNIPPETS if "Cassette(" in s)
+    path = tmp_path / "weather.jsonl"
+    model = 'cassette.client("anthropic:claude-sonnet-4-5")'
+    answers = [
+        ScriptedResponse([ToolUsePart("", "get_weather", {"city": "Kyoto"})]),
+        ScriptedResponse.text("21 °C in Kyoto."),
+    ]
+    async with ScriptedModelServer(PROVIDER, answers) as server:
+        swaps = {
+            "tests/cassettes/weather.jsonl": str(path),
+            model: model[:-1] + f', base_url="{server.base_url}", api_key="sk-ant-readme")',
+        }
+        for old, new in swaps.items():
+            assert old in code
+            code = code.replace(old, new)
+        live = await run(code, {"get_weather": get_weather})
+    assert len(server.requests) == 2 and "sk-ant-readme" not in path.read_text()
+    replayed = await run(code, {"get_weather": get_weather})  # the model is gone
+    assert replayed["result"].messages == live["result"].messages
+    assert replayed["result"].text == "21 °C in Kyoto."
