@@ -4,6 +4,7 @@ transports, a pause and its resume, auto mode adding what is new."""
 from __future__ import annotations
 
 import base64
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -13,11 +14,13 @@ import pytest
 
 from llm_worker import Decision, PauseState, ThinkingPart, ToolUsePart, Worker
 from llm_worker.errors import APIStatusError, ConfigurationError
-from llm_worker.providers import from_string
+from llm_worker.events import BlockDelta
+from llm_worker.providers import RetryPolicy, from_string
 from llm_worker.state import RunStatus
 from llm_worker.testing import (
     WIRE_PROVIDERS,
     Cassette,
+    CassetteFileError,
     CassetteMissError,
     ScriptedClient,
     ScriptedModelServer,
@@ -223,8 +226,99 @@ async def test_several_clients_share_one_cassette_entered_around_them(tmp_path: 
 async def test_a_record_failure_of_the_api_reaches_the_client_scrubbed(tmp_path: Path) -> None:
     tape = Cassette(tmp_path / "down.jsonl", mode="record")
     url = f"http://127.0.0.1:9/v1?api_key={QUERY_KEY}"  # nothing listens on port 9
-    async with tape.client("openai:m", base_url=url, api_key=KEY, retry=None) as client:
+    no_retry = RetryPolicy.disabled()
+    async with tape.client("openai:m", base_url=url, api_key=KEY, retry=no_retry) as client:
         with pytest.raises(APIStatusError) as caught:
             await Worker(client).run("hi")
     assert caught.value.status_code == 502
     assert not leaks(str(caught.value), QUERY_KEY) and not leaks(str(caught.value), KEY)
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("not json", "line 2: not a cassette record"),
+        ('{"chunk": "data: x\\n\\n"}', "before any request"),
+        ('{"cassette": 2}', "cassette version 2"),
+        ('{"request": {"provider": "anthropic"}}', "line 2: not a cassette record"),
+        ('{"surprise": 1}', "unknown record"),
+    ],
+    ids=["not-json", "chunk-first", "version", "no-model", "unknown"],
+)
+async def test_a_file_that_is_not_a_cassette_is_named_with_its_line(
+    line: str, says: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "broken.jsonl"
+    path.write_text('{"cassette": 1}\n' + line + "\n")
+    with pytest.raises(CassetteFileError, match=re.escape(says)):
+        async with Cassette(path).client("anthropic:m"):
+            pass
+
+
+async def test_a_bad_chunk_in_the_middle_is_named_too(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    await record_text(path, "ok")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines[:3], '{"chunk_b64": "@@@"}', *lines[3:]]) + "\n")
+    with pytest.raises(CassetteFileError, match="line 4"):
+        async with Cassette(path).client("anthropic:scripted-model"):
+            pass
+
+
+async def record_text(path: Path, text: str, **cassette: Any) -> None:
+    steps: list[ScriptStep] = [ScriptedResponse.text(text, chunk_size=4, delay=0.01)]
+    async with ScriptedModelServer("anthropic", steps) as server:
+        tape = Cassette(path, mode="record", **cassette)
+        url = upstream(server, "anthropic")
+        async with tape.client("anthropic:scripted-model", base_url=url, api_key=KEY) as client:
+            assert (await Worker(client).run("hi")).text == text
+
+
+async def test_a_cancelled_replay_ends_at_once_and_raises_nothing_of_its_own(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "slow.jsonl"
+    await record_text(path, "one two three four five six seven", timing=True)
+    assert '"at":' in path.read_text()
+    tape = Cassette(path, timing=True)  # replayed as slowly as it was recorded
+    with anyio.fail_after(10), anyio.CancelScope() as scope:
+        async with (
+            tape.client("anthropic:scripted-model") as client,
+            Worker(client).stream("hi") as stream,
+        ):
+            async for event in stream:
+                if isinstance(event, BlockDelta):
+                    scope.cancel()  # at the first piece of the answer
+    assert scope.cancelled_caught  # cancelled mid-answer: no unused-recording error on top
+    assert tape.unused == []  # the request was matched before the cancel
+    with anyio.fail_after(10):  # and the cassette opens again: nothing was left running
+        async with Cassette(path).client("anthropic:scripted-model") as client:
+            assert (await Worker(client).run("hi")).text.startswith("one two")
+
+
+async def test_two_workers_at_once_through_one_cassette(tmp_path: Path) -> None:
+    path = tmp_path / "parallel.jsonl"
+
+    def answer(call: Any) -> ScriptedResponse:
+        return ScriptedResponse.text(f"re: {call.request.messages[-1].text}", delay=0.005)
+
+    prompts = ["alpha", "beta", "gamma"]
+    for mode, steps in (("record", answer), ("replay", [])):
+        async with ScriptedModelServer("openai_chat", steps) as server:
+            tape = Cassette(path, mode=mode)  # type: ignore[arg-type]
+            options = {"base_url": upstream(server, "openai_chat"), "api_key": KEY}
+            async with tape.client("openai:scripted-model", **options) as client:
+                results = await run_all(client, prompts)
+        assert results == {p: f"re: {p}" for p in prompts}
+
+
+async def run_all(client: Any, prompts: list[str]) -> dict[str, str]:
+    results: dict[str, str] = {}
+
+    async def one(prompt: str) -> None:
+        results[prompt] = (await Worker(client).run(prompt)).text
+
+    async with anyio.create_task_group() as group:
+        for prompt in prompts:
+            group.start_soon(one, prompt)
+    return results
