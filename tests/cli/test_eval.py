@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,27 @@ def test_eval_records_then_replays_each_case_into_a_table(
     assert main(["eval", str(cases)]) == 1
     out = capsys.readouterr().out
     assert "error:" in out and "Four." in out
+
+
+def test_eval_prints_a_plain_table_without_rich(
+    tmp_path: Path,
+    serve: Any,
+    offline_env: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cases = tmp_path / "cases.py"
+    cases.write_text(CASES)
+    monkeypatch.setitem(sys.modules, "rich.console", None)  # `import rich.console` fails
+    with serve(ScriptedModelServer("openai_chat", answer)) as server:
+        monkeypatch.setenv("EVAL_URL", server.base_url + "/v1")
+        assert main(["eval", str(cases), "--live"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "cases.py: 2 case(s), live"
+    assert lines[1].split()[:2] == ["case", "status"]
+    assert lines[2].startswith("greeting ") and lines[2].endswith("Hi!")
+    assert main(["chat", "--model", "openai:m"]) == 1  # the other commands still need rich
+    assert "needs the 'cli' extra" in capsys.readouterr().err
 
 
 def test_eval_names_what_a_cases_file_lacks(

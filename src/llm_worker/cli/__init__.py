@@ -80,13 +80,23 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _eval_parser(sub: Any) -> None:  # argparse names the subparsers' type privately
-    cmd = sub.add_parser(
-        "eval",
-        help="run a Worker over a file's cases (cassettes or live) and print a table",
-        description="Run make_worker() over each EvalCase of `cases` in CASES.py and print "
-        "each case's status, requests, tokens, cost, time and answer. Cassettes are replayed "
-        "from cassettes/<file name>/ beside the file unless told otherwise.",
+    _eval_arguments(
+        sub.add_parser(
+            "eval",
+            help="run a Worker over a file's cases (cassettes or live) and print a table",
+            description=_EVAL_TEXT,
+        )
     )
+
+
+_EVAL_TEXT = (
+    "Run make_worker() over each EvalCase of `cases` in CASES.py and print each case's "
+    "status, requests, tokens, cost, time and answer. Cassettes are replayed from "
+    "cassettes/<file name>/ beside the file unless told otherwise."
+)
+
+
+def _eval_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("cases", type=Path, metavar="CASES.py", help="defines cases, make_worker")
     cmd.add_argument("--cassettes", type=Path, metavar="DIR", help="the cassettes' folder")
     how = cmd.add_mutually_exclusive_group()
@@ -194,7 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         importlib.import_module("rich.console")
     except ImportError as exc:
-        # The library runs without rich; only this command needs it (the `cli` extra).
+        # The library runs without rich; only this command needs it (the `cli` extra) —
+        # but `eval`, which prints its table as plain text without it.
+        words = list(sys.argv[1:] if argv is None else argv)
+        if words[:1] == ["eval"]:
+            return _plain_eval(words[1:])
         print(_NO_RICH.format(error=exc), file=sys.stderr)
         return 1
     args = _parser().parse_args(argv)
@@ -256,7 +270,20 @@ def _dispatch(console: Console, args: argparse.Namespace) -> int:
     return anyio.run(lambda: run_once(console, args))
 
 
-def _eval_command(console: Console, args: argparse.Namespace) -> int:
+def _plain_eval(argv: list[str]) -> int:
+    """`llm-worker eval` without rich: the same run, a plain-text table."""
+    from llm_worker.errors import LLMWorkerError
+
+    parser = argparse.ArgumentParser(prog="llm-worker eval", description=_EVAL_TEXT)
+    _eval_arguments(parser)
+    try:
+        return _eval_command(None, parser.parse_args(argv))
+    except LLMWorkerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _eval_command(console: Console | None, args: argparse.Namespace) -> int:
     import anyio
 
     from llm_worker.cli._eval import run_eval

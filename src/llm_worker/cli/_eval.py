@@ -4,7 +4,9 @@ The file defines `cases` (a list of `llm_worker.testing.EvalCase`) and `make_wor
 fresh `Worker` per case). Each case replays its cassette (`<folder>/<case name>.jsonl`) by
 default; `--record` / `--record-new` record them against the real API, `--live` runs without
 cassettes. The table shows each case's status, requests, tokens, cost, time and answer, so
-two prompts can be compared run against run; scoring is left to a scorer of your own.
+two prompts can be compared run against run; scoring is left to a scorer of your own. It is
+a rich table when rich (the `cli` extra) is installed, plain text otherwise: this command
+alone runs without it.
 """
 
 from __future__ import annotations
@@ -13,15 +15,16 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from llm_worker._json import as_list
 from llm_worker.errors import ConfigurationError
 from llm_worker.testing._cassette import CassetteMode
-from llm_worker.testing._eval import COLUMNS, EvalCase, run_cases, table_rows
+from llm_worker.testing._eval import COLUMNS, CaseResult, EvalCase, format_table, run_cases
+from llm_worker.testing._eval import table_rows as rows_of
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ("run_eval",)
 
@@ -29,12 +32,12 @@ _RIGHT = frozenset({"requests", "input", "output", "cost $", "seconds"})
 
 
 async def run_eval(
-    console: Console, path: Path, *, cassettes: Path | None, mode: CassetteMode | None
+    console: Console | None, path: Path, *, cassettes: Path | None, mode: CassetteMode | None
 ) -> int:
     """Run the file's cases and print the table; 1 if a case failed, else 0.
 
     Args:
-        console: Where the table goes.
+        console: Where the rich table goes; `None` prints a plain one to stdout.
         path: The cases file.
         cassettes: The cassettes' folder (default: `cassettes/<file name>` beside the file).
         mode: The cassettes' mode, or `None` to run live.
@@ -46,13 +49,23 @@ async def run_eval(
     cases, make_worker = _contents(module, path)
     folder = None if mode is None else cassettes or path.parent / "cassettes" / path.stem
     results = await run_cases(make_worker, cases, cassettes=folder, mode=mode or "replay")
-    table = Table(title=f"{path.name}: {len(results)} case(s), {_source(folder, mode)}")
+    title = f"{path.name}: {len(results)} case(s), {_source(folder, mode)}"
+    if console is None:
+        print(f"{title}\n{format_table(results)}")
+    else:
+        _print(console, title, results)
+    return 0 if all(r.error is None for r in results) else 1
+
+
+def _print(console: Console, title: str, results: list[CaseResult]) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
     for column in COLUMNS:
         table.add_column(column, justify="right" if column in _RIGHT else "left")
-    for row in table_rows(results):
+    for row in rows_of(results):
         table.add_row(*row)
     console.print(table)
-    return 0 if all(r.error is None for r in results) else 1
 
 
 def _source(folder: Path | None, mode: CassetteMode | None) -> str:
