@@ -12,13 +12,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeAlias
 
 from llm_worker.errors import ProviderError
 
-__all__ = ("Retry", "listeners", "retrying")
+__all__ = ("Retry", "RetryKind", "listeners", "retrying")
 
 _log = logging.getLogger("llm_worker.retries")
+
+RetryKind: TypeAlias = Literal["http", "stream", "fallback"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -26,7 +28,8 @@ class Retry:
     """One retry about to wait.
 
     Attributes:
-        kind: `"http"` (before any of the answer arrived) or `"stream"` (it broke mid-way).
+        kind: `"http"` (before any of the answer arrived), `"stream"` (it broke mid-way) or
+            `"fallback"` (a `FallbackClient` sends the request on to its next client).
         provider: The provider that failed.
         status: The HTTP status of the failure, if one was received.
         error_type: The error's type (`overloaded_error`, …) or its class name.
@@ -34,7 +37,7 @@ class Retry:
         wait: Seconds before the next attempt.
     """
 
-    kind: Literal["http", "stream"]
+    kind: RetryKind
     provider: str | None
     status: int | None
     error_type: str
@@ -46,9 +49,7 @@ listeners: list[Callable[[Retry], None]] = []
 """Called on every retry, in the task that retries (so inside its request's span)."""
 
 
-def retrying(
-    kind: Literal["http", "stream"], exc: ProviderError, attempt: int, wait: float
-) -> None:
+def retrying(kind: RetryKind, exc: ProviderError, attempt: int, wait: float) -> None:
     """Report a retry: a log record on `llm_worker.retries` (INFO), then the listeners."""
     retry = Retry(
         kind, exc.provider, exc.status_code, exc.error_type or type(exc).__name__, attempt, wait

@@ -10,7 +10,9 @@ for its pause and cancel the run), `serve` (serve runs until killed), `client` (
 without serving: `DurableWorker(serve=False)`), `lease` (the lease's seconds, default 1),
 `race` (run ids: for each id read from stdin, wait a seeded random delay, then decide
 `allow` on its `pay` call; prints `{"raced": id, "won": bool}`), `seed`, `allow`,
-`leave_after` (run ids: wait until each is paused, then leave the DurableWorker and exit).
+`leave_after` (run ids: wait until each is paused, then leave the DurableWorker and exit),
+`fallback_url` (a Gemini scripted server: the client is then a `FallbackClient` that tries
+`model_url` first, without retries, and falls over to it).
 It prints one JSON line per event: `{"tool": ...}` when the tool wrote, `{"run": id, "result": ...}`
 per finished run.
 """
@@ -21,6 +23,7 @@ import json
 import random
 import sys
 import threading
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
@@ -28,7 +31,14 @@ import anyio
 from llm_worker import Decision, Worker, tool
 from llm_worker.durable import DecisionConflictError, DurableWorker
 from llm_worker.durable._records import run_record
-from llm_worker.providers import AnthropicClient
+from llm_worker.providers import (
+    AnthropicClient,
+    FallbackClient,
+    GeminiClient,
+    HttpClient,
+    LLMClient,
+    RetryPolicy,
+)
 from llm_worker.tools import Tool
 
 _SAYING = threading.Lock()  # tools print from worker threads: one whole line at a time
@@ -69,9 +79,23 @@ def tools(config: dict[str, Any]) -> list[Tool]:
     return [append_line, read_log, pay]
 
 
+def model_clients(config: dict[str, Any]) -> list[HttpClient]:
+    retry = RetryPolicy.disabled() if "fallback_url" in config else None
+    client = AnthropicClient(
+        model="scripted-model", base_url=config["model_url"], api_key="k", retry=retry
+    )
+    if "fallback_url" not in config:
+        return [client]
+    spare = GeminiClient(model="scripted-model", base_url=config["fallback_url"], api_key="k")
+    return [client, spare]
+
+
 async def serve(config: dict[str, Any]) -> None:
-    client = AnthropicClient(model="scripted-model", base_url=config["model_url"], api_key="k")
-    async with client:
+    clients = model_clients(config)
+    client: LLMClient = clients[0] if len(clients) == 1 else FallbackClient(clients)
+    async with AsyncExitStack() as stack:
+        for closing in clients:
+            await stack.enter_async_context(closing)
         worker = Worker(client, tools=tools(config))
         durable = DurableWorker(
             worker,

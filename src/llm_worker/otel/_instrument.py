@@ -16,9 +16,11 @@ import llm_worker.otel._names as n
 from llm_worker._extras import require_extra
 from llm_worker.errors import ConfigurationError
 from llm_worker.events import BlockDelta, BlockStart
+from llm_worker.messages import Origin
 from llm_worker.otel._content import captured
 from llm_worker.otel._exceptions import exception_attributes
 from llm_worker.otel._spans import (
+    answered_by,
     error_type,
     request_attributes,
     response_attributes,
@@ -181,6 +183,10 @@ class Traced:
             if answer.model:
                 metric[n.RESPONSE_MODEL] = answer.model
             span.set_attributes(response_attributes(answer, inst.content))
+            if answer.origin != Origin(client.provider, client.model):
+                # A fallback client's later client answered: name it (and price by it).
+                span.set_attributes(answered_by(answer))
+                metric[n.RESPONSE_MODEL] = answer.model or answer.origin.model
             if answer.replayed:
                 # A recovered durable run's recorded answer: no request was made, so nothing
                 # to time and no tokens spent (the first execution counted them).

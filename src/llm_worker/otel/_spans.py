@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from llm_worker.worker._assembler import Assembler
 
 __all__ = (
+    "answered_by",
     "error_type",
     "request_attributes",
     "response_attributes",
@@ -77,6 +78,21 @@ def response_attributes(answer: Assembler, content: int | None) -> dict[str, Any
         output = output_messages(answer.message, finish)
         attributes |= captured(n.OUTPUT_MESSAGES, output, content)
     return attributes
+
+
+def answered_by(answer: Assembler) -> dict[str, Any]:
+    """A `chat` span's attributes naming the client that answered, when not the one asked.
+
+    A `FallbackClient` answers from a later client when the first fails: the span keeps the
+    first as `gen_ai.provider.name` / `gen_ai.request.model` (what was asked) and names the
+    one that answered.
+    """
+    origin = answer.origin
+    return {
+        n.ANSWER_PROVIDER: n.provider_name(origin.provider),
+        n.ANSWER_MODEL: origin.model,
+        n.RESPONSE_MODEL: answer.model or origin.model,
+    }
 
 
 def usage_attributes(usage: UsageEvent) -> dict[str, Any]:

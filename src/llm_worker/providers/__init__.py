@@ -12,7 +12,7 @@ the root without the API version); a `base_url` passed to the constructor wins o
 Each class is imported on first use. `from_string("anthropic:claude-sonnet-4-5")` picks one;
 `model_from_env()` names a model of the first provider whose API key is set.
 `FallbackClient` sends each request to the first of several clients that answers (with a
-`Cooldown` per client shared by the process).
+`Cooldown` per client shared by the process); `KeyPool` rotates several API keys of one model.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from llm_worker.providers._cooldown import Cooldown
     from llm_worker.providers._fallback import FallbackClient
     from llm_worker.providers._http import RetryPolicy
+    from llm_worker.providers._key_pool import KeyPool
     from llm_worker.providers.anthropic import AnthropicClient
     from llm_worker.providers.gemini import GeminiClient
     from llm_worker.providers.openai_chat import OpenAIChatClient
@@ -40,6 +41,7 @@ _LAZY: dict[str, str] = {
     "GeminiClient": "llm_worker.providers.gemini",
     "Cooldown": "llm_worker.providers._cooldown",
     "FallbackClient": "llm_worker.providers._fallback",
+    "KeyPool": "llm_worker.providers._key_pool",
     "HttpClient": "llm_worker.providers._base",
     "LLMClient": "llm_worker.providers._base",
     "RetryPolicy": "llm_worker.providers._http",
@@ -64,6 +66,7 @@ __all__ = (
     "FallbackClient",
     "GeminiClient",
     "HttpClient",
+    "KeyPool",
     "LLMClient",
     "OpenAIChatClient",
     "OpenAIResponsesClient",

@@ -24,6 +24,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Self
 
+from llm_worker._retries import retrying
 from llm_worker.errors import ConfigurationError, OverloadedError, ProviderError
 from llm_worker.events import ErrorEvent, Event, ResponseStatus, StatusEvent
 from llm_worker.messages import Origin, Request
@@ -182,6 +183,7 @@ class FallbackClient:
         return True
 
     def _told(self, index: int, exc: ProviderError) -> None:
+        retrying("fallback", exc, index + 1, 0.0)  # an event on the request's span
         after = "mid-stream" if exc.streamed else "before the answer"
         following = self._origins[index + 1] if index + 1 < len(self._origins) else None
         _log.warning(

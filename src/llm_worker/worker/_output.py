@@ -39,6 +39,8 @@ from llm_worker.events import (
     BlockStop,
     Event,
     InputJsonDelta,
+    ResponseStatus,
+    StatusEvent,
     TextDelta,
     ToolUseMetadata,
 )
@@ -516,6 +518,16 @@ class PartialFeed:
                 self._block = event.index
         elif type(event) is BlockStop and self._size > self._checked:
             self._check()
+        elif type(event) is StatusEvent and event.status is ResponseStatus.STARTED:
+            self._restart()  # a fallback client's next client answers from scratch
+
+    def _restart(self) -> None:
+        self._parts = []
+        self._size = self._checked = 0
+        self._last = None
+        self._sent = False
+        self._next = 0.0
+        self._block = -1 if self.plan.tool is None else None
 
     def _grow(self, text: str) -> None:
         self._parts.append(text)
