@@ -149,4 +149,3 @@ def test_keys_are_checked() -> None:
         KeyPool("anthropic:m", ["sk-aaaaaaaaaa", "sk-aaaaaaaaaa"])
     with pytest.raises(ConfigurationError, match="non-empty"):
         KeyPool("anthropic:m", ["sk-aaaaaaaaaa", ""])
-

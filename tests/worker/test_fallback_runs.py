@@ -17,7 +17,7 @@ from llm_worker.errors import OverloadedError
 from llm_worker.events import UsageEvent
 from llm_worker.messages import Origin, TextPart, ThinkingPart, ToolUsePart
 from llm_worker.providers import Cooldown, FallbackClient
-from llm_worker.state import OutputPartial, RunCompleted, RunStatus
+from llm_worker.state import OutputPartial, RunStatus
 from llm_worker.testing import ScriptedClient, ScriptedResponse
 from support.telemetry import Telemetry, attrs
 
@@ -53,8 +53,7 @@ async def test_structured_output_from_the_client_after_a_mid_stream_failure() ->
             async for event in stream:
                 if isinstance(event, OutputPartial):
                     partials.append(event.value)
-                if isinstance(event, RunCompleted):
-                    result = event.result
+        result = stream.result
     assert result.output == Invoice("B-7", 12.5)
     # The withdrawn answer's half JSON never became the output, nor the history.
     assert all("A-1" not in m.text for m in result.messages)
