@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from llm_worker import Decision, PauseState, ThinkingPart, ToolUsePart, Worker
-from llm_worker.errors import APIStatusError, ConfigurationError
+from llm_worker.errors import APIStatusError, ConfigurationError, StreamInterruptedError
 from llm_worker.events import BlockDelta
 from llm_worker.providers import RetryPolicy, from_string
 from llm_worker.state import RunStatus
@@ -26,7 +26,10 @@ from llm_worker.testing import (
     ScriptedModelServer,
     ScriptedResponse,
     ScriptStep,
+    WireResponse,
+    WireServer,
 )
+from llm_worker.testing._wire_openai_chat import encode
 from testing.test_cassette import (
     KEY,
     book,
@@ -322,3 +325,37 @@ async def run_all(client: Any, prompts: list[str]) -> dict[str, str]:
         for prompt in prompts:
             group.start_soon(one, prompt)
     return results
+
+
+async def test_recording_relays_each_piece_as_the_api_sends_it(tmp_path: Path) -> None:
+    path = tmp_path / "relay.jsonl"
+    slow = ScriptedResponse.text("one two three four five six", chunk_size=4, delay=0.03)
+    arrivals: list[float] = []
+    async with ScriptedModelServer("anthropic", [slow]) as server:
+        tape = Cassette(path, mode="record")
+        url = upstream(server, "anthropic")
+        model = "anthropic:scripted-model"
+        async with (
+            tape.client(model, base_url=url, api_key=KEY) as client,
+            Worker(client).stream("hi") as stream,
+        ):
+            async for event in stream:
+                if isinstance(event, BlockDelta):
+                    arrivals.append(anyio.current_time())
+    # Pieces written 30 ms apart reach the client apart: the answer is not held back whole.
+    assert len(arrivals) >= 6 and arrivals[-1] - arrivals[0] >= 0.06
+    assert len(tape.exchanges) == 1 and len(tape.exchanges[0].chunks) >= 6
+
+
+async def test_an_answer_the_api_breaks_reaches_the_client_broken_and_is_not_kept(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "broken.jsonl"
+    data = encode(ScriptedResponse.text("a long answer that breaks", chunk_size=3), model="m")
+    async with WireServer([WireResponse(data, reset_at=len(data) // 2)]) as server:
+        tape = Cassette(path, mode="record")
+        options = {"base_url": server.base_url + "/v1", "api_key": KEY}
+        async with tape.client("openai:m", **options) as client:
+            with pytest.raises(StreamInterruptedError):
+                await Worker(client).run("hi")
+    assert tape.exchanges == []

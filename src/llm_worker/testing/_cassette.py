@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, Self, TypeVar, get_args
 from urllib.parse import urlsplit
 
+import anyio
+
 from llm_worker._json import as_dict, as_str
 from llm_worker.errors import ConfigurationError
 from llm_worker.testing._cassette_file import (
@@ -31,7 +33,7 @@ from llm_worker.testing._cassette_file import (
 )
 from llm_worker.testing._cassette_match import CassetteMissError, Matcher, normalize, unused_lines
 from llm_worker.testing._cassette_scrub import Secrets
-from llm_worker.testing._cassette_upstream import Upstream
+from llm_worker.testing._cassette_upstream import Relay, Upstream
 from llm_worker.testing._model_server import WIRE_PROVIDERS
 from llm_worker.testing._server import Chunking, RecordedRequest, WireResponse, WireServer
 
@@ -147,6 +149,7 @@ class Cassette:
         self._routes: list[_Route] = []
         self._server: WireServer | None = None
         self._users = 0
+        self._relays: list[anyio.Event] = []
         self.requests: list[RecordedRequest] = []
         """Every request the cassette's clients sent, as the server received it."""
 
@@ -279,12 +282,24 @@ class Cassette:
             return
         server, self._server = self._server, None
         try:
+            await self._relays_ended()
             if server is not None:
                 await server.close()
             await self._upstream.aclose()
         finally:
             self._save()
         self._raise_failures(error)
+
+    async def _relays_ended(self) -> None:
+        """Let answers still being relayed end: a client may be done before the API's end.
+
+        The API's last bytes (the end of the chunked body) can come after the last event the
+        client needed; the recording is kept only once they have come.
+        """
+        with anyio.move_on_after(self._upstream.timeout):
+            for done in self._relays:
+                await done.wait()
+        self._relays.clear()
 
     def _save(self) -> None:
         if self.mode == "replay" or (self.mode == "auto" and not self._new):
@@ -417,19 +432,39 @@ class Cassette:
         url = self._upstream.url(route.origin, path, http)
         self._secrets.learn(http.headers, url)
         try:
-            answer = await self._upstream.send(url, http)
+            relay = await self._upstream.open(url, http)
         except Exception as exc:  # httpx's errors, an OSError: the API out of reach
             message = f"recording: no answer from {route.origin} ({type(exc).__name__}: {exc})"
             return _error(502, "cassette_upstream", self._secrets.text(message))
-        exchange = dataclasses.replace(
-            made,
-            status=answer.status,
-            headers=answer.headers,
-            chunks=answer.chunks,
-            times=answer.times if self.timing else None,
+        return WireResponse(
+            status=relay.status,
+            content_type=relay.headers.get("content-type", "text/event-stream"),
+            headers={k: v for k, v in relay.headers.items() if k != "content-type"},
+            stream=self._relayed(relay, made),
         )
-        self._new.append(exchange)
-        return self._replayed(dataclasses.replace(exchange, times=None))
+
+    async def _relayed(self, relay: Relay, made: Exchange) -> AsyncGenerator[bytes]:
+        """The answer's pieces to the client; the whole answer kept once it has all come."""
+        done = anyio.Event()
+        self._relays.append(done)
+        body = relay.body()
+        try:
+            async for chunk in body:
+                yield chunk
+        finally:
+            await body.aclose()  # a client that left: the API's answer is closed too
+            done.set()
+        if relay.complete:  # an answer cut short (the client left) is no recording
+            times = relay.times if self.timing else None
+            self._new.append(
+                dataclasses.replace(
+                    made,
+                    status=relay.status,
+                    headers=relay.headers,
+                    chunks=relay.chunks,
+                    times=times,
+                )
+            )
 
 
 def _http_client(target: object) -> HttpClient:

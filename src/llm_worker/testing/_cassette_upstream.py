@@ -1,17 +1,15 @@
-"""Recording: a request passed on to the real API, its answer read chunk by chunk.
+"""Recording: a request passed on to the real API, its answer relayed chunk by chunk.
 
 The cassette's local server stands between the client and the provider: the client's
 request (its headers, the key among them, and its body, byte for byte) is sent on to the
-API's host, and the answer's body is kept in the pieces it arrived in, then played back to
-the client with those same boundaries. The answer is read whole before the client gets it:
-recording is done once, by a person, so the client's read timeout must allow for the whole
-answer.
+API's host, and each piece of the answer's body is passed to the client as it arrives and
+kept, with its boundaries and its time, for the file.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlencode
@@ -21,7 +19,7 @@ from llm_worker.testing._server import RecordedRequest
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ("Answer", "Upstream")
+__all__ = ("Relay", "Upstream")
 
 # Headers that describe one hop, not the request: httpx sets its own.
 _HOP: Final = frozenset(
@@ -34,23 +32,54 @@ _KEPT: Final = frozenset({"content-type", "request-id", "x-request-id", "retry-a
 
 
 @dataclass(slots=True)
-class Answer:
-    """What the API answered: status, the headers kept, the body's chunks and their times."""
+class Relay:
+    """An answer of the API being relayed: status, the headers kept, the chunks so far.
+
+    Attributes:
+        status: The HTTP status.
+        headers: The headers a replay sends again.
+        chunks: The body's pieces read so far.
+        times: Seconds from the request to each piece.
+        complete: Whether the whole body was read.
+    """
 
     status: int
     headers: dict[str, str]
+    response: httpx.Response
+    started: float
     chunks: list[bytes] = field(default_factory=lambda: [])
     times: list[float] = field(default_factory=lambda: [])
+    complete: bool = False
+
+    async def body(self) -> AsyncGenerator[bytes]:
+        """The body's pieces as they arrive; the API's response is closed however it ends.
+
+        Raises:
+            ConnectionResetError: The API's answer broke: the client's connection is
+                dropped too, as the API's was.
+        """
+        import httpx
+
+        try:
+            async for chunk in self.response.aiter_bytes():
+                self.chunks.append(chunk)
+                self.times.append(round(time.monotonic() - self.started, 3))
+                yield chunk
+            self.complete = True
+        except httpx.HTTPError as exc:
+            raise ConnectionResetError(f"the API's answer broke: {type(exc).__name__}") from None
+        finally:
+            await self.response.aclose()
 
 
 class Upstream:
     """An HTTP client that passes the cassette server's requests on to the real APIs."""
 
-    __slots__ = ("_client", "_timeout")
+    __slots__ = ("_client", "timeout")
 
     def __init__(self, timeout: float) -> None:
         """Wait `timeout` seconds at most for each read of an answer."""
-        self._timeout = timeout
+        self.timeout = timeout
         self._client: httpx.AsyncClient | None = None
 
     def url(self, origin: str, path: str, request: RecordedRequest) -> str:
@@ -58,27 +87,25 @@ class Upstream:
         query = urlencode(request.query)
         return f"{origin}{path}?{query}" if query else origin + path
 
-    async def send(self, url: str, request: RecordedRequest) -> Answer:
-        """Send the request on; read the answer whole, chunk by chunk.
+    async def open(self, url: str, request: RecordedRequest) -> Relay:
+        """Send the request on; the answer's head is read, its body is relayed by `Relay.body`.
 
         Raises:
-            httpx.HTTPError: The API could not be reached or the answer broke.
+            httpx.HTTPError: The API could not be reached.
         """
         import httpx
 
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self._timeout)
+            self._client = httpx.AsyncClient(timeout=self.timeout)
         headers = {k: v for k, v in request.headers.items() if k not in _HOP}
         headers["accept-encoding"] = "identity"  # the bytes as the API sent them
         started = time.monotonic()
-        async with self._client.stream(
+        built = self._client.build_request(
             request.method, url, content=request.body, headers=headers
-        ) as response:
-            answer = Answer(response.status_code, _kept(response.headers.multi_items()))
-            async for chunk in response.aiter_bytes():
-                answer.chunks.append(chunk)
-                answer.times.append(round(time.monotonic() - started, 3))
-        return answer
+        )
+        response = await self._client.send(built, stream=True)
+        kept = _kept(response.headers.multi_items())
+        return Relay(response.status_code, kept, response, started)
 
     async def aclose(self) -> None:
         """Close the HTTP client, if one was made."""

@@ -13,7 +13,7 @@ import random
 import socket
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, Self
 from urllib.parse import parse_qsl, urlsplit
@@ -106,6 +106,9 @@ class WireResponse:
             (a stream that trickles, then stalls); past its end, `chunk_delay` applies.
         cut_at: Close the connection after this many body bytes (an early end of stream).
         reset_at: Reset the connection (TCP RST) after this many body bytes.
+        stream: A body written piece by piece as it is produced, in chunked framing, in
+            place of `body` (a relay: a cassette recording a real API's answer); closed
+            (`aclose`) if the connection ends first. Chunking, delays and faults do not apply.
     """
 
     body: bytes | str | dict[str, Any] | list[Any] = b""
@@ -120,6 +123,7 @@ class WireResponse:
     chunk_delays: tuple[float, ...] = ()
     cut_at: int | None = None
     reset_at: int | None = None
+    stream: AsyncGenerator[bytes] | None = None
 
     def body_bytes(self) -> bytes:
         """The body as bytes."""
@@ -361,6 +365,8 @@ async def _write_response(writer: asyncio.StreamWriter, response: WireResponse) 
     head = [f"HTTP/1.1 {response.status} {_reason(response.status)}"]
     head.append(f"content-type: {response.content_type}")
     head.extend(f"{k}: {v}" for k, v in response.headers.items())
+    if response.stream is not None:
+        return await _relay(writer, head, response.stream)
     if response.framing == "chunked":
         head.append("transfer-encoding: chunked")
     elif response.framing == "length":
@@ -388,6 +394,23 @@ async def _write_response(writer: asyncio.StreamWriter, response: WireResponse) 
         writer.write(b"0\r\n\r\n")
         await writer.drain()
     return response.framing != "close"
+
+
+async def _relay(
+    writer: asyncio.StreamWriter, head: list[str], stream: AsyncGenerator[bytes]
+) -> bool:
+    """Write a produced body as it comes, chunked; the producer is closed however it ends."""
+    head.append("transfer-encoding: chunked")
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+    try:
+        await writer.drain()
+        async for piece in stream:
+            await _send(writer, piece, "chunked")
+    finally:
+        await stream.aclose()
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+    return True
 
 
 def _fault_limit(response: WireResponse) -> int | None:
