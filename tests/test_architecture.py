@@ -58,6 +58,7 @@ LAYERS: Layers = (
             "llm_worker.worker",
             "llm_worker.hooks",
             "llm_worker.state",
+            "llm_worker.guardrails",
             "llm_worker.otel",
             "llm_worker._pause_checks",
             "llm_worker._pause_json",

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         BlobNotFoundError,
         ConfigurationError,
         ContentFilterError,
+        GuardrailTripped,
         HookError,
         InvalidBlobIdError,
         InvalidMessagesError,
@@ -89,6 +90,14 @@ if TYPE_CHECKING:
         ToolResultMetadata,
         ToolUseMetadata,
         UsageEvent,
+    )
+    from llm_worker.guardrails import (
+        GuardrailChecked,
+        InputGuardrailContext,
+        OutputGuardrailContext,
+        Trip,
+        input_guardrail,
+        output_guardrail,
     )
     from llm_worker.messages import (
         Citation,
@@ -183,6 +192,7 @@ _LAZY: dict[str, str] = {
             "BlobNotFoundError",
             "ConfigurationError",
             "ContentFilterError",
+            "GuardrailTripped",
             "HookError",
             "InvalidBlobIdError",
             "InvalidMessagesError",
@@ -324,6 +334,17 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("RunStream", "StreamRetry", "Worker"), "llm_worker.worker"),
     "ContextPolicy": "llm_worker.worker",
     "instrument": "llm_worker.otel",
+    **dict.fromkeys(
+        (
+            "GuardrailChecked",
+            "InputGuardrailContext",
+            "OutputGuardrailContext",
+            "Trip",
+            "input_guardrail",
+            "output_guardrail",
+        ),
+        "llm_worker.guardrails",
+    ),
 }
 
 __all__ = (
@@ -355,9 +376,12 @@ __all__ = (
     "Event",
     "FsBlobStore",
     "FunctionTool",
+    "GuardrailChecked",
+    "GuardrailTripped",
     "Handler",
     "HookError",
     "ImagePart",
+    "InputGuardrailContext",
     "InputJsonDelta",
     "InvalidBlobIdError",
     "InvalidMessagesError",
@@ -374,6 +398,7 @@ __all__ = (
     "NoOutputError",
     "NotFoundError",
     "Origin",
+    "OutputGuardrailContext",
     "OutputPartial",
     "OutputPolicy",
     "OutputRejected",
@@ -445,13 +470,16 @@ __all__ = (
     "ToolUseBlockStop",
     "ToolUseMetadata",
     "ToolUsePart",
+    "Trip",
     "TurnEnded",
     "TurnStarted",
     "UsageEvent",
     "Worker",
+    "input_guardrail",
     "instrument",
     "messages_from_json",
     "messages_to_json",
+    "output_guardrail",
     "tool",
 )
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeAlias
 from typing_extensions import TypeVar
 
 from llm_worker.events import Event
+from llm_worker.guardrails import GuardrailChecked
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -214,6 +215,7 @@ RunEvent: TypeAlias = (
     | OutputRejected
     | ToolProgress
     | ContextCompacted
+    | GuardrailChecked
     | RunCompleted[ValueT]
 )
 """What `Worker.stream` yields: the provider events plus the Worker's own.

@@ -28,6 +28,7 @@ LLMWorkerError
 ├── MCPConnectionError            an MCP server could not be started, reached or initialized
 ├── HookError                     a hook raised or timed out (names the hook)
 ├── Aborted                       a hook aborted the run
+│   └── GuardrailTripped          a guardrail's tripwire stopped the run
 ├── LimitExceededError            a loop bound was reached
 ├── OutputValidationError         the final answer never fit the output type (retries spent)
 ├── NoOutputError                 `RunResult.output` read on a run that has none (paused, …)
@@ -62,6 +63,7 @@ __all__ = (
     "BlobStoreUnavailableError",
     "ConfigurationError",
     "ContentFilterError",
+    "GuardrailTripped",
     "HookError",
     "InvalidBlobIdError",
     "InvalidMessagesError",
@@ -340,6 +342,27 @@ class Aborted(LLMWorkerError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class GuardrailTripped(Aborted):
+    """A guardrail tripped: the run was stopped (after the on_abort hooks), its history valid.
+
+    An `Aborted`: whatever handles a hook's abort (a web adapter showing it) handles it too.
+
+    Attributes:
+        reason: The `Trip`'s reason.
+        guardrail: The guardrail's name.
+        kind: `"input"` or `"output"`.
+        info: The `Trip`'s `info` (never shown anywhere by the library).
+    """
+
+    def __init__(
+        self, reason: str, *, guardrail: str = "", kind: str = "", info: Any = None
+    ) -> None:
+        super().__init__(reason)
+        self.guardrail = guardrail
+        self.kind = kind
+        self.info = info
 
 
 class LimitExceededError(LLMWorkerError):

@@ -15,6 +15,7 @@ from llm_worker.worker._hookset import HookSet
 if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.collectors import ToolCall
+    from llm_worker.guardrails import Guardrail
     from llm_worker.providers._base import LLMClient
     from llm_worker.tools import ErrorFormatter, ToolRegistry, ToolResult
     from llm_worker.worker._context import Compactor
@@ -61,6 +62,8 @@ class WorkerConfig:
     """Where this Worker's runs sit in a run tree (`ToolContext.path` of their calls)."""
     context: Compactor | None = None
     """The `ContextPolicy` at work on each request (`Worker(context=...)`), if any."""
+    guardrails: list[Guardrail] = field(default_factory=lambda: [])
+    """Input and output guardrails (`Worker(guardrails=...)`), in order."""
 
     def __post_init__(self) -> None:
         check_limits(self.max_requests, self.max_continuations, self.max_tool_arguments)

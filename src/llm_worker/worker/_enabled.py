@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from llm_worker.errors import HookError
@@ -43,10 +43,10 @@ async def offered(
     return frozenset(names) if asked else None
 
 
-async def _ask(check: object, ctx: EnabledContext) -> bool:
+async def _ask(check: Callable[[EnabledContext], object], ctx: EnabledContext) -> bool:
     label = getattr(check, "__qualname__", repr(check))
     try:
-        answer = check(ctx)  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
+        answer = check(ctx)
         if inspect.isawaitable(answer):
             answer = await answer
     except Exception as exc:  # the application's callable: named, chained
@@ -58,7 +58,7 @@ async def _ask(check: object, ctx: EnabledContext) -> bool:
     if not isinstance(answer, bool):
         raise HookError(
             f"enabled= of tool {ctx.tool_name!r} ({label}) returned "
-            f"{type(answer).__name__}, not True or False",  # pyright: ignore[reportUnknownArgumentType]
+            f"{type(answer).__name__}, not True or False",
             hook=label,
             kind="enabled",
         )

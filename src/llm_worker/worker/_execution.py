@@ -46,6 +46,7 @@ from llm_worker.state import PendingCall, ToolResultReady
 from llm_worker.tools import Tool, ToolResult, execute_call, tool_meta
 from llm_worker.worker._carry import CallKey, Carried, call_key
 from llm_worker.worker._decisions import not_json
+from llm_worker.worker._guard import input_gate_open
 from llm_worker.worker._intercept import ToolStep, intercepted
 from llm_worker.worker._media_check import sendable_results
 
@@ -107,9 +108,16 @@ class Batch:
         await self._decide(index, resumed=False)
         pending = self.pending[index]
         tool = self.owner.cfg.registry.get(pending.call.name)
-        if pending.status == "allowed" and tool is not None and tool_meta(tool).may_start_early:
+        if pending.status == "allowed" and tool is not None and self._may_start_early(tool):
             done = self._running[index] = anyio.Event()
             self.group.start_soon(self._execute_one, index, done)
+
+    def _may_start_early(self, tool: Tool) -> bool:
+        meta = tool_meta(tool)
+        gate = self.owner.gate
+        if gate is not None and gate.pending and meta.effect != "read_only":
+            return False  # it runs in the batch, once the input guardrails passed
+        return meta.may_start_early
 
     def may_restart(self) -> bool:
         """Whether the answer may be requested again: no started call had side effects."""
@@ -250,14 +258,18 @@ class Batch:
     async def _execute_one(self, index: int, done: anyio.Event | None) -> None:
         cfg = self.owner.cfg
         pending = self.pending[index]
-        self._started.add(index)
+        tool = cfg.registry.get(pending.call.name)
+        # Every call passes here: none with an effect starts before the input guardrails pass.
+        read_only = tool is not None and tool_meta(tool).effect == "read_only"
         carried = self._carried.pop(call_key(pending.call), None) if self._carried else None
         try:
             if carried is not None:  # started already, on a withdrawn answer
+                self._started.add(index)
                 pending.result = await carried.result_for(pending.call)
                 pending.status = "done"
                 return
-            tool = cfg.registry.get(pending.call.name)
+            await input_gate_open(self.owner, read_only=read_only)
+            self._started.add(index)
             step = ToolStep(pending.call, tool, self.owner.requests)
             proceed = lambda: self._execute(tool, pending.call)  # noqa: E731
             try:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
+    from llm_worker.guardrails import Guardrail
     from llm_worker.messages import Message, ThinkingConfig, ToolChoice
     from llm_worker.otel import Instrumentation
     from llm_worker.tools import ErrorFormatter, Tool, Toolset
@@ -46,3 +47,4 @@ class WorkerOptions(TypedDict, total=False):
     output_tool_name: str
     output_partial_interval: float
     context: ContextPolicy | None
+    guardrails: Iterable[Guardrail]

@@ -1,4 +1,4 @@
-"""What plugs into a Worker's configuration once it is built: tracing and the context policy."""
+"""What plugs into a Worker's configuration once built: tracing, context policy, guardrails."""
 
 from __future__ import annotations
 
@@ -6,8 +6,12 @@ from typing import TYPE_CHECKING
 
 from llm_worker.otel._attach import attach
 from llm_worker.worker._context import ContextPolicy, compactor
+from llm_worker.worker._guard import checked_guardrails
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from llm_worker.guardrails import Guardrail
     from llm_worker.otel import Instrumentation
     from llm_worker.worker._config import WorkerConfig
 
@@ -19,8 +23,9 @@ def plug(
     instrument: bool | Instrumentation | None,
     name: str | None,
     context: ContextPolicy | None,
+    guardrails: Iterable[Guardrail] = (),
 ) -> None:
-    """Trace the Worker as `instrument` asks and set up its `ContextPolicy`.
+    """Trace the Worker as `instrument` asks, set up its `ContextPolicy` and its guardrails.
 
     Raises:
         UnknownModelError: The policy needs a window the model catalog does not know.
@@ -28,3 +33,4 @@ def plug(
     """
     attach(cfg, instrument, name)  # tracing off: registers nothing
     cfg.context = compactor(context, cfg.client)
+    cfg.guardrails = checked_guardrails(guardrails)

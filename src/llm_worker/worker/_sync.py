@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import anyio
 
 from llm_worker.errors import ConfigurationError
+from llm_worker.state import OutputT
 
 if TYPE_CHECKING:
+    from llm_worker.messages import Message
     from llm_worker.providers._base import LLMClient
+    from llm_worker.state import Decision, PauseState, RunResult
+    from llm_worker.worker._config import WorkerConfig
 
-__all__ = ("run_blocking",)
+__all__ = ("SyncRuns", "run_blocking")
 
 T = TypeVar("T")
 
@@ -50,3 +54,50 @@ async def _release(client: LLMClient) -> None:
 
     if isinstance(client, HttpClient):
         await client.aclose()  # the pool only: the client opens a new one when next used
+
+
+class SyncRuns(Generic[OutputT]):
+    """`Worker.run_sync` / `resume_sync`, kept beside the event loop they run in."""
+
+    __slots__ = ()
+    _cfg: WorkerConfig
+
+    if TYPE_CHECKING:
+
+        async def run(self, input: str | Message | Iterable[Message]) -> RunResult[OutputT]: ...
+
+        async def resume(
+            self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
+        ) -> RunResult[OutputT]: ...
+
+    def run_sync(self, input: str | Message | Iterable[Message]) -> RunResult[OutputT]:
+        """Run like `run()`, from synchronous code (a script, a REPL): returns when done.
+
+        ```python
+        result = Worker("anthropic:claude-sonnet-4-5", tools=[get_weather]).run_sync("Hi!")
+        ```
+
+        Each call runs in an event loop of its own (`anyio.run`), and the client's connections
+        are closed before that loop ends: they belong to it, and the next call opens new ones.
+        That holds for a pool the client made itself; an `httpx.AsyncClient` you passed to it
+        is yours, left open, and its connections would outlive the loop — use such a client
+        from async code instead.
+
+        Raises:
+            ConfigurationError: An event loop is running in this thread (inside an `async def`,
+                or in a Jupyter notebook): use `await worker.run(...)` there. Or any error of
+                `run()`.
+        """
+        return run_blocking("run_sync", lambda: self.run(input), self._cfg.client)
+
+    def resume_sync(
+        self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
+    ) -> RunResult[OutputT]:
+        """Go on with a paused run like `resume()`, from synchronous code, as `run_sync` runs.
+
+        Raises:
+            ConfigurationError: An event loop is running in this thread: use
+                `await worker.resume(...)` there. Or any error of `resume()`.
+        """
+        work = lambda: self.resume(state, decisions=decisions)  # noqa: E731
+        return run_blocking("resume_sync", work, self._cfg.client)

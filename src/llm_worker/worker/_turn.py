@@ -13,13 +13,11 @@
 from __future__ import annotations
 
 import contextvars
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import TaskGroup
 
 from llm_worker._retries import retrying
 from llm_worker.errors import (
@@ -51,6 +49,8 @@ from llm_worker.worker._assembler import Assembler, Completed, Withdrawn
 from llm_worker.worker._context import answered, compacted
 from llm_worker.worker._enabled import offered, only_offered
 from llm_worker.worker._execution import Batch
+from llm_worker.worker._groups import early_group
+from llm_worker.worker._guard import Holder, InputGate, check_output, guarded_run, input_gate_open
 from llm_worker.worker._history import repair
 from llm_worker.worker._intercept import RequestStep, intercepted
 from llm_worker.worker._output import (
@@ -103,9 +103,17 @@ class Run:
     """The tools offered for the current answer (`None`: every registered tool)."""
     children: list[ChildRun] = field(default_factory=lambda: [])
     """The sub-agent runs below this one (their usage is not in `usage`: `result` adds it)."""
+    gate: InputGate | None = None
+    """The input guardrails of a fresh run, while they are checked beside its first request."""
 
     async def loop(self, *, resume: PauseState | None = None) -> RunResult[Any]:
-        """Run until the turn finishes or pauses."""
+        """Run until the turn finishes or pauses (a fresh run beside its input guardrails)."""
+        inputs = [g for g in self.cfg.guardrails if g.kind == "input"]
+        if inputs and resume is None:
+            return await guarded_run(self, inputs, self._loop)
+        return await self._loop(resume)
+
+    async def _loop(self, resume: PauseState | None = None) -> RunResult[Any]:
         if resume is not None:
             outcome = await self._resume(resume)
             if outcome is not None:
@@ -119,7 +127,7 @@ class Run:
 
     async def _step(self) -> RunResult[Any] | None:
         """One request and what follows it; a result ends the run, None goes on."""
-        async with _early_group(self.cfg.early_tool_start) as group:
+        async with early_group(self.cfg.early_tool_start) as group:
             self.batch = Batch(self, [], group)
             response = await self._request()
             if isinstance(response, RunResult):
@@ -198,6 +206,8 @@ class Run:
                 limit="max_requests",
                 value=cfg.max_requests,
             )
+        if self.requests:  # the first request goes beside the input guardrails, no other
+            await input_gate_open(self, read_only=False)
         self.history[:] = repair(self.history)[0]
         await cfg.registry.refresh()  # toolsets (MCP servers) whose tools changed
         await self.offer(self.history)
@@ -282,12 +292,18 @@ class Run:
         partials = (
             PartialFeed(cfg.output, lambda e: _send(sinks, e)) if cfg.output and sinks else None
         )
-        process = self._processor(assembler, partials)
+        holder = Holder.of(self)
+        if holder is not None:  # the readers get what the output guardrails passed
+            sinks = [holder.sink]
+            partials = PartialFeed(cfg.output, holder.sink) if cfg.output else None
+        process = self._processor(assembler, partials, sinks=sinks)
         async with closing(self.cfg.client.stream(request)) as events:
-            channel = channel_of(self.cfg.sinks)
+            channel = channel_of(self.cfg.sinks) if holder is None else None
             it = events.__aiter__()
             async for event in it:
                 completed = process(event)
+                if holder is not None and holder.due:
+                    await holder.check()
                 if completed is not None:
                     await self._completed(completed)
                 # Once the request is made (in the run's task and context), a `Worker.stream`
@@ -321,7 +337,11 @@ class Run:
         return True
 
     def _processor(
-        self, assembler: Assembler, partials: PartialFeed | None, reader: object = None
+        self,
+        assembler: Assembler,
+        partials: PartialFeed | None,
+        reader: object = None,
+        sinks: list[Callable[[Any], None]] | None = None,
     ) -> Callable[[Event], Completed | None]:
         """What the run does with each streamed event (synchronous: the hot path).
 
@@ -329,7 +349,7 @@ class Run:
         event in its own task and hands it on itself (`Reached` if it got that far).
         """
         dispatch = self.cfg.timeline.dispatch
-        sinks = self.cfg.sinks
+        sinks = self.cfg.sinks if sinks is None else sinks
         feed = assembler.feed
         if not sinks:
 
@@ -419,6 +439,8 @@ class Run:
         if isinstance(decided, Pause):
             return self.paused("on_turn_end", decided.reason, [])
         output = ctx.output
+        if cfg.guardrails:
+            await check_output(self, response.text, output)
         return self.result(RunStatus.FINISHED, text=response.text, output=output, refusal=refusal)
 
     def _refusal(self, response: Message) -> str | None:
@@ -548,27 +570,6 @@ _UNSET = object()
 def _send(sinks: list[Callable[[Any], None]], event: Any) -> None:
     for sink in sinks:
         sink(event)
-
-
-@asynccontextmanager
-async def _early_group(enabled: bool) -> AsyncGenerator[TaskGroup | None, None]:
-    """The task group tools started early run in (they outlive the stream), or None.
-
-    An error of the run itself is re-raised as it is, not wrapped in an exception group.
-    """
-    if not enabled:
-        yield None
-        return
-    try:
-        async with anyio.create_task_group() as group:
-            yield group
-    except BaseExceptionGroup as group_error:
-        if len(group_error.exceptions) == 1:
-            error = group_error.exceptions[0]
-            # `from error.__cause__`, not `from None`: keep the error's own chain (a
-            # HookError's cause is the exception the hook raised).
-            raise error from error.__cause__
-        raise
 
 
 def _chain(request: Request, last: str | None) -> None:

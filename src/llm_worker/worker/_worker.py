@@ -60,6 +60,7 @@ from llm_worker.worker._plugs import ContextPolicy, plug
 from llm_worker.worker._registration import Registrations
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import announce
+from llm_worker.worker._sync import SyncRuns
 from llm_worker.worker._toolset import (
     add_tool,
     build_registry,
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from llm_worker.blobs import BlobStore, OutputPolicy
+    from llm_worker.guardrails import Guardrail
     from llm_worker.otel import Instrumentation
     from llm_worker.providers._base import LLMClient
     from llm_worker.state import Decision
@@ -88,7 +90,7 @@ T = TypeVar("T")
 Sink = Callable[[Any], None]
 
 
-class Worker(Registrations, SubAgents, Generic[OutputT]):
+class Worker(Registrations, SubAgents, SyncRuns[OutputT], Generic[OutputT]):
     """Runs the agent loop: request, stream, tools, hooks, repeat.
 
     With `output_type`, the final answer is structured: `Worker(client, output_type=Invoice)`
@@ -149,6 +151,7 @@ class Worker(Registrations, SubAgents, Generic[OutputT]):
             None (the default) follows `llm_worker.otel.instrument()`. Off, nothing of it is
             loaded or registered.
         context: A `ContextPolicy`: each request kept inside the context window.
+        guardrails: Input and output checks that stop a run (`llm_worker.guardrails`).
     """
 
     @overload
@@ -207,14 +210,14 @@ class Worker(Registrations, SubAgents, Generic[OutputT]):
         name: str | None = None,
         instrument: bool | Instrumentation | None = None,
         context: ContextPolicy | None = None,
+        guardrails: Iterable[Guardrail] = (),
     ) -> None:
-        client, self._owned = owned_client(client)
         plan = output_plan(
             output_type, output_mode, output_retries, output_tool_name, output_partial_interval
         )
         registry, policy = build_registry(tools, blob_store, output_policy, inspect_tool_name, plan)
         self._cfg = WorkerConfig(
-            client=client,
+            client=self._own(client),
             registry=registry,
             stream_retry=stream_retry or StreamRetry(),
             policy=policy,
@@ -235,7 +238,12 @@ class Worker(Registrations, SubAgents, Generic[OutputT]):
             inspect_name=inspect_tool_name if blob_store is not None else None,
             output=plan,
         )
-        self._init_state(name, history, instrument, context)
+        self._init_state(name, history, instrument, context, guardrails)
+
+    def _own(self, client: LLMClient | str | Sequence[str]) -> LLMClient:
+        """The client; one made from model strings is this Worker's to close (`aclose`)."""
+        made, self._owned = owned_client(client)
+        return made
 
     def _init_state(
         self,
@@ -243,8 +251,9 @@ class Worker(Registrations, SubAgents, Generic[OutputT]):
         history: Iterable[Message],
         instrument: bool | Instrumentation | None,
         context: ContextPolicy | None,
+        guardrails: Iterable[Guardrail],
     ) -> None:
-        plug(self._cfg, instrument, name, context)
+        plug(self._cfg, instrument, name, context, guardrails)
         self.name = name  # the agent's name (gen_ai.agent.name), for any integration
         self.history: list[Message] = list(history)
         """Every message of the conversation, in the provider-neutral model."""
@@ -347,42 +356,6 @@ class Worker(Registrations, SubAgents, Generic[OutputT]):
         run = Run(self._cfg, self.history, start=len(self.history), chain_from=self._last_response)
         self.history.extend(as_messages(input))
         return await self._go(run, None, sink)
-
-    def run_sync(self, input: str | Message | Iterable[Message]) -> RunResult[OutputT]:
-        """Run like `run()`, from synchronous code (a script, a REPL): returns when done.
-
-        ```python
-        result = Worker("anthropic:claude-sonnet-4-5", tools=[get_weather]).run_sync("Hi!")
-        ```
-
-        Each call runs in an event loop of its own (`anyio.run`), and the client's connections
-        are closed before that loop ends: they belong to it, and the next call opens new ones.
-        That holds for a pool the client made itself; an `httpx.AsyncClient` you passed to it
-        is yours, left open, and its connections would outlive the loop — use such a client
-        from async code instead.
-
-        Raises:
-            ConfigurationError: An event loop is running in this thread (inside an `async def`,
-                or in a Jupyter notebook): use `await worker.run(...)` there. Or any error of
-                `run()`.
-        """
-        from llm_worker.worker._sync import run_blocking
-
-        return run_blocking("run_sync", lambda: self.run(input), self._cfg.client)
-
-    def resume_sync(
-        self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
-    ) -> RunResult[OutputT]:
-        """Go on with a paused run like `resume()`, from synchronous code, as `run_sync` runs.
-
-        Raises:
-            ConfigurationError: An event loop is running in this thread: use
-                `await worker.resume(...)` there. Or any error of `resume()`.
-        """
-        from llm_worker.worker._sync import run_blocking
-
-        work = lambda: self.resume(state, decisions=decisions)  # noqa: E731
-        return run_blocking("resume_sync", work, self._cfg.client)
 
     async def resume(
         self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None

@@ -1,0 +1,241 @@
+"""Guardrails with tripwires: checks of a run's input and output that can stop it.
+
+```python
+@input_guardrail
+async def on_topic(ctx: InputGuardrailContext) -> Trip | None:
+    if await classifier.is_off_topic(ctx.text):
+        return Trip("off-topic request")
+    return None
+
+worker = Worker(client, tools=[...], guardrails=[on_topic, output_guardrail(no_secrets, hold=200)])
+```
+
+An **input guardrail** checks what a run was given. It runs concurrently with the run's first
+request, so a passing check costs no latency; while one is pending, no tool whose effect is
+not `read_only` starts (early start included), the second request is not sent and the run does
+not end. When it trips, the run is cancelled (the answer streaming is aborted, read-only tools
+started early are stopped, on_abort hooks run) and `GuardrailTripped` is raised with a history
+that can be sent again.
+
+An **output guardrail** checks the final answer (its text, and the structured output with
+`output_type`) before the run finishes. With `hold=n`, the text that `Worker.stream()` readers
+and the web adapters receive is held back: every `n` characters the guardrail checks the
+answer so far (`ctx.final` is False) and only what passed is released; when it trips, the
+held text is never shown (its block is aborted). Handlers on the Timeline (`on_text_block`)
+see the model's text as it comes.
+
+A guardrail is a function (sync, run in a worker thread, or async) of its context that returns
+`Trip(reason)` to trip or `None` to pass. Each check is a `GuardrailChecked` event of
+`Worker.stream()`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias, TypeVar, overload
+
+from llm_worker.errors import ConfigurationError
+from llm_worker.messages import Message
+
+__all__ = (
+    "Guardrail",
+    "GuardrailChecked",
+    "GuardrailKind",
+    "InputGuardrailContext",
+    "OutputGuardrailContext",
+    "Trip",
+    "input_guardrail",
+    "output_guardrail",
+)
+
+GuardrailKind: TypeAlias = Literal["input", "output"]
+"""Which side of the run a guardrail checks."""
+
+C = TypeVar("C")
+
+
+@dataclass(frozen=True, slots=True)
+class Trip:
+    """A guardrail's verdict that the run must stop.
+
+    Attributes:
+        reason: Why, for a person (it is `GuardrailTripped.reason`, and what a web front end
+            shows).
+        info: Anything the application wants to keep about the verdict (scores, categories);
+            on `GuardrailTripped.info`, never sent anywhere.
+    """
+
+    reason: str
+    info: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class InputGuardrailContext:
+    """What an input guardrail checks.
+
+    Attributes:
+        messages: The run's input: the messages `run()` appended to the history.
+        history: The whole history as the first request sends it (read it, do not change it).
+    """
+
+    messages: Sequence[Message]
+    history: Sequence[Message]
+
+    @property
+    def text(self) -> str:
+        """The text of the input messages, joined by blank lines."""
+        return "\n\n".join(m.text for m in self.messages if m.text)
+
+
+@dataclass(frozen=True, slots=True)
+class OutputGuardrailContext:
+    """What an output guardrail checks.
+
+    Attributes:
+        text: The answer's text: the final answer's, or (with `hold`, `final` False) the
+            text of the answer streamed so far.
+        output: The final output (`RunResult.output`: the text, or the structured value with
+            `output_type`); `None` while `final` is False.
+        final: True for the final answer, before the run finishes; False for a held window.
+        history: The history so far (read it, do not change it).
+    """
+
+    text: str
+    output: Any
+    final: bool
+    history: Sequence[Message]
+
+
+GuardrailResult: TypeAlias = "Trip | None"
+
+
+@dataclass(frozen=True, slots=True)
+class Guardrail:
+    """A check of a run's input or output; made by `input_guardrail` / `output_guardrail`.
+
+    Attributes:
+        kind: `"input"` or `"output"`.
+        name: A name for the check (the function's), in events and errors.
+        hold: Output guardrails: characters of streamed text held back between checks
+            (`None`: the text streams at once, and only the final answer is checked).
+    """
+
+    kind: GuardrailKind
+    name: str
+    check: Callable[[Any], Awaitable[Trip | None]] = field(repr=False)
+    hold: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.hold is not None and (isinstance(self.hold, bool) or self.hold < 1):
+            raise ConfigurationError(
+                f"guardrail {self.name!r}: hold={self.hold!r} is not a positive number of "
+                "characters"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class GuardrailChecked:
+    """A guardrail checked the run (an event of `Worker.stream()`).
+
+    Attributes:
+        guardrail: The guardrail's name.
+        kind: `"input"` or `"output"`.
+        tripped: It tripped: the run ends with `GuardrailTripped`.
+        reason: The trip's reason (`None` when it passed).
+        final: For an output guardrail, whether it checked the final answer (else a held
+            window of streamed text); always True for an input guardrail.
+    """
+
+    guardrail: str
+    kind: GuardrailKind
+    tripped: bool
+    reason: str | None = None
+    final: bool = True
+
+
+InputCheck: TypeAlias = Callable[[InputGuardrailContext], "Awaitable[Trip | None] | Trip | None"]
+OutputCheck: TypeAlias = Callable[[OutputGuardrailContext], "Awaitable[Trip | None] | Trip | None"]
+
+
+@overload
+def input_guardrail(fn: InputCheck, /, *, name: str | None = None) -> Guardrail: ...
+@overload
+def input_guardrail(
+    fn: None = None, /, *, name: str | None = None
+) -> Callable[[InputCheck], Guardrail]: ...
+def input_guardrail(
+    fn: InputCheck | None = None, /, *, name: str | None = None
+) -> Guardrail | Callable[[InputCheck], Guardrail]:
+    """Make an input guardrail of `fn(ctx: InputGuardrailContext) -> Trip | None`.
+
+    Use it as `@input_guardrail`, `@input_guardrail(name=...)` or `input_guardrail(fn)`.
+    A sync function runs in a worker thread.
+    """
+
+    def make(f: InputCheck) -> Guardrail:
+        return Guardrail("input", name or _name(f), _checker(f))
+
+    return make if fn is None else make(fn)
+
+
+@overload
+def output_guardrail(
+    fn: OutputCheck, /, *, name: str | None = None, hold: int | None = None
+) -> Guardrail: ...
+@overload
+def output_guardrail(
+    fn: None = None, /, *, name: str | None = None, hold: int | None = None
+) -> Callable[[OutputCheck], Guardrail]: ...
+def output_guardrail(
+    fn: OutputCheck | None = None, /, *, name: str | None = None, hold: int | None = None
+) -> Guardrail | Callable[[OutputCheck], Guardrail]:
+    """Make an output guardrail of `fn(ctx: OutputGuardrailContext) -> Trip | None`.
+
+    Args:
+        fn: The check (sync, run in a worker thread, or async).
+        name: A name for it; default: the function's.
+        hold: Hold streamed text back, checking the answer so far every `hold` characters
+            and releasing only what passed (see the module docstring).
+
+    Raises:
+        ConfigurationError: `hold` is not a positive number.
+    """
+
+    def make(f: OutputCheck) -> Guardrail:
+        return Guardrail("output", name or _name(f), _checker(f), hold)
+
+    return make if fn is None else make(fn)
+
+
+def _name(fn: object) -> str:
+    return str(getattr(fn, "__name__", None) or type(fn).__name__)
+
+
+def _checker(fn: Callable[[C], Any]) -> Callable[[C], Awaitable[Trip | None]]:
+    if not callable(fn):
+        raise ConfigurationError(f"a guardrail takes a function of its context, not {fn!r}")
+    is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004  # an object with an async __call__
+    )
+
+    async def check(ctx: C) -> Trip | None:
+        import anyio.to_thread  # `import llm_worker.state` stays light
+
+        if is_async:
+            verdict = await fn(ctx)
+        else:
+            verdict = await anyio.to_thread.run_sync(functools.partial(fn, ctx))
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+        return _verdict(verdict, fn)
+
+    return check
+
+
+def _verdict(verdict: object, fn: object) -> Trip | None:
+    if verdict is None or isinstance(verdict, Trip):
+        return verdict
+    raise TypeError(f"guardrail {_name(fn)} returned {verdict!r}: return Trip(reason) or None")
