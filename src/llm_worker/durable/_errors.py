@@ -7,6 +7,7 @@ from llm_worker.errors import ConfigurationError, LLMWorkerError, PauseStateErro
 __all__ = (
     "DecisionConflictError",
     "ExecutorAliveError",
+    "PayloadTooLargeError",
     "RecordError",
     "RecordedError",
     "RunFailedError",
@@ -86,3 +87,26 @@ class ExecutorAliveError(ConfigurationError):
     def __init__(self, message: str, *, executor_ids: list[str]) -> None:
         super().__init__(message)
         self.executor_ids = executor_ids
+
+
+class PayloadTooLargeError(LLMWorkerError):
+    """A durable run's value is over its engine's payload limit (Temporal's, 2 MB by default).
+
+    Large tool outputs belong in the Worker's blob store (`Worker(blob_store=...)`; an
+    object store for a fleet): the history then carries a summary and the blob's key.
+
+    Attributes:
+        what: The value (`the output of tool fetch`, `the run's result`, ...).
+        size: Its size in bytes, encoded as JSON.
+        limit: The limit in bytes.
+    """
+
+    def __init__(self, *, what: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"{what} is {size} bytes as JSON, over Temporal's payload limit of {limit} bytes: "
+            "it cannot go into the workflow history. Keep large tool outputs in the Worker's "
+            "blob store (Worker(blob_store=...), an object store for a fleet)"
+        )
+        self.what = what
+        self.size = size
+        self.limit = limit

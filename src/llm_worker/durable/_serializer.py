@@ -23,7 +23,7 @@ from llm_worker._json import as_dict, as_list
 from llm_worker.durable._errors import RecordedError, RecordError
 from llm_worker.errors import ConfigurationError
 
-__all__ = ("NAME", "JsonSerializer", "refuse_pickles")
+__all__ = ("NAME", "JsonSerializer", "error_from", "error_record", "refuse_pickles")
 
 NAME = "llm-worker.json"
 """The format name DBOS writes beside each value this serializer stored."""
@@ -142,3 +142,13 @@ def refuse_pickles(dbos: Any) -> None:
     default = dbos._serialization.DBOSDefaultSerializer  # pyright: ignore[reportPrivateUsage]
     default.deserialize = _refused
     default.serialize = _refused
+
+
+def error_record(error: BaseException) -> dict[str, Any]:
+    """An exception as JSON data: its type, arguments, JSON-able attributes and message."""
+    return _error_record(error)
+
+
+def error_from(data: object) -> BaseException:
+    """The exception `error_record` made, rebuilt as its type when that is one it rebuilds."""
+    return _error_from(data)
