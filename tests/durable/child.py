@@ -3,7 +3,8 @@
 Usage: `python child.py '<json>'` with `url` (the system database), `model_url` (the
 scripted model server), `name`, `log` (the file the side-effecting tool appends to),
 `executor` (this process's executor id), `effect` (the appending tool's effect), `hang` (the
-appending tool blocks after writing, until the process is killed), `runs` (ids to start and
+appending tool blocks after writing, until the process is killed; `"first"`: only
+when the log was empty), `runs` (ids to start and
 wait for; each run's input is its id), `wait` (ids to wait for without starting them),
 `decide` (run id: wait for its pause and approve every pending call), `cancel` (run id: wait
 for its pause and cancel the run), `serve` (serve runs until killed), `client` (act on runs
@@ -56,10 +57,12 @@ def tools(config: dict[str, Any]) -> list[Tool]:
     @tool(effect=config.get("effect", "side_effect"))
     def append_line(text: str) -> str:
         """Append a line to the log file."""
-        with open(log, "a") as f:
+        with open(log, "a+") as f:
+            f.seek(0)
+            first = not f.read()
             f.write(text + "\n")
         say({"tool": "append_line", "text": text, "executor": config.get("executor")})
-        if config.get("hang"):
+        if config.get("hang") is True or (config.get("hang") == "first" and first):
             threading.Event().wait()  # until the process is killed
         return f"appended {text}"
 

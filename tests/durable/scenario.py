@@ -111,11 +111,11 @@ async def _lines(stream: Any) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def child(config: dict[str, Any]) -> AsyncIterator[Child]:
-    """A child process serving durable runs (see child.py); killed when the block ends."""
+async def child(config: dict[str, Any], script: Path = CHILD) -> AsyncIterator[Child]:
+    """A child process serving durable runs (child.py, or `script`); killed when the block ends."""
     env = {**os.environ, "PYTHONPATH": str(CHILD.parent.parent)}
     process = await anyio.open_process(
-        [sys.executable, str(CHILD), json.dumps(config)], env=env, stderr=None
+        [sys.executable, str(script), json.dumps(config)], env=env, stderr=None
     )
     assert process.stdout is not None
     try:

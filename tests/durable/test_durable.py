@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from llm_worker.durable import DecisionConflictError, DurableWorker, step
 from llm_worker.errors import ConfigurationError, MissingExtraError
 from llm_worker.events import UsageEvent
 from llm_worker.hooks import ToolCallContext
+
 from llm_worker.testing import (
     ScriptedClient,
     ScriptedModelServer,
@@ -26,6 +27,7 @@ from llm_worker.testing import (
 pytestmark = pytest.mark.anyio
 
 TIMEOUT = 30.0
+Engine = Callable[..., Any]  # conftest's `engine`: (worker, name=...) -> DBOS's or Temporal's
 USAGE = UsageEvent(input_tokens=10, output_tokens=5, total_tokens=15)
 SIDE_EFFECTS: list[str] = []
 
@@ -71,12 +73,12 @@ def _clear() -> None:
     SIDE_EFFECTS.clear()
 
 
-async def test_a_durable_run_returns_what_a_plain_run_returns(tmp_path: Path) -> None:
+async def test_a_durable_run_returns_what_a_plain_run_returns(engine: Engine) -> None:
     async with ScriptedModelServer("anthropic", trip_script()) as server, server.client() as c:
         plain = await Worker(c, tools=[book, weather]).run("Trip to Kyoto")
     async with ScriptedModelServer("anthropic", trip_script()) as server, server.client() as c:
         worker = Worker(c, tools=[book, weather])
-        durable = DurableWorker(worker, name="trips", database_url=url(tmp_path))
+        durable = engine(worker, name="trips")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 result = await durable.run("Trip to Kyoto", run_id="trip-1")
@@ -88,11 +90,9 @@ async def test_a_durable_run_returns_what_a_plain_run_returns(tmp_path: Path) ->
     assert SIDE_EFFECTS == ["Kyoto", "Kyoto"]  # one per run: the plain one and the durable one
 
 
-async def test_a_second_start_of_a_run_id_returns_the_first_runs_result(tmp_path: Path) -> None:
+async def test_a_second_start_of_a_run_id_returns_the_first_runs_result(engine: Engine) -> None:
     async with ScriptedModelServer("anthropic", trip_script()) as server, server.client() as c:
-        durable = DurableWorker(
-            Worker(c, tools=[book, weather]), name="t", database_url=url(tmp_path)
-        )
+        durable = engine(Worker(c, tools=[book, weather]), name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 first = await durable.run("Trip to Kyoto", run_id="trip-1")
@@ -103,13 +103,13 @@ async def test_a_second_start_of_a_run_id_returns_the_first_runs_result(tmp_path
     assert SIDE_EFFECTS == ["Kyoto"]
 
 
-async def test_a_pause_waits_for_a_decision_sent_with_the_run_id(tmp_path: Path) -> None:
+async def test_a_pause_waits_for_a_decision_sent_with_the_run_id(engine: Engine) -> None:
     script = [
         answer(ToolUsePart("p1", "pay", {"amount": 5}), ToolUsePart("p2", "pay", {"amount": 7})),
         ScriptedResponse.text("Paid what you approved.", usage=USAGE),
     ]
     async with ScriptedModelServer("anthropic", script) as server, server.client() as c:
-        durable = DurableWorker(Worker(c, tools=[pay]), name="t", database_url=url(tmp_path))
+        durable = engine(Worker(c, tools=[pay]), name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 run_id = await durable.start("Pay both", run_id="pay-1")
@@ -137,13 +137,13 @@ async def test_a_pause_waits_for_a_decision_sent_with_the_run_id(tmp_path: Path)
     assert results["p2"].content == "Denied: no"
 
 
-async def test_decisions_that_do_not_fit_leave_the_run_waiting_for_others(tmp_path: Path) -> None:
+async def test_decisions_that_do_not_fit_leave_the_run_waiting_for_others(engine: Engine) -> None:
     script = [
         answer(ToolUsePart("p1", "pay", {"amount": 5})),
         ScriptedResponse.text("ok", usage=USAGE),
     ]
     async with ScriptedModelServer("anthropic", script) as server, server.client() as c:
-        durable = DurableWorker(Worker(c, tools=[pay]), name="t", database_url=url(tmp_path))
+        durable = engine(Worker(c, tools=[pay]), name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 run_id = await durable.start("Pay", run_id="pay-2")
@@ -168,11 +168,9 @@ async def _until(
             return
 
 
-async def test_a_client_elsewhere_follows_the_runs_steps(tmp_path: Path) -> None:
+async def test_a_client_elsewhere_follows_the_runs_steps(engine: Engine) -> None:
     async with ScriptedModelServer("anthropic", trip_script()) as server, server.client() as c:
-        durable = DurableWorker(
-            Worker(c, tools=[book, weather]), name="t", database_url=url(tmp_path)
-        )
+        durable = engine(Worker(c, tools=[book, weather]), name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 run_id = await durable.start("Trip to Kyoto")
@@ -188,12 +186,12 @@ async def test_a_client_elsewhere_follows_the_runs_steps(tmp_path: Path) -> None
     assert entries[1]["content"] == "booked Kyoto"
 
 
-async def test_handlers_of_the_worker_see_the_steps_this_process_runs(tmp_path: Path) -> None:
+async def test_handlers_of_the_worker_see_the_steps_this_process_runs(engine: Engine) -> None:
     texts: list[str] = []
     async with ScriptedModelServer("anthropic", trip_script()) as server, server.client() as c:
         worker = Worker(c, tools=[book, weather])
         worker.on_text_complete(texts.append)
-        durable = DurableWorker(worker, name="t", database_url=url(tmp_path))
+        durable = engine(worker, name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 await durable.run("Trip to Kyoto")
@@ -231,14 +229,14 @@ async def test_a_hooks_side_effect_runs_once_as_a_step(tmp_path: Path) -> None:
     assert steps.count("stamp") == 2
 
 
-async def test_an_unknown_run_id_is_a_configuration_error(tmp_path: Path) -> None:
+async def test_an_unknown_run_id_is_a_configuration_error(engine: Engine) -> None:
     async with ScriptedModelServer("anthropic", []) as server, server.client() as c:
-        durable = DurableWorker(Worker(c), name="t", database_url=url(tmp_path))
+        durable = engine(Worker(c), name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 with pytest.raises(ConfigurationError, match="no durable run"):
                     await durable.result("nope")
-            with pytest.raises(ConfigurationError, match="enter the DurableWorker"):
+            with pytest.raises(ConfigurationError, match=r"enter the \w+Worker first"):
                 await durable.start("hi")
 
 
@@ -265,7 +263,7 @@ def test_a_missing_dbos_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_a_paused_run_outlives_its_process_and_resumes_after_a_restart(
-    tmp_path: Path,
+    engine: Engine,
 ) -> None:
     script = [
         answer(ToolUsePart("p1", "pay", {"amount": 5})),
@@ -273,15 +271,11 @@ async def test_a_paused_run_outlives_its_process_and_resumes_after_a_restart(
     ]
     async with ScriptedModelServer("anthropic", script) as server, server.client() as c:
         with anyio.fail_after(TIMEOUT):
-            async with DurableWorker(
-                Worker(c, tools=[pay]), name="t", database_url=url(tmp_path)
-            ) as d:
+            async with engine(Worker(c, tools=[pay]), name="t") as d:
                 await d.start("Pay", run_id="pay-3")
                 assert await d.paused("pay-3") is not None
             # a new engine in its place: it recovers the run, which waits for the decision again
-            async with DurableWorker(
-                Worker(c, tools=[pay]), name="t", database_url=url(tmp_path)
-            ) as d:
+            async with engine(Worker(c, tools=[pay]), name="t") as d:
                 state = await d.paused("pay-3")
                 assert state is not None
                 await d.decide("pay-3", {"p1": Decision.approve()})

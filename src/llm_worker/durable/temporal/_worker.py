@@ -173,6 +173,9 @@ class TemporalWorker(Generic[OutputT]):
             activities=[request_activity, tool_activity],
             workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
             graceful_shutdown_timeout=timedelta(seconds=0),
+            # A killed process's cached runs go to another process after this long (the
+            # SDK's default is 10 s): the same patience as for its steps.
+            sticky_queue_schedule_to_start_timeout=timedelta(seconds=self._served.heartbeat),
             **options,
         )
 
