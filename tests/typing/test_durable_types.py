@@ -61,3 +61,20 @@ def test_a_text_durable_worker_gives_text_results() -> None:
         assert_type(await durable.run("hi"), RunResult[str])
 
     assert callable(result_of)
+
+
+def test_both_engines_meet_the_engine_neutral_protocol() -> None:
+    from llm_worker.durable import DurableRuns
+    from llm_worker.durable.temporal import TemporalWorker
+
+    def on_either(runs: DurableRuns[Invoice]) -> str:
+        return runs.name
+
+    def check(
+        dbos: DurableWorker[Invoice], temporal: TemporalWorker[Invoice], texts: DurableWorker[str]
+    ) -> None:
+        on_either(dbos)
+        on_either(temporal)
+        on_either(texts)  # pyright: ignore[reportArgumentType]
+
+    assert callable(check)

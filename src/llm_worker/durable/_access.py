@@ -9,7 +9,7 @@ so a process that only decides pauses takes no run and strands none when it leav
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -74,8 +74,33 @@ class Access:
         """The run's stream `key`."""
         raise NotImplementedError
 
+    async def listed(self, queue: str, name: str, limit: int) -> list[str]:
+        """Ids of the runs of `name`, the newest first (the queue's, and those recovered)."""
+        found = await self._list(
+            name=WORKFLOW,
+            queue_name=[queue, self.dbos._utils.INTERNAL_QUEUE_NAME],
+            limit=limit,
+            sort_desc=True,
+        )
+        # A recovered run waits on DBOS's internal queue: its input says whose it is.
+        return [str(w.workflow_id) for w in found if _input_name(w) == name]
+
+    async def _list(self, **options: Any) -> list[Any]:
+        raise NotImplementedError
+
     async def close(self) -> None:
         """Let go of the database."""
+
+
+def _input_name(status: Any) -> object:
+    """The name a listed run was started under: its workflow's first argument."""
+    inputs = status.input
+    args: object = getattr(inputs, "args", None) if inputs is not None else None
+    if isinstance(inputs, dict):  # the serializer's shape of a workflow's inputs
+        args = cast("dict[str, Any]", inputs).get("args")
+    if isinstance(args, list | tuple) and args:
+        return cast("list[object] | tuple[object, ...]", args)[0]
+    return None
 
 
 class ServedAccess(Access):
@@ -112,6 +137,9 @@ class ServedAccess(Access):
 
     async def cancel(self, run_id: str) -> None:
         await self.dbos.DBOS.cancel_workflow_async(run_id)
+
+    async def _list(self, **options: Any) -> list[Any]:
+        return await self.dbos.DBOS.list_workflows_async(**options)
 
     async def stream(self, run_id: str, key: str, poll: float, idle: float) -> AsyncIterator[Any]:
         async for entry in self.dbos.DBOS.read_stream_async(
@@ -204,6 +232,9 @@ class ClientAccess(Access):
 
     async def cancel(self, run_id: str) -> None:
         await self._client.cancel_workflow_async(run_id)
+
+    async def _list(self, **options: Any) -> list[Any]:
+        return await self._client.list_workflows_async(**options)
 
     async def stream(self, run_id: str, key: str, poll: float, idle: float) -> AsyncIterator[Any]:
         async for entry in self._client.read_stream_async(

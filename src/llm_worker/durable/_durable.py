@@ -17,6 +17,7 @@ from llm_worker.durable._errors import (
     RecordError,
     RunFailedError,
 )
+from llm_worker.durable._protocol import RunSummary
 from llm_worker.durable._records import decisions_record, messages_record, run_from
 from llm_worker.durable._steps import PROGRESS, DurableInterceptor
 from llm_worker.errors import ConfigurationError, PauseStateError
@@ -404,6 +405,12 @@ class DurableWorker(Generic[OutputT]):
             except StopAsyncIteration:
                 return
             yield entry
+
+    async def list_runs(self, *, limit: int = 100) -> list[RunSummary]:
+        """The runs of this name (up to `limit`), the newest first, with their status."""
+        access = self._runs
+        ids = await access.listed(self.queue_name, self.name, limit)
+        return [RunSummary(run_id, await self.status(run_id) or "queued") for run_id in ids]
 
     async def recover(self, executor_ids: Iterable[str], *, wait: float = 0.0) -> list[str]:
         """Take over the unfinished runs of dead processes (their executor ids).

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ("DurableRuns", "RunStatusName", "RunSummary")
 
-OutputT_co = TypeVar("OutputT_co", covariant=True)
+OutputT = TypeVar("OutputT")
 
 RunStatusName = Literal["queued", "running", "paused", "finished", "cancelled", "failed"]
 """What `status()` says of a run (None: no run has the id)."""
@@ -36,7 +36,7 @@ class RunSummary:
     status: str
 
 
-class DurableRuns(Protocol[OutputT_co]):
+class DurableRuns(Protocol[OutputT]):
     """Durable runs of one name on one engine, acted on from any process.
 
     Met by `llm_worker.durable.DurableWorker` (DBOS) and
@@ -55,11 +55,11 @@ class DurableRuns(Protocol[OutputT_co]):
 
     async def run(
         self, input: str | Message | Iterable[Message], *, run_id: str | None = None
-    ) -> RunResult[OutputT_co]:
+    ) -> RunResult[OutputT]:
         """Start a run and wait for its result."""
         ...
 
-    async def result(self, run_id: str) -> RunResult[OutputT_co]:
+    async def result(self, run_id: str) -> RunResult[OutputT]:
         """Wait for the run and return its result (or raise what it raised)."""
         ...
 

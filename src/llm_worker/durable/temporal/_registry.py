@@ -16,7 +16,7 @@ from llm_worker.errors import ConfigurationError
 if TYPE_CHECKING:
     from llm_worker.worker import Worker
 
-__all__ = ("Served", "served", "serve", "unserve")
+__all__ = ("Served", "serve", "served", "unserve")
 
 
 @dataclass(slots=True, frozen=True)

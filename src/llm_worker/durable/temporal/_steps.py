@@ -14,6 +14,7 @@ attempt, and a call whose process died gets an error result saying it was interr
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -70,6 +71,21 @@ def _options(run: TemporalRun, timeout: float, attempts: int) -> dict[str, Any]:
     }
 
 
+async def _activity(name: str, args: dict[str, Any], options: dict[str, Any]) -> Any:
+    """The activity's result; a cancellation asks Temporal to cancel it and returns at once.
+
+    Shielded: the activity's own cancellation resolves in a later workflow task, and until
+    then anyio would deliver its cancellation again at every turn of the loop, never
+    letting the workflow task end (Temporal's deadlock detector fails it).
+    """
+    handle = workflow.start_activity(name, args, **options)
+    try:
+        return await asyncio.shield(handle)
+    except asyncio.CancelledError:
+        handle.cancel()
+        raise
+
+
 class TemporalInterceptor(Interceptor):
     """Makes each request and each tool call of a Temporal run an activity."""
 
@@ -83,7 +99,7 @@ class TemporalInterceptor(Interceptor):
         args = {"name": run.name, "request": request_record(step.request), "number": step.number}
         options = _options(run, run.served.request_timeout, _RETRIES)
         try:
-            record = await workflow.execute_activity(REQUEST, args, **options)
+            record = await _activity(REQUEST, args, options)
         except ActivityError as exc:  # the run fails as a plain run would
             raise raised(exc) from None
         answer = answer_from(record)
@@ -106,7 +122,7 @@ class TemporalInterceptor(Interceptor):
         args = {"name": run.name, "call": call, "request": step.request}
         options = _options(run, run.served.tool_timeout, _RETRIES if safe else 1)
         try:
-            result = tool_from(await workflow.execute_activity(TOOL, args, **options))
+            result = tool_from(await _activity(TOOL, args, options))
         except ActivityError as exc:
             if not isinstance(exc.cause, TimeoutError):
                 raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import timedelta
@@ -128,7 +129,9 @@ class TemporalWorker(Generic[OutputT]):
         if not name:
             raise ConfigurationError("a TemporalWorker needs a non-empty name")
         if not heartbeat > 0:
-            raise ConfigurationError(f"a TemporalWorker's heartbeat is seconds > 0, not {heartbeat!r}")
+            raise ConfigurationError(
+                f"a TemporalWorker's heartbeat is seconds > 0, not {heartbeat!r}"
+            )
         self.worker = worker
         self.name = name
         self.client = client
@@ -202,7 +205,8 @@ class TemporalWorker(Generic[OutputT]):
         self._check_entered()
         run_id = run_id or uuid.uuid4().hex
         args = {"name": self.name, "messages": messages_record(as_messages(input))}
-        try:
+        # A run that ran and ended keeps its id: the id names that run.
+        with contextlib.suppress(WorkflowAlreadyStartedError):
             await self.client.start_workflow(
                 WORKFLOW,
                 args,
@@ -212,8 +216,6 @@ class TemporalWorker(Generic[OutputT]):
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 memo={"status": "queued", "pause": None},
             )
-        except WorkflowAlreadyStartedError:
-            pass  # it ran and ended: the id names that run
         return run_id
 
     async def run(
@@ -302,7 +304,8 @@ class TemporalWorker(Generic[OutputT]):
         if found.pause is None:
             raise ConfigurationError(f"the durable run {run_id!r} is not waiting for a decision")
         message = {"wait": found.pause[0], "decisions": decisions_record(decisions)}
-        handle = self.client.get_workflow_handle(run_id)
+        # By name: the SDK's typed overloads leave an update by name partially unknown.
+        handle: Any = self.client.get_workflow_handle(run_id)
         try:
             await handle.execute_update(DECIDE, message)
         except WorkflowUpdateFailedError as exc:

@@ -73,6 +73,8 @@ class RunWorkflow:
         self._worker = worker
         self._run = TemporalRun(name, entry)
         current().set(self._run)  # the task below copies it
+        followers = entry.worker._followers  # pyright: ignore[reportPrivateUsage]
+        followers.add(worker)  # the registered Worker's cancel() reaches this run
         task = asyncio.create_task(self._drive(worker, args["messages"]))
         try:
             return await asyncio.shield(task)
@@ -80,6 +82,8 @@ class RunWorkflow:
             if not task.done():
                 self._cancel(workflow.cancellation_reason() or _CANCELLED)
             return await task
+        finally:
+            followers.discard(worker)
 
     def _cancel(self, reason: str) -> None:
         if self._reason is None:
@@ -156,7 +160,7 @@ class RunWorkflow:
         by = self._answers.get(wait) if isinstance(wait, int) else None
         if by is not None:
             raise ApplicationError(f"the pause was already answered (by a {by})", type=CONFLICT)
-        if not self._paused or wait != self._wait:
+        if not isinstance(wait, int) or not self._paused or wait != self._wait:
             raise ApplicationError("the run is not waiting for this decision", type=NOT_WAITING)
         self._answer = message
         self._answers[wait] = "decision"
