@@ -40,6 +40,8 @@ class Found:
     """queued, running, paused, finished, cancelled or failed."""
     pause: tuple[int, PauseState] | None
     """Its wait number and pause, when it is paused."""
+    answered: str | None = None
+    """What answered its last pause (`decision`, `cancel`), once one did."""
 
     @property
     def ended(self) -> bool:
@@ -123,11 +125,13 @@ async def _found(run_id: str, execution: WorkflowExecution) -> Found:
         return Found("cancelled", None)
     memo = await execution.memo()
     said = memo.get("status")
+    answered = memo.get("answered")
+    by = answered if isinstance(answered, str) else None
     if status == WorkflowExecutionStatus.COMPLETED:
-        return Found("cancelled" if said == "cancelled" else "finished", None)
+        return Found("cancelled" if said == "cancelled" else "finished", None, by)
     if said == "paused":
         return Found("paused", _pause(run_id, memo.get("pause")))
-    return Found("running" if said == "running" else "queued", None)
+    return Found("running" if said == "running" else "queued", None, by)
 
 
 def _pause(run_id: str, value: object) -> tuple[int, PauseState] | None:

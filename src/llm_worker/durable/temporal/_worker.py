@@ -28,7 +28,7 @@ from llm_worker.durable._records import decisions_record, messages_record, run_f
 from llm_worker.durable._serializer import error_from
 from llm_worker.durable.temporal._activities import request_activity, tool_activity
 from llm_worker.durable.temporal._registry import Served, serve, unserve
-from llm_worker.durable.temporal._runs import Runs
+from llm_worker.durable.temporal._runs import Found, Runs
 from llm_worker.durable.temporal._steps import TemporalInterceptor
 from llm_worker.durable.temporal._workflow import (
     CONFLICT,
@@ -295,14 +295,12 @@ class TemporalWorker(Generic[OutputT]):
         self._check_entered()
         _check_decisions(decisions)
         found = await self._runs.describe(run_id)
-        if found is None or found.status in {"finished", "cancelled"}:
-            ended = "" if found is None else f": it ended ({found.status})"
-            raise ConfigurationError(
-                f"the durable run {run_id!r} is not waiting for a decision{ended}"
-            )
-        self._runs.refuse_failed(run_id, found)
-        if found.pause is None:
-            raise ConfigurationError(f"the durable run {run_id!r} is not waiting for a decision")
+        if found is not None:
+            self._runs.refuse_failed(run_id, found)
+        if found is None or found.pause is None:
+            _not_waiting(run_id, found)
+        assert found is not None
+        assert found.pause is not None
         message = {"wait": found.pause[0], "decisions": decisions_record(decisions)}
         # By name: the SDK's typed overloads leave an update by name partially unknown.
         handle: Any = self.client.get_workflow_handle(run_id)
@@ -316,9 +314,9 @@ class TemporalWorker(Generic[OutputT]):
                     f"({cause.message}): this decision is dropped",
                     run_id=run_id,
                 ) from None
-            raise ConfigurationError(
-                f"the durable run {run_id!r} is not waiting for a decision"
-            ) from None
+            _not_waiting(run_id, await self._runs.describe(run_id))
+        except RPCError:  # the run ended while the update was on its way
+            _not_waiting(run_id, await self._runs.describe(run_id))
 
     async def cancel(
         self, run_id: str, reason: str = "cancelled by TemporalWorker.cancel()"
@@ -365,6 +363,24 @@ class TemporalWorker(Generic[OutputT]):
                 yield entry
             if page["ended"]:
                 return
+
+
+def _not_waiting(run_id: str, found: Found | None) -> None:
+    """Raise why the run takes no decision: its pause was answered, or it has none.
+
+    A decision second to one that took the pause lost a race, whether the run still runs or
+    already ended: a conflict, as on DBOS. A run that never paused, or was cancelled, is
+    simply not waiting.
+    """
+    if found is not None and found.answered == "decision":
+        ended = f" and the run ended ({found.status})" if found.ended else ""
+        raise DecisionConflictError(
+            f"the pause of durable run {run_id!r} was already answered (by a decision)"
+            f"{ended}: this decision is dropped",
+            run_id=run_id,
+        )
+    ended = f": it ended ({found.status})" if found is not None and found.ended else ""
+    raise ConfigurationError(f"the durable run {run_id!r} is not waiting for a decision{ended}")
 
 
 def _failed(run_id: str, exc: WorkflowFailureError) -> BaseException:

@@ -119,7 +119,8 @@ class RunWorkflow:
         return self._run.served.payload_limit
 
     def _status(self, status: str, pause: dict[str, Any] | None = None) -> None:
-        workflow.upsert_memo({"status": status, "pause": pause})
+        answered = self._answers.get(self._wait)  # what took the last pause, if any
+        workflow.upsert_memo({"status": status, "pause": pause, "answered": answered})
 
     async def _paused_run(self, worker: Worker[Any], state: PauseState) -> RunResult[Any]:
         """Wait for decisions on a paused run, then resume it (waiting again on refused ones)."""
