@@ -28,7 +28,7 @@ from llm_worker.otel._spans import (
     tool_result_attributes,
     usage_attributes,
 )
-from llm_worker.state import RunStatus
+from llm_worker.state import ContextCompacted, RunStatus
 
 if TYPE_CHECKING:
     from llm_worker.state import PauseState, RunResult
@@ -233,7 +233,10 @@ class Traced:
         self.inst.trace.get_current_span().add_event(n.HOOK_EVENT, attributes)
 
     def sink(self, event: object) -> None:
-        """Every streamed event: the first content event marks the time to first chunk."""
+        """Every streamed event: the first content event times the first chunk.
+
+        A context compaction becomes an event on the run's span.
+        """
         timing = _timing.get()
         if (
             timing is not None
@@ -241,6 +244,8 @@ class Traced:
             and isinstance(event, BlockDelta | BlockStart)
         ):
             timing.first = time.perf_counter()
+        elif type(event) is ContextCompacted:
+            self.inst.trace.get_current_span().add_event(n.COMPACTED_EVENT, _compacted(event))
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -322,3 +327,16 @@ def _retry_event(retry: retries.Retry) -> None:
     if retry.status is not None:
         attributes["http.response.status_code"] = retry.status
     trace.get_current_span().add_event(n.RETRY_EVENT, attributes)
+
+
+def _compacted(event: ContextCompacted) -> dict[str, Any]:
+    # Counts only: the summary is conversation content, never an attribute.
+    return {
+        "llm_worker.context.tokens_before": event.tokens_before,
+        "llm_worker.context.tokens_after": event.tokens_after,
+        "llm_worker.context.window_tokens": event.window_tokens,
+        "llm_worker.context.stages": list(event.stages),
+        "llm_worker.context.tool_results": event.tool_results,
+        "llm_worker.context.thinking_parts": event.thinking_parts,
+        "llm_worker.context.messages_replaced": event.messages_replaced,
+    }

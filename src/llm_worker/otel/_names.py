@@ -54,6 +54,7 @@ TOOL_OUTCOME: Final = "llm_worker.tool.outcome"
 BLOB_ID: Final = "llm_worker.blob.id"
 HOOK_EVENT: Final = "llm_worker.hook"
 RETRY_EVENT: Final = "llm_worker.retry"
+COMPACTED_EVENT: Final = "llm_worker.context.compacted"
 # Followed by a content attribute's name: the characters it had before it was cut.
 TRUNCATED: Final = "llm_worker.truncated."
 CONTENT_MAX_CHARS: Final = 16_384  # the default cap on each captured attribute, in characters
