@@ -64,7 +64,7 @@ def last_results(request: RecordedRequest) -> list[WireResult]:
 
 def test_the_readme_has_the_snippets_these_tests_run() -> None:
     # A new snippet needs a test here; a removed one needs its test removed.
-    assert len(SNIPPETS) == 14
+    assert len(SNIPPETS) == 15
 
 
 @pytest.mark.anyio
@@ -562,3 +562,32 @@ async def test_testing_your_agent_records_then_replays(tmp_path: Path) -> None:
     replayed = await run(code, {"get_weather": get_weather})  # the model is gone
     assert replayed["result"].messages == live["result"].messages
     assert replayed["result"].text == "21 °C in Kyoto."
+
+
+@pytest.mark.anyio
+async def test_long_runs_catalog_counting_and_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    from llm_worker.models import model_info, unregister_model
+    from llm_worker.testing import ScriptedClient
+
+    [code] = [s for s in SNIPPETS if "ContextPolicy(" in s]  # found by content, not place
+    swaps = {'"anthropic:claude-haiku-4-5"': "__summarizer__"}
+    for old, new in swaps.items():
+        assert old in code
+        code = code.replace(old, new)
+    summarizer = ScriptedClient(ScriptedResponse.text("A summary."))
+    model = "claude-sonnet-4-5"
+    script = ScriptedResponse.text("Done.")
+    try:
+        async with (
+            ScriptedModelServer(PROVIDER, script, model=model) as server,
+            server.client() as client,
+        ):
+            await run(code, {"client": client, "__summarizer__": summarizer})
+        assert model_info("openai:ft:gpt-4.1-mini:acme").context_window == 1_047_576
+    finally:
+        unregister_model("openai:ft:gpt-4.1-mini:acme")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "200000 64000 True"
+    assert out[1] == "5 provider"  # the scripted count: 17 characters // 4 + 1
+    paths = [r.path for r in server.requests]
+    assert paths == ["/v1/messages/count_tokens", "/v1/messages"]

@@ -10,8 +10,12 @@
    and the window and prices when genai-prices is not installed or does not know the model.
 
 Nothing is loaded at `import llm_worker`: genai-prices' data (half a second to import) on the
-first lookup that needs it, once. Token counting lives beside: `TokenCount` is what every
-client's `count_tokens` returns, `TokenEstimator` the calibrated estimate behind it.
+first lookup that needs it. Each lookup reads genai-prices' current snapshot (its own lookups
+are cached), so prices it updated (`genai_prices.UpdatePrices`) are seen at once.
+
+Token counting lives beside: `TokenCount` is what every client's `count_tokens` returns,
+`TokenEstimator` the calibrated estimate behind it. `docs/models.md` tells the sources and
+how to override them.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
-from functools import cache
 from typing import Any, Final
 
 from llm_worker._models_builtin import BUILTIN, Row
@@ -193,7 +196,6 @@ def model_info(model: str, *, provider: str | None = None) -> ModelInfo:
     return info
 
 
-@cache
 def _looked_up(maker: str, name: str) -> ModelInfo | None:
     """genai-prices' entry merged with the built-in row; None when neither has one."""
     row = _builtin(maker, name)

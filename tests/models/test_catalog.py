@@ -9,7 +9,6 @@ from decimal import Decimal
 
 import pytest
 
-from llm_worker import models
 from llm_worker.errors import ConfigurationError, UnknownModelError
 from llm_worker.models import ModelPrices, model_info, register_model, unregister_model
 
@@ -49,11 +48,7 @@ def test_genai_prices_alone_gives_window_and_prices_for_a_model_the_table_lacks(
 
 def test_without_genai_prices_the_built_in_table_stands_in(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "genai_prices.data_snapshot", None)  # import fails
-    models._looked_up.cache_clear()  # pyright: ignore[reportPrivateUsage]
-    try:
-        info = model_info("gemini:gemini-2.5-pro")
-    finally:
-        models._looked_up.cache_clear()  # pyright: ignore[reportPrivateUsage]
+    info = model_info("gemini:gemini-2.5-pro")
     assert info.sources == ("built-in",)
     assert info.context_window == 1_048_576
     assert info.prices == ModelPrices(Decimal("1.25"), Decimal(10), Decimal("0.125"), None)
