@@ -13,6 +13,8 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_worker import TextPart, ThinkingPart, ToolUsePart, Worker, tool
 from llm_worker.errors import APIStatusError, ConfigurationError
@@ -25,10 +27,12 @@ from llm_worker.testing import (
     CassetteMissError,
     CassetteUnusedError,
     Chunking,
+    Exchange,
     ScriptedModelServer,
     ScriptedResponse,
     ScriptStep,
 )
+from llm_worker.testing._cassette_file import dumps, loads
 
 pytestmark = pytest.mark.anyio
 
@@ -241,3 +245,26 @@ async def test_record_without_a_key_names_the_fix(
     with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
         async with tape.client("anthropic:claude-sonnet-4-5"):
             pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pieces=st.lists(st.binary(min_size=1, max_size=12), max_size=8),
+    text=st.text(max_size=20),
+    times=st.booleans(),
+)
+def test_the_file_gives_back_every_byte_and_boundary(
+    pieces: list[bytes], text: str, times: bool
+) -> None:
+    exchange = Exchange(
+        provider="openai_chat",
+        model="m\u2028",  # a line separator stays inside its JSON line
+        path="/v1/chat/completions",
+        query={"alt": "sse"},
+        request={"messages": [{"role": "user", "content": [{"text": text}]}]},
+        status=200,
+        headers={"content-type": "text/event-stream"},
+        chunks=pieces,
+        times=[0.5 * n for n in range(len(pieces))] if times and pieces else None,
+    )
+    assert loads(dumps([exchange, exchange])) == [exchange, exchange]

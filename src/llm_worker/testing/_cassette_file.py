@@ -155,7 +155,9 @@ def loads(text: str, *, name: str = "the cassette") -> list[Exchange]:
         CassetteFileError: A line that is not JSON, or not the record expected there.
     """
     exchanges: list[Exchange] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: str.splitlines() would also cut at U+2028 and other separators,
+    # which JSON strings hold unescaped. A "\r" before it (a CRLF checkout) is JSON whitespace.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
