@@ -83,6 +83,11 @@ class Cassette:
     request replayed. Enter the cassette itself (`async with cassette:`) around several
     blocks so the check runs once, at its end.
 
+    Attributes:
+        path: The cassette's file.
+        mode: `"replay"`, `"record"` or `"auto"`.
+        requests: Every request the cassette's clients sent, as its server received it.
+
     Example:
         ```python
         cassette = Cassette("tests/cassettes/weather.jsonl", mode="auto")
@@ -150,8 +155,7 @@ class Cassette:
         self._server: WireServer | None = None
         self._users = 0
         self._relays: list[anyio.Event] = []
-        self.requests: list[RecordedRequest] = []
-        """Every request the cassette's clients sent, as the server received it."""
+        self.requests: list[RecordedRequest] = []  # every request, as the server received it
 
     def __repr__(self) -> str:
         return f"Cassette({str(self.path)!r}, mode={self.mode!r})"
