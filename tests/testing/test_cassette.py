@@ -33,6 +33,7 @@ from llm_worker.testing import (
     ScriptStep,
 )
 from llm_worker.testing._cassette_file import dumps, loads
+from llm_worker.testing._cassette_match import Matcher
 
 pytestmark = pytest.mark.anyio
 
@@ -268,3 +269,17 @@ def test_the_file_gives_back_every_byte_and_boundary(
         times=[0.5 * n for n in range(len(pieces))] if times and pieces else None,
     )
     assert loads(dumps([exchange, exchange])) == [exchange, exchange]
+
+
+def test_ignored_paths_reach_into_every_item_and_only_there() -> None:
+    def made(text: str, cache: int, extra: int) -> Exchange:
+        content = [{"text": text, "cache": cache}, {"text": "more", "cache": cache}]
+        request = {"messages": [{"role": "user", "content": content}], "options": {"x": extra}}
+        return Exchange("anthropic", "m", "/v1/messages", {}, request, 200, {}, [])
+
+    matcher = Matcher.of(["messages.*.content.*.cache", "options.x"], [])
+    assert matcher.key(made("a", 1, 1)) == matcher.key(made("a", 2, 3))
+    assert matcher.key(made("a", 1, 1)) != matcher.key(made("b", 1, 1))
+    assert matcher.key(made("a", 1, 1)) != Matcher().key(made("a", 1, 1))
+    by_index = Matcher.of(["messages.0.content.1.cache"], [])
+    assert by_index.key(made("a", 1, 1)) != by_index.key(made("a", 2, 1))  # item 0 still counts
