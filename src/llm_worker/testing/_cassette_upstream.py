@@ -96,7 +96,9 @@ class Upstream:
         import httpx
 
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.timeout)
+            # A dead host fails in seconds; a slow answer gets the whole read timeout.
+            timeout = httpx.Timeout(self.timeout, connect=min(15.0, self.timeout))
+            self._client = httpx.AsyncClient(timeout=timeout)
         headers = {k: v for k, v in request.headers.items() if k not in _HOP}
         headers["accept-encoding"] = "identity"  # the bytes as the API sent them
         started = time.monotonic()
