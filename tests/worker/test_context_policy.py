@@ -242,6 +242,10 @@ async def test_an_unknown_model_names_register_model_and_window_tokens() -> None
         {"keep_recent_turns": -1},
         {"window_tokens": 0},
         {"summary_max_tokens": 0},
+        {"summarizer": 42},
+        {"summarizer": "claude-haiku-4-5"},
+        {"window_tokens": True},
+        {"trigger": float("nan")},
     ],
 )
 async def test_a_policy_out_of_range_is_refused(bad: dict[str, Any]) -> None:

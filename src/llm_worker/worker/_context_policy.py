@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llm_worker.errors import ConfigurationError
+from llm_worker.providers import PROVIDER_PREFIXES
 
 if TYPE_CHECKING:
     from llm_worker.providers._base import LLMClient
@@ -76,10 +77,23 @@ class ContextPolicy:
                 f"ContextPolicy needs 0 < target < trigger <= 1, not target={self.target!r}, "
                 f"trigger={self.trigger!r}"
             )
-        for name in ("keep_recent_turns", "summary_max_tokens"):
+        for name, least in (("keep_recent_turns", 0), ("summary_max_tokens", 1)):
             value = getattr(self, name)
-            if type(value) is not int or value < (0 if name == "keep_recent_turns" else 1):
-                raise ConfigurationError(f"ContextPolicy({name}=...) must be an int >= 0")
+            if type(value) is not int or value < least:
+                raise ConfigurationError(f"ContextPolicy({name}=...) must be an int >= {least}")
+        summarizer = self.summarizer
+        if isinstance(summarizer, str):
+            prefix, colon, name = summarizer.partition(":")
+            if not (colon and name and prefix.lower() in PROVIDER_PREFIXES):
+                raise ConfigurationError(
+                    f"ContextPolicy(summarizer={summarizer!r}): a model string is "
+                    "'provider:model', e.g. 'anthropic:claude-haiku-4-5'"
+                )
+        elif not (summarizer is None or hasattr(summarizer, "stream")):
+            raise ConfigurationError(
+                "ContextPolicy(summarizer=...) takes a client or a model string "
+                f"('anthropic:claude-haiku-4-5'), not {type(summarizer).__name__}"
+            )
         window = self.window_tokens
         if window is not None and (type(window) is not int or window < 1):
             raise ConfigurationError(
