@@ -167,3 +167,17 @@ async def test_forks_share_the_policy_and_keep_their_own_views() -> None:
     sent = fork_client.requests[0].messages
     assert [m.text for m in sent] == ["Other conversation.", "Hi."]
     assert not any(MARK in m.text for m in sent)
+
+
+async def test_nothing_to_compact_is_no_event_and_the_request_goes_whole() -> None:
+    # Four huge recent turns and nothing older: no stage can take anything out.
+    client = ScriptedClient(reader(4))
+    policy = ContextPolicy(window_tokens=3_000, keep_recent_turns=8)
+    worker = Worker(client, tools=[read], context=policy)  # no blob store to keep results in
+    events: list[Any] = []
+    worker.on_context_compacted(events.append)
+    with anyio.fail_after(TIMEOUT):
+        result = await worker.run("Read.")
+    assert result.status is RunStatus.FINISHED
+    assert events == []
+    assert len(client.requests[-1].messages) == 9  # the whole history, as it is

@@ -29,7 +29,7 @@ from support.long_runs import WINDOW, pairs_valid, read, stored_page
 pytestmark = pytest.mark.anyio
 
 TIMEOUT = 90
-TURNS = 130
+TURNS = 100
 WIRES = ("anthropic", "gemini", "openai_chat", "openai_responses")
 
 
@@ -80,7 +80,7 @@ def worker_on(client: Any, store: MemoryBlobStore, **options: Any) -> Worker:
 
 @pytest.mark.parametrize("wire", WIRES)
 async def test_a_long_run_on_each_wire_stays_inside_the_window(wire: str) -> None:
-    model = WireModel(TURNS, inspect_at=100, thinking=wire != "openai_chat")
+    model = WireModel(TURNS, inspect_at=80, thinking=wire != "openai_chat")
     events: list[ContextCompacted] = []
     async with ScriptedModelServer(wire, model) as server, server.client() as client:
         worker = worker_on(client, MemoryBlobStore())

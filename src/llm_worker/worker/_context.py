@@ -242,7 +242,8 @@ class Compactor:
 
     async def _compact(
         self, cfg: WorkerConfig, view: _View, fixed: int, tokens: int, window: int
-    ) -> ContextCompacted:
+    ) -> ContextCompacted | None:
+        """The stages in order, as far as needed; None when none could take anything out."""
         plan = _Plan(
             view.boundary, dict(view.sent), dict(view.sent_chars), view.cut, view.lead, view.summary
         )
@@ -255,6 +256,8 @@ class Compactor:
         if self._estimate(view, plan, fixed) > self.policy.trigger * window and keep < n:
             await self._reversible(cfg, view, plan, n)  # the recent turns are too large
         self._commit(view, plan)
+        if not plan.stages:
+            return None  # nothing old enough to compact: the request goes as it is
         event = ContextCompacted(
             tokens_before=tokens,
             tokens_after=self._estimate(view, plan, fixed),
