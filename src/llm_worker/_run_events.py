@@ -7,12 +7,13 @@ one flat stream holds a whole run tree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 
 from typing_extensions import TypeVar
 
 from llm_worker.events import Event
 from llm_worker.guardrails import GuardrailChecked
+from llm_worker.messages import Message
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -25,6 +26,7 @@ __all__ = (
     "OutputRejected",
     "RunCompleted",
     "RunEvent",
+    "Steered",
     "TextComplete",
     "ToolCallComplete",
     "ToolProgress",
@@ -204,6 +206,20 @@ class RunCompleted(Generic[ValueT]):
     """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Steered:
+    """Queued messages joined the history (an event of `Worker.stream()`).
+
+    Attributes:
+        messages: The messages, as the history now holds them.
+        kind: `"steer"` (taken in before a request) or `"follow_up"` (when the run would
+            have finished).
+    """
+
+    messages: list[Message]
+    kind: Literal["steer", "follow_up"]
+
+
 RunEvent: TypeAlias = (
     Event
     | TurnStarted
@@ -216,6 +232,7 @@ RunEvent: TypeAlias = (
     | ToolProgress
     | ContextCompacted
     | GuardrailChecked
+    | Steered
     | RunCompleted[ValueT]
 )
 """What `Worker.stream` yields: the provider events plus the Worker's own.

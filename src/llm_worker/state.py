@@ -31,6 +31,7 @@ from llm_worker._run_events import (
     OutputRejected,
     RunCompleted,
     RunEvent,
+    Steered,
     TextComplete,
     ToolCallComplete,
     ToolProgress,
@@ -60,6 +61,7 @@ __all__ = (
     "RunEvent",
     "RunResult",
     "RunStatus",
+    "Steered",
     "TextComplete",
     "ToolCallComplete",
     "ToolProgress",
@@ -87,6 +89,7 @@ CallStatus: TypeAlias = Literal["pending", "allowed", "skipped", "denied", "done
 denied by a `Decision`, run, or recorded as never run (`Worker.discard_pause`)."""
 
 _STATUSES: frozenset[str] = frozenset(get_args(CallStatus))
+_QUEUES = ("steers", "follow_ups")  # absent from states saved before steering: none queued
 
 
 @dataclass(slots=True)
@@ -216,6 +219,10 @@ class PauseState:
             the arguments it accepted (as before_tool_call hooks or an edited approval left
             them; the history keeps the model's own), so the resumed run's output is the
             accepted one. `None` otherwise.
+        steers: Messages `Worker.steer` queued that the run had not taken in: the resuming
+            Worker takes them in before its next request (`Worker.follow_up`'s likewise in
+            `follow_ups`, when the resumed run would finish).
+        follow_ups: See `steers`.
 
     A loaded state is trusted as it stands, like a history: its `approved` flags and its
     `"allowed"` statuses let calls run without another pause, and its results are what the
@@ -239,6 +246,8 @@ class PauseState:
     stop_message: str | None = None
     output_attempts: int = 0
     output_call: ToolCall | None = None
+    steers: list[Message] = field(default_factory=lambda: [])
+    follow_ups: list[Message] = field(default_factory=lambda: [])
 
     def to_json(self) -> str:
         """Serialize to JSON (stable across processes; carries a format version)."""
@@ -263,6 +272,8 @@ class PauseState:
             "stop_message": self.stop_message,
             "output_attempts": self.output_attempts,
             "output_call": None if self.output_call is None else call_to_dict(self.output_call),
+            "steers": [m.to_dict() for m in self.steers],
+            "follow_ups": [m.to_dict() for m in self.follow_ups],
         }
 
     @classmethod
@@ -303,6 +314,7 @@ class PauseState:
         try:
             history = [Message.from_dict(m) for m in as_list(body.get("history"))]
             pending = [_pending(p) for p in as_list(body.get("pending"))]
+            queued = [[Message.from_dict(m) for m in as_list(body.get(k))] for k in _QUEUES]
         except (KeyError, TypeError, ValueError) as exc:
             raise PauseStateError(f"pause state is damaged: {exc}") from exc
         usage = as_dict(body.get("usage"))
@@ -324,6 +336,8 @@ class PauseState:
             stop_message=as_str(body.get("stop_message")),
             output_attempts=max(as_int(body.get("output_attempts")) or 0, 0),
             output_call=output_call_from_dict(body.get("output_call")),
+            steers=queued[0],
+            follow_ups=queued[1],
         )
         problem = empty_text(history) or pending_mismatch(state) or output_call_mismatch(state)
         if problem:

@@ -77,3 +77,28 @@ async def test_tools_come_and_go_on_the_wire(provider: str) -> None:
     ]
     refused = assert_valid(provider, bodies[1])[0].results[0]
     assert "'query' is not enabled" in str(refused.output)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_steer_goes_after_the_skipped_results_on_the_wire(provider: str) -> None:
+    ran: list[str] = []
+
+    @tool
+    def book(city: str) -> str:
+        """Book a hotel."""
+        ran.append(city)
+        return "booked"
+
+    def first(call: Any) -> ScriptedResponse:
+        worker.steer("Osaka instead.")
+        return ScriptedResponse([ToolUsePart("call_1", "book", {"city": "Kyoto"})])
+
+    async with serve(provider, [first, ScriptedResponse.text("Osaka.")]) as wire:
+        worker = Worker(wire.client(), tools=[book], **worker_options(provider))
+        with anyio.fail_after(TIMEOUT):
+            result = await worker.run("Book Kyoto.")
+        body = wire.body(1)
+    assert ran == [] and result.text == "Osaka."
+    (step,) = assert_valid(provider, body)
+    assert "new instruction" in str(step.results[0].output)
+    assert "Osaka instead." in str(body)

@@ -49,6 +49,7 @@ from llm_worker.worker._decisions import not_json
 from llm_worker.worker._guard import input_gate_open
 from llm_worker.worker._intercept import ToolStep, intercepted
 from llm_worker.worker._media_check import sendable_results
+from llm_worker.worker._steering import skipped_result
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -269,6 +270,8 @@ class Batch:
                 pending.status = "done"
                 return
             await input_gate_open(self.owner, read_only=read_only)
+            if self._steered(pending):
+                return
             self._started.add(index)
             step = ToolStep(pending.call, tool, self.owner.requests)
             proceed = lambda: self._execute(tool, pending.call)  # noqa: E731
@@ -287,6 +290,19 @@ class Batch:
         finally:
             if done is not None:
                 done.set()
+
+    def _steered(self, pending: PendingCall) -> bool:
+        """A steer is queued: this call, not started yet, is skipped (the model reads why).
+
+        A call the application decided on resume runs as decided: the person saw it after
+        the steer was sent.
+        """
+        queue = self.owner.queue
+        if queue is None or not queue.steers or pending.call.id in self.owner.decided:
+            return False
+        pending.result = skipped_result(pending.call)
+        pending.status = "not_run"
+        return True
 
     async def _execute(self, tool: Tool | None, call: ToolCall) -> ToolResult:
         cfg = self.owner.cfg

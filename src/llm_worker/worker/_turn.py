@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -62,6 +62,7 @@ from llm_worker.worker._output import (
     rejected_call,
     rejection,
 )
+from llm_worker.worker._steering import Steered, SteerQueue
 from llm_worker.worker._stream import Channel, Reached, channel_of, closing
 from llm_worker.worker._stream_retry import StreamRetry
 from llm_worker.worker._tree import tree_usage
@@ -103,6 +104,8 @@ class Run:
     """The tools offered for the current answer (`None`: every registered tool)."""
     children: list[ChildRun] = field(default_factory=lambda: [])
     """The sub-agent runs below this one (their usage is not in `usage`: `result` adds it)."""
+    queue: SteerQueue | None = None
+    """The Worker's queue of steers and follow-ups (set when the run starts)."""
     gate: InputGate | None = None
     """The input guardrails of a fresh run, while they are checked beside its first request."""
 
@@ -183,6 +186,15 @@ class Run:
             cfg.registry, history, requests=self.requests, usage=self.usage, path=cfg.path
         )
 
+    def take_in(self, kind: Literal["steer", "follow_up"]) -> bool:
+        """Append the queued steers (or follow-ups) to the history; whether there were any."""
+        messages = self.queue.take(kind) if self.queue is not None else []
+        if not messages:
+            return False
+        self.history.extend(messages)
+        _send(self.cfg.sinks, Steered(messages, kind))
+        return True
+
     def tool_context(self) -> ToolContext:
         """What a tool call of this run is told (`execute_call` adds the call's own id)."""
         cfg = self.cfg
@@ -208,6 +220,7 @@ class Run:
             )
         if self.requests:  # the first request goes beside the input guardrails, no other
             await input_gate_open(self, read_only=False)
+        self.take_in("steer")
         self.history[:] = repair(self.history)[0]
         await cfg.registry.refresh()  # toolsets (MCP servers) whose tools changed
         await self.offer(self.history)
@@ -413,6 +426,8 @@ class Run:
         # The answer is passed in, not looked up: an empty answer (a filtered or truncated
         # one) adds no message, and the last assistant message would be an older answer.
         cfg = self.cfg
+        if self.take_in("steer"):  # the user spoke while the answer came: it is not final
+            return None
         self.output_call = accepted  # a pause here carries it: the history has the model's own
         refusal = self._refusal(response)
         output: Any = response.text if refusal is None else None
@@ -439,6 +454,8 @@ class Run:
         if isinstance(decided, Pause):
             return self.paused("on_turn_end", decided.reason, [])
         output = ctx.output
+        if self.take_in("steer") or self.take_in("follow_up"):
+            return None  # the run goes on with what the user queued
         if cfg.guardrails:
             await check_output(self, response.text, output)
         return self.result(RunStatus.FINISHED, text=response.text, output=output, refusal=refusal)
@@ -500,6 +517,8 @@ class Run:
             output_attempts=self.output_attempts,
             output_call=self.output_call if at == "on_turn_end" else None,
         )
+        if self.queue is not None:  # delivered after the resume, in whichever process
+            state.steers, state.follow_ups = self.queue.take("steer"), self.queue.take("follow_up")
         return self.result(RunStatus.PAUSED, state=state, reason=reason)
 
     async def cancelled(self, reason: str) -> RunResult[Any]:

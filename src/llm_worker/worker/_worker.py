@@ -58,6 +58,7 @@ from llm_worker.worker._output import PARTIAL_INTERVAL, check_output_call, outpu
 from llm_worker.worker._owned import owned_client
 from llm_worker.worker._plugs import ContextPolicy, plug
 from llm_worker.worker._registration import Registrations
+from llm_worker.worker._steering import Steering, SteerQueue
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import announce
 from llm_worker.worker._sync import SyncRuns
@@ -90,7 +91,7 @@ T = TypeVar("T")
 Sink = Callable[[Any], None]
 
 
-class Worker(Registrations, SubAgents, SyncRuns[OutputT], Generic[OutputT]):
+class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[OutputT]):
     """Runs the agent loop: request, stream, tools, hooks, repeat.
 
     With `output_type`, the final answer is structured: `Worker(client, output_type=Invoice)`
@@ -266,6 +267,7 @@ class Worker(Registrations, SubAgents, SyncRuns[OutputT], Generic[OutputT]):
         # Forks running runs on this Worker's behalf (a DurableWorker's): cancel() reaches them.
         self._followers: set[Worker[Any]] = set()
         self._cancel_next = False  # a cancel that came before the run's scope opened
+        self._queue = SteerQueue()  # steer() / follow_up() messages not taken in yet
 
     def __repr__(self) -> str:
         return f"Worker(client={self._cfg.client!r}, tools={self._cfg.registry.names!r})"
@@ -329,7 +331,7 @@ class Worker(Registrations, SubAgents, SyncRuns[OutputT], Generic[OutputT]):
         twin.history = list(history)
         twin._turns, twin._scope, twin._done = 0, None, None
         twin._paused, twin._last_response = None, None
-        twin._followers, twin._cancel_next = set(), False
+        twin._followers, twin._cancel_next, twin._queue = set(), False, SteerQueue()
         return twin
 
     # -- running -----------------------------------------------------------------------------
@@ -403,6 +405,7 @@ class Worker(Registrations, SubAgents, SyncRuns[OutputT], Generic[OutputT]):
         run.decided = seen_on_resume(state, decisions)
         run.request_usage = list(state.request_usage)
         run.output_attempts = state.output_attempts
+        self._queue.restore(state.steers, state.follow_ups)
         paused = PauseState(
             state.history,
             pending,
@@ -524,6 +527,7 @@ class Worker(Registrations, SubAgents, SyncRuns[OutputT], Generic[OutputT]):
         try:
             announce(self._cfg.sinks, self._subscribers, TurnStarted(turn))
             try:
+                run.queue = self._queue
                 step = RunStep(self._cfg.client, resume)
                 proceed = lambda: self._guarded(run, resume)  # noqa: E731
                 with (
