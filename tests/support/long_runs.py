@@ -41,3 +41,16 @@ def stored_page(request: Request) -> tuple[str, int] | None:
             if found and "page " in part.content:
                 return found.group(1), int(part.content.split("page ")[1].split(":")[0])
     return None
+
+
+def prefix_shared_between(requests: list[Request], compactions: set[int]) -> None:
+    """Assert each request sends its predecessor's messages again, unless compacted before it.
+
+    All but the predecessor's last message (tool results the next answer's may join): the
+    cacheable prefix holds between two compactions.
+    """
+    for k in range(1, len(requests)):
+        if k in compactions:
+            continue
+        before, now = requests[k - 1].messages, requests[k].messages
+        assert now[: len(before) - 1] == before[:-1], f"request {k} rewrote its prefix"

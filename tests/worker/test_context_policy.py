@@ -24,7 +24,7 @@ from llm_worker.messages import Message, Request, TextPart, ToolResultPart, Tool
 from llm_worker.testing import ScriptedClient, ScriptedRequest, ScriptedResponse
 from llm_worker.testing._script import prompt_tokens
 from llm_worker.worker._context_stages import MARK
-from support.long_runs import WINDOW, pairs_valid, read, stored_page
+from support.long_runs import WINDOW, pairs_valid, prefix_shared_between, read, stored_page
 
 pytestmark = pytest.mark.anyio
 
@@ -99,19 +99,9 @@ async def test_a_thousand_turns_stay_inside_the_window_and_lose_nothing() -> Non
     assert {"tool_results", "summary"} <= stages
     assert all(e.tokens_after < e.tokens_before for _, e in compactions)
     assert summarizer.requests and all(prompt_tokens(r) < WINDOW for r in summarizer.requests)
-    assert_prefix_shared_between_compactions(client.requests, {at for at, _ in compactions})
+    prefix_shared_between(client.requests, {at for at, _ in compactions})
     assert not any(MARK in m.text for m in worker.history)  # the history is never rewritten
     assert sum(len(m.tool_results) for m in worker.history) == 1_000
-
-
-def assert_prefix_shared_between_compactions(requests: list[Request], at: set[int]) -> None:
-    for k in range(1, len(requests)):
-        if k in at:
-            continue
-        before, now = requests[k - 1].messages, requests[k].messages
-        # Everything sent before is sent again, unchanged, but the last message (a tool-result
-        # message the next answer's results may join) — the cacheable prefix holds.
-        assert now[: len(before) - 1] == before[:-1], f"request {k} rewrote its prefix"
 
 
 async def test_without_a_summarizer_the_oldest_turns_are_left_out_with_a_note() -> None:

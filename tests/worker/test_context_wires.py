@@ -24,7 +24,7 @@ from llm_worker.testing import (
 )
 from llm_worker.testing._script import prompt_tokens
 from llm_worker.worker._context_stages import MARK
-from support.long_runs import WINDOW, pairs_valid, read, stored_page
+from support.long_runs import WINDOW, pairs_valid, prefix_shared_between, read, stored_page
 
 pytestmark = pytest.mark.anyio
 
@@ -82,9 +82,11 @@ def worker_on(client: Any, store: MemoryBlobStore, **options: Any) -> Worker:
 async def test_a_long_run_on_each_wire_stays_inside_the_window(wire: str) -> None:
     model = WireModel(TURNS, inspect_at=80, thinking=wire != "openai_chat")
     events: list[ContextCompacted] = []
+    compacted_at: set[int] = set()  # the requests a compaction came before
     async with ScriptedModelServer(wire, model) as server, server.client() as client:
         worker = worker_on(client, MemoryBlobStore())
         worker.on_context_compacted(events.append)
+        worker.on_context_compacted(lambda _: compacted_at.add(len(model.requests)))
         with anyio.fail_after(TIMEOUT):
             result = await worker.run("Read every page.")
     assert result.status is RunStatus.FINISHED
@@ -97,6 +99,7 @@ async def test_a_long_run_on_each_wire_stays_inside_the_window(wire: str) -> Non
     assert model.inspected is not None and model.read_back is not None
     assert f"page {model.inspected[1]}: lorem" in model.read_back
     assert any(MARK in r.messages[0].text for r in model.requests)
+    prefix_shared_between(model.requests, compacted_at)  # as the server decoded them
 
 
 async def test_a_history_moved_from_anthropic_to_gemini_mid_run_with_thinking() -> None:
