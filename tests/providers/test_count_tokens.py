@@ -137,3 +137,26 @@ async def test_the_scripted_client_counts_as_its_usage_reports() -> None:
     count = await client.count_tokens(ask)
     assert count.input_tokens == prompt_tokens(ask) and count.source == "provider"
     assert client.remaining == 1 and client.requests == []
+
+
+@pytest.mark.anyio
+async def test_a_fallback_client_counts_with_the_first_client_that_can() -> None:
+    from llm_worker.providers import FallbackClient
+
+    error = {"type": "error", "error": {"type": "not_found_error", "message": "no such model"}}
+    missing = WireResponse(error, status=404, content_type="application/json")
+    ask = request()
+    async with (
+        WireServer([missing]) as srv,
+        AnthropicClient(model="m", api_key="k", base_url=srv.base_url) as broken,
+    ):
+        both = FallbackClient([broken, ScriptedClient(ScriptedResponse.text("ok"))])
+        with anyio.fail_after(10):
+            count = await both.count_tokens(ask)
+        assert (count.input_tokens, count.source) == (prompt_tokens(ask), "provider")
+        assert len(srv.requests) == 1  # the first client was asked first
+        nobody = FallbackClient([broken])
+        srv.enqueue(missing)
+        with anyio.fail_after(10):
+            estimated = await nobody.count_tokens(ask)
+    assert estimated.source == "estimate"

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Self
 
 from llm_worker._retries import retrying
+from llm_worker._tokens import TokenCount, TokenEstimator
 from llm_worker.errors import ConfigurationError, OverloadedError, ProviderError
 from llm_worker.events import ErrorEvent, Event, ResponseStatus, StatusEvent
 from llm_worker.messages import Origin, Request
@@ -123,6 +124,25 @@ class FallbackClient:
     def __repr__(self) -> str:
         names = ", ".join(f"{o.provider}:{o.model}" for o in self._origins)
         return f"FallbackClient([{names}])"
+
+    async def count_tokens(self, request: Request) -> TokenCount:
+        """The input tokens of `request` by the first client that counts it.
+
+        The preferred client's count first (its model's tokenizer is the one that matters
+        most); a client without `count_tokens`, or whose count fails, passes to the next.
+        When none counts: 4 characters a token (`TokenCount.source == "estimate"`).
+        """
+        for client in self.clients:
+            count = getattr(client, "count_tokens", None)
+            if count is None:
+                continue
+            try:
+                counted: TokenCount = await count(request)
+            except ProviderError as exc:
+                _log.info("count_tokens of %r failed (%s)", client, type(exc).__name__)
+                continue
+            return counted
+        return TokenEstimator().estimate(request)
 
     def stream(self, request: Request) -> AsyncIterator[Event]:
         """Stream the request from the first client that answers (see the module docstring).
