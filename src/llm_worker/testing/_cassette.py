@@ -55,6 +55,16 @@ T = TypeVar("T")
 _ROUTE: Final = "cassette-"
 _GEMINI_MODEL: Final = re.compile(r"/models/(.+):streamGenerateContent$")
 _REPLAY_KEY: Final = "cassette-replay-key"  # a replay needs no key; a client wants one
+_FRAMING: Final = frozenset(
+    {
+        "content-type",
+        "content-length",
+        "transfer-encoding",
+        "content-encoding",
+        "connection",
+        "keep-alive",
+    }
+)
 # A miss is answered with a status no client retries: a retry would miss again.
 _MISS_STATUS: Final = 424
 
@@ -286,11 +296,16 @@ class Cassette:
             return
         server, self._server = self._server, None
         try:
-            await self._relays_ended()
-            if server is not None:
-                await server.close()
-            await self._upstream.aclose()
+            if error is None or isinstance(error, Exception):
+                await self._relays_ended()  # a cancelled block waits for no API
         finally:
+            # Shielded: a cancelled block (or a deadline) still closes the server and the
+            # upstream client, so no socket or relay is left running; both waits are bounded.
+            with anyio.CancelScope(shield=True):
+                if server is not None:
+                    await server.close()
+                await self._upstream.aclose()
+            self._relays.clear()
             self._save()
         self._raise_failures(error)
 
@@ -415,7 +430,9 @@ class Cassette:
         return _error(_MISS_STATUS, "cassette_miss", f"{text}\n(raised again as the block ends)")
 
     def _replayed(self, exchange: Exchange) -> WireResponse:
-        headers = {k: v for k, v in exchange.headers.items() if k != "content-type"}
+        # The framing headers are the server's own: one in a hand-edited file would frame the
+        # body twice (a recording never keeps them; see `_cassette_upstream`).
+        headers = {k: v for k, v in exchange.headers.items() if k not in _FRAMING}
         sizes = tuple(len(c) for c in exchange.chunks)
         times = exchange.times if self.timing and exchange.times else None
         delays = tuple(max(0.0, b - a) for a, b in itertools.pairwise(times)) if times else ()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ __all__ = (
 )
 
 _VERSION: Final = 1
+_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+")  # an HTTP token (RFC 9110)
+_BREAK: Final = re.compile(r"[\r\n\0]")
 
 
 class CassetteError(LLMWorkerError, AssertionError):
@@ -201,9 +204,14 @@ def _request(data: dict[str, Any]) -> Exchange:
 
 def _response(data: dict[str, Any]) -> tuple[int, dict[str, str]]:
     status = data["status"]
-    if status.__class__ is not int:
-        raise ValueError(f"status {status!r} is not an integer")
-    return status, {str(k): _str(v) for k, v in as_dict(data.get("headers")).items()}
+    if status.__class__ is not int or not 200 <= status <= 599:
+        raise ValueError(f"status {status!r} is not an HTTP status from 200 to 599")
+    headers = {str(k).lower(): _str(v) for k, v in as_dict(data.get("headers")).items()}
+    for name, value in headers.items():
+        # A line break would end the header in the replayed answer and forge the next one.
+        if not _NAME.fullmatch(name) or _BREAK.search(value):
+            raise ValueError(f"header {name!r}: a header name and a value on one line expected")
+    return status, headers
 
 
 def _chunk(data: dict[str, Any], exchange: Exchange) -> None:

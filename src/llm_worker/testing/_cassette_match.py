@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from llm_worker.messages import Request
 
-__all__ = ("CassetteMissError", "Matcher", "normalize", "unused_lines")
+__all__ = ("CassetteMissError", "Matcher", "endpoint", "normalize", "unused_lines")
 
 _IGNORED: Final = "<ignored>"
 _MAX_FIELDS: Final = 5  # fields a miss's message shows; the count says how many more differ
@@ -98,10 +98,11 @@ class Matcher:
         return orjson.dumps(self.compared(exchange), option=orjson.OPT_SORT_KEYS)
 
     def compared(self, exchange: Exchange) -> dict[str, Any]:
-        """The request as matching sees it: provider and model, ignored parts left out."""
+        """The request as matching sees it: provider, model, endpoint, ignored parts left out."""
         data: dict[str, Any] = {
             "provider": exchange.provider,
             "model": exchange.model,
+            "endpoint": endpoint(exchange.path),
             **orjson.loads(orjson.dumps(exchange.request)),  # a copy to cut fields from
         }
         for path in self.ignore:
@@ -148,6 +149,17 @@ class Matcher:
             "field out of matching (Cassette(ignore=[...], ignore_patterns=[...]))."
         )
         return "\n".join(lines)
+
+
+def endpoint(path: str) -> str:
+    """The API a path posts to, below any base path (`messages`, `countTokens`, …).
+
+    `count_tokens`, `input_tokens` and `countTokens` beside `messages`, `responses`,
+    `completions` and `streamGenerateContent`. Matched with the request: a counting call's
+    body reads as the same neutral request as the answer it counts for, and must not be
+    answered by that answer's stream.
+    """
+    return path.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
 
 
 def _label(exchange: Exchange) -> str:
