@@ -37,6 +37,7 @@ from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
 from llm_worker.ui._record import MemoryToolRecord, Proven, ToolRecord, reconcile
 from llm_worker.ui._resumable import ResumableStreams, RunLog, StreamGone
 from llm_worker.ui._sign import Signer
+from llm_worker.ui._steer import Running, steer_id
 from llm_worker.ui._store import MemoryPauseStore, PauseStore
 from llm_worker.worker import RunStream, Worker
 from llm_worker.worker._decisions import apply_decisions
@@ -334,6 +335,7 @@ class Endpoint:
             sign.process_signer()
         self.trust_client_history = trust_client_history
         self.record: ToolRecord = record if record is not None else MemoryToolRecord()
+        self.running = Running()  # the runs streaming now: `…/{id}/steer` reaches them
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one ASGI request."""
@@ -348,6 +350,14 @@ class Endpoint:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         method, stream_id = scope["method"], _stream_id(scope)
+        if (steered := steer_id(scope)) is not None:
+            try:
+                chat_id = check_id(steered, "chat id")
+            except BadRequest as exc:
+                await send_json(send, exc.status, {"error": str(exc)})
+                return
+            await self.running.answer(self.authorize, scope, receive, send, chat_id)
+            return
         if stream_id is not None:
             await self._stream_call(scope, receive, send, stream_id)
             return
@@ -498,7 +508,7 @@ class Endpoint:
     ) -> Begun:
         """The run `start` opens, encoded by `encode`, its pause kept under `key`."""
         events = encoded(worker, run_events(start, self.store, key, self.record), encode)
-        return Begun(events, key, run_id, self.stopped)
+        return Begun(self.running.streaming(key, worker, events), key, run_id, self.stopped)
 
 
 async def encoded(
