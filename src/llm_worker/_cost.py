@@ -15,7 +15,7 @@ from llm_worker._extras import require_extra
 from llm_worker._json import as_dict, as_int, as_str
 from llm_worker.events import USAGE_FIELDS, UsageEvent
 
-__all__ = ("RequestUsage", "price", "total_cost")
+__all__ = ("RequestUsage", "cache_hit_rate", "price", "total_cost")
 
 # Our provider names, as genai-prices names the company that sets the price.
 _PRICED_BY = {
@@ -89,6 +89,16 @@ class RequestUsage:
         """
         return price(self.provider, self.model, self.usage)
 
+    @property
+    def cache_read_tokens(self) -> int:
+        """The request's input tokens read from the prompt cache (0 when none were reported)."""
+        return self.usage.cache_read_input_tokens or 0
+
+    @property
+    def cache_write_tokens(self) -> int:
+        """The request's input tokens written to the prompt cache (0 when none were reported)."""
+        return self.usage.cache_creation_input_tokens or 0
+
     def to_dict(self) -> dict[str, Any]:
         """Serialize to plain JSON-ready data."""
         usage = {k: v for k in USAGE_FIELDS if (v := getattr(self.usage, k)) is not None}
@@ -104,6 +114,16 @@ class RequestUsage:
             as_str(body.get("model")) or "",
             UsageEvent(*(as_int(usage.get(k)) for k in USAGE_FIELDS)),
         )
+
+
+def cache_hit_rate(requests: list[RequestUsage]) -> float | None:
+    """Cache reads over input tokens, summed over the requests that reported input tokens."""
+    read = total = 0
+    for request in requests:
+        if request.usage.input_tokens is not None:
+            total += request.usage.input_tokens
+            read += request.cache_read_tokens
+    return read / total if total else None
 
 
 def total_cost(requests: list[RequestUsage]) -> Decimal | None:

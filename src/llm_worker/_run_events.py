@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from llm_worker.tools import ToolResult
 
 __all__ = (
+    "CacheMiss",
     "ContextCompacted",
     "OutputPartial",
     "OutputRejected",
@@ -220,6 +221,54 @@ class Steered:
     kind: Literal["steer", "follow_up"]
 
 
+@dataclass(slots=True, frozen=True)
+class CacheMiss:
+    """A request that does not start as the previous request of the conversation did.
+
+    Providers cache a prompt's prefix, so what follows the first difference is read again
+    (and billed) in full. Logged at INFO on the `llm_worker` logger (its `str`, without
+    content: the place, the offset and hashes), yielded by `Worker.stream` and listed in
+    `RunResult.cache_misses`. Only this object carries the differing characters.
+
+    Attributes:
+        request: The request's number in the run (1 for the first).
+        where: What differs first, in the order a provider reads the prefix: `"tools"`
+            (the tool list), `"system"` (the system prompt) or `"messages"`.
+        index: The tool's or message's index (for `"messages"`: where the new request
+            parts from the previous one; the previous request's length when it lost its
+            end); `None` for the system prompt.
+        part: The part's index in that message, when the message holds the difference.
+        offset: Characters into that text (the system prompt, the part's text, the tool's
+            name, description and schema) where they first differ.
+        before_hash: BLAKE2b (8 bytes, hex) of the previous text, to tell misses apart
+            without showing it.
+        after_hash: The same of the new text.
+        before: Up to 40 characters of the previous text from `offset` (never logged).
+        after: Up to 40 characters of the new text from `offset` (never logged).
+    """
+
+    request: int
+    where: Literal["tools", "system", "messages"]
+    index: int | None
+    part: int | None
+    offset: int
+    before_hash: str
+    after_hash: str
+    before: str = field(repr=False)
+    after: str = field(repr=False)
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
+
+    def __str__(self) -> str:
+        place = self.where if self.index is None else f"{self.where}[{self.index}]"
+        if self.part is not None:
+            place += f" part {self.part}"
+        return (
+            f"request {self.request}: {place} differs from the previous request at "
+            f"character {self.offset} ({self.before_hash} -> {self.after_hash})"
+        )
+
+
 RunEvent: TypeAlias = (
     Event
     | TurnStarted
@@ -233,6 +282,7 @@ RunEvent: TypeAlias = (
     | ContextCompacted
     | GuardrailChecked
     | Steered
+    | CacheMiss
     | RunCompleted[ValueT]
 )
 """What `Worker.stream` yields: the provider events plus the Worker's own.

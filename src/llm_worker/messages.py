@@ -538,6 +538,12 @@ class Request:
             objects), e.g. `{"top_k": 5}` or `{"metadata": {...}}`.
         output_schema: The schema the answer must follow (structured output), or `None` for
             free text.
+        prompt_cache: The conversation's prompt-cache key, set by the Worker (unless
+            `Worker(prompt_cache=False)`): the clients then ask for caching their own way —
+            Anthropic `cache_control` breakpoints (one after the system prompt and tools, one
+            at the conversation's end, never more than 4 with the request's own), OpenAI
+            `prompt_cache_key` (Chat: to OpenAI's own host only); Gemini caches implicitly.
+            `None`: no caching is asked for beyond the client's own settings.
     """
 
     messages: list[Message]
@@ -552,6 +558,7 @@ class Request:
     thinking: ThinkingConfig | None = None
     options: dict[str, Any] = field(default_factory=lambda: {})
     output_schema: OutputSchema | None = None
+    prompt_cache: str | None = None
 
 
 # pydantic is imported on first use only: it would double the cost of `import llm_worker`.

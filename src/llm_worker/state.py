@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, cast, get_ar
 import orjson
 from typing_extensions import TypeVar
 
-from llm_worker._cost import RequestUsage, total_cost
+from llm_worker._cost import RequestUsage, cache_hit_rate, total_cost
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker._pause_checks import empty_text, output_call_mismatch, pending_mismatch
 from llm_worker._pause_json import (
@@ -26,6 +26,7 @@ from llm_worker._pause_json import (
     trace_context_from_dict,
 )
 from llm_worker._run_events import (
+    CacheMiss,
     ContextCompacted,
     OutputPartial,
     OutputRejected,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from llm_worker.tools import ToolResult
 
 __all__ = (
+    "CacheMiss",
     "CallStatus",
     "ChildRun",
     "ContextCompacted",
@@ -443,6 +445,11 @@ class RunResult(Generic[OutputT]):
             request that called them.
         children: The sub-agent runs of the tree below this run, each with its own usage
             (`usage` totals this run's own requests and theirs).
+            (its tokens are billed too). Each entry's `cache_read_tokens` and
+            `cache_write_tokens` are that request's prompt-cache reads and writes.
+        cache_misses: The requests of this run (since the resume, for a resumed one) that
+            did not start as the previous request of the conversation did: where each
+            parted from it (`CacheMiss`).
     """
 
     status: RunStatus
@@ -458,6 +465,7 @@ class RunResult(Generic[OutputT]):
     refusal: str | None
     request_usage: list[RequestUsage]
     children: list[ChildRun]
+    cache_misses: list[CacheMiss]
 
     def __init__(
         self,
@@ -476,6 +484,7 @@ class RunResult(Generic[OutputT]):
         request_usage: list[RequestUsage] | None = None,
         children: list[ChildRun] | None = None,
         _output: OutputT | None = None,
+        cache_misses: list[CacheMiss] | None = None,
     ) -> None:
         # Written out (not the dataclass's) so that `output=` sets what the property reads.
         # `_output`: the stored field by its own name, which `dataclasses.replace` passes on
@@ -495,6 +504,7 @@ class RunResult(Generic[OutputT]):
         self.refusal = refusal
         self.request_usage = [] if request_usage is None else request_usage
         self.children = [] if children is None else children
+        self.cache_misses = [] if cache_misses is None else cache_misses
 
     @property
     def has_output(self) -> bool:
@@ -523,6 +533,15 @@ class RunResult(Generic[OutputT]):
     def output_or_none(self) -> OutputT | None:
         """The validated output, or `None` when the run has none (see `output`)."""
         return self._output if self.has_output else None
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """The share of the run's input tokens read from the prompt cache (0.0 to 1.0).
+
+        Over the requests of `request_usage` that reported their input tokens; None when
+        none did.
+        """
+        return cache_hit_rate(self.request_usage)
 
     @property
     def cost(self) -> Decimal | None:

@@ -62,6 +62,7 @@ def test_run_sends_the_prompt_with_images_and_files_in_order(
             "type": "document",
             "source": {"type": "text", "media_type": "text/plain", "data": "remember the milk\n"},
             "title": "notes.md",
+            "cache_control": {"type": "ephemeral"},  # prompt caching: the sliding breakpoint
         },
     ]
 

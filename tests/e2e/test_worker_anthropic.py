@@ -57,6 +57,11 @@ EXPLODE_RESULT = {
 }
 
 
+# Prompt caching is on by default: the last block of each request is its sliding breakpoint.
+MARK = {"cache_control": {"type": "ephemeral"}}
+EXPLODE_MARKED = {**EXPLODE_RESULT, **MARK}
+
+
 def _turns(body: dict[str, Any]) -> list[dict[str, Any]]:
     return body["messages"]
 
@@ -71,13 +76,16 @@ async def test_tool_loop_sends_signed_thinking_calls_and_results_back() -> None:
     assert (usage.input_tokens, usage.output_tokens) == (330, 57)
     first, second = run.bodies
     assert _turns(first) == [
-        {"role": "user", "content": [{"type": "text", "text": "What is the weather in Kyoto?"}]}
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "What is the weather in Kyoto?", **MARK}],
+        }
     ]
     assert [t["name"] for t in second["tools"]] == ["lookup", "explode"]
     assert second["thinking"] == {"type": "enabled", "budget_tokens": 1024, "display": "summarized"}
     assert _turns(second)[1:] == [
         ASSISTANT,
-        {"role": "user", "content": [LOOKUP_RESULT, EXPLODE_RESULT]},
+        {"role": "user", "content": [LOOKUP_RESULT, EXPLODE_MARKED]},
     ]
     assert run.steps[0].results == [
         WireResult("toolu_01Kyoto", None, "Kyoto: 21 C, clear", False),
@@ -104,7 +112,7 @@ async def test_skipped_call_is_answered_with_an_error_result() -> None:
     }
     assert _turns(run.bodies[1])[1:] == [
         ASSISTANT,
-        {"role": "user", "content": [skipped, EXPLODE_RESULT]},
+        {"role": "user", "content": [skipped, EXPLODE_MARKED]},
     ]
 
 
@@ -118,5 +126,5 @@ async def test_paused_run_resumes_from_json_with_the_signature_intact() -> None:
     assert len(run.bodies) == 2
     assert _turns(run.bodies[1])[1:] == [
         ASSISTANT,
-        {"role": "user", "content": [LOOKUP_RESULT, EXPLODE_RESULT]},
+        {"role": "user", "content": [LOOKUP_RESULT, EXPLODE_MARKED]},
     ]

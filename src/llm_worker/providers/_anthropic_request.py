@@ -82,6 +82,7 @@ from llm_worker.messages import (
     ToolSpec,
     ToolUsePart,
 )
+from llm_worker.providers._anthropic_cache import mark_conversation
 from llm_worker.providers._anthropic_media import media_block, result_content
 from llm_worker.providers._anthropic_thinking import (
     DEFAULT_THINKING_BUDGET,
@@ -134,6 +135,7 @@ _VALID_ID: Final = re.compile(r"[a-zA-Z0-9_-]+")
 _INVALID_ID_CHARS: Final = re.compile(r"[^a-zA-Z0-9_-]")
 
 Block: TypeAlias = dict[str, Any]
+_EPHEMERAL: Final[Block] = {"type": "ephemeral"}
 
 
 @dataclass(slots=True, frozen=True)
@@ -205,6 +207,8 @@ def build_body(
     if cache is not None and cache.breakpoints:
         _mark_cache(body, cache)
     body = deep_merge(body, request.options)
+    if request.prompt_cache is not None:  # after the options: their breakpoints count
+        mark_conversation(body, cache.marker() if cache is not None else _EPHEMERAL)
     _complete_tool_choice(body)
     if not sampling:
         check_no_sampling(body, model)

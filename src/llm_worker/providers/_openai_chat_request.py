@@ -71,7 +71,7 @@ THINKING_PART: Final = "thinking"
 _EFFORTS: Final[dict[str, str]] = {"max": "xhigh"}
 
 
-def build_chat_body(request: Request, model: str) -> dict[str, Any]:
+def build_chat_body(request: Request, model: str, *, cache_key: bool = False) -> dict[str, Any]:
     """The Chat Completions JSON body for a neutral request.
 
     The output limit is sent as `max_completion_tokens`, not `max_tokens`: OpenAI deprecated
@@ -83,6 +83,9 @@ def build_chat_body(request: Request, model: str) -> dict[str, Any]:
     are not sent. `tool_choice` and `parallel_tool_calls` are sent only with tools (OpenAI
     rejects them alone). Log probabilities come back when asked for with
     `options={"logprobs": True, "top_logprobs": n}`.
+
+    `request.prompt_cache` goes as `prompt_cache_key` only with `cache_key` (the client sends
+    it to OpenAI's own host: compatible servers such as Mistral refuse unknown fields).
 
     `request.options` is deep-merged last (`deep_merge`: lists are joined); an option set to
     `None` removes that field (e.g. `{"stream_options": None}` for a server that rejects it).
@@ -108,6 +111,8 @@ def build_chat_body(request: Request, model: str) -> dict[str, Any]:
         body["response_format"] = chat_response_format(request.output_schema)
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
+    if cache_key and request.prompt_cache is not None:
+        body["prompt_cache_key"] = request.prompt_cache
     deep_merge(body, request.options)
     for key, value in request.options.items():
         if value is None:

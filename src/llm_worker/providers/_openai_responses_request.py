@@ -196,7 +196,13 @@ def build_body(request: Request, *, model: str) -> dict[str, Any]:
     if store_false and request.thinking is not None:
         body["include"] = [_ENCRYPTED]
     _add_text_format(body, request.output_schema)
+    _add_cache_key(body, request.prompt_cache)
     return deep_merge(body, request.options)
+
+
+def _add_cache_key(body: dict[str, Any], key: str | None) -> None:
+    if key is not None:  # routes a conversation's requests to the machine holding its cache
+        body["prompt_cache_key"] = key
 
 
 def _add_text_format(body: dict[str, Any], output: OutputSchema | None) -> None:

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar, Final
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -97,6 +98,7 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
 
 
 # Thinking from `reasoning_content` goes back to its model; from `reasoning` it does not.
+_OPENAI_HOST: Final = "api.openai.com"
 _REPLAYED: Final = ThinkingMetadata(replay=True)
 _SHOWN: Final = ThinkingMetadata()
 # Mistral's thinking content parts go back to their model as content parts: the item id
@@ -124,8 +126,13 @@ class OpenAIChatClient(HttpClient):
     api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
 
     def build_body(self, request: Request) -> dict[str, Any]:
-        """The Chat Completions body; see `_openai_chat_request.build_chat_body`."""
-        return build_chat_body(request, self.model)
+        """The Chat Completions body; see `_openai_chat_request.build_chat_body`.
+
+        `Request.prompt_cache` is sent as `prompt_cache_key` to OpenAI's own host
+        (`api.openai.com`) only: compatible servers may refuse a field they do not know.
+        """
+        openai = urlsplit(self.transport.base_url).hostname == _OPENAI_HOST
+        return build_chat_body(request, self.model, cache_key=openai)
 
     def path(self, request: Request) -> str:
         """`/chat/completions`, below the base URL."""

@@ -32,8 +32,8 @@ class WorkerConfig:
 
     client: LLMClient
     registry: ToolRegistry
+    policy: OutputPolicy | None  # with the registry: `build_registry` makes both
     stream_retry: StreamRetry
-    policy: OutputPolicy | None
     timeline: Timeline = field(default_factory=Timeline)
     system: str | None = None
     max_requests: int = 50
@@ -64,6 +64,8 @@ class WorkerConfig:
     """The `ContextPolicy` at work on each request (`Worker(context=...)`), if any."""
     guardrails: list[Guardrail] = field(default_factory=lambda: [])
     """Input and output guardrails (`Worker(guardrails=...)`), in order."""
+    prompt_cache: bool = True
+    """Ask for prompt caching (`Request.prompt_cache`) and report cache misses."""
 
     def __post_init__(self) -> None:
         check_limits(self.max_requests, self.max_continuations, self.max_tool_arguments)

@@ -4,16 +4,21 @@ Providers reject (HTTP 400) a history in which a tool call has no result in the 
 result answers no call, or a call is answered twice. A history can get that way through a crash,
 a cancellation, a skipped or denied call, or a history loaded from elsewhere. `repair` fixes it
 before every request, saying in each synthesized result why there was none.
+
+`Checked` makes that cost flat over a long run: a history grows by appending, so a request
+checks only the messages added since the last one (`repair` is local: a message's fate
+depends on it and the one after it only, so a checked prefix stays checked).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from llm_worker.errors import ConfigurationError
 from llm_worker.messages import Message, Part, ToolResultPart, ToolUsePart
 
-__all__ = ("as_messages", "missing_result", "repair")
+__all__ = ("Checked", "as_messages", "missing_result", "repair")
 
 
 def missing_result(call: ToolUsePart, why: str) -> ToolResultPart:
@@ -57,13 +62,58 @@ def repair(messages: list[Message], *, why: str = "interrupted") -> tuple[list[M
             continue
         out.append(message)
         follower = messages[i + 1] if i + 1 < len(messages) else None
-        answer, changed = _answer(
-            calls, follower if follower and follower.role == "user" else None, why
-        )
-        out.append(answer)
+        if follower is not None and follower.role != "user":
+            follower = None
+        answer, changed = _answer(calls, follower, why)
+        # An answer that needed nothing stays the same object: `Checked` knows it by identity.
+        out.append(answer if changed or follower is None else follower)
         changes += changed
         i += 2 if follower is not None and follower.role == "user" else 1
     return out, changes
+
+
+@dataclass(slots=True)
+class Checked:
+    """`repair` that checks only what changed since its last call, for one conversation.
+
+    It keeps the messages it last returned (a history `repair` leaves as it is). A list that
+    starts with those messages — the same objects, compared at C speed by identity, or equal
+    ones — needs only its tail checked, with the last answered call pair checked again (an
+    edit in place, such as a hook appending a part to the last message, comes there). Any
+    other change (a message replaced, removed or inserted, a shorter list) makes a full pass.
+    A message edited in place further back is not seen: hooks replace messages rather than
+    edit them (`MessageSendContext`).
+
+    Attributes:
+        full_passes: Calls that checked every message (the first, and after an edit).
+    """
+
+    valid: list[Message] = field(default_factory=lambda: [])
+    full_passes: int = 0
+
+    def repair(
+        self, messages: list[Message], *, why: str = "interrupted"
+    ) -> tuple[list[Message], int]:
+        """`repair(messages, why=why)`, checking only the messages not checked already."""
+        start = self._checked_prefix(messages)
+        if start == 0:
+            self.full_passes += 1
+        tail, changes = repair(messages[start:], why=why)
+        out = messages[:start] + tail if changes else messages
+        self.valid = list(out)  # a copy: the caller's list grows under it
+        return out, changes
+
+    def _checked_prefix(self, messages: list[Message]) -> int:
+        """How many leading messages need no check: the checked ones, short of the last pair."""
+        valid = self.valid
+        size = len(valid)
+        if not size or len(messages) < size or messages[:size] != valid:
+            return 0
+        size = max(size - 2, 0)
+        # A prefix ending in calls would leave their answer to the tail: start at the calls.
+        while size and valid[size - 1].role == "assistant" and valid[size - 1].tool_uses:
+            size -= 1
+        return size
 
 
 def _unique_calls(message: Message) -> tuple[Message, int]:

@@ -48,3 +48,4 @@ class WorkerOptions(TypedDict, total=False):
     output_partial_interval: float
     context: ContextPolicy | None
     guardrails: Iterable[Guardrail]
+    prompt_cache: bool

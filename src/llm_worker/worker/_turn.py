@@ -34,6 +34,7 @@ from llm_worker.hooks import (
 )
 from llm_worker.messages import Message, Origin, Request
 from llm_worker.state import (
+    CacheMiss,
     ChildRun,
     PauseState,
     PendingCall,
@@ -46,8 +47,9 @@ from llm_worker.state import (
 from llm_worker.tools import ToolContext
 from llm_worker.tools._messages import malformed_call
 from llm_worker.worker._assembler import Assembler, Completed, Withdrawn
-from llm_worker.worker._context import answered, compacted
-from llm_worker.worker._enabled import offered, only_offered
+from llm_worker.worker._context import answered
+from llm_worker.worker._conversation import Conversation
+from llm_worker.worker._enabled import offered
 from llm_worker.worker._execution import Batch
 from llm_worker.worker._groups import early_group
 from llm_worker.worker._guard import Holder, InputGate, check_output, guarded_run, input_gate_open
@@ -62,6 +64,7 @@ from llm_worker.worker._output import (
     rejected_call,
     rejection,
 )
+from llm_worker.worker._send import prepared, sending
 from llm_worker.worker._steering import Steered, SteerQueue
 from llm_worker.worker._stream import Channel, Reached, channel_of, closing
 from llm_worker.worker._stream_retry import StreamRetry
@@ -108,6 +111,10 @@ class Run:
     """The Worker's queue of steers and follow-ups (set when the run starts)."""
     gate: InputGate | None = None
     """The input guardrails of a fresh run, while they are checked beside its first request."""
+    conversation: Conversation = field(default_factory=Conversation)
+    """What the Worker keeps between requests, across its runs (the checks made so far)."""
+    cache_misses: list[CacheMiss] = field(default_factory=lambda: [])
+    """The requests that did not start as the conversation's previous one (prompt cache)."""
 
     async def loop(self, *, resume: PauseState | None = None) -> RunResult[Any]:
         """Run until the turn finishes or pauses (a fresh run beside its input guardrails)."""
@@ -221,14 +228,7 @@ class Run:
         if self.requests:  # the first request goes beside the input guardrails, no other
             await input_gate_open(self, read_only=False)
         self.take_in("steer")
-        self.history[:] = repair(self.history)[0]
-        await cfg.registry.refresh()  # toolsets (MCP servers) whose tools changed
-        await self.offer(self.history)
-        request = cfg.build_request(list(self.history))
-        request.tools = only_offered(request.tools, self.offered)
-        _chain(request, self.response_ids[-1] if self.response_ids else self.chain_from)
-        if cfg.context is not None:
-            await compacted(cfg, self.history, request)
+        request = await prepared(self)
         original = request.messages
         ctx = MessageSendContext(original, request, self.requests + 1)
         decided = await cfg.hooks.chain("on_message_send", cfg.hooks.on_message_send, ctx)
@@ -239,7 +239,7 @@ class Run:
         # ctx.request.messages; in-place edits of the one list count too.
         request = ctx.request
         messages = ctx.messages if ctx.messages is not original else request.messages
-        request.messages = repair(messages)[0]
+        sending(self, request, messages)
         streamed = False
 
         async def proceed() -> Assembler:
@@ -496,6 +496,7 @@ class Run:
             response_ids=list(self.response_ids),
             request_usage=request_usage,
             children=list(self.children),
+            cache_misses=list(self.cache_misses),
             **kwargs,
         )
 
@@ -589,11 +590,3 @@ _UNSET = object()
 def _send(sinks: list[Callable[[Any], None]], event: Any) -> None:
     for sink in sinks:
         sink(event)
-
-
-def _chain(request: Request, last: str | None) -> None:
-    # A stored conversation (`options={"previous_response_id": ...}`) sends only what is new
-    # since the answer it names: after the first answer, that is this Worker's last answer,
-    # not the id the application gave once (which would lose the calls now being answered).
-    if last is not None and request.options.get("previous_response_id"):
-        request.options["previous_response_id"] = last

@@ -44,6 +44,7 @@ from llm_worker.tools import Tool, ToolRegistry, Toolset
 from llm_worker.worker._agent_tool import SubAgents
 from llm_worker.worker._assembler import DEFAULT_MAX_ARGUMENTS
 from llm_worker.worker._config import WorkerConfig
+from llm_worker.worker._conversation import Conversation
 from llm_worker.worker._decisions import (
     apply_decisions,
     check_not_paused,
@@ -153,6 +154,7 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
             loaded or registered.
         context: A `ContextPolicy`: each request kept inside the context window.
         guardrails: Input and output checks that stop a run (`llm_worker.guardrails`).
+        prompt_cache: Prompt caching and `CacheMiss` reports (see `Request.prompt_cache`).
     """
 
     @overload
@@ -212,16 +214,15 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
         instrument: bool | Instrumentation | None = None,
         context: ContextPolicy | None = None,
         guardrails: Iterable[Guardrail] = (),
+        prompt_cache: bool = True,
     ) -> None:
         plan = output_plan(
             output_type, output_mode, output_retries, output_tool_name, output_partial_interval
         )
-        registry, policy = build_registry(tools, blob_store, output_policy, inspect_tool_name, plan)
         self._cfg = WorkerConfig(
-            client=self._own(client),
-            registry=registry,
+            self._own(client),
+            *build_registry(tools, blob_store, output_policy, inspect_tool_name, plan),
             stream_retry=stream_retry or StreamRetry(),
-            policy=policy,
             system=system,
             max_requests=max_requests,
             max_continuations=max_continuations,
@@ -239,7 +240,7 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
             inspect_name=inspect_tool_name if blob_store is not None else None,
             output=plan,
         )
-        self._init_state(name, history, instrument, context, guardrails)
+        self._init_state(name, history, instrument, context, guardrails, prompt_cache=prompt_cache)
 
     def _own(self, client: LLMClient | str | Sequence[str]) -> LLMClient:
         """The client; one made from model strings is this Worker's to close (`aclose`)."""
@@ -253,8 +254,11 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
         instrument: bool | Instrumentation | None,
         context: ContextPolicy | None,
         guardrails: Iterable[Guardrail],
+        *,
+        prompt_cache: bool,
     ) -> None:
         plug(self._cfg, instrument, name, context, guardrails)
+        self._cfg.prompt_cache = prompt_cache
         self.name = name  # the agent's name (gen_ai.agent.name), for any integration
         self.history: list[Message] = list(history)
         """Every message of the conversation, in the provider-neutral model."""
@@ -268,6 +272,7 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
         self._followers: set[Worker[Any]] = set()
         self._cancel_next = False  # a cancel that came before the run's scope opened
         self._queue = SteerQueue()  # steer() / follow_up() messages not taken in yet
+        self._conversation = Conversation()  # kept between requests, across runs
 
     def __repr__(self) -> str:
         return f"Worker(client={self._cfg.client!r}, tools={self._cfg.registry.names!r})"
@@ -332,6 +337,7 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
         twin._turns, twin._scope, twin._done = 0, None, None
         twin._paused, twin._last_response = None, None
         twin._followers, twin._cancel_next, twin._queue = set(), False, SteerQueue()
+        twin._conversation = Conversation()
         return twin
 
     # -- running -----------------------------------------------------------------------------
@@ -521,6 +527,7 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
     ) -> RunResult[OutputT]:
         turn = self._turns
         self._turns += 1
+        run.conversation = self._conversation  # its checks and cache go on from the last run's
         done = self._done = anyio.Event()
         if sink is not None:  # a RunStream's: it sees this run's events and no other run's
             self._cfg.sinks.append(sink)

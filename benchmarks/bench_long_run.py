@@ -1,0 +1,175 @@
+"""Per-turn cost of a long run: does the Worker's CPU per turn grow with the history?
+
+Run: `uv run python benchmarks/bench_long_run.py [TURNS]` (TURNS: 1000 by default)
+
+One run of TURNS requests, one tool call per request, each tool returning 400 characters
+(the history grows by two messages a turn). Per-turn CPU is `time.process_time()` between
+consecutive requests (an on_message_send hook), the median of the ten turns up to turn 10,
+100 and TURNS.
+
+1. Over `ScriptedClient` (no network, usage given, so the script itself costs nothing per
+   turn): target turn TURNS <= 1.3 x turn 10.
+2. Over each of the four wires, a `ScriptedModelServer` in a child process (so the client's
+   CPU alone is measured): the request body must be built and serialized each turn (the
+   whole history goes over the wire), so the Worker's per-turn CPU is set against that body's
+   serialization alone (`client.build_body` + `orjson.dumps` of the same request, best of 20),
+   measured in the same run: target turn TURNS <= 1.5 x serialization.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import statistics
+import sys
+import time
+from typing import Any
+
+import orjson
+
+from llm_worker import Request, TextPart, ToolUsePart, Worker, tool
+from llm_worker.events import UsageEvent
+from llm_worker.hooks import MessageSendContext
+from llm_worker.testing import ScriptedClient, ScriptedRequest, ScriptedResponse
+
+WIRES = ("anthropic", "openai_chat", "openai_responses", "gemini")
+RESULT = "r" * 400
+TRANSPORT: dict[str, Any] = {}
+USAGE = UsageEvent(input_tokens=100, output_tokens=10)
+
+
+@tool
+async def read(n: int) -> str:
+    """Read page n."""
+    return RESULT
+
+
+def answer(index: int, turns: int) -> ScriptedResponse:
+    if index >= turns - 1:
+        return ScriptedResponse([TextPart("done")], usage=USAGE)
+    return ScriptedResponse([ToolUsePart("", "read", {"n": index})], usage=USAGE)
+
+
+class Clock:
+    """Per-turn CPU, and the requests at the turns measured (for their serialization)."""
+
+    def __init__(self, keep: set[int]) -> None:
+        self.last = time.process_time()
+        self.turns: list[float] = []
+        self.keep = keep
+        self.requests: dict[int, Request] = {}
+
+    def __call__(self, ctx: MessageSendContext) -> None:
+        now = time.process_time()
+        if ctx.request_number > 1:
+            self.turns.append(now - self.last)
+        if ctx.request_number in self.keep:
+            self.requests[ctx.request_number] = ctx.request
+        self.last = time.process_time()  # the hook's own bookkeeping left out
+
+    def at(self, turn: int) -> float:
+        """The median CPU of the ten turns up to `turn`."""
+        return statistics.median(self.turns[max(turn - 10, 0) : turn])
+
+
+async def run(client: Any, turns: int, marks: tuple[int, ...]) -> Clock:
+    clock = Clock(set(marks))
+    worker = Worker(client, tools=[read], max_requests=turns + 1)
+    worker.add_on_message_send_hook(clock)
+    clock.last = time.process_time()
+    result = await worker.run("read every page")
+    assert result.requests == turns, result.requests
+    return clock
+
+
+async def scripted(turns: int, marks: tuple[int, ...]) -> None:
+    best: dict[int, float] = {}
+    for _ in range(3):
+        client = ScriptedClient(lambda r: answer(r.index, turns))
+        clock = await run(client, turns, marks)
+        for mark in marks:
+            best[mark] = min(best.get(mark, float("inf")), clock.at(mark))
+    cells = ", ".join(f"turn {m}: {best[m] * 1e3:.3f} ms" for m in marks)
+    ratio = best[marks[-1]] / best[marks[0]]
+    print(f"ScriptedClient: {cells}; turn {marks[-1]} / turn {marks[0]} = {ratio:.2f} (<= 1.3)")
+
+
+def _serve(provider: str, turns: int, port_queue: Any, stop: Any) -> None:
+    from llm_worker.testing import ScriptedModelServer
+
+    async def main() -> None:
+        def step(request: ScriptedRequest) -> ScriptedResponse:
+            server.requests.clear()  # a thousand growing bodies would not fit the machine
+            return answer(request.index, turns)
+
+        server = ScriptedModelServer(provider, step, model="m")  # type: ignore[call-overload]
+        await server.start()
+        port_queue.put(server.port)
+        await asyncio.to_thread(stop.wait)
+        await server.close()
+
+    asyncio.run(main())
+
+
+async def round_trip(client: Any, request: Request) -> float:
+    """The bare client's CPU for the same request: body, HTTP, the answer's events."""
+    best = float("inf")
+    for _ in range(5):
+        start = time.process_time()
+        async for _event in client.stream(request):
+            pass
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def serialization(client: Any, request: Request) -> float:
+    best = float("inf")
+    for _ in range(20):
+        start = time.process_time()
+        orjson.dumps(client.build_body(request))
+        best = min(best, time.process_time() - start)
+    return best
+
+
+async def wire(provider: str, turns: int, marks: tuple[int, ...]) -> None:
+    from llm_worker import providers
+    from llm_worker.testing import WIRE_PROVIDERS
+
+    ctx = mp.get_context("spawn")
+    queue, stop = ctx.Queue(), ctx.Event()
+    process = ctx.Process(target=_serve, args=(provider, turns, queue, stop), daemon=True)
+    process.start()
+    try:
+        port = queue.get(timeout=60)
+        class_name, suffix = WIRE_PROVIDERS[provider]
+        cls = getattr(providers, class_name)
+        async with cls(
+            model="m", base_url=f"http://127.0.0.1:{port}{suffix}", api_key="k", **TRANSPORT
+        ) as c:
+            clock = await run(c, turns, marks)
+            cells = []
+            for mark in marks:
+                body = serialization(c, clock.requests[mark])
+                bare = await round_trip(c, clock.requests[mark])
+                cells.append(
+                    f"turn {mark}: {clock.at(mark) * 1e3:.2f} ms "
+                    f"(body {body * 1e3:.2f} ms, {clock.at(mark) / body:.2f}x; "
+                    f"bare client {bare * 1e3:.2f} ms)"
+                )
+        print(f"{provider}: " + "; ".join(cells))
+    finally:
+        stop.set()
+        process.join(timeout=10)
+        if process.is_alive():
+            process.kill()
+
+
+async def main(turns: int) -> None:
+    marks = (10, 100, turns)
+    await scripted(turns, marks)
+    for provider in WIRES:
+        await wire(provider, turns, marks)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000))

@@ -1,0 +1,164 @@
+"""Prompt caching by default, and why a request missed the cache.
+
+The Worker gives each request its conversation's cache key (`Request.prompt_cache`), from
+which each client asks for caching its own way (Anthropic breakpoints, OpenAI
+`prompt_cache_key`). The key is a hash of the conversation's first message, so it is the same
+for every request of a run, after a pause resumed in another process, and for a Worker rebuilt
+from a stored history.
+
+A provider caches a request's prefix; the next request reads it back only if it starts with
+exactly the same tools, system prompt and messages. `CacheWatch` compares each request with
+the previous one — the same message objects compare by identity at C speed, so a long run
+pays nothing per turn for it — and, where they part, makes a `CacheMiss` naming the place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import orjson
+
+from llm_worker._run_events import CacheMiss
+from llm_worker.messages import Part, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+
+if TYPE_CHECKING:
+    from llm_worker.messages import Message, Request, ToolSpec
+
+__all__ = ("CacheWatch", "conversation_key")
+
+_log = logging.getLogger("llm_worker")
+_SHOWN = 40  # characters of each side a CacheMiss shows (in process only)
+
+
+def conversation_key(first: Message) -> str:
+    """The cache key of the conversation that starts with `first`."""
+    return "llmw-" + _digest(repr(first), 16)
+
+
+@dataclass(slots=True)
+class CacheWatch:
+    """The previous request of a conversation, to find where the next one parts from it."""
+
+    key: str | None = None
+    first: Message | None = None  # the message the key was made from
+    tools: list[ToolSpec] = field(default_factory=lambda: [])
+    system: str | None = None
+    messages: list[Message] | None = None  # None: no request seen yet
+
+    def key_for(self, history: list[Message]) -> str | None:
+        """The conversation's key (made again only when its first message is another)."""
+        if not history:
+            return None
+        if history[0] is not self.first:
+            self.first, self.key = history[0], conversation_key(history[0])
+        return self.key
+
+    def check(self, request: Request, number: int) -> CacheMiss | None:
+        """Compare `request` with the previous one and remember it; a miss says where."""
+        miss = None
+        if self.messages is not None:
+            miss = self._parted(request, number)
+        self.tools, self.system = request.tools, request.system
+        self.messages = list(request.messages)  # a copy: the request's list may be edited
+        if miss is not None:
+            _log.info("prompt cache miss: %s", miss)  # no content: see CacheMiss.__str__
+        return miss
+
+    def _parted(self, request: Request, number: int) -> CacheMiss | None:
+        if request.tools != self.tools:
+            return _tools_miss(self.tools, request.tools, number)
+        if request.system != self.system:
+            return _miss(
+                number, "system", None, None, before=self.system or "", after=request.system or ""
+            )
+        previous = self.messages or []
+        size = len(previous)
+        current = request.messages
+        if len(current) >= size and current[:size] == previous:
+            return None  # the same objects: identity, at C speed
+        return _messages_miss(previous, current, number)
+
+
+def _tools_miss(before: list[ToolSpec], after: list[ToolSpec], number: int) -> CacheMiss:
+    for index, (old, new) in enumerate(zip(before, after, strict=False)):
+        if old != new:
+            return _miss(
+                number, "tools", index, None, before=_spec_text(old), after=_spec_text(new)
+            )
+    index = min(len(before), len(after))  # one list is the other's start
+    old = _spec_text(before[index]) if index < len(before) else ""
+    new = _spec_text(after[index]) if index < len(after) else ""
+    return _miss(number, "tools", index, None, before=old, after=new)
+
+
+def _messages_miss(before: list[Message], after: list[Message], number: int) -> CacheMiss:
+    for index, (old, new) in enumerate(zip(before, after, strict=False)):
+        if old == new:
+            continue
+        if old.role != new.role:
+            return _miss(number, "messages", index, None, before=old.role, after=new.role)
+        for part, (a, b) in enumerate(zip(old.content, new.content, strict=False)):
+            if a != b:
+                return _miss(
+                    number, "messages", index, part, before=_part_text(a), after=_part_text(b)
+                )
+        part = min(len(old.content), len(new.content))  # a part added or taken away
+        a = _part_text(old.content[part]) if part < len(old.content) else ""
+        b = _part_text(new.content[part]) if part < len(new.content) else ""
+        return _miss(number, "messages", index, part, before=a, after=b)
+    # The new request is shorter: the conversation lost its end.
+    return _miss(number, "messages", len(after), None, before="(a message)", after="")
+
+
+def _miss(
+    number: int, where: str, index: int | None, part: int | None, *, before: str, after: str
+) -> CacheMiss:
+    offset = _common_prefix(before, after)
+    return CacheMiss(
+        request=number,
+        where=where,  # pyright: ignore[reportArgumentType]  # one of the Literal's, by call
+        index=index,
+        part=part,
+        offset=offset,
+        before_hash=_digest(before, 8),
+        after_hash=_digest(after, 8),
+        before=before[offset : offset + _SHOWN],
+        after=after[offset : offset + _SHOWN],
+    )
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """How many leading characters `a` and `b` share (a bisection of C-speed compares)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _digest(text: str, size: int) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=size).hexdigest()
+
+
+def _spec_text(spec: ToolSpec) -> str:
+    schema = orjson.dumps(spec.input_schema, option=orjson.OPT_SORT_KEYS).decode()
+    return f"{spec.name}\n{spec.description}\n{schema}"
+
+
+def _part_text(part: Part) -> str:
+    if isinstance(part, TextPart | ThinkingPart):
+        return part.text
+    if isinstance(part, ToolUsePart):
+        try:
+            return f"{part.name} {orjson.dumps(part.input).decode()}"
+        except TypeError:  # not JSON data: the request builder will say so
+            return f"{part.name} {part.input!r}"
+    if isinstance(part, ToolResultPart):
+        return part.content
+    return repr(part)

@@ -1,0 +1,54 @@
+"""What a Worker keeps about its conversation from one request to the next, across runs.
+
+A long run stays flat in cost because each request does only what changed since the last
+one: the history's check (`Checked`) and the sent messages' check. `Worker.fork` starts a
+conversation of its own; a resumed run in a new Worker starts a new one (one full pass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from llm_worker.worker._cache import CacheWatch
+from llm_worker.worker._history import Checked
+
+if TYPE_CHECKING:
+    from llm_worker.messages import Message, Request
+    from llm_worker.state import CacheMiss
+
+__all__ = ("Conversation",)
+
+
+@dataclass(slots=True)
+class Conversation:
+    """One conversation's state between requests.
+
+    Attributes:
+        history: The check of the Worker's history (repaired before each request).
+        sent: The check of the messages sent (after the on_message_send hooks).
+        cache: The previous request sent, for the prompt cache's key and diagnostics.
+    """
+
+    history: Checked = field(default_factory=Checked)
+    sent: Checked = field(default_factory=Checked)
+    cache: CacheWatch = field(default_factory=CacheWatch)
+
+    def repair(self, history: list[Message]) -> None:
+        """Repair the Worker's history in place, checking what changed since the last request."""
+        repaired, changes = self.history.repair(history)
+        if changes:
+            history[:] = repaired
+
+    def sending(self, request: Request, messages: list[Message], number: int) -> CacheMiss | None:
+        """Set `request.messages` to `messages` repaired; where the prompt cache stops, if early.
+
+        Args:
+            request: The request about to be sent (after the on_message_send hooks).
+            messages: The messages the hooks left for it.
+            number: The request's number in the run.
+        """
+        request.messages = self.sent.repair(messages)[0]
+        if request.prompt_cache is None:  # caching off, or a hook took it off this request
+            return None
+        return self.cache.check(request, number)

@@ -1,0 +1,52 @@
+"""The request a run sends: built from the history, and checked as the hooks leave it.
+
+Each step does only what changed since the conversation's last request (`Conversation`): the
+history's repair and the sent messages' check look at the new messages only, and the prompt
+cache's watch compares the new request with the last one by identity.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llm_worker.worker._context import compacted
+from llm_worker.worker._enabled import only_offered
+
+if TYPE_CHECKING:
+    from llm_worker.messages import Message, Request
+    from llm_worker.worker._turn import Run
+
+__all__ = ("prepared", "sending")
+
+
+async def prepared(run: Run) -> Request:
+    """The request for the run's history (repaired), before the on_message_send hooks."""
+    cfg = run.cfg
+    run.conversation.repair(run.history)
+    await cfg.registry.refresh()  # toolsets (MCP servers) whose tools changed
+    await run.offer(run.history)
+    request = cfg.build_request(list(run.history))
+    request.tools = only_offered(request.tools, run.offered)
+    if cfg.prompt_cache:
+        request.prompt_cache = run.conversation.cache.key_for(run.history)
+    _chain(request, run.response_ids[-1] if run.response_ids else run.chain_from)
+    if cfg.context is not None:
+        await compacted(cfg, run.history, request)
+    return request
+
+
+def sending(run: Run, request: Request, messages: list[Message]) -> None:
+    """Set `request.messages` to `messages` repaired; tell a `CacheMiss` where one comes."""
+    miss = run.conversation.sending(request, messages, run.requests)
+    if miss is not None:
+        run.cache_misses.append(miss)
+        for sink in run.cfg.sinks:
+            sink(miss)
+
+
+def _chain(request: Request, last: str | None) -> None:
+    # A stored conversation (`options={"previous_response_id": ...}`) sends only what is new
+    # since the answer it names: after the first answer, that is this Worker's last answer,
+    # not the id the application gave once (which would lose the calls now being answered).
+    if last is not None and request.options.get("previous_response_id"):
+        request.options["previous_response_id"] = last
