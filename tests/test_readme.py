@@ -64,7 +64,7 @@ def last_results(request: RecordedRequest) -> list[WireResult]:
 
 def test_the_readme_has_the_snippets_these_tests_run() -> None:
     # A new snippet needs a test here; a removed one needs its test removed.
-    assert len(SNIPPETS) == 15
+    assert len(SNIPPETS) == 16
 
 
 @pytest.mark.anyio
@@ -594,3 +594,25 @@ async def test_long_runs_catalog_counting_and_policy(capsys: pytest.CaptureFixtu
     assert out[1] == "5 provider"  # the scripted count: 17 characters // 4 + 1
     paths = [r.path for r in server.requests]
     assert paths == ["/v1/messages/count_tokens", "/v1/messages"]
+async def test_the_fallback_snippet(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llm_worker.testing import WireResponse, WireServer
+
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
+    down = WireResponse(overloaded, status=529, content_type="application/json")
+    answer = ScriptedResponse.text("All quiet.")
+    async with (
+        WireServer(handler=lambda _: down) as anthropic,
+        ScriptedModelServer("gemini", [answer], model="gemini-2.5-pro") as gemini,
+    ):
+        # The snippet as written, its model strings included: only the APIs' addresses differ.
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-readme")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic.base_url)
+        monkeypatch.setenv("GEMINI_API_KEY", "gemini-readme-key")
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", gemini.base_url)
+        namespace = await run(snippet(15), {})
+        await namespace["pool"].aclose()
+    assert namespace["result"].text == "All quiet."
+    assert capsys.readouterr().out == "gemini gemini-2.5-pro\n"
+    assert "sk-ant-key" not in repr(namespace["client"])

@@ -336,3 +336,26 @@ def _thinking_body(body: dict[str, Any]) -> str:
 
 
 _ = (ProviderError, ThinkingConfig, _thinking_body)
+
+
+@pytest.mark.anyio
+async def test_worker_from_model_strings_does_not_wait_out_a_retry_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with (
+        WireServer([_rate_limited(30)]) as limited,
+        ScriptedModelServer("gemini", [ScriptedResponse.text("Gemini here.")]) as gemini,
+    ):
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "k-anthropic-0123456789")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", limited.base_url)
+        monkeypatch.setenv("GEMINI_API_KEY", "k-gemini-0123456789")
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", gemini.base_url)
+        async with Worker(["anthropic:claude-from-list", "gemini:scripted-model"]) as worker:
+            assert isinstance(worker.client, FallbackClient)
+            assert repr(worker.client) == (
+                "FallbackClient([anthropic:claude-from-list, gemini:scripted-model])"
+            )
+            with anyio.fail_after(5):  # a client that waited out Retry-After: 30 would not
+                result = await worker.run("hi")
+    assert result.text == "Gemini here."
+    assert len(limited.requests) == 1

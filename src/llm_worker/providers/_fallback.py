@@ -37,6 +37,7 @@ from llm_worker.providers._fallback_policy import (
     classify,
     fallback_test,
 )
+from llm_worker.providers._http import RetryPolicy
 
 __all__ = ("FallbackClient",)
 
@@ -99,14 +100,22 @@ class FallbackClient:
         """A fallback client over model strings (`"anthropic:claude-sonnet-4-5"`, …).
 
         `options` go to every client's constructor (`timeout`, `retry`, …; keys come from
-        each provider's environment variable). `aclose()` closes the clients made here.
+        each provider's environment variable). Without `retry`, every client but the last
+        gets the default `RetryPolicy` except that it does not wait out a `Retry-After`: the
+        next client answers at once, and the cooldown keeps the limited one out that long.
+        `aclose()` closes the clients made here.
 
         Raises:
             ConfigurationError: No model, or a model string without a known provider.
         """
         from llm_worker.providers import from_string
 
-        made = [from_string(model, **options) for model in models]
+        if not models or isinstance(models, str):
+            raise ConfigurationError("FallbackClient.from_models needs a list of model strings")
+        made = [
+            from_string(model, **_options_for(options, last=n == len(models) - 1))
+            for n, model in enumerate(models)
+        ]
         client = cls(made, fallback_on=fallback_on, cooldown=cooldown)
         client._owned = tuple(made)
         return client
@@ -274,3 +283,9 @@ class _Gate:
             return False
         self.held.append(event)
         return True
+
+
+def _options_for(options: dict[str, Any], *, last: bool) -> dict[str, Any]:
+    if "retry" in options or last:
+        return options
+    return {**options, "retry": RetryPolicy(max_retry_after=0.0)}
