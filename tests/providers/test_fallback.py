@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-import orjson
 import pytest
 
 from llm_worker import Worker, tool
@@ -28,7 +27,7 @@ from llm_worker.events import (
     TextDelta,
     UsageEvent,
 )
-from llm_worker.messages import Origin, TextPart, ThinkingConfig, ThinkingPart, ToolUsePart
+from llm_worker.messages import Origin, TextPart, ThinkingPart, ToolUsePart
 from llm_worker.providers import Cooldown, FallbackClient, RetryPolicy
 from llm_worker.testing import (
     ScriptedClient,
@@ -331,13 +330,6 @@ def _request() -> Any:
     return Request([Message.user("hi")])
 
 
-def _thinking_body(body: dict[str, Any]) -> str:
-    return orjson.dumps(body).decode()
-
-
-_ = (ProviderError, ThinkingConfig, _thinking_body)
-
-
 @pytest.mark.anyio
 async def test_worker_from_model_strings_does_not_wait_out_a_retry_after(
     monkeypatch: pytest.MonkeyPatch,
@@ -359,3 +351,46 @@ async def test_worker_from_model_strings_does_not_wait_out_a_retry_after(
                 result = await worker.run("hi")
     assert result.text == "Gemini here."
     assert len(limited.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_context_length_falls_over_only_when_asked() -> None:
+    def too_long() -> InvalidRequestError:
+        return InvalidRequestError(
+            "prompt is too long: 250000 tokens > 200000 maximum", provider="a", status_code=400
+        )
+
+    def clients() -> tuple[ScriptedClient, ScriptedClient]:
+        small = ScriptedClient([ScriptedResponse.text("x", fail_with=too_long())], provider="a")
+        big = ScriptedClient([ScriptedResponse.text("fits")], provider="b")
+        return small, big
+
+    small, big = clients()
+    default = FallbackClient([small, big], cooldown=Cooldown.disabled())
+    with anyio.fail_after(5), pytest.raises(InvalidRequestError):
+        await Worker(default).run("long")
+    assert big.remaining == 1
+    small, big = clients()
+    asked = FallbackClient(
+        [small, big], fallback_on={"context_length", "overloaded"}, cooldown=Cooldown(failures=1)
+    )
+    with anyio.fail_after(5):
+        assert (await Worker(asked).run("long")).text == "fits"
+    # The request's fault, not the client's: its breaker did not count it.
+    assert asked._breakers[0].remaining(0.0) == 0.0  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.anyio
+async def test_fallback_on_a_function_of_the_error() -> None:
+    first = ScriptedClient([ScriptedResponse.text("a", fail_with=overloaded())], provider="a")
+    second = ScriptedClient([ScriptedResponse.text("b")], provider="b")
+    seen: list[ProviderError] = []
+
+    def only_streamed(exc: ProviderError) -> bool:
+        seen.append(exc)
+        return exc.streamed
+
+    client = FallbackClient([first, second], fallback_on=only_streamed)
+    with anyio.fail_after(5):
+        assert (await Worker(client).run("q")).text == "b"
+    assert [type(e) for e in seen] == [OverloadedError]

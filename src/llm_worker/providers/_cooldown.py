@@ -115,8 +115,13 @@ _breakers: dict[str, Breaker] = {}
 _registry_lock = threading.Lock()
 
 
-def breaker_for(identity: str) -> Breaker:
-    """The process-wide breaker of the client with this identity (made at first use)."""
+def breaker_for(identity: str | None) -> Breaker:
+    """The process-wide breaker of the client with this identity (made at first use).
+
+    A client without an identity gets a new breaker of its own.
+    """
+    if identity is None:
+        return Breaker()
     with _registry_lock:
         breaker = _breakers.get(identity)
         if breaker is None:
@@ -124,19 +129,18 @@ def breaker_for(identity: str) -> Breaker:
         return breaker
 
 
-def client_identity(client: object, provider: str, model: str) -> str:
+def client_identity(client: object, provider: str, model: str) -> str | None:
     """What makes two clients the same for a cooldown: provider, base URL and model.
 
-    A client without a base URL (a scripted client) is only itself. Never holds a key: the
-    base URL is the transport's scrubbed one.
+    None for a client without a base URL (a scripted client): it gets a breaker of its own,
+    not one in the process-wide registry (which would grow with every such client, and an
+    object id may be reused). Never holds a key: the base URL is the transport's scrubbed one.
     """
     transport = getattr(client, "transport", None)
     base = getattr(transport, "base_url", None)
     scrub = getattr(transport, "scrub", None)
-    if isinstance(base, str) and callable(scrub):
-        where = str(scrub(base))
-    else:
-        where = f"object {id(client):x}"
+    if not isinstance(base, str) or not callable(scrub):
+        return None
     pool = getattr(client, "pool_identity", None)  # a key pool: its own keys, not one key
     suffix = f" pool {pool}" if isinstance(pool, str) else ""
-    return f"{provider}:{model}@{where}{suffix}"
+    return f"{provider}:{model}@{scrub(base)}{suffix}"
