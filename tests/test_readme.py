@@ -594,6 +594,9 @@ async def test_long_runs_catalog_counting_and_policy(capsys: pytest.CaptureFixtu
     assert out[1] == "5 provider"  # the scripted count: 17 characters // 4 + 1
     paths = [r.path for r in server.requests]
     assert paths == ["/v1/messages/count_tokens", "/v1/messages"]
+
+
+@pytest.mark.anyio
 async def test_the_fallback_snippet(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
