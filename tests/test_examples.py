@@ -15,6 +15,23 @@ API_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API
 
 # Lines each example must print, in this order.
 EXPECTED: dict[str, list[str]] = {
+    "guardrails.py": [
+        "input guardrail 'no_fraud' tripped: bulk refunds need a person",
+        "refunds made: []",
+        "· no_card_numbers passed the text so far",
+        "· the held text was dropped",
+        "output guardrail 'no_card_numbers' tripped: card details in the answer",
+        "the reader saw: 'Your order ships tomorro'",
+    ],
+    "steering.py": [
+        "» steer: Actually, make it Osaka.",
+        "← book_hotel: Skipped: the user sent a new instruction before this call started",
+        "· steer taken in: Actually, make it Osaka.",
+        "← book_hotel: booked a hotel in Osaka",
+        "· follow_up taken in: And where should I eat tonight?",
+        "final answer: Dinner: try Kushikatsu Daruma in Dotonbori.",
+        "hotels booked: ['Osaka']",
+    ],
     "streaming_ui.py": [
         "(offline: a scripted model behind the anthropic wire format on 127.0.0.1)",
         "· started",
