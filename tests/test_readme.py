@@ -64,7 +64,7 @@ def last_results(request: RecordedRequest) -> list[WireResult]:
 
 def test_the_readme_has_the_snippets_these_tests_run() -> None:
     # A new snippet needs a test here; a removed one needs its test removed.
-    assert len(SNIPPETS) == 16
+    assert len(SNIPPETS) == 17
 
 
 @pytest.mark.anyio
@@ -619,3 +619,21 @@ async def test_the_fallback_snippet(
     assert namespace["result"].text == "All quiet."
     assert capsys.readouterr().out == "gemini gemini-2.5-pro\n"
     assert "sk-ant-key" not in repr(namespace["client"])
+
+
+@pytest.mark.anyio
+async def test_the_runs_controls(capsys: pytest.CaptureFixture[str]) -> None:
+    [code] = [s for s in SNIPPETS if "worker.follow_up(" in s]  # found by content, not place
+    script = [
+        ScriptedResponse([ToolUsePart("", "get_schema", {})]),
+        ScriptedResponse([ToolUsePart("", "query_db", {"sql": "select total from orders"})]),
+        ScriptedResponse.text("Order 7: 42."),
+        ScriptedResponse.text("Order 8: 17."),
+    ]
+    async with ScriptedModelServer(PROVIDER, script) as server, server.client() as client:
+        await run(code, {"client": client})
+    assert capsys.readouterr().out.splitlines() == ["Order 8: 17."]
+    offered = [[t["name"] for t in r.json()["tools"]] for r in server.requests]
+    assert offered == [["get_schema"]] + [["get_schema", "query_db"]] * 3
+    assert "And the total of order 8?" in server.requests[3].body.decode()
+    assert "query_db" not in str(server.requests[0].json()["tools"])  # not before the schema
