@@ -27,6 +27,7 @@ from llm_worker.testing import (
     WireResponse,
     WireServer,
 )
+from llm_worker.testing._cassette_file import loads
 from llm_worker.testing._wire_anthropic import encode
 from testing.test_cassette import KEY, miss, model_string, upstream
 from testing.test_cassette_flows import leaks
@@ -200,3 +201,21 @@ async def test_a_huge_request_records_matches_and_misses_in_bounded_time(
     # The diff quotes where the texts part, not the whole megabyte.
     assert "differs at character 1000000" in str(caught.value)
     assert len(str(caught.value)) < 2_000
+
+
+async def test_a_key_in_an_answer_that_is_not_utf8_is_masked_around_its_bytes(
+    tmp_path: Path,
+) -> None:
+    # A body with one byte that is not UTF-8 was written unmasked, as base64.
+    path = tmp_path / "latin1.jsonl"
+    body = f"<html>Caf\xe9: invalid key {KEY}</html>".encode("latin-1")
+    page = WireResponse(body, status=403, content_type="text/html")
+    async with WireServer([page]) as server:
+        tape = Cassette(path, mode="record")
+        async with tape.client("anthropic:m", base_url=server.base_url, api_key=KEY) as client:
+            with pytest.raises(APIStatusError):
+                await Worker(client).run("hi")
+    text = path.read_text()
+    assert not leaks(text, KEY) and "chunk_b64" in text
+    (exchange,) = loads(text)
+    assert exchange.body == b"<html>Caf\xe9: invalid key ***</html>"

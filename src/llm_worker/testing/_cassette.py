@@ -241,6 +241,8 @@ class Cassette:
         Raises:
             CassetteUnusedError: Lists each unused recording (its model and last user text).
         """
+        if self.mode != "record" and self._recorded is None and self.path.exists():
+            self._load()  # never opened: every recording of its file went unused
         if self.mode == "record" or not (unused := self.unused):
             return
         recorded = self._recorded or []

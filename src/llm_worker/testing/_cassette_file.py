@@ -20,6 +20,7 @@ character). `at` (seconds since the request was sent) is written only with `timi
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import re
 import tempfile
@@ -39,11 +40,13 @@ __all__ = (
     "Exchange",
     "containers",
     "dumps",
+    "file_name",
     "loads",
     "write",
 )
 
 _VERSION: Final = 1
+_MAX_NAME: Final = 200  # bytes of a file name before `.jsonl` (file systems allow 255)
 _NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+")  # an HTTP token (RFC 9110)
 _BREAK: Final = re.compile(r"[\r\n\0]")
 
@@ -100,6 +103,19 @@ def containers(value: object) -> tuple[dict[str, Any] | None, list[Any] | None]:
     """
     mapping, items = as_dict(value), as_list(value)
     return (mapping if mapping is value else None), (items if items is value else None)
+
+
+def file_name(name: str, *, empty: str = "cassette") -> str:
+    """`name` (a test's id, a case's name) made a file name, without its `.jsonl`.
+
+    Anything but letters, digits, `.`, `_` and `-` becomes `-`; a name too long for a file
+    system is cut and ends with a hash of the whole, so two long names stay apart.
+    """
+    safe = re.sub(r"[^\w.-]+", "-", name).strip("-") or empty
+    if len(safe.encode()) <= _MAX_NAME:
+        return safe
+    digest = hashlib.sha256(safe.encode()).hexdigest()[:12]
+    return safe.encode()[: _MAX_NAME - 13].decode(errors="ignore") + "-" + digest
 
 
 def dumps(exchanges: list[Exchange]) -> str:

@@ -93,14 +93,12 @@ def _body(chunks: list[bytes], scrub: Callable[[str], str]) -> list[bytes]:
     """The body's chunks masked as one text, so a secret split by a boundary is found too.
 
     A body that changed is split again at the old boundaries (the last piece takes what a
-    mask added or removed); a body that is not UTF-8 is kept (a secret is text).
+    mask added or removed). Bytes that are not UTF-8 are kept as they are around the text
+    masked between them (an error page in another encoding may still echo a key).
     """
     whole = b"".join(chunks)
-    try:
-        decoded = whole.decode("utf-8")
-    except UnicodeDecodeError:
-        return chunks
-    masked = scrub(decoded).encode("utf-8")
+    decoded = whole.decode("utf-8", "surrogateescape")
+    masked = scrub(decoded).encode("utf-8", "surrogateescape")
     if masked == whole:
         return chunks
     pieces: list[bytes] = []

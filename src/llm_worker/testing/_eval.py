@@ -7,7 +7,6 @@ case in a parametrized pytest test) reads the results.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import KW_ONLY, dataclass, field
@@ -15,7 +14,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from llm_worker.errors import ConfigurationError
 from llm_worker.testing._cassette import Cassette, CassetteMode
+from llm_worker.testing._cassette_file import file_name
 
 if TYPE_CHECKING:
     from llm_worker.state import RunResult
@@ -104,7 +105,13 @@ async def run_cases(
         cases: The cases.
         cassettes: A folder of one cassette per case; `None` runs live.
         mode: The cassettes' mode (`"replay"`, `"record"`, `"auto"`).
+
+    Raises:
+        ConfigurationError: Two cases' names make one cassette file name.
     """
+    cases = list(cases)
+    if cassettes is not None:
+        _distinct(cases)
     results: list[CaseResult] = []
     for case in cases:
         started = time.monotonic()
@@ -115,6 +122,19 @@ async def run_cases(
         else:
             results.append(CaseResult(case, result, None, time.monotonic() - started))
     return results
+
+
+def _distinct(cases: list[EvalCase]) -> None:
+    """Two cases with one cassette file would record over each other and replay the wrong one."""
+    seen: dict[str, str] = {}
+    for case in cases:
+        name = case_file(case.name)
+        if name in seen:
+            raise ConfigurationError(
+                f"cases {seen[name]!r} and {case.name!r} would share the cassette "
+                f"{name}.jsonl: give them distinct names"
+            )
+        seen[name] = case.name
 
 
 async def _run(
@@ -129,8 +149,8 @@ async def _run(
 
 
 def case_file(name: str) -> str:
-    """A case's name as a file name: anything but letters, digits, `.`, `_`, `-` becomes `-`."""
-    return re.sub(r"[^\w.-]+", "-", name).strip("-") or "case"
+    """A case's name as a file name (see `file_name`; an empty one is `case`)."""
+    return file_name(name, empty="case")
 
 
 def table_rows(results: Iterable[CaseResult]) -> list[tuple[str, ...]]:

@@ -24,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,8 +98,10 @@ def cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
 
 
 def _path(request: pytest.FixtureRequest) -> Path:
+    from llm_worker.testing._cassette_file import file_name
+
     folder = Path(request.node.path).parent / str(request.config.getini("llm_cassette_dir"))
     module = Path(request.node.path).stem
     # `TestClass::test_name[param]` -> `TestClass.test_name-param`
     name = request.node.nodeid.split("::", 1)[-1].replace("::", ".")
-    return folder / module / (re.sub(r"[^\w.-]+", "-", name).strip("-") + ".jsonl")
+    return folder / module / (file_name(name) + ".jsonl")
