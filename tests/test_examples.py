@@ -68,6 +68,14 @@ EXPECTED: dict[str, list[str]] = {
         "[pid {pid1}] >>> invitation sent to ana@example.com for Friday 14:00",
         "process 1: finished after 2 requests: Done: Ana is invited for Friday 14:00.",
     ],
+    "durable_temporal.py": [
+        "process 1 (pid {pid1}): starting run invite-ana",
+        "process 1: paused — send_invitation requires approval (call ",
+        "process 2 (pid {pid2}): approved send_invitation({'to': 'ana@example.com', "
+        "'when': 'Friday 14:00'})",
+        "[pid {pid1}] >>> invitation sent to ana@example.com for Friday 14:00",
+        "process 1: finished after 2 requests: Done: Ana is invited for Friday 14:00.",
+    ],
     "structured_output.py": [
         "(offline: a scripted model behind the openai_responses wire format on 127.0.0.1)",
         "✗ answer 1 rejected: total: Input should be a valid number",
@@ -213,7 +221,7 @@ def test_every_example_is_tested() -> None:
     assert {p.name for p in EXAMPLES.glob("[!_]*.py")} == set(EXPECTED)
 
 
-TWO_PROCESSES = {"approval_pause_resume.py", "durable_approval.py"}
+TWO_PROCESSES = {"approval_pause_resume.py", "durable_approval.py", "durable_temporal.py"}
 
 
 @pytest.mark.parametrize("name", sorted(set(EXPECTED) - TWO_PROCESSES))
