@@ -174,6 +174,29 @@ async def test_an_output_over_the_payload_limit_is_an_error_result_naming_the_bl
     assert stored.text == "Kept."
 
 
+async def test_a_hooks_durable_step_is_refused_on_temporal_naming_the_way(
+    temporal_client: Any,
+) -> None:
+    from llm_worker.durable import step
+    from llm_worker.errors import HookError
+    from llm_worker.hooks import ToolCallContext
+
+    called: list[int] = []
+
+    async def before(ctx: ToolCallContext) -> None:
+        await step(lambda: called.append(1), name="stamp")
+
+    async with ScriptedModelServer("anthropic", pay_script()) as server, server.client() as c:
+        worker = Worker(c, tools=[pay])
+        worker.add_before_tool_call_hook(before)
+        durable = TemporalWorker(worker, name="t", client=temporal_client)
+        with anyio.fail_after(TIMEOUT):
+            async with durable:
+                with pytest.raises(HookError, match=r"make it a tool"):
+                    await durable.run("Pay", run_id="stepped")
+    assert called == []
+
+
 async def test_a_recorded_history_replays_with_the_current_code() -> None:
     """A deploy must not break running workflows: Temporal's replayer checks the commands.
 

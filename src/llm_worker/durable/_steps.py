@@ -23,6 +23,7 @@ import anyio
 
 from llm_worker.durable._errors import RecordError
 from llm_worker.durable._records import answer_from, answer_record, tool_from, tool_record
+from llm_worker.errors import ConfigurationError
 from llm_worker.messages import TextPart
 from llm_worker.tools import ToolResult, tool_meta
 from llm_worker.worker._intercept import Interceptor, RequestStep, ToolStep
@@ -30,7 +31,7 @@ from llm_worker.worker._intercept import Interceptor, RequestStep, ToolStep
 if TYPE_CHECKING:
     from llm_worker.worker._assembler import Assembler
 
-__all__ = ("PROGRESS", "Attempt", "DurableInterceptor", "current", "step")
+__all__ = ("PROGRESS", "Attempt", "DurableInterceptor", "current", "refuse_steps", "step")
 
 T = TypeVar("T")
 
@@ -55,6 +56,13 @@ class Attempt:
 
 
 _current: ContextVar[Attempt | None] = ContextVar("llm_worker_durable_attempt", default=None)
+_refused: ContextVar[str | None] = ContextVar("llm_worker_durable_step_refused", default=None)
+"""Why `step()` may not run in this task (a Temporal workflow sets it), if it may not."""
+
+
+def refuse_steps(why: str) -> None:
+    """Make `step()` raise `ConfigurationError(why)` in this task and those it starts."""
+    _refused.set(why)
 
 
 def current() -> ContextVar[Attempt | None]:
@@ -71,11 +79,18 @@ async def step(fn: Callable[[], Awaitable[T]] | Callable[[], T], *, name: str) -
     run gets the recorded value back without calling `fn`. Outside a durable run, `fn` is
     simply called. The value must be JSON data (it is stored as JSON, never pickled).
 
+    Raises:
+        ConfigurationError: Called in a run on Temporal, where a hook's side effect belongs
+            in a tool (an activity): `fn` would run again, differently, on every replay.
+
     Args:
         fn: The side effect: a function or an async function of no argument.
         name: The step's name, the same on every execution (DBOS checks it on replay).
     """
     attempt = _current.get()
+    refused = _refused.get()
+    if refused is not None:  # calling fn here would replay differently: never silently
+        raise ConfigurationError(refused)
     if attempt is None:
         value = fn()
         return await cast("Awaitable[T]", value) if inspect.isawaitable(value) else value

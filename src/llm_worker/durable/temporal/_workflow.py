@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError
 
 from llm_worker.durable._errors import PayloadTooLargeError, RecordError
 from llm_worker.durable._records import decisions_from, run_record
+from llm_worker.durable._steps import refuse_steps
 from llm_worker.durable.temporal._activities import failure
 from llm_worker.durable.temporal._registry import served
 from llm_worker.durable.temporal._steps import TemporalRun, current
@@ -46,6 +47,10 @@ CONFLICT = "DecisionConflict"
 NOT_WAITING = "NotWaiting"
 """The failure type of a decision for a wait the run is not in."""
 _CANCELLED = "cancelled by TemporalWorker.cancel()"
+_NO_STEPS = (
+    "llm_worker.durable.step() is DBOS's: in a run on Temporal a hook's side effect would run "
+    "again, differently, on every replay; make it a tool (an activity) instead"
+)
 
 
 @workflow.defn(name=WORKFLOW)
@@ -73,6 +78,7 @@ class RunWorkflow:
         self._worker = worker
         self._run = TemporalRun(name, entry)
         current().set(self._run)  # the task below copies it
+        refuse_steps(_NO_STEPS)
         followers = entry.worker._followers  # pyright: ignore[reportPrivateUsage]
         followers.add(worker)  # the registered Worker's cancel() reaches this run
         task = asyncio.create_task(self._drive(worker, args["messages"]))
