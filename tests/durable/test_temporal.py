@@ -141,6 +141,31 @@ async def test_of_two_decisions_on_one_pause_one_is_taken_the_other_refused(
     assert len(RAN) in (0, 1)  # the one taken: approved (ran once) or denied (never ran)
 
 
+async def test_a_hostile_update_of_the_wrong_shape_is_refused_and_the_run_waits_on(
+    temporal_client: Any,
+) -> None:
+    from temporalio.client import WorkflowUpdateFailedError
+
+    async with ScriptedModelServer("anthropic", pay_script()) as server, server.client() as c:
+        durable = TemporalWorker(Worker(c, tools=[pay]), name="t", client=temporal_client)
+        with anyio.fail_after(TIMEOUT):
+            async with durable:
+                run_id = await durable.start("Pay", run_id="hostile")
+                assert await durable.paused(run_id) is not None
+                handle = temporal_client.get_workflow_handle(run_id)
+                for forged in (
+                    {"wait": 0, "decisions": "all"},
+                    {"wait": 0, "decisions": {"p1": 1}},
+                ):
+                    with pytest.raises(WorkflowUpdateFailedError):
+                        await handle.execute_update("llm-worker.decide", forged)
+                assert await durable.status(run_id) == "paused"
+                await durable.decide(run_id, {"p1": Decision.approve()})
+                result = await durable.result(run_id)
+    assert result.text == "Paid."
+    assert RAN == ["pay 5"]
+
+
 async def test_an_output_over_the_payload_limit_is_an_error_result_naming_the_blob_store(
     temporal_client: Any,
 ) -> None:

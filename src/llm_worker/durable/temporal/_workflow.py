@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -171,6 +171,24 @@ class RunWorkflow:
             raise ApplicationError("the run is not waiting for this decision", type=NOT_WAITING)
         self._answer = message
         self._answers[wait] = "decision"
+
+    @decide.validator
+    def _decide_shape(self, message: dict[str, Any]) -> None:
+        """Refuse, before it enters the history, an update that is not decisions.
+
+        `decide()` sends only well-formed ones; another client of the server could send
+        anything, which would otherwise fail the run when it resumes.
+        """
+        try:
+            given = cast("object", message.get("decisions"))
+            if not isinstance(given, dict):
+                raise TypeError("the decisions are not an object")
+            decisions = cast("dict[str, object]", given)  # JSON from the update
+            if not all(isinstance(d, dict) for d in decisions.values()):
+                raise TypeError("a decision is not an object")
+            decisions_from(decisions)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ApplicationError(f"malformed decisions ({exc!r})", type=NOT_WAITING) from None
 
     @workflow.query(name=PROGRESS)
     def progress(self, start: int) -> dict[str, Any]:
