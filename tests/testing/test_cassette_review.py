@@ -9,7 +9,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import anyio
-import orjson
 import pytest
 
 from llm_worker import Worker
@@ -17,6 +16,7 @@ from llm_worker.errors import APIStatusError, AuthenticationError
 from llm_worker.events import BlockDelta
 from llm_worker.messages import Message, Request
 from llm_worker.testing import (
+    WIRE_PROVIDERS,
     Cassette,
     CassetteFileError,
     CassetteMissError,
@@ -30,7 +30,7 @@ from llm_worker.testing import (
 from llm_worker.testing._cassette_file import loads
 from llm_worker.testing._wire_anthropic import encode
 from testing.test_cassette import KEY, miss, model_string, upstream
-from testing.test_cassette_flows import leaks
+from testing.test_cassette_flows import leaks, pause_and_resume, pausing_script
 
 pytestmark = pytest.mark.anyio
 
@@ -70,7 +70,7 @@ async def test_a_cancel_mid_record_closes_the_server_at_once_and_keeps_nothing(
     with pytest.raises(OSError, match=r"connection attempts failed|refused"):  # server closed
         await anyio.connect_tcp("127.0.0.1", port)
     assert tape.exchanges == []  # an answer cut short is no recording
-    assert orjson.loads(path.read_text()) == {"cassette": 1}
+    assert not path.exists()  # and an interrupted recording writes no file
     with anyio.fail_after(10):  # the cassette opens again: nothing was left running
         async with Cassette(path, mode="record").client("anthropic:m", api_key=KEY):
             pass
@@ -81,6 +81,24 @@ async def count_missed(tape: Cassette, provider: str) -> None:
     async with tape.client(model_string(provider)) as client:
         with pytest.raises(APIStatusError):
             await client.count_tokens(Request([Message.user("hi")]))
+
+
+async def test_an_interrupted_re_recording_keeps_the_file_it_had(tmp_path: Path) -> None:
+    path = tmp_path / "kept.jsonl"
+    await record_hi(path)
+    before = path.read_text()
+    async with ScriptedModelServer("anthropic", [ScriptedResponse.text("ok")]) as server:
+        url = upstream(server, "anthropic")
+        tape = Cassette(path, mode="record")
+        with anyio.CancelScope() as scope:
+            async with tape.client("anthropic:scripted-model", base_url=url, api_key=KEY):
+                scope.cancel()  # Ctrl-C before the test asked anything
+                await anyio.sleep(1)
+    assert path.read_text() == before
+    with pytest.raises(ZeroDivisionError):  # a test that fails: recorded anew, as it ran
+        async with tape.client("anthropic:scripted-model", base_url=url, api_key=KEY):
+            raise ZeroDivisionError
+    assert loads(path.read_text()) == []
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "gemini", "openai_responses"])
@@ -219,3 +237,23 @@ async def test_a_key_in_an_answer_that_is_not_utf8_is_masked_around_its_bytes(
     assert not leaks(text, KEY) and "chunk_b64" in text
     (exchange,) = loads(text)
     assert exchange.body == b"<html>Caf\xe9: invalid key ***</html>"
+
+
+@pytest.mark.parametrize("provider", sorted(WIRE_PROVIDERS))
+async def test_every_wire_recorded_on_aiohttp_replays_bytewise_on_httpx_with_a_resume(
+    provider: str, tmp_path: Path
+) -> None:
+    # Thinking, two tools, a pause taken as JSON and resumed by a fresh Worker of a fresh
+    # client: recorded over aiohttp, replayed over httpx one byte per read.
+    path = tmp_path / "pause.jsonl"
+    async with ScriptedModelServer(provider, pausing_script()) as server:
+        tape = Cassette(path, mode="record")
+        url = upstream(server, provider)
+        options = {"base_url": url, "api_key": KEY, "transport": "aiohttp"}
+        async with tape.client(model_string(provider), **options) as client:
+            live_first, live_then, live = await pause_and_resume(client)
+    replay = Cassette(path, chunking=Chunking.bytewise())
+    async with replay, replay.client(model_string(provider), transport="httpx") as client:
+        first, then, replayed = await pause_and_resume(client)
+    assert (first, then) == (live_first, live_then)
+    assert replayed.messages == live.messages and replay.unused == []

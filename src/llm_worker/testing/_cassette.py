@@ -308,7 +308,7 @@ class Cassette:
                     await server.close()
                 await self._upstream.aclose()
             self._relays.clear()
-            self._save()
+            self._save(error)
         self._raise_failures(error)
 
     async def _relays_ended(self) -> None:
@@ -322,9 +322,11 @@ class Cassette:
                 await done.wait()
         self._relays.clear()
 
-    def _save(self) -> None:
+    def _save(self, error: BaseException | None) -> None:
         if self.mode == "replay" or (self.mode == "auto" and not self._new):
             return
+        if self.mode == "record" and error is not None and not isinstance(error, Exception):
+            return  # an interrupted re-recording (Ctrl-C, a cancel) keeps the file it had
         kept = (self._recorded or []) if self.mode == "auto" else []
         write(self.path, self._secrets.scrubbed([*kept, *self._new]))
 
