@@ -5,9 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
-from llm_worker import ToolContext, ToolUsePart, Worker, tool
+from llm_worker import (
+    BlockDelta,
+    GuardrailTripped,
+    InputGuardrailContext,
+    OutputGuardrailContext,
+    TextDelta,
+    ToolContext,
+    ToolUsePart,
+    Trip,
+    Worker,
+    input_guardrail,
+    output_guardrail,
+    tool,
+)
 from llm_worker.testing import ScriptedResponse
 from support.e2e import PROVIDERS, TIMEOUT, serve, worker_options
 from support.wire_bodies import assert_valid
@@ -102,3 +116,57 @@ async def test_a_steer_goes_after_the_skipped_results_on_the_wire(provider: str)
     (step,) = assert_valid(provider, body)
     assert "new instruction" in str(step.results[0].output)
     assert "Osaka instead." in str(body)
+
+
+async def read_text(worker: Worker[Any], prompt: str, shown: list[str]) -> None:
+    """Stream a run, keeping the text its reader was shown."""
+    async with worker.stream(prompt) as stream:
+        async for event in stream:
+            if isinstance(event, BlockDelta) and isinstance(event.delta, TextDelta):
+                shown.append(event.delta.text)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_guardrails_trip_on_the_wire_and_the_history_goes_on(provider: str) -> None:
+    ran: list[str] = []
+
+    @tool
+    def transfer(amount: int) -> str:
+        """Move money."""
+        ran.append(str(amount))
+        return "moved"
+
+    @input_guardrail
+    async def no_transfers(ctx: InputGuardrailContext) -> Trip | None:
+        for _ in range(50):  # slower than the answer: the call has arrived meanwhile
+            await anyio.lowlevel.checkpoint()
+        return Trip("no transfers today") if "transfer" in ctx.text else None
+
+    @output_guardrail(hold=8)
+    def no_codes(ctx: OutputGuardrailContext) -> Trip | None:
+        return Trip("a code") if "1234" in ctx.text else None
+
+    script = [
+        ScriptedResponse([ToolUsePart("call_1", "transfer", {"amount": 5})]),
+        ScriptedResponse.text("The code is 1234."),
+        ScriptedResponse.text("Hello again."),
+    ]
+    async with serve(provider, script) as wire:
+        worker = Worker(
+            wire.client(),
+            tools=[transfer],
+            guardrails=[no_transfers, no_codes],
+            early_tool_start=True,
+            **worker_options(provider),
+        )
+        with anyio.fail_after(TIMEOUT), pytest.raises(GuardrailTripped, match="no transfers"):
+            await worker.run("Please transfer 5.")
+        shown: list[str] = []
+        with anyio.fail_after(TIMEOUT), pytest.raises(GuardrailTripped, match="a code"):
+            await read_text(worker, "What is the code?", shown)
+        with anyio.fail_after(TIMEOUT):
+            again = await worker.run("Hi.")
+        body = wire.body(2)
+    assert ran == [] and "1234" not in "".join(shown)
+    assert again.text == "Hello again."
+    assert_valid(provider, body)  # the histories the trips left are sendable

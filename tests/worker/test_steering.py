@@ -222,3 +222,23 @@ def test_an_old_pause_state_without_queues_loads() -> None:
     data = state.to_dict()
     del data["steers"], data["follow_ups"]
     assert PauseState.from_dict(data).steers == []
+
+
+async def test_a_discarded_pause_leaves_its_steers_to_the_next_run() -> None:
+    state = PauseState(
+        [Message.user("hi"), Message.assistant("Hello.")],
+        at="on_turn_end",
+        steers=[Message.user("Be brief.")],
+    )
+    seen: list[list[str]] = []
+
+    def answer(call: ScriptedRequest) -> ScriptedResponse:
+        seen.append(texts(call))
+        return ScriptedResponse.text("OK.")
+
+    worker = Worker(ScriptedClient([answer]))
+    await worker.discard_pause(state=PauseState.from_json(state.to_json()))
+    assert worker.queued == ([Message.user("Be brief.")], [])
+    with anyio.fail_after(TIMEOUT):
+        await worker.run("Next question.")
+    assert seen == [["hi", "Next question.", "Be brief."]]

@@ -453,6 +453,7 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
         if state is None:
             return
         self.history[:] = list(state.history)
+        self._queue.restore(state.steers, state.follow_ups)  # the next run takes them in
         if state.at != "before_tool_call" or not state.pending:
             return  # an answer waiting at on_turn_end: the history is already whole
         run = Run(self._cfg, self.history, start=len(self.history), settle_only=True)
