@@ -56,6 +56,9 @@ _RESPONSES_FIELDS: Final = frozenset(
     }
 )
 
+# Past any context window (the largest are a few million tokens), with room to spare.
+_MOST_TOKENS: Final = 1 << 30
+
 _Builder = Callable[["HttpClient", Request], tuple[str, dict[str, Any]]]
 
 
@@ -89,5 +92,10 @@ def count_request(client: HttpClient, request: Request) -> tuple[str, dict[str, 
 
 
 def read_count(provider: str, answer: dict[str, Any]) -> int | None:
-    """The count in a counting endpoint's answer (Gemini's `totalTokens`, else `input_tokens`)."""
-    return as_int(answer.get("totalTokens" if provider == "gemini" else "input_tokens"))
+    """The count in a counting endpoint's answer (Gemini's `totalTokens`, else `input_tokens`).
+
+    None for a count no request can have (negative, or past `_MOST_TOKENS`): taken as given,
+    it would calibrate every later estimate of the client and of a `ContextPolicy` on it.
+    """
+    count = as_int(answer.get("totalTokens" if provider == "gemini" else "input_tokens"))
+    return count if count is not None and 0 <= count <= _MOST_TOKENS else None

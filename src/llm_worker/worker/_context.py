@@ -348,13 +348,15 @@ class Compactor:
         if self.policy.summarizer is not None:
             try:
                 text = await self._summary(transcript(previous, span))
-            except (LLMWorkerError, ValueError) as exc:
+            # Any failure of the summarizer (a typed provider error, no text, or a bug in a
+            # client of the user's own) only costs the summary: the turns are left out.
+            except Exception as exc:  # (cancellation is no Exception: it goes through)
                 _log.warning(
                     "the context summarizer failed (%s): the oldest turns are left out instead",
                     type(exc).__name__,
                 )
             else:
-                return text, "summary"
+                return self._bounded(text), "summary"
         note = (
             f"{replaced} earlier messages of this conversation are left out of this request "
             "to fit the context window."
@@ -362,6 +364,17 @@ class Compactor:
         if previous:
             note += f" Summary of the earlier part:\n{previous}"
         return note, "dropped"
+
+    def _bounded(self, text: str) -> str:
+        """The summary within the budget `_lead_budget` planned for it, as valid Unicode.
+
+        A summarizer may ignore `max_tokens` (or answer a lone surrogate, which no wire can
+        send): the lead must still fit the room the cut left it.
+        """
+        limit = round(self.policy.summary_max_tokens * self._estimator.chars_per_token)
+        if len(text) > limit:
+            text = f"{text[: max(limit - 1, 0)]}…"
+        return text.encode("utf-8", "replace").decode("utf-8")
 
     async def _summary(self, text: str) -> str:
         chosen, limit = self.policy.summarizer, self.policy.summary_max_tokens
