@@ -30,7 +30,13 @@ from llm_worker.testing import (
 from llm_worker.testing._cassette_file import loads
 from llm_worker.testing._wire_anthropic import encode
 from testing.test_cassette import KEY, miss, model_string, upstream
-from testing.test_cassette_flows import leaks, pause_and_resume, pausing_script
+from testing.test_cassette_flows import (
+    HEADER_KEY,
+    QUERY_KEY,
+    leaks,
+    pause_and_resume,
+    pausing_script,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -257,3 +263,23 @@ async def test_every_wire_recorded_on_aiohttp_replays_bytewise_on_httpx_with_a_r
         first, then, replayed = await pause_and_resume(client)
     assert (first, then) == (live_first, live_then)
     assert replayed.messages == live.messages and replay.unused == []
+
+
+async def test_the_requests_a_recording_cassette_keeps_show_no_key_in_their_repr(
+    tmp_path: Path,
+) -> None:
+    # pytest prints a repr in a failed assertion (`assert len(tape.requests) == 2`): the
+    # requests a recording passed on carry the real credentials.
+    async with ScriptedModelServer("gemini", [ScriptedResponse.text("ok")]) as server:
+        tape = Cassette(tmp_path / "repr.jsonl", mode="record")
+        async with tape.client(
+            model_string("gemini"),
+            api_key=KEY,
+            base_url=upstream(server, "gemini", f"?api_key={QUERY_KEY}"),
+            headers={"x-proxy-token": HEADER_KEY},
+        ) as client:
+            await Worker(client).run("hi")
+    shown = repr(tape.requests)
+    assert tape.requests and "'x-goog-api-key': '***'" in shown and "hi" in shown
+    for secret in (KEY, QUERY_KEY, HEADER_KEY):
+        assert not leaks(shown, secret)

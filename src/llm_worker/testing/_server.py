@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 import anyio
 import orjson
 
+from llm_worker._secrets import is_credential
 from llm_worker.errors import ConfigurationError
 
 __all__ = ("Chunking", "RecordedRequest", "WireResponse", "WireServer")
@@ -155,6 +156,18 @@ class RecordedRequest:
     def json(self) -> Any:
         """The body parsed as JSON."""
         return orjson.loads(self.body)
+
+    def __repr__(self) -> str:
+        # Credential headers and parameters masked: a cassette's requests carry the real key,
+        # and pytest prints a repr in a failed assertion's explanation.
+        def masked(values: dict[str, str]) -> dict[str, str]:
+            return {k: "***" if is_credential(k) else v for k, v in values.items()}
+
+        return (
+            f"RecordedRequest(method={self.method!r}, path={self.path!r}, "
+            f"query={masked(self.query)!r}, headers={masked(self.headers)!r}, "
+            f"body={self.body!r})"
+        )
 
 
 Handler = Callable[[RecordedRequest], "WireResponse | Awaitable[WireResponse]"]
