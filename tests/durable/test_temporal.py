@@ -113,6 +113,27 @@ async def test_cancel_ends_a_paused_run_and_its_call_never_runs(temporal_client:
     assert RAN == []
 
 
+async def test_a_run_cancelled_while_queued_ends_cancelled_as_it_starts(
+    temporal_client: Any,
+) -> None:
+    async with ScriptedModelServer("anthropic", pay_script()) as server, server.client() as c:
+        client = TemporalWorker(
+            Worker(c, tools=[pay]), name="t", client=temporal_client, serve=False
+        )
+        serving = TemporalWorker(Worker(c, tools=[pay]), name="t", client=temporal_client)
+        with anyio.fail_after(TIMEOUT):
+            async with client:
+                await client.start("Pay", run_id="queued")
+                assert await client.status("queued") == "queued"  # no process serves "t" yet
+                await client.cancel("queued", "changed my mind")
+                async with serving:
+                    result = await serving.result("queued")
+        assert server.requests == []  # no request was made
+    assert result.status is RunStatus.CANCELLED
+    assert result.reason == "changed my mind"
+    assert RAN == []
+
+
 async def test_of_two_decisions_on_one_pause_one_is_taken_the_other_refused(
     temporal_client: Any,
 ) -> None:
@@ -267,6 +288,18 @@ async def record_history(temporal_client: Any) -> None:  # pragma: no cover - a 
             await durable.result("replayed")
             history = await temporal_client.get_workflow_handle("replayed").fetch_history()
     HISTORY.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+
+
+async def test_one_name_is_served_once_per_process(temporal_client: Any) -> None:
+    async with ScriptedModelServer("anthropic", []) as server, server.client() as c:
+        one = TemporalWorker(Worker(c), name="t", client=temporal_client)
+        two = TemporalWorker(Worker(c), name="t", client=temporal_client)
+        with anyio.fail_after(TIMEOUT):
+            async with one:
+                with pytest.raises(ConfigurationError, match="already serving"):
+                    await two.__aenter__()
+            async with two:  # the name is free again once the first left
+                assert await two.status("none") is None
 
 
 def test_a_missing_temporal_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
