@@ -134,8 +134,9 @@ async def test_a_counting_call_is_answered_by_its_own_recording_only(
         ('{"status": 200, "headers": {"x-a": "1\\r\\nx-forged: 2"}}', "header 'x-a'"),
         ('{"status": 200, "headers": {"x a": "1"}}', "header 'x a'"),
         ('{"status": 200, "headers": {"": "1"}}', "header ''"),
+        ('{"status": 200, "headers": {"x-a": "sunny 🌤"}}', "header 'x-a'"),
     ],
-    ids=["status-1000", "status-101", "crlf-value", "space-in-name", "empty-name"],
+    ids=["status-1000", "status-101", "crlf-value", "space-in-name", "empty-name", "emoji"],
 )
 async def test_a_hand_edited_answer_head_is_named_with_its_line(
     response: str, says: str, tmp_path: Path

@@ -225,9 +225,18 @@ def _response(data: dict[str, Any]) -> tuple[int, dict[str, str]]:
     headers = {str(k).lower(): _str(v) for k, v in as_dict(data.get("headers")).items()}
     for name, value in headers.items():
         # A line break would end the header in the replayed answer and forge the next one.
-        if not _NAME.fullmatch(name) or _BREAK.search(value):
+        if not _NAME.fullmatch(name) or _BREAK.search(value) or not _latin1(value):
             raise ValueError(f"header {name!r}: a header name and a value on one line expected")
     return status, headers
+
+
+def _latin1(value: str) -> bool:
+    """Whether a header value can be sent as it is (HTTP/1.1 headers are bytes, ISO-8859-1)."""
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _chunk(data: dict[str, Any], exchange: Exchange) -> None:
