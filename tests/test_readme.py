@@ -24,6 +24,7 @@ import pytest
 from llm_worker import Decision, PauseState, RunStatus, ToolUsePart, UsageEvent, tool
 from llm_worker.testing import (
     RecordedRequest,
+    ScriptedClient,
     ScriptedModelServer,
     ScriptedRequest,
     ScriptedResponse,
@@ -64,7 +65,7 @@ def last_results(request: RecordedRequest) -> list[WireResult]:
 
 def test_the_readme_has_the_snippets_these_tests_run() -> None:
     # A new snippet needs a test here; a removed one needs its test removed.
-    assert len(SNIPPETS) == 17
+    assert len(SNIPPETS) == 18
 
 
 @pytest.mark.anyio
@@ -351,7 +352,7 @@ async def test_the_aiohttp_transport_snippet(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    code = snippet(12)
+    code = snippet(13)
     assert 'transport="aiohttp"' in code
     namespace = await run(
         code,
@@ -449,7 +450,7 @@ async def test_durable_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     ]
     database = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     async with ScriptedModelServer(PROVIDER, script) as server, server.client() as client:
-        code = snippet(9, {"sqlite:///runs.sqlite": database})
+        code = snippet(10, {"sqlite:///runs.sqlite": database})
         # DBOS launches, and a durable run records each step: 10 s is tight on a busy machine.
         namespace = await run(
             code, {"client": client, "book_hotel": book_hotel, "pay": pay}, bound=60.0
@@ -497,7 +498,7 @@ async def test_mcp_tools_in_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
         # uvx would fetch the server from PyPI: the dev group has it installed instead.
         local = f'{sys.executable!r}, ["-m", "mcp_server_time", "--local-timezone", "UTC"]'
-        code = snippet(11, {'"uvx", ["mcp-server-time"]': local})
+        code = snippet(12, {'"uvx", ["mcp-server-time"]': local})
         namespace = await run(code, {})
     result = namespace["result"]
     assert result.status is RunStatus.FINISHED
@@ -526,7 +527,7 @@ async def test_tracing_to_the_console_and_the_cost(
         # (maybe before this test's capture began): hand it the current one.
         swaps = {"ConsoleSpanExporter()": "ConsoleSpanExporter(out=__stdout__)"}
         namespace = await run(
-            snippet(10, swaps), {"get_weather": get_weather, "__stdout__": sys.stdout}
+            snippet(11, swaps), {"get_weather": get_weather, "__stdout__": sys.stdout}
         )
     out = capsys.readouterr().out
     names = re.findall(r'^    "name": "(.*)",$', out, re.MULTILINE)
@@ -614,7 +615,7 @@ async def test_the_fallback_snippet(
         monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic.base_url)
         monkeypatch.setenv("GEMINI_API_KEY", "gemini-readme-key")
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", gemini.base_url)
-        namespace = await run(snippet(15), {})
+        namespace = await run(snippet(16), {})
         await namespace["pool"].aclose()
     assert namespace["result"].text == "All quiet."
     assert capsys.readouterr().out == "gemini gemini-2.5-pro\n"
@@ -637,3 +638,57 @@ async def test_the_runs_controls(capsys: pytest.CaptureFixture[str]) -> None:
     assert offered == [["get_schema"]] + [["get_schema", "query_db"]] * 3
     assert "And the total of order 8?" in server.requests[3].body.decode()
     assert "query_db" not in str(server.requests[0].json()["tools"])  # not before the schema
+
+
+@pytest.mark.anyio
+async def test_sub_agents_stream_pause_and_resume_as_one_tree() -> None:
+    published: list[str] = []
+
+    @tool(effect="read_only")
+    def search(topic: str) -> str:
+        """Search."""
+        return f"sources on {topic}"
+
+    @tool(requires_approval=True)
+    def publish(fact: str) -> str:
+        """Publish."""
+        published.append(fact)
+        return "published"
+
+    def desk(call: ToolUsePart, answer: str) -> Any:
+        def step(r: ScriptedRequest) -> ScriptedResponse:
+            return ScriptedResponse.text(answer) if r.tool_results else ScriptedResponse([call])
+
+        return ScriptedClient(step)
+
+    clients = {
+        "research": desk(ToolUsePart("", "search", {"topic": "clocks"}), "Found."),
+        "check": desk(ToolUsePart("", "publish", {"fact": "Lamport 1978"}), "Published."),
+        "edit": ScriptedClient(
+            lambda r: (
+                ScriptedResponse.text("Done.")
+                if r.tool_results
+                else ScriptedResponse(
+                    [
+                        ToolUsePart("call_r", "research", {"input": "clocks"}),
+                        ToolUsePart("call_c", "check", {"input": "Lamport 1978"}),
+                    ]
+                )
+            )
+        ),
+    }
+    swaps = {
+        '"gemini:gemini-2.5-flash"': "clients['research']",
+        '"openai-responses:gpt-5-mini"': "clients['check']",
+        '"anthropic:claude-sonnet-4-5"': "clients['edit']",
+    }
+    namespace = {"clients": clients, "search": search, "publish": publish}
+    [code] = [s for s in SNIPPETS if ".as_tool(" in s]  # found by content, not place
+    for old, new in swaps.items():
+        assert old in code
+        code = code.replace(old, new)
+    namespace = await run(code, namespace)
+    result = namespace["result"]
+    assert result.status is RunStatus.FINISHED and result.text == "Done."
+    assert published == ["Lamport 1978"]
+    assert sorted(c.path for c in result.children) == [("call_c",), ("call_r",)]

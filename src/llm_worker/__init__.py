@@ -121,6 +121,7 @@ if TYPE_CHECKING:
     )
     from llm_worker.otel import instrument
     from llm_worker.state import (
+        ChildRun,
         ContextCompacted,
         Decision,
         OutputPartial,
@@ -166,7 +167,14 @@ if TYPE_CHECKING:
         ToolResult,
         tool,
     )
-    from llm_worker.worker import ContextPolicy, RunStream, StreamRetry, Worker
+    from llm_worker.worker import (
+        ContextPolicy,
+        Handoff,
+        RunStream,
+        StreamRetry,
+        Worker,
+        handoff,
+    )
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
@@ -314,6 +322,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(
         (
             "ContextCompacted",
+            "ChildRun",
             "Decision",
             "OutputPartial",
             "OutputRejected",
@@ -333,7 +342,9 @@ _LAZY: dict[str, str] = {
         ),
         "llm_worker.state",
     ),
-    **dict.fromkeys(("RunStream", "StreamRetry", "Worker"), "llm_worker.worker"),
+    **dict.fromkeys(
+        ("Handoff", "RunStream", "StreamRetry", "Worker", "handoff"), "llm_worker.worker"
+    ),
     "ContextPolicy": "llm_worker.worker",
     "instrument": "llm_worker.otel",
     **dict.fromkeys(
@@ -364,6 +375,7 @@ __all__ = (
     "BlockStart",
     "BlockStop",
     "BlockType",
+    "ChildRun",
     "Citation",
     "CitationDelta",
     "ConfigurationError",
@@ -381,6 +393,7 @@ __all__ = (
     "GuardrailChecked",
     "GuardrailTripped",
     "Handler",
+    "Handoff",
     "HookError",
     "ImagePart",
     "InputGuardrailContext",
@@ -478,6 +491,7 @@ __all__ = (
     "TurnStarted",
     "UsageEvent",
     "Worker",
+    "handoff",
     "input_guardrail",
     "instrument",
     "messages_from_json",

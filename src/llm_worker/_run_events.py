@@ -219,6 +219,8 @@ class Steered:
 
     messages: list[Message]
     kind: Literal["steer", "follow_up"]
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
 @dataclass(slots=True, frozen=True)

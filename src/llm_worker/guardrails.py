@@ -154,6 +154,8 @@ class GuardrailChecked:
     tripped: bool
     reason: str | None = None
     final: bool = True
+    path: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
+    """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
 InputCheck: TypeAlias = Callable[[InputGuardrailContext], "Awaitable[Trip | None] | Trip | None"]

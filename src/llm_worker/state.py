@@ -225,6 +225,11 @@ class PauseState:
             Worker takes them in before its next request (`Worker.follow_up`'s likewise in
             `follow_ups`, when the resumed run would finish).
         follow_ups: See `steers`.
+        children: The paused sub-agent runs, by the id of the call that runs each (that
+            call waits, `"allowed"`, without a result): the whole run tree, a state per
+            level. `Worker.resume` routes each decision to the run that holds its call and
+            resumes each child where it paused; what finished, at any depth, stays done.
+        child_runs: The sub-agent runs so far (`RunResult.children`), for the usage.
 
     A loaded state is trusted as it stands, like a history: its `approved` flags and its
     `"allowed"` statuses let calls run without another pause, and its results are what the
@@ -250,6 +255,8 @@ class PauseState:
     output_call: ToolCall | None = None
     steers: list[Message] = field(default_factory=lambda: [])
     follow_ups: list[Message] = field(default_factory=lambda: [])
+    children: dict[str, PauseState] = field(default_factory=lambda: {})
+    child_runs: list[ChildRun] = field(default_factory=lambda: [])
 
     def to_json(self) -> str:
         """Serialize to JSON (stable across processes; carries a format version)."""
@@ -276,6 +283,8 @@ class PauseState:
             "output_call": None if self.output_call is None else call_to_dict(self.output_call),
             "steers": [m.to_dict() for m in self.steers],
             "follow_ups": [m.to_dict() for m in self.follow_ups],
+            "children": {k: s.to_dict() for k, s in self.children.items()},
+            "child_runs": [c.to_dict() for c in self.child_runs],
         }
 
     @classmethod
@@ -340,6 +349,8 @@ class PauseState:
             output_call=output_call_from_dict(body.get("output_call")),
             steers=queued[0],
             follow_ups=queued[1],
+            children={str(k): cls.from_dict(v) for k, v in as_dict(body.get("children")).items()},
+            child_runs=[ChildRun.from_dict(c) for c in as_list(body.get("child_runs"))],
         )
         problem = empty_text(history) or pending_mismatch(state) or output_call_mismatch(state)
         if problem:

@@ -13,7 +13,9 @@ without serving: `DurableWorker(serve=False)`), `lease` (the lease's seconds, de
 `allow` on its `pay` call; prints `{"raced": id, "won": bool}`), `seed`, `allow`,
 `leave_after` (run ids: wait until each is paused, then leave the DurableWorker and exit),
 `fallback_url` (a Gemini scripted server: the client is then a `FallbackClient` that tries
-`model_url` first, without retries, and falls over to it).
+`model_url` first, without retries, and falls over to it), `nested` (the root's one tool is
+a sub-agent with the tools above: `delegate`), `report_pause` (run id: print
+`{"paused": id}` once its pause is recorded).
 It prints one JSON line per event: `{"tool": ...}` when the tool wrote, `{"run": id, "result": ...}`
 per finished run.
 """
@@ -29,7 +31,7 @@ from typing import Any
 
 import anyio
 
-from llm_worker import Decision, Worker, tool
+from llm_worker import Decision, PauseState, Worker, tool
 from llm_worker.durable import DecisionConflictError, DurableWorker
 from llm_worker.durable._records import run_record
 from llm_worker.providers import (
@@ -93,13 +95,22 @@ def model_clients(config: dict[str, Any]) -> list[HttpClient]:
     return [client, spare]
 
 
+def root_worker(client: LLMClient, config: dict[str, Any]) -> Worker:
+    """The Worker the runs run on; with `nested`, its one tool is a sub-agent with the tools."""
+    if not config.get("nested"):
+        return Worker(client, tools=tools(config))
+    desk = Worker(client, tools=tools(config), name="desk")
+    about = "Hands the task to the desk."
+    return Worker(client, tools=[desk.as_tool(name="delegate", description=about)])
+
+
 async def serve(config: dict[str, Any]) -> None:
     clients = model_clients(config)
     client: LLMClient = clients[0] if len(clients) == 1 else FallbackClient(clients)
     async with AsyncExitStack() as stack:
         for closing in clients:
             await stack.enter_async_context(closing)
-        worker = Worker(client, tools=tools(config))
+        worker = root_worker(client, config)
         durable = DurableWorker(
             worker,
             name=config["name"],
@@ -126,9 +137,8 @@ async def serve(config: dict[str, Any]) -> None:
             if "decide" in config:
                 state = await durable.paused(config["decide"])
                 assert state is not None
-                await durable.decide(
-                    config["decide"], {p.call.id: Decision.approve() for p in state.pending}
-                )
+                decisions = {i: Decision.approve() for i in tree_calls(state)}
+                await durable.decide(config["decide"], decisions)
                 say({"decided": config["decide"]})
             if "cancel" in config:
                 assert await durable.paused(config["cancel"]) is not None
@@ -136,10 +146,21 @@ async def serve(config: dict[str, Any]) -> None:
                 say({"cancelled": config["cancel"]})
             for run_id in config.get("runs", []):
                 tg.start_soon(_run, durable, run_id, True)
+            if "report_pause" in config:  # once the pause is recorded (then the test kills)
+                assert await durable.paused(config["report_pause"]) is not None
+                say({"paused": config["report_pause"]})
             for run_id in config.get("wait", []):
                 tg.start_soon(_run, durable, run_id, False)
             if config.get("serve"):
                 await anyio.sleep_forever()
+
+
+def tree_calls(state: PauseState) -> list[str]:
+    """Every pending call of a paused run tree (its sub-agents' included)."""
+    ids = [p.call.id for p in state.pending]
+    for below in state.children.values():
+        ids.extend(tree_calls(below))
+    return ids
 
 
 async def race(durable: DurableWorker, config: dict[str, Any]) -> None:

@@ -30,7 +30,8 @@ class Model:
 
     Each run (its input is its id) calls `append_line`, then (`steps=3`) `read_log`, then
     answers `done <id>`. A run whose id starts with `pay` calls `pay` (which needs an
-    approval), then answers. `seen` keeps (run id, step) of every request received.
+    approval), then answers. A run whose id starts with `nest` hands `pay<id>` to its
+    sub-agent (`delegate`), then answers. `seen` keeps (run id, step) of every request received.
     """
 
     steps: int = 3
@@ -58,7 +59,10 @@ class Model:
         for count, event in self.counts.items():
             if len(self.seen) >= count:
                 event.set()
-        if step == self.steps - 1 or (run.startswith("pay") and step == 1):
+        if run.startswith("nest") and step == 0:  # the root hands the task to its sub-agent
+            handed = ToolUsePart(f"{run}-d", "delegate", {"input": f"pay{run}"})
+            return ScriptedResponse([handed], usage=USAGE)
+        if step == self.steps - 1 or (run.startswith(("pay", "nest")) and step == 1):
             return ScriptedResponse.text(f"done {run}", usage=USAGE)
         if run.startswith("pay"):
             part = ToolUsePart(f"{run}-p", "pay", {"amount": 5})

@@ -15,10 +15,11 @@ from llm_worker._json import as_dict, as_list, as_str
 from llm_worker.collectors import ToolCall
 from llm_worker.events import USAGE_FIELDS, BlockStop, BlockType, StopReason, UsageEvent
 from llm_worker.messages import Message, Origin, ToolResultPart
-from llm_worker.state import Decision, PauseState, RunResult, RunStatus
+from llm_worker.state import ChildRun, Decision, PauseState, RunResult, RunStatus
 from llm_worker.tools import ToolResult
 from llm_worker.worker._assembler import Assembler
 from llm_worker.worker._output import OutputPlan, Rejected, answer_output
+from llm_worker.worker._tree import ChildPaused
 
 __all__ = (
     "answer_from",
@@ -124,6 +125,9 @@ def tool_record(result: ToolResult) -> dict[str, Any]:
     if result.media:  # images and documents: kept as the message model writes them
         part = ToolResultPart(result.tool_use_id, "", media=list(result.media))
         record["media"] = Message("user", [part]).to_dict()
+    if isinstance(result.exception, ChildPaused):  # a sub-agent's pause: its tree is the record
+        paused = result.exception
+        record["child_paused"] = {"state": paused.state.to_dict(), "reason": paused.reason}
     return record
 
 
@@ -140,6 +144,11 @@ def tool_from(data: object) -> ToolResult:
     )
     if r.get("media") is not None:
         result.media = list(Message.from_dict(r["media"]).tool_results[0].media)
+    paused = r.get("child_paused")
+    if paused is not None:  # the batch pauses on it again, as the live run did
+        body = as_dict(paused)
+        state = PauseState.from_dict(body["state"])
+        result.exception = ChildPaused(state, as_str(body.get("reason")))
     return result
 
 
@@ -165,6 +174,7 @@ def run_record(result: RunResult[Any], plan: OutputPlan | None = None) -> dict[s
         "stop_reason": None if result.stop_reason is None else result.stop_reason.value,
         "response_ids": list(result.response_ids),
         "refusal": result.refusal,
+        "children": [c.to_dict() for c in result.children],
     }
 
 
@@ -188,6 +198,8 @@ def run_from(data: object, plan: OutputPlan | None = None) -> RunResult[Any]:
         stop_reason=None if stop is None else StopReason(stop),
         response_ids=[str(x) for x in as_list(r["response_ids"])],
         refusal=as_str(r.get("refusal")),
+        # Absent from records of earlier versions: a run without sub-agents.
+        children=[ChildRun.from_dict(c) for c in as_list(r.get("children"))],
     )
     if result.status is RunStatus.FINISHED and result.refusal is None:
         result.output = _output(result, plan, r.get("output"))

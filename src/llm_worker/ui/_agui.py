@@ -199,6 +199,10 @@ class AGUIEncoder(BlockEncoder):
             out.append(_encrypted("tool-call", ident, hidden))
         return out
 
+    def _nested(self, key: str | None, data: dict[str, Any]) -> Event:
+        name = "llm-worker.subagent" if key is not None else "llm-worker.subagent-delta"
+        return {"type": "CUSTOM", "name": name, "value": data}
+
     def _status(self, event: StatusEvent) -> list[Event]:
         if event.status is ResponseStatus.STARTED:
             self._step += 1

@@ -30,6 +30,7 @@ from llm_worker.events import (
 from llm_worker.messages import Origin, Part
 from llm_worker.state import OutputPartial, OutputRejected, RunCompleted, ToolResultReady
 from llm_worker.ui._errors import ErrorText
+from llm_worker.ui._nested import NestedProgress
 from llm_worker.ui._output_parts import OutputTrack
 from llm_worker.worker._assembler import Assembler
 
@@ -102,7 +103,7 @@ class BlockEncoder:
         origin: The Worker's provider and model, stamped on opaque data as in its history.
     """
 
-    __slots__ = ("_asm", "_blocks", "_origin", "_outputs")
+    __slots__ = ("_asm", "_blocks", "_origin", "_outputs", "_progress")
 
     _TEXT_HEAD: ClassVar[str]  # the SSE line of a text delta up to the block id
     _REASONING_HEAD: ClassVar[str]
@@ -121,6 +122,7 @@ class BlockEncoder:
         self._asm = Assembler(origin)
         self._blocks: dict[int, OpenBlock] = {}
         self._outputs = OutputTrack()
+        self._progress = NestedProgress()
 
     def start(self) -> list[Payload]:
         """The chunks that open the stream."""
@@ -132,10 +134,23 @@ class BlockEncoder:
 
     def encode(self, event: object) -> list[Payload]:
         """The chunks of one run event (none for events the protocol has no place for)."""
+        if getattr(event, "path", None):  # a sub-agent's: told as its progress (see _nested)
+            return self._nested_chunks(event)
         handler = self._handlers.get(type(event))
         return [] if handler is None else handler(self, event)
 
     def _delta(self, event: BlockDelta) -> list[Payload]:
+        raise NotImplementedError
+
+    def _nested_chunks(self, event: object) -> list[Payload]:
+        delta = NestedProgress.delta(event)
+        if delta is not None:
+            return [self._nested(None, delta)]
+        update = self._progress.record(event)
+        return [] if update is None else [self._nested(*update)]
+
+    def _nested(self, key: str | None, data: dict[str, Any]) -> Payload:
+        """The protocol's chunk of a sub-agent's record (`key`) or text delta (`None`)."""
         raise NotImplementedError
 
     def _block(self, event: BlockStart | BlockStop | BlockAbort) -> list[Payload]:
@@ -206,7 +221,11 @@ class BlockEncoder:
         fast, encode = self.fast_delta, self.encode
         try:
             async for event in events:
-                if type(event) is BlockDelta and (line := fast(event)) is not None:
+                if (
+                    type(event) is BlockDelta
+                    and not event.path
+                    and (line := fast(event)) is not None
+                ):
                     yield line
                     continue
                 for payload in encode(event):

@@ -237,6 +237,13 @@ class VercelEncoder(BlockEncoder):
         kind = "reasoning" if event.block_type is BlockType.THINKING else "text"
         return [{"type": f"{kind}-end", "id": ident, "providerMetadata": aborted}]
 
+    def _nested(self, key: str | None, data: dict[str, Any]) -> Chunk:
+        # A data part with an id is replaced by the next one with that id: the client
+        # keeps each sub-agent's latest record; deltas are transient (never stored).
+        if key is None:
+            return {"type": "data-subagent-delta", "data": data, "transient": True}
+        return {"type": "data-subagent", "id": key, "data": data}
+
     def _status(self, event: StatusEvent) -> list[Chunk]:
         if event.status is ResponseStatus.STARTED:
             self._new_step()

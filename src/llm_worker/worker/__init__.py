@@ -15,8 +15,9 @@ inside import each other directly, never through this package.
 """
 
 from llm_worker.worker._context_policy import ContextPolicy
+from llm_worker.worker._handoff import Handoff, handoff
 from llm_worker.worker._stream import RunStream
 from llm_worker.worker._turn import StreamRetry
 from llm_worker.worker._worker import Worker
 
-__all__ = ("ContextPolicy", "RunStream", "StreamRetry", "Worker")
+__all__ = ("ContextPolicy", "Handoff", "RunStream", "StreamRetry", "Worker", "handoff")

@@ -17,6 +17,7 @@ from llm_worker.tools import Effect, ToolMeta, tool_meta
 from llm_worker.tools._text import json_text
 from llm_worker.tools._toolset import current_call
 from llm_worker.worker._tree import (
+    ChildPaused,
     Forwarder,
     Launch,
     Node,
@@ -110,11 +111,15 @@ class AgentTool:
         child = self.worker.fork()
         parent = current_node()
         forwarder = Forwarder(launch.path, parent.cfg) if parent is not None else None
-        child._cfg = _child_config(child._cfg, forwarder)  # pyright: ignore[reportPrivateUsage]
+        child._cfg = child_config(child._cfg, forwarder)  # pyright: ignore[reportPrivateUsage]
         status = RunStatus.CANCELLED  # a run that raised still made (and was billed) requests
+        resumed = parent.run.tree.resume.pop(launch.path[-1], None) if parent else None
         try:
             with launching(launch):
-                result = await child._run(prompt, None)  # pyright: ignore[reportPrivateUsage]
+                if resumed is None:
+                    result = await child._run(prompt, None)  # pyright: ignore[reportPrivateUsage]
+                else:
+                    result = await child._resume(*resumed, None)  # pyright: ignore[reportPrivateUsage]
             status = result.status
         finally:
             if forwarder is not None:
@@ -156,6 +161,8 @@ class AgentTool:
         return Launch(path, (*parent.lineage, mine))
 
     def _answer(self, result: RunResult[Any]) -> str:
+        if result.status is RunStatus.PAUSED and result.state is not None:
+            raise ChildPaused(result.state, result.reason)
         if result.status is not RunStatus.FINISHED:
             why = f": {result.reason}" if result.reason else ""
             raise ToolError(f"the sub-agent's run ended {result.status.value}{why}")
@@ -166,7 +173,7 @@ class AgentTool:
         return result.text
 
 
-def _child_config(cfg: WorkerConfig, forwarder: Forwarder | None) -> WorkerConfig:
+def child_config(cfg: WorkerConfig, forwarder: Forwarder | None) -> WorkerConfig:
     """The fork's own configuration: its own sinks and block state, the same registrations."""
     # Another run's reader (a RunStream of the sub-agent's Worker itself) is not this run's.
     sinks = [s for s in cfg.sinks if not is_reader(s)]
@@ -181,8 +188,12 @@ def _roll_up(name: str, launch: Launch, parent: Node | None, status: RunStatus) 
     node = launch.node
     if node is None or parent is None:
         return
-    parent.run.children.append(child_run(name, node, status))
-    parent.run.children.extend(node.run.children)
+    # A resumed child's run counts from its start again: its earlier records go.
+    depth = len(node.path)
+    records = parent.run.tree.children
+    records[:] = [c for c in records if c.path[:depth] != node.path]
+    records.append(child_run(name, node, status))
+    records.extend(node.run.tree.children)
 
 
 def _strongest(worker: Worker[Any]) -> Effect:

@@ -50,6 +50,7 @@ from llm_worker.worker._guard import input_gate_open
 from llm_worker.worker._intercept import ToolStep, intercepted
 from llm_worker.worker._media_check import sendable_results
 from llm_worker.worker._steering import skipped_result
+from llm_worker.worker._tree import children_paused
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -157,6 +158,9 @@ class Batch:
         if self._pause is not None:
             return self._pause
         await self._execute_allowed()
+        waiting = children_paused(self.owner, self.pending)
+        if waiting is not None:  # a sub-agent paused: its call waits for the resume
+            return waiting
         await self._after_hooks()
         self._media_checked()
         results = [p.result for p in self.pending if p.result is not None]

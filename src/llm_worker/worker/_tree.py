@@ -14,14 +14,15 @@ reaches the root. The root's events never pass here: their cost is unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from llm_worker._cost import RequestUsage
 from llm_worker._run_events import TurnEnded
+from llm_worker.errors import PauseStateError, ToolError
 from llm_worker.events import (
     BlockAbort,
     BlockDelta,
@@ -32,15 +33,19 @@ from llm_worker.events import (
     StatusEvent,
     UsageEvent,
 )
-from llm_worker.state import ChildRun, RunStatus
+from llm_worker.hooks import Pause
+from llm_worker.state import ChildRun, PauseState, RunStatus
 from llm_worker.worker._stream import Channel
 
 if TYPE_CHECKING:
+    from llm_worker.state import Decision, PendingCall
     from llm_worker.timeline import Timeline
     from llm_worker.worker._config import WorkerConfig
     from llm_worker.worker._turn import Run
 
 __all__ = (
+    "Below",
+    "ChildPaused",
     "Forwarder",
     "Launch",
     "Node",
@@ -49,10 +54,42 @@ __all__ = (
     "entered",
     "is_reader",
     "launching",
+    "route_decisions",
     "tree_usage",
 )
 
 Sink = Callable[[Any], None]
+Resumed = tuple[PauseState, dict[str, "Decision"]]
+"""A paused sub-agent's state and the decisions routed to it."""
+
+
+@dataclass(slots=True)
+class Below:
+    """What a run holds of the tree below it (`Run.tree`).
+
+    Attributes:
+        children: The sub-agent runs below it (their usage is not in the run's own:
+            `Run.result` adds it).
+        paused: The sub-agents that paused in this run, by call id.
+        resume: The paused sub-agents this run resumes, by call id, with their decisions.
+        handover: A handoff the model asked for (a `_handoff.Handover`), taken once its
+            batch is answered.
+    """
+
+    children: list[ChildRun] = field(default_factory=lambda: [])
+    paused: dict[str, PauseState] = field(default_factory=lambda: {})
+    resume: dict[str, Resumed] = field(default_factory=lambda: {})
+    handover: Any = None
+
+    def totals(self, own: UsageEvent, requests: list[RequestUsage]) -> dict[str, Any]:
+        """`RunResult`'s usage, request usage and children: the run's own and the tree's."""
+        usage, every = tree_usage(own, requests, self.children)
+        return {"usage": usage, "request_usage": every, "children": list(self.children)}
+
+    def saved(self) -> dict[str, Any]:
+        """What a `PauseState` keeps of the tree: the paused children and the records."""
+        return {"children": dict(self.paused), "child_runs": list(self.children)}
+
 
 _TIMELINE_EVENTS: frozenset[type] = frozenset(
     {BlockStart, BlockDelta, BlockStop, BlockAbort, UsageEvent, PingEvent, StatusEvent, ErrorEvent}
@@ -147,7 +184,7 @@ def child_run(name: str, node: Node, status: RunStatus) -> ChildRun:
 class Forwarder:
     """The first sink of a sub-agent's run: its events, stamped with their path, go up."""
 
-    __slots__ = ("branches", "path", "timeline", "up")
+    __slots__ = ("_last", "branches", "path", "timeline", "up")
 
     def __init__(self, path: tuple[str, ...], parent: WorkerConfig) -> None:
         self.path = path
@@ -158,22 +195,32 @@ class Forwarder:
             s for s in parent.sinks if is_reader(s) or type(s) is Forwarder
         )
         self.branches: dict[tuple[str, ...], Timeline] = {}
+        self._last: tuple[tuple[str, ...], Timeline] | None = None  # the branch used last
 
     def __call__(self, event: Any) -> None:
         path = event.path
         if not path:
-            path = event.path = self.path
+            path = _stamped(event, self.path)
         if type(event) in _TIMELINE_EVENTS:
-            branch = self.branches.get(path)
-            if branch is None:
-                branch = self.branches[path] = self.timeline.branch(path)
-            branch.dispatch(event)
+            last = self._last
+            if last is not None and last[0] is path:  # the hot path: one child's stream
+                last[1].dispatch(event)
+            else:
+                self._branch(path).dispatch(event)
         elif type(event) is TurnEnded:
             self._ended(path)
         for sink in self.up:
             sink(event)
 
+    def _branch(self, path: tuple[str, ...]) -> Timeline:
+        branch = self.branches.get(path)
+        if branch is None:
+            branch = self.branches[path] = self.timeline.branch(path)
+        self._last = (path, branch)
+        return branch
+
     def _ended(self, path: tuple[str, ...]) -> None:
+        self._last = None
         branch = self.branches.pop(path, None)
         if branch is not None:  # a run that ended mid-block has sent its abort already
             branch.abort_current_block("the sub-agent's run ended")
@@ -184,6 +231,80 @@ class Forwarder:
             self._ended(path)
 
 
+def _stamped(event: Any, path: tuple[str, ...]) -> tuple[str, ...]:
+    """Give a child's own event its path (a frozen event too: it is new, and no one's yet)."""
+    try:
+        event.path = path
+    except AttributeError:  # a frozen dataclass (GuardrailChecked)
+        object.__setattr__(event, "path", path)
+    return path
+
+
 def is_reader(sink: Sink) -> bool:
     """Whether a sink is a `RunStream`'s (its reader's, not the run's own bookkeeping)."""
     return type(getattr(sink, "__self__", None)) is Channel
+
+
+# -- nested pause ------------------------------------------------------------------------------
+
+
+class ChildPaused(ToolError):
+    """A sub-agent's run paused: its call waits, and the run that called it pauses too.
+
+    Raised by the sub-agent tool; the batch takes it back out of the call's result (the
+    model never reads it).
+    """
+
+    def __init__(self, state: PauseState, reason: str | None) -> None:
+        super().__init__(f"the sub-agent paused: {reason or 'no reason given'}")
+        self.state = state
+        self.reason = reason
+
+
+def children_paused(run: Run, pending: list[PendingCall]) -> Pause | None:
+    """Take the paused sub-agents out of a batch's results: their calls wait, unanswered."""
+    reasons: list[str] = []
+    for p in pending:
+        result = p.result
+        if result is not None and isinstance(result.exception, ChildPaused):
+            run.tree.paused[p.call.id] = result.exception.state
+            p.status, p.result = "allowed", None
+            reasons.append(result.exception.reason or f"sub-agent call {p.call.id} paused")
+    return Pause("; ".join(reasons)) if reasons else None
+
+
+def route_decisions(
+    state: PauseState, decisions: Mapping[str, Decision]
+) -> tuple[dict[str, Decision], dict[str, Resumed]]:
+    """Split a resume's decisions: this run's own, and each paused sub-agent's.
+
+    A decision is keyed by a call id (unique in the tree) or by a path, the call ids from
+    this run down joined by `/` (`"call_a/call_b"`).
+
+    Raises:
+        PauseStateError: A decision names no call the tree holds.
+    """
+    own_ids = {p.call.id for p in state.pending}
+    routed: dict[str, Resumed] = {cid: (child, {}) for cid, child in state.children.items()}
+    own: dict[str, Decision] = {}
+    for key, decision in decisions.items():
+        first, _, rest = key.partition("/")
+        if rest and first in routed:
+            routed[first][1][rest] = decision
+        elif key in own_ids or not routed:
+            own[key] = decision  # apply_decisions says so when it is no call of this run
+        else:
+            holder = next((c for c, (s, _) in routed.items() if key in _call_ids(s)), None)
+            if holder is None:
+                raise PauseStateError(
+                    f"a decision names call {key!r}, which no run of the tree holds"
+                )
+            routed[holder][1][key] = decision
+    return own, routed
+
+
+def _call_ids(state: PauseState) -> set[str]:
+    ids = {p.call.id for p in state.pending}
+    for child in state.children.values():
+        ids |= _call_ids(child)
+    return ids

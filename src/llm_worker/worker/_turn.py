@@ -35,7 +35,6 @@ from llm_worker.hooks import (
 from llm_worker.messages import Message, Origin, Request
 from llm_worker.state import (
     CacheMiss,
-    ChildRun,
     PauseState,
     PendingCall,
     RequestUsage,
@@ -53,6 +52,7 @@ from llm_worker.worker._enabled import offered
 from llm_worker.worker._execution import Batch
 from llm_worker.worker._groups import early_group
 from llm_worker.worker._guard import Holder, InputGate, check_output, guarded_run, input_gate_open
+from llm_worker.worker._handoff import take_over
 from llm_worker.worker._history import repair
 from llm_worker.worker._intercept import RequestStep, intercepted
 from llm_worker.worker._output import (
@@ -68,7 +68,7 @@ from llm_worker.worker._send import prepared, sending
 from llm_worker.worker._steering import Steered, SteerQueue
 from llm_worker.worker._stream import Channel, Reached, channel_of, closing
 from llm_worker.worker._stream_retry import StreamRetry
-from llm_worker.worker._tree import tree_usage
+from llm_worker.worker._tree import Below
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -105,8 +105,7 @@ class Run:
     """Each answer's usage (a broken attempt's too), with the provider and model to price it."""
     offered: frozenset[str] | None = None
     """The tools offered for the current answer (`None`: every registered tool)."""
-    children: list[ChildRun] = field(default_factory=lambda: [])
-    """The sub-agent runs below this one (their usage is not in `usage`: `result` adds it)."""
+    tree: Below = field(default_factory=Below)  # sub-agents' records, pauses, resumes, handoff
     queue: SteerQueue | None = None
     """The Worker's queue of steers and follow-ups (set when the run starts)."""
     gate: InputGate | None = None
@@ -176,6 +175,8 @@ class Run:
         self.batch = None
         if paused is not None:
             return self.paused("before_tool_call", paused.reason, batch.pending)
+        if self.tree.handover is not None:
+            return await take_over(self)
         output = self.cfg.output
         called = called_output(output, batch.pending) if output is not None else None
         if called is None or output is None:
@@ -486,16 +487,13 @@ class Run:
 
     def result(self, status: RunStatus, **kwargs: Any) -> RunResult[Any]:
         """A RunResult with this run's counters."""
-        usage, request_usage = tree_usage(self.usage, self.request_usage, self.children)
         return RunResult(
             status,
             messages=self.history[self.start :],
-            usage=usage,
             requests=self.requests,
             stop_reason=self.stop_reason,
             response_ids=list(self.response_ids),
-            request_usage=request_usage,
-            children=list(self.children),
+            **self.tree.totals(self.usage, self.request_usage),  # the sub-agents' added in
             cache_misses=list(self.cache_misses),
             **kwargs,
         )
@@ -517,6 +515,7 @@ class Run:
             stop_message=self.stop_detail if at == "on_turn_end" else None,
             output_attempts=self.output_attempts,
             output_call=self.output_call if at == "on_turn_end" else None,
+            **self.tree.saved(),
         )
         if self.queue is not None:  # delivered after the resume, in whichever process
             state.steers, state.follow_ups = self.queue.take("steer"), self.queue.take("follow_up")

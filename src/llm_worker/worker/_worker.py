@@ -70,7 +70,7 @@ from llm_worker.worker._toolset import (
     progress_sink,
     reporting_progress,
 )
-from llm_worker.worker._tree import entered
+from llm_worker.worker._tree import entered, route_decisions
 from llm_worker.worker._turn import Run, StreamRetry
 
 if TYPE_CHECKING:
@@ -399,6 +399,7 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
         # Check before touching the history: a refused resume leaves the Worker as it was.
         self._check_idle(state)
         await self._cfg.registry.refresh()  # a toolset's tools, for the calls to resume
+        decisions, routed = route_decisions(state, decisions)
         pending = apply_decisions(state, decisions, self._cfg.registry)
         check_resumable(self._cfg.registry, pending, state.tools)
         check_output_call(self._cfg.output, state.output_call)
@@ -409,7 +410,8 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
         run = Run(self._cfg, self.history, state.requests, state.continuations, state.usage)
         run.start, run.chain_from = len(self.history), state.response_id or self._last_response
         run.decided = seen_on_resume(state, decisions)
-        run.request_usage = list(state.request_usage)
+        run.request_usage, run.tree.children = list(state.request_usage), list(state.child_runs)
+        run.tree.resume = routed
         run.output_attempts = state.output_attempts
         self._queue.restore(state.steers, state.follow_ups)
         paused = PauseState(
@@ -538,10 +540,7 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
                 run.queue = self._queue
                 step = RunStep(self._cfg.client, resume)
                 proceed = lambda: self._guarded(run, resume)  # noqa: E731
-                with (
-                    reporting_progress(progress_sink(self._cfg.sinks)),
-                    entered(self._cfg, run),
-                ):
+                with reporting_progress(progress_sink(self._cfg.sinks)), entered(self._cfg, run):
                     result = await intercepted(self._cfg.interceptors, "run", step, proceed)
             finally:
                 announce(self._cfg.sinks, self._subscribers, TurnEnded(turn))
