@@ -11,7 +11,7 @@ from llm_worker import Worker
 from llm_worker.cli import main
 from llm_worker.errors import ConfigurationError
 from llm_worker.providers import from_string
-from llm_worker.testing import EvalCase, run_cases
+from llm_worker.testing import EvalCase, ScriptedModelServer, ScriptedResponse, run_cases
 
 
 @pytest.mark.parametrize(
@@ -60,3 +60,24 @@ async def test_cases_that_would_share_a_cassette_are_refused_before_any_runs(
     results = await run_cases(make_worker, long, cassettes=tmp_path)  # distinct: no file yet
     assert [type(r.error).__name__ for r in results] == ["CassetteFileError"] * 2
     assert "File name too long" not in str(results[0].error)
+
+
+def test_an_async_make_worker_runs_each_case(
+    tmp_path: Path, serve: Any, offline_env: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It made each case a TypeError row ("coroutine" is no async context manager).
+    cases = tmp_path / "cases.py"
+    cases.write_text(
+        "from llm_worker import Worker\n"
+        "from llm_worker.providers import from_string\n"
+        "from llm_worker.testing import EvalCase\n"
+        "cases = [EvalCase('one', 'hi')]\n"
+        "async def make_worker():\n"
+        "    return Worker(from_string('openai:m', base_url=URL, api_key='k'))\n"
+    )
+    with serve(ScriptedModelServer("openai_chat", [ScriptedResponse.text("Hi!")])) as server:
+        source = cases.read_text().replace("URL", repr(server.base_url + "/v1"))
+        cases.write_text(source)
+        assert main(["eval", str(cases), "--live"]) == 0
+    out = capsys.readouterr().out
+    assert "finished" in out and "Hi!" in out

@@ -7,8 +7,9 @@ case in a parametrized pytest test) reads the results.
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import KW_ONLY, dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -91,7 +92,7 @@ class CaseResult:
 
 
 async def run_cases(
-    make_worker: Callable[[], Worker[Any]],
+    make_worker: Callable[[], Worker[Any] | Awaitable[Worker[Any]]],
     cases: Iterable[EvalCase],
     *,
     cassettes: str | Path | None = None,
@@ -101,7 +102,7 @@ async def run_cases(
 
     Args:
         make_worker: Makes the Worker of one case (its client an HTTP provider client when
-            cassettes are used).
+            cassettes are used); an `async def` too (a Worker whose MCP tools connect first).
         cases: The cases.
         cassettes: A folder of one cassette per case; `None` runs live.
         mode: The cassettes' mode (`"replay"`, `"record"`, `"auto"`).
@@ -116,7 +117,9 @@ async def run_cases(
     for case in cases:
         started = time.monotonic()
         try:
-            result = await _run(make_worker(), case, cassettes, mode)
+            made = make_worker()
+            worker = await made if inspect.isawaitable(made) else made
+            result = await _run(worker, case, cassettes, mode)
         except Exception as exc:  # a case's failure is its row, the next case still runs
             results.append(CaseResult(case, None, exc, time.monotonic() - started))
         else:
