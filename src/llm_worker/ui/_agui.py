@@ -207,7 +207,7 @@ class AGUIEncoder(BlockEncoder):
         if event.status is ResponseStatus.STARTED:
             self._step += 1
             self._in_step = True
-            self._new_step()
+            self._new_step(event.source)
             self._text_used = False
             self._step_ids = []
             return [{"type": "STEP_STARTED", "stepName": f"request {self._step}"}]

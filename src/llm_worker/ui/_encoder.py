@@ -236,8 +236,10 @@ class BlockEncoder:
         if self._DONE:
             yield self._DONE
 
-    def _new_step(self) -> None:
-        self._asm = Assembler(self._origin)
+    def _new_step(self, source: Origin | None = None) -> None:
+        # A fallback client's answer names the client that streams it: its opaque data is
+        # that client's, not the Worker's first client's.
+        self._asm = Assembler(source or self._origin)
         self._blocks.clear()
 
     def _open(self, index: int, kind: BlockType, ident: str) -> None:

@@ -246,7 +246,7 @@ class VercelEncoder(BlockEncoder):
 
     def _status(self, event: StatusEvent) -> list[Chunk]:
         if event.status is ResponseStatus.STARTED:
-            self._new_step()
+            self._new_step(event.source)
             self._in_step = True
             self._step_usage = UsageEvent()
             return [{"type": "start-step"}]
