@@ -56,6 +56,8 @@ LAYERS: Layers = (
         "worker",
         (
             "llm_worker.worker",
+            "llm_worker.limits",
+            "llm_worker.sessions",
             "llm_worker.hooks",
             "llm_worker.state",
             "llm_worker.guardrails",

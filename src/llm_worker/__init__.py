@@ -62,6 +62,8 @@ if TYPE_CHECKING:
         ProviderError,
         RateLimitError,
         ServerError,
+        SessionBusyError,
+        SessionError,
         StreamError,
         StreamInterruptedError,
         ToolError,
@@ -99,6 +101,7 @@ if TYPE_CHECKING:
         input_guardrail,
         output_guardrail,
     )
+    from llm_worker.limits import Limits, Spent
     from llm_worker.messages import (
         Citation,
         DocumentPart,
@@ -120,6 +123,7 @@ if TYPE_CHECKING:
         messages_to_json,
     )
     from llm_worker.otel import instrument
+    from llm_worker.sessions import PostgresSession, Session, SqliteSession
     from llm_worker.state import (
         ChildRun,
         ContextCompacted,
@@ -221,6 +225,8 @@ _LAZY: dict[str, str] = {
             "ProviderError",
             "RateLimitError",
             "ServerError",
+            "SessionBusyError",
+            "SessionError",
             "StreamError",
             "StreamInterruptedError",
             "ToolError",
@@ -358,6 +364,8 @@ _LAZY: dict[str, str] = {
         ),
         "llm_worker.guardrails",
     ),
+    **dict.fromkeys(("Limits", "Spent"), "llm_worker.limits"),
+    **dict.fromkeys(("PostgresSession", "Session", "SqliteSession"), "llm_worker.sessions"),
 }
 
 __all__ = (
@@ -403,6 +411,7 @@ __all__ = (
     "InvalidRequestError",
     "LLMWorkerError",
     "LimitExceededError",
+    "Limits",
     "MCPConnectionError",
     "MalformedStreamError",
     "MediaError",
@@ -424,6 +433,7 @@ __all__ = (
     "PauseStateError",
     "PermissionDeniedError",
     "PingEvent",
+    "PostgresSession",
     "ProviderError",
     "ProviderMetadata",
     "ProviderPart",
@@ -438,8 +448,13 @@ __all__ = (
     "RunStatus",
     "RunStream",
     "ServerError",
+    "Session",
+    "SessionBusyError",
+    "SessionError",
     "SignatureDelta",
     "SpecificTool",
+    "Spent",
+    "SqliteSession",
     "StatusEvent",
     "Steered",
     "StopReason",

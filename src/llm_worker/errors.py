@@ -29,10 +29,12 @@ LLMWorkerError
 ├── HookError                     a hook raised or timed out (names the hook)
 ├── Aborted                       a hook aborted the run
 │   └── GuardrailTripped          a guardrail's tripwire stopped the run
-├── LimitExceededError            a loop bound was reached
+├── LimitExceededError            a loop bound or a `Limits` budget was reached
 ├── OutputValidationError         the final answer never fit the output type (retries spent)
 ├── NoOutputError                 `RunResult.output` read on a run that has none (paused, …)
 ├── PauseStateError               a pause state that cannot be resumed
+├── SessionError                  a session store that cannot be read or written
+│   └── SessionBusyError          another run holds the session (or changed it meanwhile)
 └── BlobError                     a blob that cannot be stored or loaded
     ├── BlobNotFoundError
     ├── InvalidBlobIdError
@@ -83,6 +85,8 @@ __all__ = (
     "ProviderError",
     "RateLimitError",
     "ServerError",
+    "SessionBusyError",
+    "SessionError",
     "StreamError",
     "StreamInterruptedError",
     "ToolError",
@@ -366,17 +370,24 @@ class GuardrailTripped(Aborted):
 
 
 class LimitExceededError(LLMWorkerError):
-    """A loop bound was reached (requests per run, on_turn_end continuations).
+    """A loop bound or a budget was reached (`max_requests`, `max_continuations`, `Limits`).
 
     Attributes:
-        limit: Which limit (`max_requests`, `max_continuations`).
+        limit: Which limit (`max_requests`, `max_continuations`, or a `Limits` field:
+            `requests`, `input_tokens`, `output_tokens`, `total_tokens`, `tool_calls`,
+            `cost_usd`, `wall_s`).
         value: Its value.
+        used: What was (or, with the refused request or call, would have been) spent
+            against it; None where there is no figure (a model with no price).
     """
 
-    def __init__(self, message: str, *, limit: str = "", value: int = 0) -> None:
+    def __init__(
+        self, message: str, *, limit: str = "", value: float = 0, used: float | None = None
+    ) -> None:
         super().__init__(message)
         self.limit = limit
         self.value = value
+        self.used = used
 
 
 class OutputValidationError(LLMWorkerError):
@@ -414,6 +425,30 @@ class NoOutputError(LLMWorkerError, LookupError):
 
 class PauseStateError(LLMWorkerError, ValueError):
     """A pause state that cannot be loaded or resumed (bad JSON, unknown version, tools missing)."""
+
+
+class SessionError(LLMWorkerError):
+    """A session could not be read or written (the store failed, or holds what it cannot read).
+
+    The driver's exception, if any, is the `__cause__`; the message never holds a password
+    of the connection string.
+    """
+
+
+class SessionBusyError(SessionError):
+    """Another run holds the session, or changed it while this run went on.
+
+    Two runs on one session never interleave their histories: the second is refused at its
+    start (or waits, with `wait=`), and a run whose session was taken over meanwhile (its
+    claim expired) appends nothing.
+
+    Attributes:
+        session_id: The session.
+    """
+
+    def __init__(self, message: str, *, session_id: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
 
 
 class BlobError(LLMWorkerError):

@@ -461,6 +461,8 @@ class RunResult(Generic[OutputT]):
         cache_misses: The requests of this run (since the resume, for a resumed one) that
             did not start as the previous request of the conversation did: where each
             parted from it (`CacheMiss`).
+        soft_limit: The `Limits` limit whose `soft` fraction was reached (the model was told
+            to finish without tools), else None.
     """
 
     status: RunStatus
@@ -477,6 +479,7 @@ class RunResult(Generic[OutputT]):
     request_usage: list[RequestUsage]
     children: list[ChildRun]
     cache_misses: list[CacheMiss]
+    soft_limit: str | None
 
     def __init__(
         self,
@@ -494,6 +497,7 @@ class RunResult(Generic[OutputT]):
         refusal: str | None = None,
         request_usage: list[RequestUsage] | None = None,
         children: list[ChildRun] | None = None,
+        soft_limit: str | None = None,
         _output: OutputT | None = None,
         cache_misses: list[CacheMiss] | None = None,
     ) -> None:
@@ -516,6 +520,7 @@ class RunResult(Generic[OutputT]):
         self.request_usage = [] if request_usage is None else request_usage
         self.children = [] if children is None else children
         self.cache_misses = [] if cache_misses is None else cache_misses
+        self.soft_limit = soft_limit
 
     @property
     def has_output(self) -> bool:

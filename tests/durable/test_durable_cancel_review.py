@@ -37,19 +37,23 @@ class Gated(Worker[Any]):
     gate: anyio.Event
     gated: str
 
-    async def run(self, input: str | Message | Iterable[Message]) -> RunResult[Any]:
+    async def run(self, input: str | Message | Iterable[Message], **options: Any) -> RunResult[Any]:
         if self.gated == "run":
             self.entered.set()
             await self.gate.wait()
-        return await super().run(input)
+        return await super().run(input, **options)
 
     async def resume(
-        self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
+        self,
+        state: PauseState | None = None,
+        *,
+        decisions: Mapping[str, Decision] | None = None,
+        **options: Any,
     ) -> RunResult[Any]:
         if self.gated == "resume":
             self.entered.set()
             await self.gate.wait()
-        return await super().resume(state, decisions=decisions)
+        return await super().resume(state, decisions=decisions, **options)
 
 
 def _gated(client: Any, at: str, tools: list[Any]) -> Gated:

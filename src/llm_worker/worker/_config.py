@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.collectors import ToolCall
     from llm_worker.guardrails import Guardrail
+    from llm_worker.limits import Limits
     from llm_worker.providers._base import LLMClient
+    from llm_worker.sessions import Session
     from llm_worker.tools import ErrorFormatter, ToolRegistry, ToolResult
     from llm_worker.worker._context import Compactor
     from llm_worker.worker._intercept import Interceptor
@@ -66,9 +68,19 @@ class WorkerConfig:
     """Input and output guardrails (`Worker(guardrails=...)`), in order."""
     prompt_cache: bool = True
     """Ask for prompt caching (`Request.prompt_cache`) and report cache misses."""
+    limits: Limits | None = None
+    """The budget every run is charged to (`Worker(limits=...)`), if any."""
+    session: Session | None = None
+    """Where the conversation is kept (`Worker(session=...)`), if anywhere."""
 
     def __post_init__(self) -> None:
         check_limits(self.max_requests, self.max_continuations, self.max_tool_arguments)
+        if self.inspect_name is None and self.blob_store is not None:
+            from llm_worker.blobs import InspectTool
+
+            # The built-in inspect tool the blob store brought, under the name it was given.
+            builtin = (t.name for t in self.registry if isinstance(t, InspectTool))
+            self.inspect_name = next(builtin, None)
 
     def build_request(self, messages: list[Message]) -> Request:
         """The request for the current history."""

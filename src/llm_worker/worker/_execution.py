@@ -279,6 +279,10 @@ class Batch:
             self._started.add(index)
             step = ToolStep(pending.call, tool, self.owner.requests)
             proceed = lambda: self._execute(tool, pending.call)  # noqa: E731
+            budget = self.owner.budget
+            refused = budget.tool_call() if budget is not None else None
+            if refused is not None:  # over a limit: the model reads why; the next request raises
+                proceed = lambda: _refused(pending.call, refused)  # noqa: E731
             try:
                 pending.result = await intercepted(cfg.interceptors, "tool_call", step, proceed)
             except Exception as exc:  # an interceptor's fault: the model reads it, the run goes on
@@ -397,6 +401,10 @@ class Batch:
     def _has_side_effect(self, index: int) -> bool:
         tool = self.owner.cfg.registry.get(self.pending[index].call.name)
         return tool is not None and not tool_meta(tool).may_rerun
+
+
+async def _refused(call: ToolCall, why: str) -> ToolResult:
+    return ToolResult(call.id, call.name, why, is_error=True, input=call.input)
 
 
 def _outcome(pending: PendingCall) -> ToolOutcome:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 if TYPE_CHECKING:
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.guardrails import Guardrail
+    from llm_worker.limits import Limits
     from llm_worker.messages import Message, ThinkingConfig, ToolChoice
     from llm_worker.otel import Instrumentation
     from llm_worker.tools import ErrorFormatter, Tool, Toolset
@@ -49,3 +50,4 @@ class WorkerOptions(TypedDict, total=False):
     context: ContextPolicy | None
     guardrails: Iterable[Guardrail]
     prompt_cache: bool
+    limits: Limits | None

@@ -12,8 +12,10 @@ from llm_worker.errors import ConfigurationError
 from llm_worker.state import OutputT
 
 if TYPE_CHECKING:
+    from llm_worker.limits import Limits
     from llm_worker.messages import Message
     from llm_worker.providers._base import LLMClient
+    from llm_worker.sessions import Session
     from llm_worker.state import Decision, PauseState, RunResult
     from llm_worker.worker._config import WorkerConfig
 
@@ -64,13 +66,30 @@ class SyncRuns(Generic[OutputT]):
 
     if TYPE_CHECKING:
 
-        async def run(self, input: str | Message | Iterable[Message]) -> RunResult[OutputT]: ...
-
-        async def resume(
-            self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
+        async def run(
+            self,
+            input: str | Message | Iterable[Message],
+            *,
+            limits: Limits | None = None,
+            session: Session | None = None,
         ) -> RunResult[OutputT]: ...
 
-    def run_sync(self, input: str | Message | Iterable[Message]) -> RunResult[OutputT]:
+        async def resume(
+            self,
+            state: PauseState | None = None,
+            *,
+            decisions: Mapping[str, Decision] | None = None,
+            limits: Limits | None = None,
+            session: Session | None = None,
+        ) -> RunResult[OutputT]: ...
+
+    def run_sync(
+        self,
+        input: str | Message | Iterable[Message],
+        *,
+        limits: Limits | None = None,
+        session: Session | None = None,
+    ) -> RunResult[OutputT]:
         """Run like `run()`, from synchronous code (a script, a REPL): returns when done.
 
         ```python
@@ -88,10 +107,16 @@ class SyncRuns(Generic[OutputT]):
                 or in a Jupyter notebook): use `await worker.run(...)` there. Or any error of
                 `run()`.
         """
-        return run_blocking("run_sync", lambda: self.run(input), self._cfg.client)
+        work = lambda: self.run(input, limits=limits, session=session)  # noqa: E731
+        return run_blocking("run_sync", work, self._cfg.client)
 
     def resume_sync(
-        self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
+        self,
+        state: PauseState | None = None,
+        *,
+        decisions: Mapping[str, Decision] | None = None,
+        limits: Limits | None = None,
+        session: Session | None = None,
     ) -> RunResult[OutputT]:
         """Go on with a paused run like `resume()`, from synchronous code, as `run_sync` runs.
 
@@ -99,5 +124,7 @@ class SyncRuns(Generic[OutputT]):
             ConfigurationError: An event loop is running in this thread: use
                 `await worker.resume(...)` there. Or any error of `resume()`.
         """
-        work = lambda: self.resume(state, decisions=decisions)  # noqa: E731
+        work = lambda: self.resume(  # noqa: E731
+            state, decisions=decisions, limits=limits, session=session
+        )
         return run_blocking("resume_sync", work, self._cfg.client)

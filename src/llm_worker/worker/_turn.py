@@ -21,7 +21,6 @@ import anyio
 
 from llm_worker._retries import retrying
 from llm_worker.errors import (
-    LimitExceededError,
     ProviderError,
 )
 from llm_worker.events import Event, StopReason, UsageEvent
@@ -32,6 +31,7 @@ from llm_worker.hooks import (
     Pause,
     TurnEndContext,
 )
+from llm_worker.limits._bounds import check_continuations, check_max_requests
 from llm_worker.messages import Message, Origin, Request
 from llm_worker.state import (
     CacheMiss,
@@ -72,6 +72,7 @@ from llm_worker.worker._tree import Below
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
+    from llm_worker.limits._budget import Budget
     from llm_worker.worker._config import WorkerConfig
 
 __all__ = ("Run", "StreamRetry")
@@ -114,6 +115,7 @@ class Run:
     """What the Worker keeps between requests, across its runs (the checks made so far)."""
     cache_misses: list[CacheMiss] = field(default_factory=lambda: [])
     """The requests that did not start as the conversation's previous one (prompt cache)."""
+    budget: Budget | None = None  # the `Limits` the run is charged to (the Worker's, its own)
 
     async def loop(self, *, resume: PauseState | None = None) -> RunResult[Any]:
         """Run until the turn finishes or pauses (a fresh run beside its input guardrails)."""
@@ -219,13 +221,7 @@ class Run:
 
     async def _request(self) -> Assembler | RunResult[Any]:
         cfg = self.cfg
-        if self.requests >= cfg.max_requests:
-            raise LimitExceededError(
-                f"the run reached max_requests={cfg.max_requests} without finishing; raise "
-                "Worker(max_requests=...) if the task needs more steps",
-                limit="max_requests",
-                value=cfg.max_requests,
-            )
+        check_max_requests(cfg.max_requests, self.requests)
         if self.requests:  # the first request goes beside the input guardrails, no other
             await input_gate_open(self, read_only=False)
         self.take_in("steer")
@@ -235,12 +231,19 @@ class Run:
         decided = await cfg.hooks.chain("on_message_send", cfg.hooks.on_message_send, ctx)
         if isinstance(decided, Cancel):
             return await self.cancelled(decided.reason)
-        self.requests += 1  # counted once sent: a cancelled request was never made
+        self.requests += 1  # counted once sent: a cancelled (or refused) request was never made
         # A hook may assign a new request, or new messages to either ctx.messages or
         # ctx.request.messages; in-place edits of the one list count too.
         request = ctx.request
         messages = ctx.messages if ctx.messages is not original else request.messages
         sending(self, request, messages)
+        if self.budget is not None:
+            return await self.budget.charged(self, request)
+        return await self.send(request)
+
+    async def send(self, request: Request) -> Assembler:
+        """The request through the interceptors, streamed (or answered by one of them)."""
+        cfg = self.cfg
         streamed = False
 
         async def proceed() -> Assembler:
@@ -441,14 +444,7 @@ class Run:
         ctx = TurnEndContext(self.history, response, self.continuations, resumed, output=output)
         decided = await cfg.hooks.chain("on_turn_end", cfg.hooks.on_turn_end, ctx)
         if isinstance(decided, ContinueWithMessages):
-            if self.continuations >= cfg.max_continuations:
-                raise LimitExceededError(
-                    f"on_turn_end hooks asked to continue more than "
-                    f"max_continuations={cfg.max_continuations} times; the answer was never "
-                    "accepted",
-                    limit="max_continuations",
-                    value=cfg.max_continuations,
-                )
+            check_continuations(cfg.max_continuations, self.continuations)
             self.continuations += 1
             self.history.extend(decided.messages)
             return None

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
 import anyio
 
 from llm_worker.errors import Aborted, ConfigurationError
+from llm_worker.limits._budget import budget_for, resumed_budget
 from llm_worker.messages import Message, ThinkingConfig, ToolChoice
 from llm_worker.state import (
     OutputT,
@@ -59,10 +60,9 @@ from llm_worker.worker._output import PARTIAL_INTERVAL, check_output_call, outpu
 from llm_worker.worker._owned import owned_client
 from llm_worker.worker._plugs import ContextPolicy, plug
 from llm_worker.worker._registration import Registrations
+from llm_worker.worker._session_run import SessionRuns
 from llm_worker.worker._steering import Steering, SteerQueue
-from llm_worker.worker._stream import RunStream
 from llm_worker.worker._subscriber import announce
-from llm_worker.worker._sync import SyncRuns
 from llm_worker.worker._toolset import (
     add_tool,
     build_registry,
@@ -78,8 +78,10 @@ if TYPE_CHECKING:
 
     from llm_worker.blobs import BlobStore, OutputPolicy
     from llm_worker.guardrails import Guardrail
+    from llm_worker.limits import Limits
     from llm_worker.otel import Instrumentation
     from llm_worker.providers._base import LLMClient
+    from llm_worker.sessions import Session
     from llm_worker.state import Decision
     from llm_worker.tools import ErrorFormatter
     from llm_worker.worker._options import WorkerOptions
@@ -92,7 +94,7 @@ T = TypeVar("T")
 Sink = Callable[[Any], None]
 
 
-class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[OutputT]):
+class Worker(Registrations, SubAgents, Steering, SessionRuns[OutputT], Generic[OutputT]):
     """Runs the agent loop: request, stream, tools, hooks, repeat.
 
     With `output_type`, the final answer is structured: `Worker(client, output_type=Invoice)`
@@ -110,7 +112,10 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
             the model gets the built-in `inspect` tool to read them back); `None` keeps
             everything inline.
         output_policy: Thresholds and caps for large outputs (`OutputPolicy()` by default).
-        max_requests: Requests one run may make before it fails with `LimitExceededError`.
+        max_requests: Requests one run may make before it fails with `LimitExceededError`
+            (a shorthand for `run(..., limits=Limits(requests=n))`).
+        limits: A budget (`llm_worker.Limits`) every run of this Worker is charged to,
+            together (share one object between Workers to bound them together).
         max_continuations: Times on_turn_end hooks may ask to continue in one run.
         max_tokens: Output token limit per request.
         temperature: Sampling temperature.
@@ -215,6 +220,7 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
         context: ContextPolicy | None = None,
         guardrails: Iterable[Guardrail] = (),
         prompt_cache: bool = True,
+        limits: Limits | None = None,
     ) -> None:
         plan = output_plan(
             output_type, output_mode, output_retries, output_tool_name, output_partial_interval
@@ -237,26 +243,26 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
             max_tool_arguments=max_tool_arguments,
             format_tool_error=format_tool_error,
             blob_store=blob_store,
-            inspect_name=inspect_tool_name if blob_store is not None else None,
             output=plan,
         )
-        self._init_state(name, history, instrument, context, guardrails, prompt_cache=prompt_cache)
+        self._init_state(name, history, instrument, context, guardrails, prompt_cache, limits)
 
     def _own(self, client: LLMClient | str | Sequence[str]) -> LLMClient:
         """The client; one made from model strings is this Worker's to close (`aclose`)."""
         made, self._owned = owned_client(client)
         return made
 
-    def _init_state(
+    def _init_state(  # noqa: PLR0917  (private: the constructor's arguments, passed on in order)
         self,
         name: str | None,
         history: Iterable[Message],
         instrument: bool | Instrumentation | None,
         context: ContextPolicy | None,
         guardrails: Iterable[Guardrail],
-        *,
         prompt_cache: bool,
+        limits: Limits | None,
     ) -> None:
+        self._cfg.limits = limits
         plug(self._cfg, instrument, name, context, guardrails)
         self._cfg.prompt_cache = prompt_cache
         self.name = name  # the agent's name (gen_ai.agent.name), for any integration
@@ -342,8 +348,18 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
 
     # -- running -----------------------------------------------------------------------------
 
-    async def run(self, input: str | Message | Iterable[Message]) -> RunResult[OutputT]:
+    async def run(
+        self,
+        input: str | Message | Iterable[Message],
+        *,
+        limits: Limits | None = None,
+        session: Session | None = None,
+    ) -> RunResult[OutputT]:
         """Run one turn: append `input` to the history and loop until the answer is final.
+
+        `limits` is a budget for this run, on top of the Worker's (`llm_worker.Limits`).
+        `session` (else the Worker's) keeps the conversation: the history is loaded from it
+        first and the run's messages (and pause) appended after (`llm_worker.sessions`).
 
         Raises:
             ConfigurationError: This Worker is running another run already (runs share one
@@ -351,22 +367,30 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
             PauseStateError: The last run paused: `resume` it, or `discard_pause` it first.
             Aborted: A hook returned `Abort`.
             HookError: A hook raised or timed out.
-            LimitExceededError: `max_requests` or `max_continuations` was reached.
+            LimitExceededError: `max_requests` or `max_continuations` was reached, or a
+                limit of `limits` (the history stays valid).
             ProviderError: The provider failed (after retries).
+            SessionBusyError: Another run holds the session.
         """
-        return await self._run(input, None)
+        return await self._run(input, None, limits, session)
 
-    async def _run(
-        self, input: str | Message | Iterable[Message], sink: Sink | None
+    async def _run_now(
+        self, input: str | Message | Iterable[Message], sink: Sink | None, limits: Limits | None
     ) -> RunResult[OutputT]:
         self._check_idle()
         check_not_paused(self._paused)
         run = Run(self._cfg, self.history, start=len(self.history), chain_from=self._last_response)
+        run.budget = budget_for(self._cfg.limits, limits)
         self.history.extend(as_messages(input))
         return await self._go(run, None, sink)
 
     async def resume(
-        self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
+        self,
+        state: PauseState | None = None,
+        *,
+        decisions: Mapping[str, Decision] | None = None,
+        limits: Limits | None = None,
+        session: Session | None = None,
     ) -> RunResult[OutputT]:
         """Go on with a paused run, in this Worker (which may be a new one, in a new process).
 
@@ -382,7 +406,10 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
         A stored output's content, which a state's JSON does not carry, is read back from this
         Worker's blob store. This Worker's system prompt, tools and hooks apply (the state
         holds none). Another Worker resuming the same state runs its calls again (see
-        `PauseState`). The result's `usage` and `requests` count the whole run (pause too).
+        `PauseState`). The result's `usage` and `requests` count the whole run (pause too),
+        and so do `limits` (and the Worker's): what a `Limits` object did not count before
+        the pause (one made in another process) is charged the spending before it. With a
+        `session` (or the Worker's), `state` may be left out: the session's pause is resumed.
 
         Raises:
             PauseStateError: The state names tools this Worker does not have, decisions for
@@ -391,10 +418,14 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
                 already resumed or discarded it (its calls would run twice).
             BlobError: The blob store could not be read (nothing ran: retry).
         """
-        return await self._resume(state, decisions or {}, None)
+        return await self._resume(state, decisions or {}, None, limits, session)
 
-    async def _resume(
-        self, state: PauseState, decisions: Mapping[str, Decision], sink: Sink | None
+    async def _resume_now(
+        self,
+        state: PauseState,
+        decisions: Mapping[str, Decision],
+        sink: Sink | None,
+        limits: Limits | None,
     ) -> RunResult[OutputT]:
         # Check before touching the history: a refused resume leaves the Worker as it was.
         self._check_idle(state)
@@ -414,6 +445,7 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
         run.tree.resume = routed
         run.output_attempts = state.output_attempts
         self._queue.restore(state.steers, state.follow_ups)
+        run.budget = resumed_budget(state, self._cfg.limits, limits)
         paused = PauseState(
             state.history,
             pending,
@@ -465,33 +497,6 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
         finally:
             self._done = None
             done.set()
-
-    def stream(self, input: str | Message | Iterable[Message]) -> RunStream[OutputT]:
-        """Run like `run()`, yielding every event as it happens, a `RunCompleted` last.
-
-        ```python
-        async with worker.stream("What is the weather in Kyoto?") as stream:
-            async for event in stream:
-                match event:
-                    case BlockDelta(delta=TextDelta(text=text)):
-                        print(text, end="")
-        print(stream.result.usage)
-        ```
-
-        The run starts when you begin reading; `stream.result` holds its `RunResult` once the
-        stream is over, and `async with` cancels the run if you stop reading early. See
-        `RunStream` for the events. The errors are those of `run()`, raised where you read.
-        """
-        return RunStream(lambda sink: self._run(input, sink))
-
-    def resume_stream(
-        self, state: PauseState, *, decisions: Mapping[str, Decision] | None = None
-    ) -> RunStream[OutputT]:
-        """Go on with a paused run like `resume()`, yielding its events like `stream()`.
-
-        The errors are those of `resume()`, raised where you read the stream.
-        """
-        return RunStream(lambda sink: self._resume(state, decisions or {}, sink))
 
     def cancel(self) -> None:
         """Cancel the running run: it returns `RunStatus.CANCELLED` after its clean-up.
@@ -550,6 +555,8 @@ class Worker(Registrations, SubAgents, Steering, SyncRuns[OutputT], Generic[Outp
             self._done, self._cancel_next = None, False
             done.set()
         self._paused = result.state if result.status is RunStatus.PAUSED else None
+        if run.budget is not None:
+            run.budget.ended(result)
         self._last_response = (result.response_ids or [self._last_response])[-1]
         return result
 

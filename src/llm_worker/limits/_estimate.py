@@ -1,0 +1,83 @@
+"""A request's input tokens before it is sent: the provider's counter where the client has one.
+
+A client with a `count_tokens(request)` method (every `HttpClient`: the provider's counting
+endpoint where it has one, else its calibrated estimate; `ScriptedClient`) is asked; any
+other client, or a counter that fails, gets the estimate of 4 characters a token over what
+the request says (text, thinking, tool calls and results, the system prompt and the tools'
+schemas). The estimate says which it is: `LimitExceededError` messages carry it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from llm_worker.messages import (
+    Part,
+    ProviderPart,
+    Request,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    ToolUsePart,
+)
+
+if TYPE_CHECKING:
+    from llm_worker.providers._base import LLMClient
+
+__all__ = ("CHARS_PER_TOKEN", "Estimate", "estimate_input")
+
+CHARS_PER_TOKEN = 4
+_log = logging.getLogger("llm_worker.limits")
+
+
+@dataclass(slots=True, frozen=True)
+class Estimate:
+    """A request's input tokens, and how they were counted (for the error messages)."""
+
+    tokens: int
+    how: str
+
+
+async def estimate_input(client: LLMClient, request: Request) -> Estimate:
+    """The request's input tokens by the client's counter, else by characters."""
+    counter: Any = getattr(client, "count_tokens", None)
+    if callable(counter):
+        try:
+            counted: Any = counter(request)
+            if inspect.isawaitable(counted):
+                counted = await counted
+            tokens = int(getattr(counted, "input_tokens", counted))
+        except Exception as exc:  # a counter is a help, never a reason to fail the run
+            _log.debug("count_tokens failed, estimating by characters: %r", exc)
+        else:
+            source = getattr(counted, "source", "provider")
+            return Estimate(tokens, f"input by {type(client).__name__}.count_tokens ({source})")
+    return Estimate(chars_estimate(request), "input estimated at 4 characters a token")
+
+
+def chars_estimate(request: Request) -> int:
+    """Input tokens at 4 characters a token (at least 1)."""
+    chars = len(request.system or "")
+    for message in request.messages:
+        chars += sum(_chars(part) for part in message.content)
+    for spec in request.tools:
+        chars += len(spec.name) + len(spec.description) + len(orjson.dumps(spec.input_schema))
+    return chars // CHARS_PER_TOKEN + 1
+
+
+def _chars(part: Part) -> int:
+    if isinstance(part, TextPart | ThinkingPart):
+        return len(part.text)
+    if isinstance(part, ToolUsePart):
+        return len(part.name) + len(orjson.dumps(part.input))
+    if isinstance(part, ToolResultPart):
+        return len(part.content) + sum(_chars(m) for m in part.media)
+    if isinstance(part, ProviderPart):
+        return 0  # opaque data the provider may not bill as input text
+    data = part.data
+    return len(data) * 4 // 3 if data is not None else len(part.url or "")
