@@ -663,3 +663,35 @@ def test_every_event_of_a_stream_carries_a_path() -> None:
         path = {f.name: f for f in dataclasses.fields(kind)}.get("path")
         assert path is not None, f"{kind.__name__} has no path: a sub-agent's would be unmarked"
         assert path.default == () and path.kw_only, kind
+
+
+async def test_a_childs_tools_read_its_path_in_their_tool_context() -> None:
+    from llm_worker.tools import ToolContext
+
+    seen: list[tuple[str, ...]] = []
+
+    @tool(effect="read_only")
+    async def where(ctx: ToolContext) -> str:
+        """Say where the call runs."""
+        seen.append(ctx.path)
+        return "here"
+
+    child = Worker(
+        ScriptedClient(
+            lambda r: said("ok") if r.tool_results else calls(ToolUsePart("w", "where", {}))
+        ),
+        tools=[where],
+    )
+    parent = Worker(
+        ScriptedClient(
+            lambda r: (
+                said("done")
+                if r.tool_results
+                else calls(ToolUsePart("c1", "kid", {"input": "x"}), ToolUsePart("w0", "where", {}))
+            )
+        ),
+        tools=[child.as_tool(name="kid", description="A child."), where],
+    )
+    with anyio.fail_after(TIMEOUT):
+        await parent.run("go")
+    assert sorted(seen) == [(), ("c1",)]

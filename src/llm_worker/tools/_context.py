@@ -55,8 +55,9 @@ class ToolContext:
         usage: The run's token usage when the call started (every request of the run so far,
             a paused run's included).
         blob_store: The Worker's blob store, or `None` when it has none.
-        path: Where the call sits in a run tree: the names of the runs it is nested in, the
-            outermost first (empty for a top-level Worker's call).
+        path: Where the call sits in a run tree: the ids of the sub-agent calls its run is
+            nested in, the outermost first (empty for a top-level Worker's call), as
+            `event.path` names them.
         requests: Requests the run has made so far.
     """
 

@@ -180,7 +180,8 @@ def child_config(cfg: WorkerConfig, forwarder: Forwarder | None) -> WorkerConfig
     if forwarder is not None:
         sinks.insert(0, forwarder)
     path = forwarder.path if forwarder is not None else ()
-    return replace(cfg, sinks=sinks, timeline=cfg.timeline.branch(path))
+    # `path` is also what the child's tool calls read in their ToolContext.
+    return replace(cfg, sinks=sinks, timeline=cfg.timeline.branch(path), path=path)
 
 
 def _roll_up(name: str, launch: Launch, parent: Node | None, status: RunStatus) -> None:
