@@ -22,13 +22,16 @@ from llm_worker import (
     Worker,
     tool,
 )
+from llm_worker.errors import ConfigurationError
 from llm_worker.hooks import Pause, ToolCallContext
 from llm_worker.messages import (
     ImagePart,
+    Message,
     Part,
     Request,
     ThinkingConfig,
     ThinkingPart,
+    ToolResultPart,
     ToolUsePart,
 )
 from llm_worker.testing import (
@@ -39,7 +42,7 @@ from llm_worker.testing import (
 )
 from llm_worker.testing._script import prompt_tokens
 from llm_worker.worker._context_stages import MARK
-from support.long_runs import WINDOW, pairs_valid, read
+from support.long_runs import PAGE, WINDOW, pairs_valid, read
 
 pytestmark = pytest.mark.anyio
 
@@ -217,55 +220,55 @@ _SECOND_PROCESS = textwrap.dedent(
     """
     import sys, anyio
     sys.path.insert(0, sys.argv[3])
-    from llm_worker import ContextPolicy, FsBlobStore, OutputPolicy, Worker
-    from llm_worker.messages import Message
-    from llm_worker.testing import ScriptedModelServer, ScriptedResponse
-    from support.long_runs import WINDOW, read
+    from llm_worker import Message
+    from worker.test_context_review import body_of
 
-    async def main() -> None:
-        history = [Message.from_json(line) for line in open(sys.argv[1]).read().splitlines()]
-        async with ScriptedModelServer("anthropic", ScriptedResponse.text("ok")) as server:
-            async with server.client() as client:
-                worker = Worker(
-                    client, tools=[read], blob_store=FsBlobStore(sys.argv[2]),
-                    output_policy=OutputPolicy(inline_threshold=8_000),
-                    context=ContextPolicy(window_tokens=WINDOW), history=history,
-                )
-                await worker.run("Once more.")
-            sys.stdout.buffer.write(server.requests[-1].body)
-
-    anyio.run(main)
+    history = [Message.from_json(line) for line in open(sys.argv[1]).read().splitlines()]
+    sys.stdout.buffer.write(anyio.run(body_of, history, sys.argv[2]))
     """
 )
 
 
+async def body_of(history: list[Message], blobs: str) -> bytes:
+    """The Anthropic body a fresh Worker sends for `history`, its blobs kept in `blobs`."""
+    from llm_worker import FsBlobStore
+
+    async with ScriptedModelServer("anthropic", ScriptedResponse.text("ok")) as server:
+        async with server.client() as client:
+            worker = Worker(
+                client,
+                tools=[read],
+                blob_store=FsBlobStore(blobs),
+                output_policy=OutputPolicy(inline_threshold=8_000),
+                context=ContextPolicy(window_tokens=WINDOW),
+                history=history,
+            )
+            await worker.run("Once more.")
+        return server.requests[-1].body
+
+
 async def test_the_same_history_gives_the_same_body_in_another_process(tmp_path: Path) -> None:
-    """Compacted from scratch in two processes (other hash seeds), byte for byte the same."""
-    worker = worker_of(ScriptedClient(reader(60)))
-    with anyio.fail_after(TIMEOUT):
-        await worker.run("Read every page.")
-    history = worker.history
-    (tmp_path / "history.jsonl").write_text("\n".join(m.to_json() for m in history))
+    """Compacted from scratch here and in a process of another hash seed: the same bytes."""
+    history = [Message.user("Read every page.")]
+    for n in range(30):
+        history.append(Message("assistant", [ToolUsePart(f"c{n}", "read", {"n": n})]))
+        page = ToolResultPart(f"c{n}", f"page {n}: {PAGE}", name="read")
+        history.append(Message("user", [page]))
+    saved, blobs = tmp_path / "history.jsonl", str(tmp_path / "blobs")
+    saved.write_text("\n".join(m.to_json() for m in history))
     script = tmp_path / "again.py"
     script.write_text(_SECOND_PROCESS)
     tests = str(Path(__file__).parents[1])
-    bodies: list[bytes] = []
-    for seed in ("1", "2"):
+    with anyio.fail_after(TIMEOUT):
+        here = await body_of(history, blobs)
         done = await anyio.run_process(
-            [
-                sys.executable,
-                str(script),
-                str(tmp_path / "history.jsonl"),
-                str(tmp_path / "blobs"),
-                tests,
-            ],
-            env={**os.environ, "PYTHONHASHSEED": seed},
+            [sys.executable, str(script), str(saved), blobs, tests],
+            env={**os.environ, "PYTHONHASHSEED": "7"},
             check=False,
         )
-        assert done.returncode == 0, done.stderr.decode()[-2_000:]
-        bodies.append(done.stdout)
-    assert bodies[0] == bodies[1]
-    assert b"[blob:" in bodies[0]  # compacted, both times
+    assert done.returncode == 0, done.stderr.decode()[-2_000:]
+    assert done.stdout == here
+    assert b"[blob:" in here  # compacted, both times
 
 
 @pytest.mark.xfail(
@@ -309,3 +312,14 @@ async def test_a_resumed_run_sends_what_the_pausing_worker_would() -> None:
         await first.resume(PauseState.from_json(saved))
         await paused_worker(fresh).resume(PauseState.from_json(saved))
     assert same.requests[0].messages == fresh.requests[0].messages
+
+
+async def test_an_async_compaction_handler_is_refused_at_registration() -> None:
+    # It was accepted, then called without being awaited: it never ran (a RuntimeWarning).
+    worker = worker_of(ScriptedClient(reader(1)))
+
+    async def handler(event: object) -> None:
+        pass
+
+    with pytest.raises(ConfigurationError, match="async"):
+        worker.on_context_compacted(handler)

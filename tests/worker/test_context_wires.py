@@ -8,74 +8,29 @@ times, short enough for the suite's time budget.
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import pytest
 
-from llm_worker import ContextCompacted, ContextPolicy, MemoryBlobStore, OutputPolicy, Worker
-from llm_worker.messages import ThinkingConfig, ThinkingPart, ToolUsePart
+from llm_worker import ContextCompacted, MemoryBlobStore
+from llm_worker.messages import ThinkingPart
 from llm_worker.state import RunStatus
 from llm_worker.testing import (
-    ScriptedClient,
     ScriptedModelServer,
-    ScriptedRequest,
-    ScriptedResponse,
 )
-from llm_worker.testing._script import prompt_tokens
 from llm_worker.worker._context_stages import MARK
-from support.long_runs import WINDOW, pairs_valid, prefix_shared_between, read, stored_page
+from support.long_runs import (
+    WINDOW,
+    WireModel,
+    pairs_valid,
+    prefix_shared_between,
+    worker_on,
+)
 
 pytestmark = pytest.mark.anyio
 
 TIMEOUT = 90
 TURNS = 100
 WIRES = ("anthropic", "gemini", "openai_chat", "openai_responses")
-
-
-class WireModel:
-    """Thinks (signed), then reads a page, each turn; inspects a compacted page once."""
-
-    def __init__(self, turns: int, inspect_at: int = -1, thinking: bool = True) -> None:
-        self.turns, self.inspect_at, self.thinking = turns, inspect_at, thinking
-        self.answers = 0
-        self.counted: list[int] = []
-        self.requests: list[Any] = []
-        self.inspected: tuple[str, int] | None = None
-        self.read_back: str | None = None
-
-    def __call__(self, ask: ScriptedRequest) -> ScriptedResponse:
-        index, self.answers = self.answers, self.answers + 1
-        self.counted.append(prompt_tokens(ask.request))
-        self.requests.append(ask.request)
-        if self.inspected is not None and self.read_back is None:
-            self.read_back = ask.request.messages[-1].tool_results[0].content
-        if index >= self.turns:
-            return ScriptedResponse.text("done")
-        if index == self.inspect_at:
-            self.inspected = stored_page(ask.request)
-            assert self.inspected is not None
-            call = ToolUsePart("", "inspect", {"blob_id": self.inspected[0]})
-        else:
-            call = ToolUsePart("", "read", {"n": index})
-        thought = [ThinkingPart(f"step {index}: " + "hmm " * 40, signature=f"sig{index}")]
-        return ScriptedResponse([*thought, call] if self.thinking else [call])
-
-
-def worker_on(client: Any, store: MemoryBlobStore, **options: Any) -> Worker:
-    return Worker(
-        client,
-        tools=[read],
-        blob_store=store,
-        output_policy=OutputPolicy(inline_threshold=8_000),
-        max_requests=1_000,
-        thinking=ThinkingConfig(budget_tokens=1024),
-        context=ContextPolicy(
-            window_tokens=WINDOW,
-            summarizer=ScriptedClient(ScriptedResponse.text("Pages were read in order.")),
-        ),
-        **options,
-    )
 
 
 @pytest.mark.parametrize("wire", WIRES)

@@ -208,16 +208,18 @@ class Registrations:
     def on_context_compacted(self, handler: Callable[[ContextCompacted], object]) -> None:
         """Call `handler(event)` with each `ContextCompacted` of this Worker's `ContextPolicy`.
 
+        Called synchronously on the send path, as the other event handlers are.
+
         Raises:
             ConfigurationError: The Worker has no `context=` policy, or `handler` is not
-                callable.
+                callable, or is async (it would never run).
         """
         context = self._cfg.context
         if context is None or not callable(handler):
             raise ConfigurationError(
                 "on_context_compacted needs a callable and a Worker(context=ContextPolicy(...))"
             )
-        context.handlers.append(handler)
+        context.handlers.append(completion_handler(handler, "on_context_compacted"))
 
     def subscribe(self, subscriber: object) -> None:
         """Register every event method of one object (see `llm_worker.hooks.Subscriber`).
