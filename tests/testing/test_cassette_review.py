@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import re
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -149,6 +150,28 @@ async def test_a_hand_edited_answer_head_is_named_with_its_line(
     lines[2] = '{"response": ' + response + "}"
     path.write_text("\n".join(lines))
     with pytest.raises(CassetteFileError, match=rf"line 3: .*{re.escape(says)}"):
+        async with Cassette(path).client("anthropic:scripted-model"):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("cut", "says"),
+    [
+        (lambda lines: lines[:2], "ends in a request without its response"),
+        (lambda lines: [*lines[:2], *lines[1:]], "line 3: .*the request before has no response"),
+        (lambda lines: [lines[0], lines[1], lines[3], lines[2]], "line 3: .*a chunk before its"),
+    ],
+    ids=["truncated", "response-lost", "chunk-first"],
+)
+async def test_a_file_cut_short_or_reordered_is_named(
+    cut: Callable[[list[str]], list[str]], says: str, tmp_path: Path
+) -> None:
+    # A file cut after a request line replayed an empty 200 answer: the client's retry then
+    # read as "made more often than recorded".
+    path = tmp_path / "cut.jsonl"
+    await record_hi(path)
+    path.write_text("\n".join(cut(path.read_text().splitlines())) + "\n")
+    with pytest.raises(CassetteFileError, match=says):
         async with Cassette(path).client("anthropic:scripted-model"):
             pass
 

@@ -46,6 +46,7 @@ __all__ = (
 )
 
 _VERSION: Final = 1
+_NO_RESPONSE: Final = 0
 _MAX_NAME: Final = 200  # bytes of a file name before `.jsonl` (file systems allow 255)
 _NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+")  # an HTTP token (RFC 9110)
 _BREAK: Final = re.compile(r"[\r\n\0]")
@@ -184,6 +185,8 @@ def loads(text: str, *, name: str = "the cassette") -> list[Exchange]:
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             message = f"{name}, line {number}: not a cassette record ({exc})"
             raise CassetteFileError(message) from exc
+    if exchanges and exchanges[-1].status == _NO_RESPONSE:
+        raise CassetteFileError(f"{name} ends in a request without its response (cut short?)")
     return exchanges
 
 
@@ -195,10 +198,14 @@ def _read(record: object, exchanges: list[Exchange]) -> None:
         if data["cassette"] != _VERSION:
             raise ValueError(f"cassette version {data['cassette']!r}; this library reads 1")
     elif "request" in data:
+        if exchanges and exchanges[-1].status == _NO_RESPONSE:
+            raise ValueError("the request before has no response line")
         exchanges.append(_request(as_dict(data["request"])))
     elif "response" in data:
         _last(exchanges).status, _last(exchanges).headers = _response(as_dict(data["response"]))
     elif "chunk" in data or "chunk_b64" in data:
+        if _last(exchanges).status == _NO_RESPONSE:
+            raise ValueError("a chunk before its response line")
         _chunk(data, _last(exchanges))
     else:
         raise ValueError(f"unknown record {sorted(data)}")
@@ -212,7 +219,7 @@ def _request(data: dict[str, Any]) -> Exchange:
         path=_str(data.get("path", "")),
         query={str(k): _str(v) for k, v in query.items()},
         request=as_dict(data["body"]),
-        status=200,
+        status=_NO_RESPONSE,  # until its response line is read
         headers={},
         chunks=[],
     )
