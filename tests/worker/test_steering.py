@@ -242,3 +242,28 @@ async def test_a_discarded_pause_leaves_its_steers_to_the_next_run() -> None:
     with anyio.fail_after(TIMEOUT):
         await worker.run("Next question.")
     assert seen == [["hi", "Next question.", "Be brief."]]
+
+
+async def test_a_steer_passes_the_input_guardrails_before_it_is_sent() -> None:
+    from llm_worker import GuardrailTripped, InputGuardrailContext, Trip, input_guardrail
+
+    checked: list[str] = []
+
+    @input_guardrail
+    def polite(ctx: InputGuardrailContext) -> Trip | None:
+        checked.append(ctx.text)
+        return Trip("be polite") if "idiot" in ctx.text else None
+
+    desk = Desk()
+
+    def first(call: ScriptedRequest) -> ScriptedResponse:
+        worker.steer("You idiot, Osaka!")
+        return ScriptedResponse([ToolUsePart("c1", "book", {"city": "Kyoto"})])
+
+    worker = Worker(ScriptedClient([first]), tools=[desk.book], guardrails=[polite])
+    with anyio.fail_after(TIMEOUT), pytest.raises(GuardrailTripped, match="be polite"):
+        await worker.run("Book Kyoto.")
+    assert checked == ["Book Kyoto.", "You idiot, Osaka!"]
+    assert desk.ran == []
+    assert "idiot" not in str([m.to_dict() for m in worker.history])
+    assert repair(worker.history)[1] == 0

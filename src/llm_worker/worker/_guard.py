@@ -27,6 +27,7 @@ from llm_worker.guardrails import (
     OutputGuardrailContext,
     Trip,
 )
+from llm_worker.messages import Message
 from llm_worker.worker._groups import unwrapped_group
 
 if TYPE_CHECKING:
@@ -151,6 +152,28 @@ async def guarded_run(
         raise gate.trip
     assert result is not None  # the scope is cancelled only by a trip or a failure
     return result
+
+
+async def check_inputs(run: Run, messages: list[Message]) -> None:
+    """Later input (steers, follow-ups) through the input guardrails, in order.
+
+    Raises:
+        GuardrailTripped: One tripped (after the run's clean-up).
+        HookError: One raised.
+    """
+    ctx = InputGuardrailContext(messages, [*run.history, *messages])
+    for guardrail in run.cfg.guardrails:
+        if guardrail.kind != "input":
+            continue
+        try:
+            trip = await guardrail.check(ctx)
+        except Exception as exc:  # fail closed
+            raise _failed(guardrail, exc) from exc
+        _send(run.cfg.sinks, _event(guardrail, trip, final=True))
+        if trip is not None:
+            tripped = _tripped(guardrail, trip)
+            await run.cleanup(tripped.reason, "aborted", tripped)
+            raise tripped
 
 
 async def check_output(run: Run, text: str, output: Any) -> None:

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from llm_worker._run_events import Steered
 from llm_worker.messages import Message
 from llm_worker.tools import ToolResult
+from llm_worker.worker._guard import check_inputs
 from llm_worker.worker._history import as_messages
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
+    from llm_worker.worker._turn import Run
 
-__all__ = ("SKIPPED", "SteerQueue", "Steered", "Steering", "skipped_result")
+__all__ = ("SKIPPED", "SteerQueue", "Steered", "Steering", "skipped_result", "take_in")
 
 SKIPPED = "Skipped: the user sent a new instruction before this call started; read it first."
 """What the model reads for a call a steer cut short (it never ran)."""
@@ -52,6 +54,25 @@ class SteerQueue:
         """Put back what a pause carried, before anything queued since."""
         self.steers[:0] = list(steers)
         self.follow_ups[:0] = list(follow_ups)
+
+
+async def take_in(run: Run, kind: Literal["steer", "follow_up"]) -> bool:
+    """Append the queued steers (or follow-ups) to the run's history; whether there were any.
+
+    They are the user's input as much as the run's first message: the input guardrails
+    check them first (in order, before the request that carries them).
+
+    Raises:
+        GuardrailTripped: An input guardrail tripped on them (they are not in the history).
+    """
+    messages = run.queue.take(kind) if run.queue is not None else []
+    if not messages:
+        return False
+    await check_inputs(run, messages)
+    run.history.extend(messages)
+    for sink in run.cfg.sinks:
+        sink(Steered(messages, kind))
+    return True
 
 
 def skipped_result(call: ToolCall) -> ToolResult:

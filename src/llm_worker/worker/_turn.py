@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -65,7 +65,7 @@ from llm_worker.worker._output import (
     rejection,
 )
 from llm_worker.worker._send import prepared, sending
-from llm_worker.worker._steering import Steered, SteerQueue
+from llm_worker.worker._steering import SteerQueue, take_in
 from llm_worker.worker._stream import Channel, Reached, channel_of, closing
 from llm_worker.worker._stream_retry import StreamRetry
 from llm_worker.worker._tree import Below
@@ -196,15 +196,6 @@ class Run:
             cfg.registry, history, requests=self.requests, usage=self.usage, path=cfg.path
         )
 
-    def take_in(self, kind: Literal["steer", "follow_up"]) -> bool:
-        """Append the queued steers (or follow-ups) to the history; whether there were any."""
-        messages = self.queue.take(kind) if self.queue is not None else []
-        if not messages:
-            return False
-        self.history.extend(messages)
-        _send(self.cfg.sinks, Steered(messages, kind))
-        return True
-
     def tool_context(self) -> ToolContext:
         """What a tool call of this run is told (`execute_call` adds the call's own id)."""
         cfg = self.cfg
@@ -224,7 +215,7 @@ class Run:
         check_max_requests(cfg.max_requests, self.requests)
         if self.requests:  # the first request goes beside the input guardrails, no other
             await input_gate_open(self, read_only=False)
-        self.take_in("steer")
+        await take_in(self, "steer")
         request = await prepared(self)
         original = request.messages
         ctx = MessageSendContext(original, request, self.requests + 1)
@@ -430,7 +421,7 @@ class Run:
         # The answer is passed in, not looked up: an empty answer (a filtered or truncated
         # one) adds no message, and the last assistant message would be an older answer.
         cfg = self.cfg
-        if self.take_in("steer"):  # the user spoke while the answer came: it is not final
+        if await take_in(self, "steer"):  # the user spoke while the answer came: not final
             return None
         self.output_call = accepted  # a pause here carries it: the history has the model's own
         refusal = self._refusal(response)
@@ -451,7 +442,7 @@ class Run:
         if isinstance(decided, Pause):
             return self.paused("on_turn_end", decided.reason, [])
         output = ctx.output
-        if self.take_in("steer") or self.take_in("follow_up"):
+        if await take_in(self, "steer") or await take_in(self, "follow_up"):
             return None  # the run goes on with what the user queued
         if cfg.guardrails:
             await check_output(self, response.text, output)
