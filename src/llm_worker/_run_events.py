@@ -223,7 +223,7 @@ class Steered:
     """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class CacheMiss:
     """A request that does not start as the previous request of the conversation did.
 

@@ -171,3 +171,23 @@ async def test_cache_reads_and_misses_over_each_wire(provider: str) -> None:
     assert [r.cache_read_tokens for r in result.request_usage] == [60, 60, 60]
     assert result.cache_hit_rate == pytest.approx(0.6)
     assert [(m.request, m.where) for m in result.cache_misses] == [(2, "system"), (3, "system")]
+
+
+async def test_a_sub_agents_miss_reaches_the_parents_stream_with_its_path() -> None:
+    child = Worker(ScriptedClient(looping(3)), tools=[read], system="Be brief.")
+    child.add_on_message_send_hook(timestamped)
+    parent = Worker(
+        ScriptedClient(
+            [
+                ScriptedResponse([ToolUsePart("", "helper", {"input": "go"})], usage=USAGE),
+                ScriptedResponse.text("ok", usage=USAGE),
+            ]
+        ),
+        tools=[child.as_tool(name="helper", description="Reads pages.")],
+    )
+    with anyio.fail_after(10):
+        async with parent.stream("go") as stream:
+            events = [e async for e in stream]
+    misses = [e for e in events if isinstance(e, CacheMiss)]
+    assert [(m.request, m.where) for m in misses] == [(2, "system"), (3, "system")]
+    assert {m.path for m in misses} == {("call_0",)}  # the sub-agent call they came through
