@@ -4,6 +4,7 @@ and the same history giving the same request body in a second process."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import textwrap
@@ -323,3 +324,48 @@ async def test_an_async_compaction_handler_is_refused_at_registration() -> None:
 
     with pytest.raises(ConfigurationError, match="async"):
         worker.on_context_compacted(handler)
+
+
+async def test_a_fallback_client_is_held_to_its_smallest_window() -> None:
+    # The first model's window was used: requests compacted for 200,000 tokens went over
+    # the 16,000-token window of the model they fell back to.
+    from llm_worker.errors import ServerError
+    from llm_worker.models import register_model, unregister_model
+    from llm_worker.providers import FallbackClient
+
+    down = ScriptedResponse.text("x", fail_with=ServerError("down", provider="scripted"))
+    register_model("scripted:review-big", context_window=200_000)
+    register_model("scripted:review-small", context_window=WINDOW)
+    try:
+        small = ScriptedClient(reader(60), model="review-small")
+        fallback = FallbackClient([ScriptedClient(down, model="review-big"), small])
+        worker = Worker(
+            fallback,
+            tools=[read],
+            blob_store=MemoryBlobStore(),
+            output_policy=OutputPolicy(inline_threshold=8_000),
+            max_requests=200,
+            context=ContextPolicy(),
+        )
+        with anyio.fail_after(TIMEOUT):
+            result = await worker.run("Read.")
+    finally:
+        unregister_model("scripted:review-big")
+        unregister_model("scripted:review-small")
+    assert result.status is RunStatus.FINISHED
+    assert len(small.requests) == 61
+    assert max(prompt_tokens(r) for r in small.requests) <= WINDOW
+
+
+async def test_a_message_larger_than_the_window_is_sent_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Nothing can take a 100,000-character user message out: it went over the window
+    # without a word (the provider's refusal was the first sign).
+    client = ScriptedClient(reader(3))
+    worker = worker_of(client)
+    with anyio.fail_after(TIMEOUT), caplog.at_level(logging.WARNING, "llm_worker.context"):
+        result = await worker.run("x" * 100_000)
+    assert result.status is RunStatus.FINISHED
+    assert "still over the context window after compaction" in caplog.text
+    assert "of 16000" in caplog.text

@@ -136,27 +136,21 @@ class Compactor:
     def window(self, client: LLMClient) -> int:
         """The window the policy keeps to.
 
+        The catalog's for the client's model; the smallest of a `FallbackClient`'s models,
+        any of which may get the request.
+
         Raises:
-            UnknownModelError: No window given and the catalog does not know the model.
+            UnknownModelError: No window given and the catalog does not know a model.
         """
         if self.policy.window_tokens is not None:
             return self.policy.window_tokens
         if self._window is not None and self._window[0] is client:
             return self._window[1]
-        from llm_worker.models import model_info
-
-        info = model_info(client.model, provider=client.provider)
-        if info.context_window is None:
-            from llm_worker.errors import UnknownModelError
-
-            raise UnknownModelError(
-                f"the model catalog has no context window for {client.provider}:"
-                f"{client.model}: register it (llm_worker.models.register_model) or give "
-                "ContextPolicy(window_tokens=...)",
-                model=f"{client.provider}:{client.model}",
-            )
-        self._window = (client, info.context_window)
-        return info.context_window
+        # A FallbackClient may send any request to any of its clients: the smallest window.
+        clients: tuple[LLMClient, ...] = getattr(client, "clients", None) or (client,)
+        window = min(_catalog_window(one) for one in clients)
+        self._window = (client, window)
+        return window
 
     def check(self, client: LLMClient) -> None:
         """Refuse at construction what could never work.
@@ -190,6 +184,17 @@ class Compactor:
         event = None
         if tokens > self.policy.trigger * window:
             event = await self._compact(cfg, view, fixed, tokens, window)
+            left = self._estimator.tokens(fixed + view.chars())
+            if left > window:
+                # What is left cannot be compacted (the system prompt, tools, the newest
+                # messages): the provider will likely refuse the request. Said, not hidden.
+                _log.warning(
+                    "the request is still over the context window after compaction: about "
+                    "%d tokens of %d (what is left is the system prompt, tools and the "
+                    "newest messages)",
+                    left,
+                    window,
+                )
         request.messages = view.messages()
         view.last_chars = fixed + view.chars()
         return event
@@ -405,6 +410,27 @@ def _span_chars(view: _View, plan: _Plan, start: int, end: int) -> int:
 def _plan_chars(view: _View, plan: _Plan) -> int:
     lead = message_chars(plan.lead) if plan.lead is not None else 0
     return lead + _span_chars(view, plan, plan.cut, len(view.history))
+
+
+def _catalog_window(client: LLMClient) -> int:
+    """The catalog's context window of a client's model.
+
+    Raises:
+        UnknownModelError: The catalog has none.
+    """
+    from llm_worker.models import model_info
+
+    info = model_info(client.model, provider=client.provider)
+    if info.context_window is None:
+        from llm_worker.errors import UnknownModelError
+
+        raise UnknownModelError(
+            f"the model catalog has no context window for {client.provider}:"
+            f"{client.model}: register it (llm_worker.models.register_model) or give "
+            "ContextPolicy(window_tokens=...)",
+            model=f"{client.provider}:{client.model}",
+        )
+    return info.context_window
 
 
 def compactor(policy: ContextPolicy | None, client: LLMClient) -> Compactor | None:
