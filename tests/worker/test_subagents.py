@@ -695,3 +695,32 @@ async def test_a_childs_tools_read_its_path_in_their_tool_context() -> None:
     with anyio.fail_after(TIMEOUT):
         await parent.run("go")
     assert sorted(seen) == [(), ("c1",)]
+
+
+async def test_a_run_tree_shares_the_parents_limits() -> None:
+    from llm_worker import Limits
+    from llm_worker.errors import LimitExceededError
+
+    child = Worker(
+        ScriptedClient(
+            lambda r: said("ok") if r.tool_results else calls(ToolUsePart("", "noop", {}))
+        ),
+        tools=[noop],
+    )
+    budget = Limits(requests=3)
+    parent = Worker(
+        ScriptedClient([calls(ToolUsePart("c1", "kid", {"input": "x"})), said("never")]),
+        tools=[child.as_tool(name="kid", description="A child.")],
+        limits=budget,
+    )
+    # the parent's first request and the child's two spend the budget: the parent's second
+    # request would be the fourth
+    with anyio.fail_after(TIMEOUT), pytest.raises(LimitExceededError) as caught:
+        await parent.run("go")
+    assert caught.value.limit == "requests"
+
+
+@tool(effect="read_only")
+async def noop() -> str:
+    """Do nothing."""
+    return "done"

@@ -25,6 +25,7 @@ from llm_worker.worker._tree import (
     current_node,
     is_reader,
     launching,
+    parent_limits,
 )
 
 if TYPE_CHECKING:
@@ -119,7 +120,8 @@ class AgentTool:
                 if resumed is None:
                     result = await child._run(prompt, None)  # pyright: ignore[reportPrivateUsage]
                 else:
-                    result = await child._resume(*resumed, None)  # pyright: ignore[reportPrivateUsage]
+                    state, decisions = resumed
+                    result = await child._resume(state, decisions, None, None)  # pyright: ignore[reportPrivateUsage]
             status = result.status
         finally:
             if forwarder is not None:
@@ -158,7 +160,7 @@ class AgentTool:
                 f"sub-agent {self.meta.name!r} not run: its Worker is already running above "
                 "this call, and a Worker cannot be its own descendant"
             )
-        return Launch(path, (*parent.lineage, mine))
+        return Launch(path, (*parent.lineage, mine), limits=parent_limits(parent))
 
     def _answer(self, result: RunResult[Any]) -> str:
         if result.status is RunStatus.PAUSED and result.state is not None:
@@ -181,7 +183,9 @@ def child_config(cfg: WorkerConfig, forwarder: Forwarder | None) -> WorkerConfig
         sinks.insert(0, forwarder)
     path = forwarder.path if forwarder is not None else ()
     # `path` is also what the child's tool calls read in their ToolContext.
-    return replace(cfg, sinks=sinks, timeline=cfg.timeline.branch(path), path=path)
+    # A sub-agent's run is a step of its caller's, never a conversation of its own session.
+    timeline = cfg.timeline.branch(path)
+    return replace(cfg, sinks=sinks, timeline=timeline, path=path, session=None)
 
 
 def _roll_up(name: str, launch: Launch, parent: Node | None, status: RunStatus) -> None:

@@ -19,7 +19,14 @@ from llm_worker.state import RunResult, RunStatus
 from llm_worker.tools import ToolMeta
 from llm_worker.tools._toolset import current_call
 from llm_worker.worker._agent_tool import child_config
-from llm_worker.worker._tree import Forwarder, Launch, child_run, current_node, launching
+from llm_worker.worker._tree import (
+    Forwarder,
+    Launch,
+    child_run,
+    current_node,
+    launching,
+    parent_limits,
+)
 
 if TYPE_CHECKING:
     from llm_worker.worker._turn import Run
@@ -128,7 +135,7 @@ async def take_over(run: Run) -> RunResult[Any]:
     target._cfg = child_config(target._cfg, Forwarder((), run.cfg))  # pyright: ignore[reportPrivateUsage]
     path = (*(node.path if node else ()), handover.call_id)
     lineage = node.lineage if node is not None else ()
-    launch = Launch(path, lineage)
+    launch = Launch(path, lineage, limits=parent_limits(node))
     status = RunStatus.CANCELLED
     try:
         with launching(launch):

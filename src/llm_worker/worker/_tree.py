@@ -54,6 +54,7 @@ __all__ = (
     "entered",
     "is_reader",
     "launching",
+    "parent_limits",
     "route_decisions",
     "tree_usage",
 )
@@ -122,6 +123,7 @@ class Launch:
     path: tuple[str, ...]
     lineage: tuple[WorkerConfig, ...]
     node: Node | None = None  # the child's node, once its run has entered it
+    limits: tuple[Any, ...] = ()  # the parent run's `Limits`: the child is charged to them too
 
 
 _node: ContextVar[Node | None] = ContextVar("llm_worker_run_node", default=None)
@@ -150,6 +152,7 @@ def entered(cfg: WorkerConfig, run: Run) -> Generator[Node]:
     if launch is not None and launch.node is None:
         node = Node(cfg, run, launch.path, launch.lineage)
         launch.node = node
+        _share_limits(run, launch.limits)
     else:
         node = Node(cfg, run, (), (cfg,))
     launch_token = _launch.set(None)  # the run's own tools launch their own children
@@ -159,6 +162,22 @@ def entered(cfg: WorkerConfig, run: Run) -> Generator[Node]:
     finally:
         _node.reset(token)
         _launch.reset(launch_token)
+
+
+def _share_limits(run: Run, limits: tuple[Any, ...]) -> None:
+    """Charge a child's run to its parent's `Limits` too: one budget bounds the whole tree."""
+    if not limits:
+        return
+    from llm_worker.limits._budget import budget_for
+
+    own = run.budget.limits if run.budget is not None else []
+    run.budget = budget_for(*own, *limits)
+
+
+def parent_limits(node: Node | None) -> tuple[Any, ...]:
+    """The `Limits` a node's run is charged to (its children are charged to them too)."""
+    budget = node.run.budget if node is not None else None
+    return tuple(budget.limits) if budget is not None else ()
 
 
 def tree_usage(
