@@ -142,7 +142,7 @@ class SessionRuns(SyncRuns[OutputT], Generic[OutputT]):
         state: PauseState | None,
         decisions: Mapping[str, Decision],
         sink: Sink | None,
-        limits: Limits | None,
+        limits: Limits | None = None,
         session: Session | None = None,
     ) -> RunResult[OutputT]:
         chosen = session or self._cfg.session
