@@ -29,6 +29,7 @@ from llm_worker.guardrails import (
 )
 from llm_worker.messages import Message
 from llm_worker.worker._groups import unwrapped_group
+from llm_worker.worker._tree import current_node
 
 if TYPE_CHECKING:
     from llm_worker.state import RunResult
@@ -64,13 +65,14 @@ def checked_guardrails(guardrails: Iterable[Guardrail]) -> list[Guardrail]:
 class InputGate:
     """The input guardrails of one run, checked beside its first request."""
 
-    __slots__ = ("done", "error", "scope", "trip")
+    __slots__ = ("done", "error", "passed", "scope", "trip")
 
     def __init__(self, scope: anyio.CancelScope) -> None:
         self.scope = scope  # the run's work: cancelled when a guardrail trips or fails
         self.done = anyio.Event()
         self.trip: GuardrailTripped | None = None
         self.error: HookError | None = None
+        self.passed = 0
 
     @property
     def pending(self) -> bool:
@@ -93,6 +95,15 @@ class InputGate:
                 for guardrail in guardrails:
                     group.start_soon(self._one, guardrail, ctx, sinks, group.cancel_scope)
         finally:
+            if self.trip is None and self.error is None and self.passed < len(guardrails):
+                # A check that ended without a verdict (a CancelledError of its own, which the
+                # task group swallows; or the run's cancel) did not pass: fail closed.
+                self.error = HookError(
+                    "an input guardrail ended without a verdict (cancelled)",
+                    hook="input_guardrail",
+                    kind="input_guardrail",
+                )
+                self.scope.cancel()
             self.done.set()
 
     async def _one(
@@ -110,17 +121,31 @@ class InputGate:
             others.cancel()
             return
         _send(sinks, _event(guardrail, trip, final=True))
-        if trip is not None and self.trip is None:
+        if trip is None:
+            self.passed += 1
+        elif self.trip is None:
             self.trip = _tripped(guardrail, trip)
             self.scope.cancel()  # before `done` is set: see the module docstring
             others.cancel()
 
 
 async def input_gate_open(run: Run, *, read_only: bool) -> None:
-    """Wait for the run's input guardrails, unless what waits is read-only (or none pend)."""
-    gate = run.gate
-    if gate is not None and gate.pending and not read_only:
-        await gate.wait()
+    """Wait for the run's input guardrails, unless what waits is read-only (or none pend).
+
+    A sub-agent's run waits for its ancestors' too: the tool that launched it may be read-only
+    (as declared, or its Worker had no tools yet when `as_tool` was called), and a child's
+    side effect is the parent's as much as its own.
+    """
+    if read_only:
+        return
+    gates = [run.gate]
+    node = current_node()
+    while node is not None:
+        gates.append(node.run.gate)
+        node = node.parent
+    for gate in gates:
+        if gate is not None and gate.pending:
+            await gate.wait()
 
 
 async def guarded_run(

@@ -108,12 +108,14 @@ class Node:
         lineage: The configurations of the Workers from the root down to this one (each
             sub-agent's own Worker's, not its fork's): a Worker found here would be its own
             descendant.
+        parent: The run whose tool call launched this one (`None` for the root).
     """
 
     cfg: WorkerConfig
     run: Run
     path: tuple[str, ...]
     lineage: tuple[WorkerConfig, ...]
+    parent: Node | None = None
 
 
 @dataclass(slots=True)
@@ -150,7 +152,7 @@ def entered(cfg: WorkerConfig, run: Run) -> Generator[Node]:
     """Make `run` the running node: a child when a sub-agent tool launched it, else a root."""
     launch = _launch.get()
     if launch is not None and launch.node is None:
-        node = Node(cfg, run, launch.path, launch.lineage)
+        node = Node(cfg, run, launch.path, launch.lineage, _node.get())
         launch.node = node
         _share_limits(run, launch.limits)
     else:
