@@ -121,12 +121,15 @@ class Guardrail:
         name: A name for the check (the function's), in events and errors.
         hold: Output guardrails: characters of streamed text held back between checks
             (`None`: the text streams at once, and only the final answer is checked).
+        timeout: Seconds a check may take; past them it fails closed (`HookError`), as a
+            check that raised does (`None`: no limit).
     """
 
     kind: GuardrailKind
     name: str
     check: Callable[[Any], Awaitable[Trip | None]] = field(repr=False)
     hold: int | None = None
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
         if self.hold is not None and (isinstance(self.hold, bool) or self.hold < 1):
@@ -134,6 +137,7 @@ class Guardrail:
                 f"guardrail {self.name!r}: hold={self.hold!r} is not a positive number of "
                 "characters"
             )
+        _check_timeout(self.name, self.timeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,36 +167,58 @@ OutputCheck: TypeAlias = Callable[[OutputGuardrailContext], "Awaitable[Trip | No
 
 
 @overload
-def input_guardrail(fn: InputCheck, /, *, name: str | None = None) -> Guardrail: ...
+def input_guardrail(
+    fn: InputCheck, /, *, name: str | None = None, timeout: float | None = None
+) -> Guardrail: ...
 @overload
 def input_guardrail(
-    fn: None = None, /, *, name: str | None = None
+    fn: None = None, /, *, name: str | None = None, timeout: float | None = None
 ) -> Callable[[InputCheck], Guardrail]: ...
 def input_guardrail(
-    fn: InputCheck | None = None, /, *, name: str | None = None
+    fn: InputCheck | None = None, /, *, name: str | None = None, timeout: float | None = None
 ) -> Guardrail | Callable[[InputCheck], Guardrail]:
     """Make an input guardrail of `fn(ctx: InputGuardrailContext) -> Trip | None`.
 
     Use it as `@input_guardrail`, `@input_guardrail(name=...)` or `input_guardrail(fn)`.
-    A sync function runs in a worker thread.
+    A sync function runs in a worker thread (a cancelled run does not wait for it).
+    With `timeout`, a check that gives no verdict in time fails closed (`HookError`): while
+    it is pending no tool with an effect starts, so a hung check would hold the run forever.
+
+    Raises:
+        ConfigurationError: `timeout` is not a positive number of seconds.
     """
 
     def make(f: InputCheck) -> Guardrail:
-        return Guardrail("input", name or _name(f), _checker(f))
+        return Guardrail("input", name or _name(f), _checker(f, timeout), timeout=timeout)
 
     return make if fn is None else make(fn)
 
 
 @overload
 def output_guardrail(
-    fn: OutputCheck, /, *, name: str | None = None, hold: int | None = None
+    fn: OutputCheck,
+    /,
+    *,
+    name: str | None = None,
+    hold: int | None = None,
+    timeout: float | None = None,
 ) -> Guardrail: ...
 @overload
 def output_guardrail(
-    fn: None = None, /, *, name: str | None = None, hold: int | None = None
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    hold: int | None = None,
+    timeout: float | None = None,
 ) -> Callable[[OutputCheck], Guardrail]: ...
 def output_guardrail(
-    fn: OutputCheck | None = None, /, *, name: str | None = None, hold: int | None = None
+    fn: OutputCheck | None = None,
+    /,
+    *,
+    name: str | None = None,
+    hold: int | None = None,
+    timeout: float | None = None,
 ) -> Guardrail | Callable[[OutputCheck], Guardrail]:
     """Make an output guardrail of `fn(ctx: OutputGuardrailContext) -> Trip | None`.
 
@@ -201,13 +227,15 @@ def output_guardrail(
         name: A name for it; default: the function's.
         hold: Hold streamed text back, checking the answer so far every `hold` characters
             and releasing only what passed (see the module docstring).
+        timeout: Seconds each check may take; past them it fails closed (`HookError`).
 
     Raises:
-        ConfigurationError: `hold` is not a positive number.
+        ConfigurationError: `hold` is not a positive number, or `timeout` not a positive
+            number of seconds.
     """
 
     def make(f: OutputCheck) -> Guardrail:
-        return Guardrail("output", name or _name(f), _checker(f), hold)
+        return Guardrail("output", name or _name(f), _checker(f, timeout), hold, timeout)
 
     return make if fn is None else make(fn)
 
@@ -216,7 +244,19 @@ def _name(fn: object) -> str:
     return str(getattr(fn, "__name__", None) or type(fn).__name__)
 
 
-def _checker(fn: Callable[[C], Any]) -> Callable[[C], Awaitable[Trip | None]]:
+def _check_timeout(name: str, timeout: float | None) -> None:
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ConfigurationError(
+            f"guardrail {name!r}: timeout={timeout!r} is not a positive number of seconds"
+        )
+
+
+def _checker(
+    fn: Callable[[C], Any], timeout: float | None = None
+) -> Callable[[C], Awaitable[Trip | None]]:
+    _check_timeout(_name(fn), timeout)
     if not callable(fn):
         raise ConfigurationError(f"a guardrail takes a function of its context, not {fn!r}")
     is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
@@ -224,12 +264,25 @@ def _checker(fn: Callable[[C], Any]) -> Callable[[C], Awaitable[Trip | None]]:
     )
 
     async def check(ctx: C) -> Trip | None:
-        import anyio.to_thread  # `import llm_worker.state` stays light
+        import anyio  # `import llm_worker.state` stays light
+
+        if timeout is None:
+            return await verdict_of(ctx)
+        with anyio.move_on_after(timeout):
+            return await verdict_of(ctx)
+        raise TimeoutError(f"no verdict within its timeout of {timeout} s")
+
+    async def verdict_of(ctx: C) -> Trip | None:
+        import anyio.to_thread
 
         if is_async:
             verdict = await fn(ctx)
         else:
-            verdict = await anyio.to_thread.run_sync(functools.partial(fn, ctx))
+            # A cancelled run does not wait for a check stuck in its thread: the verdict
+            # is moot, and the thread's late answer is dropped.
+            verdict = await anyio.to_thread.run_sync(
+                functools.partial(fn, ctx), abandon_on_cancel=True
+            )
             if inspect.isawaitable(verdict):
                 verdict = await verdict
         return _verdict(verdict, fn)

@@ -119,3 +119,80 @@ async def test_a_guardrail_raising_cancelled_error_fails_closed(tmp_path: Path) 
     with anyio.fail_after(TIMEOUT), pytest.raises(HookError):
         await worker.run("pay")
     assert not log.exists()
+
+
+async def test_a_cancel_does_not_wait_for_a_sync_guardrail_stuck_in_its_thread() -> None:
+    import threading
+
+    stuck = threading.Event()
+    entered = threading.Event()
+
+    @input_guardrail
+    def blocking(ctx: InputGuardrailContext) -> Trip | None:
+        entered.set()
+        stuck.wait(30)  # a classifier call that never answers
+        return None
+
+    worker = Worker(ScriptedClient([ScriptedResponse.text("ok")]), guardrails=[blocking])
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with anyio.create_task_group() as group:
+                group.start_soon(worker.run, "hi")
+                await anyio.to_thread.run_sync(entered.wait, 5.0)
+                started = anyio.current_time()
+                group.cancel_scope.cancel()
+        assert anyio.current_time() - started < 2.0
+    finally:
+        stuck.set()
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+async def test_a_hung_guardrail_with_a_timeout_fails_closed(tmp_path: Path, kind: str) -> None:
+    import threading
+
+    log = tmp_path / "effects.log"
+    never = threading.Event()
+
+    @tool(effect="side_effect")
+    def transfer(amount: int) -> str:
+        """Move money."""
+        log.write_text("moved")
+        return "moved"
+
+    async def hangs(ctx: InputGuardrailContext) -> Trip | None:
+        await anyio.sleep_forever()
+
+    def blocks(ctx: InputGuardrailContext) -> Trip | None:
+        never.wait(30)
+        return None
+
+    guard = input_guardrail(hangs if kind == "async" else blocks, name="slow", timeout=0.2)
+    worker = Worker(
+        ScriptedClient(
+            [
+                ScriptedResponse([ToolUsePart("c", "transfer", {"amount": 5})]),
+                ScriptedResponse.text("ok"),
+            ]
+        ),
+        tools=[transfer],
+        guardrails=[guard],
+        early_tool_start=True,
+    )
+    try:
+        with anyio.fail_after(TIMEOUT), pytest.raises(HookError) as caught:
+            await worker.run("pay")
+    finally:
+        never.set()
+    assert "timeout of 0.2 s" in str(caught.value)
+    assert caught.value.hook == "slow"
+    assert not log.exists()
+
+
+@pytest.mark.parametrize("timeout", [0, -1, True, "1", float("nan")])
+def test_a_guardrail_timeout_must_be_positive_seconds(timeout: Any) -> None:
+    from llm_worker import ConfigurationError, output_guardrail
+
+    with pytest.raises(ConfigurationError):
+        input_guardrail(lambda ctx: None, timeout=timeout)
+    with pytest.raises(ConfigurationError):
+        output_guardrail(lambda ctx: None, timeout=timeout)
