@@ -284,14 +284,42 @@ class Holder:
         ctx = OutputGuardrailContext("".join(self.text), None, False, list(self.run.history))
         await _check_outputs(self.run, self.guardrails, ctx, self.run.cfg.sinks, self.drop)
         self.unchecked = 0
-        self.release()
         if self.block_done:
+            self.release()
             self.holding = self.block_done = False
+        else:
+            self.release(keep=self.hold)
 
-    def release(self) -> None:
-        """Hand every held event to the readers."""
+    def release(self, keep: int = 0) -> None:
+        """Hand the held events to the readers, all but the text's last `keep` characters.
+
+        The window slides: a refused string up to `hold` characters long that a check has not
+        seen whole yet is never shown in part (its start stays held until it passes).
+        """
         held, self.held = self.held, []
-        _send(self.run.cfg.sinks, *held)
+        left = sum(
+            len(e.delta.text)
+            for e in held
+            if isinstance(e, BlockDelta) and isinstance(e.delta, TextDelta)
+        )
+        out: list[Any] = []
+        for at, event in enumerate(held):
+            if keep and left <= keep:  # what follows the held text waits behind it
+                self.held = held[at:]
+                break
+            if isinstance(event, BlockDelta) and isinstance(event.delta, TextDelta):
+                text = event.delta.text
+                if left - len(text) < keep:  # the boundary falls inside this fragment
+                    cut = left - keep
+                    out.append(_fragment(event, text[:cut], None))
+                    self.held = [
+                        _fragment(event, text[cut:], event.delta.logprobs),
+                        *held[at + 1 :],
+                    ]
+                    break
+                left -= len(text)
+            out.append(event)
+        _send(self.run.cfg.sinks, *out)
 
     def drop(self, reason: str) -> None:
         """Never show the held text: the readers see its block start and an abort."""
@@ -302,6 +330,11 @@ class Holder:
             elif isinstance(event, BlockStop):
                 _send(self.run.cfg.sinks, BlockAbort(event.index, event.block_type, reason))
         self.holding = False
+
+
+def _fragment(event: BlockDelta, text: str, logprobs: Any) -> BlockDelta:
+    """A piece of a held text delta (the rest stays held; its log probabilities with it)."""
+    return BlockDelta(event.index, TextDelta(text, logprobs), path=event.path)
 
 
 def _send(sinks: list[Sink], *events: Any) -> None:
