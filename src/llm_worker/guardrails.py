@@ -244,7 +244,7 @@ def _name(fn: object) -> str:
     return str(getattr(fn, "__name__", None) or type(fn).__name__)
 
 
-def _check_timeout(name: str, timeout: float | None) -> None:
+def _check_timeout(name: str, timeout: object) -> None:
     if timeout is None:
         return
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:

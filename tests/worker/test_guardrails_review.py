@@ -134,6 +134,7 @@ async def test_a_cancel_does_not_wait_for_a_sync_guardrail_stuck_in_its_thread()
         return None
 
     worker = Worker(ScriptedClient([ScriptedResponse.text("ok")]), guardrails=[blocking])
+    started = 0.0
     try:
         with anyio.fail_after(TIMEOUT):
             async with anyio.create_task_group() as group:
