@@ -51,13 +51,15 @@ class ContextPolicy:
         summarizer: The client (or a model string: `"anthropic:claude-haiku-4-5"`) that writes
             the summary of the oldest turns; None leaves them out instead.
         window_tokens: The context window in tokens; by default the model catalog's
-            (`llm_worker.models.model_info`) for the Worker's client, an error when it has
-            none (register the model, or give the window here).
+            (`llm_worker.models.model_info`) for the Worker's client (the smallest of a
+            `FallbackClient`'s models), an error when it has none (register the model, or
+            give the window here).
         server: Let the provider compact instead (Anthropic `context_management` with the
             `compact_20260112` edit — the client needs `betas=["compact-2026-01-12"]` —,
             OpenAI Responses `context_management` compaction), at `trigger` of the window;
             the library then compacts nothing itself. Other providers: `ConfigurationError`.
-        summary_max_tokens: The longest summary asked of the summarizer.
+        summary_max_tokens: The longest summary asked of the summarizer (a longer answer is
+            cut to it).
 
     Raises:
         ConfigurationError: A share, count or window out of range.
