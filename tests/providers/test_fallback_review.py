@@ -41,19 +41,18 @@ SPARE = {
 CUTS = ("in_thinking", "after_text", "in_tool_call", "between_calls", "after_usage")
 THINKING = ThinkingConfig(budget_tokens=2048)
 
-_log: Path | None = None
+_log: dict[str, Path] = {}  # "file": the file of side effects of the running test
 
 
 def _ran() -> list[str]:
-    assert _log is not None
-    return _log.read_text().split() if _log.exists() else []
+    path = _log["file"]
+    return path.read_text().split() if path.exists() else []
 
 
 @tool(effect="read_only")
 def record(n: int) -> str:
     """Record n (the file of side effects counts each start)."""
-    assert _log is not None
-    with _log.open("a") as out:
+    with _log["file"].open("a") as out:
         out.write(f"{n}\n")
     return f"recorded {n}"
 
@@ -92,7 +91,7 @@ def _cut(wire: str, body: bytes, where: str) -> int:
     if where == "in_thinking":  # the first thinking delta, no signature yet
         return _event_end(body, body.index(b"thin"))
     if where == "after_text":  # every text delta sent, no call yet
-        return _event_end(body, body.index(b"ext\""))
+        return _event_end(body, body.index(b'ext"'))
     if where == "in_tool_call":  # the first call's arguments half sent
         marker = b'\\"n\\"' if wire != "gemini" else b'"n":1'
         at = _event_end(body, body.index(marker))
@@ -137,8 +136,7 @@ def _opaque_of(wire: str) -> list[str]:
 async def test_a_stream_cut_anywhere_falls_over_with_nothing_half_or_foreign(
     wire: str, where: str, transport: Literal["httpx", "aiohttp"], tmp_path: Path
 ) -> None:
-    global _log
-    _log = tmp_path / "side_effects.txt"
+    _log["file"] = tmp_path / "side_effects.txt"
     spare_wire = SPARE[wire]
     body = _encode(wire, _answer(wire))
     cut = _cut(wire, body, where)

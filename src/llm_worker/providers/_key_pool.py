@@ -46,11 +46,14 @@ class KeyPool:
         model: A model string, `"anthropic:claude-sonnet-4-5"`.
         keys: The API keys (two or more make sense; each used at most once per request).
         key_cooldown: Seconds a key sits out after a 429 that gave no `Retry-After`.
+        max_retry_after: The longest `Retry-After` honoured, in seconds (a longer one is cut
+            to this, as a `Cooldown`'s), so a wrong header cannot shut a key out for a day.
         clock: The monotonic clock (seconds); tests give their own.
         **options: More arguments for each key's client (`base_url`, `timeout`, `retry`, …).
 
     Raises:
-        ConfigurationError: No key, an empty key, a key given twice, or a bad model string.
+        ConfigurationError: No key, an empty key, a key given twice, a wait that is not
+            seconds (negative, NaN), or a bad model string.
     """
 
     __slots__ = (
@@ -61,6 +64,7 @@ class KeyPool:
         "_lock",
         "_until",
         "key_cooldown",
+        "max_retry_after",
     )
 
     def __init__(
@@ -69,6 +73,7 @@ class KeyPool:
         keys: Sequence[str],
         *,
         key_cooldown: float = 60.0,
+        max_retry_after: float = 600.0,
         clock: Callable[[], float] = time.monotonic,
         **options: Any,
     ) -> None:
@@ -76,12 +81,16 @@ class KeyPool:
         from llm_worker.providers import from_string
 
         _check_keys(keys)
+        for name, value in (("key_cooldown", key_cooldown), ("max_retry_after", max_retry_after)):
+            if not 0 <= value < float("inf"):  # also refuses NaN
+                raise ConfigurationError(f"KeyPool({name}={value!r}): seconds, 0 or more")
         retry: RetryPolicy = options.pop("retry", None) or RetryPolicy()
         options["retry"] = dataclasses.replace(retry, max_retry_after=0.0)
         self._clients: tuple[HttpClient, ...] = tuple(
             from_string(model, api_key=key, **options) for key in keys
         )
         self.key_cooldown = key_cooldown
+        self.max_retry_after = max_retry_after
         self._clock = clock
         self._current = 0
         self._until = [0.0] * len(keys)
@@ -173,7 +182,11 @@ class KeyPool:
                 self._dropped.add(index)
                 what = "was refused (HTTP 401) and is dropped from the pool"
             else:
-                wait = exc.retry_after if exc.retry_after is not None else self.key_cooldown
+                asked = exc.retry_after
+                # A Retry-After of a year (or inf, or an HTTP date far ahead) is cut: the
+                # key would never come back.
+                wait = self.key_cooldown if asked is None or not asked >= 0 else asked
+                wait = min(wait, self.max_retry_after)
                 self._until[index] = self._clock() + wait
                 what = f"is rate-limited: it sits out {wait:.0f} s"
             self._current = (index + 1) % len(self._clients)
