@@ -31,10 +31,13 @@ from llm_worker.messages import (
 )
 from llm_worker.ui._sign import MAC, current
 
-__all__ = ("KEY", "media_json", "opaque", "rebuild", "result_mac", "result_proven")
+__all__ = ("KEY", "WITHDRAWN", "media_json", "opaque", "rebuild", "result_mac", "result_proven")
 
 KEY = "llmWorker"
 """The key under which llm-worker's data travels in `providerMetadata` and custom fields."""
+
+WITHDRAWN = "data-llm-worker-withdrawn"
+"""The Vercel data part that ends a withdrawn step: the Worker kept none of its parts."""
 
 _VISIBLE = frozenset({"type", "text", "id", "name", "input", "data"})
 _LEAVES = frozenset({str, int, float, bool, type(None)})

@@ -35,7 +35,7 @@ from llm_worker.state import PendingCall, RunCompleted, RunResult, RunStatus, To
 from llm_worker.tools import ToolResult
 from llm_worker.ui._encoder import BlockEncoder, sse
 from llm_worker.ui._errors import ErrorText, error_text
-from llm_worker.ui._parts import KEY, media_json, opaque, result_mac
+from llm_worker.ui._parts import KEY, WITHDRAWN, media_json, opaque, result_mac
 from llm_worker.ui._sign import MAC
 
 __all__ = ("HEADERS", "VercelEncoder", "sse", "to_vercel_stream", "usage_dict")
@@ -252,6 +252,11 @@ class VercelEncoder(BlockEncoder):
             return [{"type": "start-step"}]
         self._in_step = False
         chunks: list[Chunk] = []
+        if event.status is ResponseStatus.FAILED:
+            # The answer is withdrawn (a stream retry or a fallback client starts it over, or
+            # the run fails): the Worker keeps none of it, not even its completed blocks, so
+            # `messages_from_ui` must drop them from the message the browser sends back.
+            chunks.append({"type": WITHDRAWN, "data": {}})
         if usage := usage_dict(self._step_usage):
             data = {"usage": usage, "model": event.model}
             chunks.append({"type": "data-llm-worker-usage", "data": data, "transient": True})

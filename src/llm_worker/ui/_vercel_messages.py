@@ -28,7 +28,15 @@ from llm_worker.messages import (
 )
 from llm_worker.state import Decision
 from llm_worker.ui._media import data_url, media_from_url, media_hidden
-from llm_worker.ui._parts import KEY, media_json, opaque, rebuild, result_mac, result_proven
+from llm_worker.ui._parts import (
+    KEY,
+    WITHDRAWN,
+    media_json,
+    opaque,
+    rebuild,
+    result_mac,
+    result_proven,
+)
 from llm_worker.ui._record import Proven
 from llm_worker.ui._sign import MAC
 
@@ -117,7 +125,7 @@ def _assistant(parts: list[dict[str, Any]], proven: Proven) -> list[Message]:
         if kind == "step-start" and calls:
             _flush(out, calls, results)
             calls, results = [], []
-        elif kind in ("data-llm-worker-error", "data-llm-worker-cancelled"):
+        elif kind in ("data-llm-worker-error", "data-llm-worker-cancelled", WITHDRAWN):
             calls, results = [], []  # the step failed or was cancelled: the Worker kept none of it
         elif kind == "file":
             raise InvalidMessagesError("files an assistant generated are not supported yet")
