@@ -11,11 +11,17 @@ import pytest
 
 from llm_worker import Worker
 from llm_worker.errors import OverloadedError
+from llm_worker.events import StatusEvent
 from llm_worker.providers import AnthropicClient, Cooldown, FallbackClient, RetryPolicy
 from llm_worker.providers._cooldown import Breaker
 from llm_worker.state import RunStatus
-from llm_worker.testing import ScriptedClient, ScriptedModelServer, ScriptedResponse
-from llm_worker.testing import WireResponse, WireServer
+from llm_worker.testing import (
+    ScriptedClient,
+    ScriptedModelServer,
+    ScriptedResponse,
+    WireResponse,
+    WireServer,
+)
 
 
 class Clock:
@@ -47,7 +53,8 @@ async def test_a_probe_that_succeeds_through_a_worker_closes_the_circuit() -> No
         provider="flaky",
     )
     second = ScriptedClient(ScriptedResponse.text("spare"), provider="steady")
-    client = FallbackClient([first, second], cooldown=Cooldown(failures=1, duration=10, clock=clock))
+    cooldown = Cooldown(failures=1, duration=10, clock=clock)
+    client = FallbackClient([first, second], cooldown=cooldown)
     with anyio.fail_after(5):
         assert (await Worker(client).run("q")).text == "spare"
         assert (await Worker(client).run("q")).text == "spare"  # open: skipped
@@ -69,21 +76,18 @@ async def test_a_cancelled_probe_frees_the_probe_slot() -> None:
         provider="flaky",
     )
     second = ScriptedClient(ScriptedResponse.text("spare"), provider="steady")
-    client = FallbackClient([first, second], cooldown=Cooldown(failures=1, duration=10, clock=clock))
+    cooldown = Cooldown(failures=1, duration=10, clock=clock)
+    client = FallbackClient([first, second], cooldown=cooldown)
     with anyio.fail_after(5):
         assert (await Worker(client).run("q")).text == "spare"
         clock.now += 11
         worker = Worker(client)
-        async with anyio.create_task_group() as group:
-
-            async def probe() -> None:
-                result = await worker.run("q")
-                assert result.status is RunStatus.CANCELLED
-
-            group.start_soon(probe)
-            while first.remaining != 1:  # the probe's request was taken
-                await anyio.sleep(0.01)
-            worker.cancel()
+        async with worker.stream("q") as stream:
+            async for event in stream:
+                if isinstance(event, StatusEvent):  # the probe's answer began: cancel it
+                    worker.cancel()
+        assert stream.result.status is RunStatus.CANCELLED
+        assert first.remaining == 1
         # the cancelled probe gave no verdict: the next request may probe again
         assert (await Worker(client).run("q")).text == "first back"
 
@@ -123,9 +127,7 @@ async def test_a_cooldown_is_shared_by_workers_in_other_threads_and_loops() -> N
                 )
                 from llm_worker.providers import OpenAIChatClient
 
-                other = OpenAIChatClient(
-                    model="scripted-model", base_url=spare_url, api_key="k"
-                )
+                other = OpenAIChatClient(model="scripted-model", base_url=spare_url, api_key="k")
                 async with first, other:
                     client = FallbackClient([first, other], cooldown=Cooldown(failures=2))
                     return [(await Worker(client).run("q")).text for _ in range(runs)]
