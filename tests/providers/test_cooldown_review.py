@@ -141,3 +141,39 @@ async def test_a_cooldown_is_shared_by_workers_in_other_threads_and_loops() -> N
     # 20 requests in four threads, each its own loop and clients: the shared breaker opened
     # after its second failure, so at most the requests already past it reached the server.
     assert 2 <= len(down.requests) <= 2 + 4
+
+
+def _429(_request: object) -> WireResponse:
+    body = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
+    return WireResponse(
+        body, status=429, content_type="application/json", headers={"retry-after": "30"}
+    )
+
+
+@pytest.mark.anyio
+async def test_a_429_on_one_key_does_not_keep_another_accounts_client_out() -> None:
+    async with (
+        WireServer(handler=_429) as limited,
+        ScriptedModelServer("openai_chat", ScriptedResponse.text("ok")) as spare,
+    ):
+        base = limited.base_url + "/per-key"  # a breaker of this test alone
+
+        def fallback(key: str) -> tuple[FallbackClient, AnthropicClient]:
+            first = AnthropicClient(
+                model="claude-x", base_url=base, api_key=key, retry=RetryPolicy.disabled()
+            )
+            return FallbackClient([first, spare.client()], cooldown=Cooldown()), first
+
+        tenant_a, first_a = fallback("sk-tenant-a-0123456789")
+        tenant_b, first_b = fallback("sk-tenant-b-9876543210")
+        same_a, first_same = fallback("sk-tenant-a-0123456789")
+        async with first_a, first_b, first_same:
+            with anyio.fail_after(10):
+                assert (await Worker(tenant_a).run("a")).text == "ok"
+                assert (await Worker(same_a).run("a")).text == "ok"  # the same key: skipped
+                assert len(limited.requests) == 1
+                assert (await Worker(tenant_b).run("b")).text == "ok"  # its own limits: tried
+                assert len(limited.requests) == 2
+        identity = repr([first_a.transport.credential_tag, first_b.transport.credential_tag, base])
+    assert "sk-tenant" not in identity
+    assert first_a.transport.credential_tag == first_same.transport.credential_tag

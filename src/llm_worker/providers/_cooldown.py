@@ -7,20 +7,23 @@ its success closes the circuit, its failure opens it again. A 429 (or 503) that 
 `Retry-After: N` opens the circuit for N seconds at once: the provider said when to come
 back.
 
-Breakers are found by the client's identity (provider, base URL, model), not by the client
-object, so two Workers that each made their own client for the same model share one.
+Breakers are found by the client's identity (provider, base URL, model, and a digest of its
+key), not by the client object, so two Workers that each made their own client for the same
+model and key share one; a client with another key (another account, with its own rate
+limits) has its own.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from llm_worker.errors import ConfigurationError, ProviderError
 
-__all__ = ("Breaker", "Cooldown", "breaker_for", "client_identity")
+__all__ = ("Breaker", "Cooldown", "breaker_for", "client_identity", "credential_tag")
 
 
 @dataclass(slots=True, frozen=True)
@@ -129,8 +132,31 @@ def breaker_for(identity: str | None) -> Breaker:
         return breaker
 
 
+@functools.cache
+def _salt() -> bytes:
+    import secrets
+
+    return secrets.token_bytes(16)
+
+
+def credential_tag(credentials: Iterable[str | None]) -> str | None:
+    """A digest of a client's credentials, keyed by a secret of this process (None: none).
+
+    Tells apart two clients of one model with different keys — accounts with their own rate
+    limits, so one's 429 must not keep the other out — without holding a key: the digest
+    cannot be reversed or compared across processes.
+    """
+    given = sorted(c for c in credentials if c)
+    if not given:
+        return None
+    import hashlib
+    import hmac
+
+    return hmac.new(_salt(), "\0".join(given).encode(), hashlib.sha256).hexdigest()[:16]
+
+
 def client_identity(client: object, provider: str, model: str) -> str | None:
-    """What makes two clients the same for a cooldown: provider, base URL and model.
+    """What makes two clients the same for a cooldown: provider, base URL, model and key.
 
     None for a client without a base URL (a scripted client): it gets a breaker of its own,
     not one in the process-wide registry (which would grow with every such client, and an
@@ -143,4 +169,7 @@ def client_identity(client: object, provider: str, model: str) -> str | None:
         return None
     pool = getattr(client, "pool_identity", None)  # a key pool: its own keys, not one key
     suffix = f" pool {pool}" if isinstance(pool, str) else ""
+    tag = getattr(transport, "credential_tag", None)  # another key: another account's limits
+    if isinstance(tag, str):
+        suffix += f" key {tag}"
     return f"{provider}:{model}@{scrub(base)}{suffix}"

@@ -33,6 +33,7 @@ from llm_worker.errors import (
     ProviderError,
     StreamInterruptedError,
 )
+from llm_worker.providers._cooldown import credential_tag
 from llm_worker.providers._http_backend import (
     TRANSPORT_ENV,
     Answer,
@@ -133,6 +134,8 @@ class Transport:
 
     Holds the API key inside its headers; neither `repr` nor any error shows it, nor a
     credential carried by `base_url` or a credential header (see `_secrets`).
+    `credential_tag` is a digest of them keyed by a secret of the process (a fallback
+    cooldown's breaker is per key), never the key.
 
     Raises:
         ConfigurationError: `base_url` is not an `http://` or `https://` URL (checked here, so
@@ -152,6 +155,7 @@ class Transport:
         "_scrubber",
         "_settings",
         "base_url",
+        "credential_tag",
         "max_concurrency",
         "max_event_bytes",
         "provider",
@@ -173,7 +177,10 @@ class Transport:
         transport: TransportName | None = None,
     ) -> None:
         self.provider = provider
-        self._scrubber = Scrubber([secret, *url_secrets(base_url), *header_secrets(headers)])
+        credentials = [secret, *url_secrets(base_url), *header_secrets(headers)]
+        self._scrubber = Scrubber(credentials)
+        # A cooldown's breaker is per key (`_cooldown.client_identity`): never the key itself.
+        self.credential_tag = credential_tag(credentials)
         if self._scrubber:
             install_log_filter()
         parts = checked_base_url(base_url, self._scrubber.scrub)
