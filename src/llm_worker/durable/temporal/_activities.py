@@ -36,7 +36,14 @@ if TYPE_CHECKING:
 
     from llm_worker.worker._config import WorkerConfig
 
-__all__ = ("REQUEST", "TOOL", "failure", "request_activity", "request_from", "tool_activity")
+__all__ = (
+    "REQUEST",
+    "TOOL",
+    "check_size",
+    "failure", "request_activity",
+    "request_from",
+    "tool_activity",
+)
 
 REQUEST = "llm-worker.request"
 """The activity type of a model request."""
@@ -105,7 +112,7 @@ async def request_activity(args: dict[str, Any]) -> dict[str, Any]:
         request = request_from(args["request"])
         answer = await _beating(entry.heartbeat, lambda: run._attempts(request))  # pyright: ignore[reportPrivateUsage]
         record = answer_record(answer)
-        _check_size(record, f"the answer to request {args['number']}", entry.payload_limit)
+        check_size(record, f"the answer to request {args['number']}", entry.payload_limit)
     except Exception as exc:
         raise failure(exc) from exc
     return record
@@ -123,7 +130,7 @@ async def tool_activity(args: dict[str, Any]) -> dict[str, Any]:
         result = await _beating(entry.heartbeat, lambda: _execute(cfg, call))
         record = tool_record(result)
         try:
-            _check_size(record, f"the output of tool {call.name!r}", entry.payload_limit)
+            check_size(record, f"the output of tool {call.name!r}", entry.payload_limit)
         except PayloadTooLargeError as exc:  # the tool ran: the model reads why it has nothing
             record = tool_record(ToolResult.error(call.id, str(exc), name=call.name))
     except Exception as exc:
@@ -147,7 +154,12 @@ async def _execute(cfg: WorkerConfig, call: ToolCall) -> ToolResult:
         )
 
 
-def _check_size(record: object, what: str, limit: int) -> None:
+def check_size(record: object, what: str, limit: int) -> None:
+    """Raise `PayloadTooLargeError` when `record` as JSON is over `limit` bytes.
+
+    The server refuses a larger payload in a command (an activity's arguments, a memo): the
+    workflow task then fails again and again and the run never ends.
+    """
     size = len(json.dumps(record).encode())
     if size > limit:
         raise PayloadTooLargeError(what=what, size=size, limit=limit)

@@ -28,7 +28,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 from llm_worker.durable._records import answer_from, tool_from
 from llm_worker.durable._serializer import error_from
 from llm_worker.durable._steps import interrupted
-from llm_worker.durable.temporal._activities import REQUEST, TOOL, request_record
+from llm_worker.durable.temporal._activities import REQUEST, TOOL, check_size, request_record
 from llm_worker.messages import TextPart
 from llm_worker.tools import ToolResult, tool_meta
 from llm_worker.worker._intercept import Interceptor, RequestStep, ToolStep
@@ -97,6 +97,9 @@ class TemporalInterceptor(Interceptor):
         if run is None:
             return await proceed()
         args = {"name": run.name, "request": request_record(step.request), "number": step.number}
+        # The request goes into the history whole: tool outputs each under the limit can
+        # together be over it (kept in the blob store, each is a summary).
+        check_size(args, f"request {step.number} (the conversation sent)", run.served.payload_limit)
         options = _options(run, run.served.request_timeout, _RETRIES)
         try:
             record = await _activity(REQUEST, args, options)

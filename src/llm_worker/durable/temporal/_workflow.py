@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, cast
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from llm_worker.durable._errors import PayloadTooLargeError, RecordError
+from llm_worker.durable._errors import RecordError
 from llm_worker.durable._records import decisions_from, run_record
 from llm_worker.durable._steps import refuse_steps
-from llm_worker.durable.temporal._activities import failure
+from llm_worker.durable.temporal._activities import check_size, failure
 from llm_worker.durable.temporal._registry import served
 from llm_worker.durable.temporal._steps import TemporalRun, current
 from llm_worker.errors import PauseStateError
@@ -109,7 +109,7 @@ class RunWorkflow:
             if result.status is RunStatus.CANCELLED and self._reason is not None:
                 result.reason = self._reason
             record = run_record(result, worker._cfg.output)  # pyright: ignore[reportPrivateUsage]
-            _check_size(record, self._limit)
+            check_size(record, "the run's result", self._limit)
         except Exception as exc:
             self._ended = True
             if type(exc).__module__.startswith("temporalio"):
@@ -138,7 +138,9 @@ class RunWorkflow:
                 return await _discarded(worker, state, self._reason)
             self._wait += 1
             self._answer, self._paused = None, True
-            self._status("paused", {"wait": self._wait, "state": state.to_dict()})
+            pause = {"wait": self._wait, "state": state.to_dict()}
+            check_size(pause, "the run's pause (its memo)", self._limit)
+            self._status("paused", pause)
             if refused is not None:
                 self._run.progress.append({"kind": "refused", "error": refused})
             await workflow.wait_condition(lambda: self._wait in self._answers)
@@ -202,14 +204,6 @@ def _message(data: object) -> Message:
         return Message.from_dict(data)
     except Exception as exc:
         raise RecordError(f"its input message is malformed ({exc!r})", step="input") from None
-
-
-def _check_size(record: dict[str, Any], limit: int) -> None:
-    import json
-
-    size = len(json.dumps(record).encode())
-    if size > limit:
-        raise PayloadTooLargeError(what="the run's result", size=size, limit=limit)
 
 
 async def _discarded(worker: Worker[Any], state: PauseState, reason: str) -> RunResult[Any]:
