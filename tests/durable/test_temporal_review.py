@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+import base64
+import json
+from typing import Any, cast
 
 import anyio
 import pytest
 
-from llm_worker import ToolUsePart, Worker, tool
+from llm_worker import TextPart, ToolUsePart, Worker, tool
 from llm_worker.blobs import MemoryBlobStore
 from llm_worker.durable import PayloadTooLargeError
 from llm_worker.durable.temporal import TemporalWorker
 from llm_worker.events import UsageEvent
+from llm_worker.messages import Part
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 
 pytestmark = pytest.mark.anyio
@@ -21,6 +24,18 @@ USAGE = UsageEvent(input_tokens=10, output_tokens=5, total_tokens=15)
 BIG = 1_200_000  # under Temporal's 2 MB payload limit; two are over it
 
 
+def decoded(value: object) -> str:
+    """The history's JSON with every payload's data decoded (JSON stores it as base64)."""
+    if isinstance(value, dict):
+        items = cast("dict[str, object]", value)
+        data = items.get("data")
+        text = base64.b64decode(data).decode(errors="replace") if isinstance(data, str) else ""
+        return text + "".join(decoded(v) for v in items.values())
+    if isinstance(value, list):
+        return "".join(decoded(v) for v in cast("list[object]", value))
+    return str(value)
+
+
 @tool(effect="read_only")
 def fetch(size: int) -> str:
     """Fetch a page of `size` characters."""
@@ -28,7 +43,10 @@ def fetch(size: int) -> str:
 
 
 def two_pages() -> list[ScriptedResponse]:
-    calls = [ToolUsePart("f1", "fetch", {"size": BIG}), ToolUsePart("f2", "fetch", {"size": BIG})]
+    calls: list[Part] = [
+        ToolUsePart("f1", "fetch", {"size": BIG}),
+        ToolUsePart("f2", "fetch", {"size": BIG}),
+    ]
     return [
         ScriptedResponse(calls, usage=USAGE),
         ScriptedResponse.text("Read.", usage=USAGE),
@@ -61,3 +79,53 @@ async def test_with_a_blob_store_the_same_outputs_fit(temporal_client: Any) -> N
                 result = await durable.run("Fetch", run_id="two-big-stored")
     assert result.text == "Read."
     assert len(server.requests) == 2
+
+
+@pytest.mark.timeout(120)
+async def test_a_request_streaming_for_several_heartbeats_is_sent_once(
+    temporal_client: Any,
+) -> None:
+    """A live process's long stream keeps its activity: its heartbeats reach the server.
+
+    The SDK sends heartbeats at 0.8 times the heartbeat timeout: on a busy machine one came
+    late, Temporal took the process for dead and made the request again beside the first.
+    """
+    slow = ScriptedResponse([TextPart("x" * 400)], usage=USAGE, chunk_size=4, delay=0.06)
+    async with ScriptedModelServer("anthropic", [slow]) as server, server.client() as c:
+        durable = TemporalWorker(Worker(c), name="t", client=temporal_client, heartbeat=1.0)
+        with anyio.fail_after(TIMEOUT):
+            async with durable:
+                result = await durable.run("Talk", run_id="long-stream")
+        assert len(server.requests) == 1
+    assert result.text == "x" * 400
+
+
+@pytest.mark.timeout(120)
+async def test_the_api_key_is_nowhere_in_the_workflow_history_or_memo(
+    temporal_client: Any,
+) -> None:
+    """The history is readable by anyone with the namespace: requests go in it, keys never."""
+    from llm_worker.providers import AnthropicClient
+
+    canary = "sk-ant-canary-5e1f0c2d9b"
+    script = [
+        ScriptedResponse([ToolUsePart("f1", "fetch", {"size": 10})], usage=USAGE),
+        ScriptedResponse.text("Read.", usage=USAGE),
+    ]
+    async with ScriptedModelServer("anthropic", script) as server:
+        client = AnthropicClient(model="scripted-model", base_url=server.base_url, api_key=canary)
+        async with client:
+            durable = TemporalWorker(
+                Worker(client, tools=[fetch]), name="t", client=temporal_client
+            )
+            with anyio.fail_after(TIMEOUT):
+                async with durable:
+                    result = await durable.run("Fetch", run_id="keyed")
+        assert canary in str(server.requests[0].headers)  # the key was sent, to the model
+    handle = temporal_client.get_workflow_handle("keyed")
+    history = decoded(json.loads((await handle.fetch_history()).to_json()))
+    memo = await (await handle.describe()).memo()
+    assert result.text == "Read."
+    assert '"scripted-model"' in history  # the requests are in it, decoded
+    assert canary not in history
+    assert canary not in str(memo)

@@ -40,7 +40,8 @@ __all__ = (
     "REQUEST",
     "TOOL",
     "check_size",
-    "failure", "request_activity",
+    "failure",
+    "request_activity",
     "request_from",
     "tool_activity",
 )

@@ -179,6 +179,10 @@ class TemporalWorker(Generic[OutputT]):
             # A killed process's cached runs go to another process after this long (the
             # SDK's default is 10 s): the same patience as for its steps.
             sticky_queue_schedule_to_start_timeout=timedelta(seconds=self._served.heartbeat),
+            # The SDK sends a step's heartbeats 0.8 heartbeat apart by default: one late on a
+            # busy machine and Temporal took a live process for dead and made its request
+            # again beside the first. Three per heartbeat leave room for two to be late.
+            max_heartbeat_throttle_interval=timedelta(seconds=self._served.heartbeat / 3),
             **options,
         )
 
