@@ -271,9 +271,10 @@ class _Gate:
         self.held: list[Event] = []
 
     def holds(self, event: StatusEvent | ErrorEvent) -> bool:
-        """Stamp a status with the client; whether the event is held back."""
+        """Stamp a status with the client (unless it names one); whether it is held back."""
         if type(event) is StatusEvent:
-            event.source = self.origin
+            if event.source is None:  # a nested FallbackClient named its own answering client
+                event.source = self.origin
             if event.status is ResponseStatus.STARTED:
                 self.began = True
                 return False
