@@ -38,3 +38,11 @@ async def test_a_nested_fallback_keeps_the_inner_answering_clients_mark() -> Non
     # Gemini's signature is marked as Gemini's: it must never go back to Anthropic.
     assert [(p.signature, p.origin) for p in thinking] == [("sig-b", Origin("gemini", "b-1"))]
     assert [(u.provider, u.model) for u in result.request_usage][-1] == ("gemini", "b-1")
+
+
+def test_a_worker_given_a_list_of_clients_is_told_to_use_fallback_client() -> None:
+    from llm_worker.errors import ConfigurationError
+
+    clients: list[object] = [ScriptedClient(ScriptedResponse.text("a")), "anthropic:x"]
+    with pytest.raises(ConfigurationError, match=r"FallbackClient\(\[client"):
+        Worker(clients)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType, reportCallIssue]

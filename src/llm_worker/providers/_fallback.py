@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Self
+from typing import Any, Self, cast
 
 from llm_worker._retries import retrying
 from llm_worker._tokens import TokenCount, TokenEstimator
@@ -112,6 +112,12 @@ class FallbackClient:
 
         if not models or isinstance(models, str):
             raise ConfigurationError("FallbackClient.from_models needs a list of model strings")
+        for model in cast("Sequence[object]", models):  # untyped callers: Worker([client, …])
+            if not isinstance(model, str):
+                raise ConfigurationError(
+                    f"a list of model strings is expected, not {type(model).__name__}: for "
+                    "clients, pass FallbackClient([client, ...]) itself"
+                )
         made = [
             from_string(model, **_options_for(options, last=n == len(models) - 1))
             for n, model in enumerate(models)
