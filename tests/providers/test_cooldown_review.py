@@ -177,3 +177,18 @@ async def test_a_429_on_one_key_does_not_keep_another_accounts_client_out() -> N
         identity = repr([first_a.transport.credential_tag, first_b.transport.credential_tag, base])
     assert "sk-tenant" not in identity
     assert first_a.transport.credential_tag == first_same.transport.credential_tag
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "closed_at"),
+    [(1e308, 1000.0 + 600), (float("inf"), 1000.0 + 600), (-5.0, 1000.0), (float("nan"), 1000.0)],
+)
+def test_a_hostile_retry_after_opens_a_breaker_ten_minutes_at_most(
+    retry_after: float, closed_at: float
+) -> None:
+    breaker = Breaker()
+    policy = Cooldown(failures=3)
+    error = OverloadedError("slow", provider="p", retry_after=retry_after)
+    breaker.failed(1000.0, error, policy)
+    assert breaker.remaining(1000.0) == pytest.approx(closed_at - 1000.0)
+    assert breaker.acquire(closed_at)  # back (one failure of three: no cooldown of its own)
