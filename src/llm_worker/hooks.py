@@ -182,7 +182,9 @@ class MessageSendContext:
             inserting, removing or replacing items changes this request only; mutating a message
             object in place changes the history too. Every tool call is checked to have its
             result in what is sent, but only in replaced, inserted and new messages (and the
-            last two): to take a part out of an older message, replace the message.
+            last two): to take a part out of an older message, replace the message (an
+            older one edited in place is checked only once the provider refuses the
+            request, which then goes once more).
         request: The whole request (system prompt, tools, options) — edit it, or assign a new
             one, for this request only.
         request_number: 1 for the first request of the run, 2 for the next, …

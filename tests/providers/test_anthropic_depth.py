@@ -473,7 +473,9 @@ async def _run(worker_options: dict[str, Any], *bodies: str) -> tuple[RunResult,
 
 
 async def test_the_worker_sends_a_compacted_answer_back_and_goes_on() -> None:
-    result, server = await _run({}, _compaction_stream("compaction"), _text_answer("Hello!"))
+    result, server = await _run(  # caching off: the block as sent back, without a breakpoint
+        {"prompt_cache": False}, _compaction_stream("compaction"), _text_answer("Hello!")
+    )
     assert (result.status, result.text, result.requests) == (RunStatus.FINISHED, "Hello!", 2)
     second = server.requests[1].json()["messages"]
     # The compaction goes back last, as it came: the answer continues from it.

@@ -205,8 +205,11 @@ async def test_worker_tool_loop_with_thinking_sends_the_signed_thinking_back() -
     async with server:
         client = server.client()
         try:
-            worker = Worker(
-                client, tools=[fixed_version], thinking=ThinkingConfig(budget_tokens=1024)
+            worker = Worker(  # caching off: the blocks as sent back, without breakpoints
+                client,
+                tools=[fixed_version],
+                thinking=ThinkingConfig(budget_tokens=1024),
+                prompt_cache=False,
             )
             with anyio.fail_after(TIMEOUT):
                 result = await worker.run("Which version?")

@@ -14,6 +14,10 @@ stays within 4:
   system, messages), so that a conversation whose messages change (a compaction, a hook's
   edit) still reads them from the cache.
 
+- one at the previous request's end (the message before the last answer), when the turn
+  added more blocks than the lookback reaches (a wide batch of parallel calls: 12 calls and
+  their results are 24 blocks); without it, each such turn reads nothing back but the anchor.
+
 The end is placed first: alone, it caches the whole prefix.
 """
 
@@ -24,6 +28,7 @@ from typing import Any, Final
 __all__ = ("MAX_BREAKPOINTS", "count_breakpoints", "mark_conversation")
 
 MAX_BREAKPOINTS: Final = 4
+_LOOKBACK: Final = 20  # blocks Anthropic looks back from a breakpoint for an earlier entry
 # Thinking blocks cannot carry a breakpoint, nor can an empty text block.
 _UNMARKABLE: Final = frozenset({"thinking", "redacted_thinking"})
 
@@ -50,6 +55,8 @@ def mark_conversation(body: Block, marker: Block) -> None:
     if budget > 0 and end is not None and "cache_control" not in end:
         end["cache_control"] = dict(marker)
         budget -= 1
+    if budget > 0 and _bridge(body.get("messages") or [], marker):
+        budget -= 1
     if budget > 0:
         _anchor(body, marker)
 
@@ -59,12 +66,28 @@ def _marked(blocks: list[Block]) -> int:
 
 
 def _last_markable(messages: list[Block]) -> Block | None:
-    if not messages:
-        return None
-    for block in reversed(messages[-1]["content"]):
+    return _markable(messages[-1]) if messages else None
+
+
+def _markable(message: Block) -> Block | None:
+    for block in reversed(message["content"]):
         if block.get("type") not in _UNMARKABLE and block.get("text", True) != "":
             return block
     return None
+
+
+def _bridge(messages: list[Block], marker: Block) -> bool:
+    """Mark the previous request's end if this turn's blocks are past the lookback from it."""
+    answer = next(
+        (i for i in range(len(messages) - 1, 0, -1) if messages[i]["role"] == "assistant"), 0
+    )
+    if answer < 1 or sum(len(m["content"]) for m in messages[answer:]) < _LOOKBACK:
+        return False
+    block = _markable(messages[answer - 1])
+    if block is None or "cache_control" in block:
+        return False
+    block["cache_control"] = dict(marker)
+    return True
 
 
 def _anchor(body: Block, marker: Block) -> None:

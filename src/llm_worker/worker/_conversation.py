@@ -34,11 +34,29 @@ class Conversation:
     sent: Checked = field(default_factory=Checked)
     cache: CacheWatch = field(default_factory=CacheWatch)
 
-    def repair(self, history: list[Message]) -> None:
-        """Repair the Worker's history in place, checking what changed since the last request."""
+    def repair(self, history: list[Message]) -> int:
+        """Repair the Worker's history in place, checking what changed since the last request.
+
+        Returns:
+            The number of changes made.
+        """
         repaired, changes = self.history.repair(history)
         if changes:
             history[:] = repaired
+        return changes
+
+    def recheck(self, history: list[Message], request: Request) -> bool:
+        """Check the history and `request.messages` in full again; True if either changed.
+
+        The checks look at new messages only: a message edited in place further back (a
+        hook that takes the calls out of an old assistant message) is not seen, and can
+        leave a result that answers no call, which the provider rejects. After such a
+        rejection the checks start over, here.
+        """
+        self.history, self.sent = Checked(), Checked()
+        changed = self.repair(history)
+        request.messages, changes = self.sent.repair(request.messages)
+        return bool(changed or changes)
 
     def sending(self, request: Request, messages: list[Message], number: int) -> CacheMiss | None:
         """Set `request.messages` to `messages` repaired; where the prompt cache stops, if early.

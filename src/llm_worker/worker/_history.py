@@ -82,7 +82,8 @@ class Checked:
     edit in place, such as a hook appending a part to the last message, comes there). Any
     other change (a message replaced, removed or inserted, a shorter list) makes a full pass.
     A message edited in place further back is not seen: hooks replace messages rather than
-    edit them (`MessageSendContext`).
+    edit them (`MessageSendContext`); should one not, the provider's refusal (HTTP 400) makes
+    the Worker check everything again and send once more (`Conversation.recheck`).
 
     Attributes:
         full_passes: Calls that checked every message (the first, and after an edit).

@@ -7,16 +7,22 @@ cache's watch compares the new request with the last one by identity.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from llm_worker.worker._context import compacted
 from llm_worker.worker._enabled import only_offered
 
 if TYPE_CHECKING:
+    from llm_worker.errors import ProviderError
     from llm_worker.messages import Message, Request
     from llm_worker.worker._turn import Run
 
-__all__ = ("prepared", "sending")
+__all__ = ("prepared", "rechecked", "sending")
+
+_log = logging.getLogger("llm_worker")
+
+_REJECTED = 400  # the HTTP status of a request the provider refuses as malformed
 
 
 async def prepared(run: Run) -> Request:
@@ -42,6 +48,26 @@ def sending(run: Run, request: Request, messages: list[Message]) -> None:
         run.cache_misses.append(miss)
         for sink in run.cfg.sinks:
             sink(miss)
+
+
+def rechecked(run: Run, request: Request, error: ProviderError) -> bool:
+    """After the provider refused `request` (HTTP 400): whether a full check repaired it.
+
+    The per-request checks cost nothing per turn because they look at new messages only; a
+    message edited in place further back is the one thing they miss. The provider's refusal
+    is the cheap detection: every message is checked again (the history too, so later
+    requests start from a valid one), and the request may go once more if that changed it.
+    """
+    if error.status_code != _REJECTED:
+        return False
+    if run.conversation.recheck(run.history, request):
+        _log.warning(
+            "request %d was refused (HTTP 400) over a history edited in place; sent again "
+            "after a full check",
+            run.requests,
+        )
+        return True
+    return False
 
 
 def _chain(request: Request, last: str | None) -> None:

@@ -64,7 +64,7 @@ from llm_worker.worker._output import (
     rejected_call,
     rejection,
 )
-from llm_worker.worker._send import prepared, sending
+from llm_worker.worker._send import prepared, rechecked, sending
 from llm_worker.worker._steering import SteerQueue, take_in
 from llm_worker.worker._stream import Channel, Reached, channel_of, closing
 from llm_worker.worker._stream_retry import StreamRetry
@@ -228,6 +228,14 @@ class Run:
         request = ctx.request
         messages = ctx.messages if ctx.messages is not original else request.messages
         sending(self, request, messages)
+        try:
+            return await self._sent(request)
+        except ProviderError as exc:
+            if not rechecked(self, request, exc):
+                raise
+        return await self._sent(request)
+
+    async def _sent(self, request: Request) -> Assembler | RunResult[Any]:
         if self.budget is not None:
             return await self.budget.charged(self, request)
         return await self.send(request)

@@ -1,0 +1,156 @@
+"""Review probes of the incremental history check (issue 32, item 1).
+
+The per-request check looks at new messages only; a message edited in place further back is
+what it cannot see. Such an edit must not fail the run: the provider's refusal (HTTP 400) makes
+the check start over and the request go again, repaired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from llm_worker import (
+    Message,
+    PauseState,
+    RunStatus,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+    Worker,
+    tool,
+)
+from llm_worker.errors import ProviderError
+from llm_worker.events import Event, UsageEvent
+from llm_worker.hooks import MessageSendContext, Pause, ToolCallContext
+from llm_worker.messages import Request
+from llm_worker.testing import ScriptedClient, ScriptedRequest, ScriptedResponse
+
+pytestmark = pytest.mark.anyio
+
+USAGE = UsageEvent(input_tokens=10, output_tokens=5)
+
+
+@tool
+async def read(n: int) -> str:
+    """Read page n."""
+    return f"page {n}"
+
+
+def problems(messages: list[Message]) -> list[str]:
+    """What a provider would refuse: a call without its result, a result without its call."""
+    found: list[str] = []
+    for i, message in enumerate(messages):
+        calls = [c.id for c in message.tool_uses] if message.role == "assistant" else []
+        after = messages[i + 1] if i + 1 < len(messages) else None
+        if message.role == "user":
+            before = messages[i - 1] if i else None
+            asked = (
+                {c.id for c in before.tool_uses} if before and before.role == "assistant" else set()
+            )
+            found += [
+                f"orphan {r.tool_use_id}"
+                for r in message.tool_results
+                if r.tool_use_id not in asked
+            ]
+        if calls and after is not None:
+            answered = [r.tool_use_id for r in after.tool_results]
+            if answered != calls:
+                found.append(f"unanswered {calls} at {i}")
+    return found
+
+
+class Strict(ScriptedClient):
+    """A scripted model that refuses a malformed history as a provider does (HTTP 400)."""
+
+    refused: int = 0
+
+    def stream(self, request: Request) -> AsyncIterator[Event]:
+        wrong = problems(request.messages)
+        if wrong:
+            self.refused += 1
+            raise ProviderError(f"invalid history: {wrong}", status_code=400)
+        return super().stream(request)
+
+
+def looping(turns: int) -> Strict:
+    def step(request: ScriptedRequest) -> ScriptedResponse:
+        if request.index >= turns - 1:
+            return ScriptedResponse([TextPart("done")], usage=USAGE)
+        return ScriptedResponse(
+            [TextPart("reading"), ToolUsePart("", "read", {"n": request.index})], usage=USAGE
+        )
+
+    return Strict(step)
+
+
+def thin_message_one(ctx: MessageSendContext) -> None:
+    """Take the calls out of an old assistant message, in place (the history's too)."""
+    if ctx.request_number == 5:
+        old = ctx.messages[1]
+        old.content[:] = [p for p in old.content if not isinstance(p, ToolUsePart)]
+
+
+async def test_an_old_message_edited_in_place_by_a_hook_is_repaired_when_refused() -> None:
+    client = looping(8)
+    worker = Worker(client, tools=[read], max_requests=8)
+    worker.add_on_message_send_hook(thin_message_one)
+    result = await worker.run("read")
+    assert result.status is RunStatus.FINISHED and result.text == "done"
+    assert client.refused == 1  # once: later requests start from the full check
+    # (the requests before the edit share its message object: they read edited now)
+    assert all(not problems(r.messages) for r in client.requests[4:])
+    assert not problems(worker.history)
+    assert worker.history[1] == Message("assistant", [TextPart("reading")])
+
+
+async def test_an_old_message_edited_in_place_between_runs_is_repaired_when_refused() -> None:
+    client = looping(4)
+    worker = Worker(client, tools=[read], max_requests=10)
+    await worker.run("read")
+    worker.history[2].content.clear()  # the first results, gone in place
+    worker.history[2].content.append(TextPart("results were here"))
+    again = await worker.run("more?")
+    assert again.status is RunStatus.FINISHED
+    assert not problems(client.requests[-1].messages)
+    assert not problems(worker.history)
+    synthesized = worker.history[2].tool_results[0]
+    assert isinstance(synthesized, ToolResultPart) and synthesized.is_error
+
+
+async def test_a_refusal_the_history_does_not_explain_is_raised_at_once() -> None:
+    attempts: list[Request] = []
+
+    class Refusing(ScriptedClient):
+        def stream(self, request: Request) -> AsyncIterator[Event]:
+            attempts.append(request)
+            raise ProviderError("bad model", status_code=400)
+
+    worker = Worker(Refusing([ScriptedResponse([TextPart("never")])]), max_requests=3)
+    with pytest.raises(ProviderError, match="bad model"):
+        await worker.run("hi")
+    assert len(attempts) == 1  # a full check found nothing to repair: not sent again
+
+
+async def test_the_checks_hold_across_pause_json_resume_and_a_reassigned_history() -> None:
+    def pause_third(ctx: ToolCallContext) -> Pause | None:
+        return Pause("ok?") if ctx.call.input["n"] == 2 and not ctx.resumed else None
+
+    client = looping(8)
+    first = Worker(client, tools=[read], max_requests=10)
+    first.add_before_tool_call_hook(pause_third)
+    paused = await first.run("read")
+    assert paused.status is RunStatus.PAUSED and paused.state is not None
+    state = PauseState.from_json(paused.state.to_json())
+    second = Worker(client, tools=[read], max_requests=10)
+    second.add_before_tool_call_hook(pause_third)
+    second.add_on_message_send_hook(thin_message_one)
+    done = await second.resume(state)
+    assert done.status is RunStatus.FINISHED
+    assert not problems(second.history)
+    # A history assigned between runs: a new list, checked from its changed point.
+    second.history = [*second.history[:4], Message.user("short again")]
+    last = await second.run("go on")
+    assert last.status is RunStatus.FINISHED
+    assert not problems(client.requests[-1].messages)
