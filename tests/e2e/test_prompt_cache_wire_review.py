@@ -8,7 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from llm_worker import Part, RunStatus, TextPart, ToolUsePart, UsageEvent, Worker, tool
+from llm_worker import RunStatus, TextPart, ToolUsePart, UsageEvent, Worker, tool
+from llm_worker.messages import Part
 from llm_worker.providers._anthropic_cache import count_breakpoints
 from llm_worker.testing import ScriptedModelServer, ScriptedRequest, ScriptedResponse
 from support.wire_bodies import assert_valid
