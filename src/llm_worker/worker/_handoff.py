@@ -29,10 +29,12 @@ from llm_worker.worker._tree import (
 )
 
 if TYPE_CHECKING:
+    from llm_worker.state import PendingCall
+    from llm_worker.tools._registry import ToolRegistry
     from llm_worker.worker._turn import Run
     from llm_worker.worker._worker import Worker
 
-__all__ = ("Handoff", "HistoryFilter", "handoff", "take_over")
+__all__ = ("Handoff", "HistoryFilter", "handoff", "handover_in", "take_over")
 
 HistoryFilter = Callable[[list[Message]], list[Message]]
 """What the receiving Worker sees of the conversation: the history in, the history it gets."""
@@ -122,6 +124,23 @@ class Handoff:
             raise ToolError("the conversation is already being handed over in this answer")
         node.run.tree.handover = Handover(self, call[0])
         return f"Handed over to {self.worker.name or 'another agent'}, who answers from here."
+
+
+def handover_in(pending: list[PendingCall], registry: ToolRegistry) -> Handover | None:
+    """The handoff a resumed batch already asked for (its call ran before the pause).
+
+    A handoff's call that ran beside a sub-agent that paused is answered in the saved
+    batch; the handover it asked for lives only in the run, so a resume finds it again here
+    (it was lost: the resumed run went on with the calling Worker).
+    """
+    for p in pending:
+        result = p.result
+        if p.status != "done" or result is None or result.is_error:
+            continue
+        tool = registry.get(p.call.name)
+        if isinstance(tool, Handoff):
+            return Handover(tool, p.call.id)
+    return None
 
 
 async def take_over(run: Run) -> RunResult[Any]:

@@ -284,9 +284,7 @@ class Run:
             try:
                 await self._stream(request, assembler)
             except ProviderError as exc:
-                self.usage = self.usage + assembler.usage
-                if assembler.usage.input_tokens is not None:
-                    self._priced(assembler)  # a broken attempt that reported usage is billed
+                self._billed(assembler)
                 batch = self.batch
                 if not (exc.streamed and cfg.stream_retry.allows(exc, attempt)):
                     raise
@@ -298,7 +296,18 @@ class Run:
                 retrying("stream", exc, attempt, wait)
                 await anyio.sleep(wait)
                 continue
+            except BaseException:
+                # A handler's error or a cancel mid-answer: the server saw (and billed) the
+                # request all the same — a sub-agent's roll-up lost such a run's usage.
+                self._billed(assembler)
+                raise
             return assembler
+
+    def _billed(self, assembler: Assembler) -> None:
+        """Count an attempt that did not complete: its usage, priced if it reported any."""
+        self.usage = self.usage + assembler.usage
+        if assembler.usage.input_tokens is not None:
+            self._priced(assembler)
 
     async def _stream(self, request: Request, assembler: Assembler) -> None:
         # Partial outputs go to `Worker.stream` readers; a plain run() never pays for them.

@@ -54,6 +54,7 @@ from llm_worker.worker._decisions import (
     not_run,
     seen_on_resume,
 )
+from llm_worker.worker._handoff import handover_in
 from llm_worker.worker._history import as_messages
 from llm_worker.worker._intercept import RunStep, intercepted
 from llm_worker.worker._output import PARTIAL_INTERVAL, check_output_call, output_plan
@@ -443,6 +444,7 @@ class Worker(Registrations, SubAgents, Steering, SessionRuns[OutputT], Generic[O
         run.decided = seen_on_resume(state, decisions)
         run.request_usage, run.tree.children = list(state.request_usage), list(state.child_runs)
         run.tree.resume = routed
+        run.tree.handover = handover_in(pending, self._cfg.registry)
         run.output_attempts = state.output_attempts
         self._queue.restore(state.steers, state.follow_ups)
         run.budget = resumed_budget(state, self._cfg.limits, limits)
