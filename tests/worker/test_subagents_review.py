@@ -8,8 +8,9 @@ import anyio
 import pytest
 
 from llm_worker import Decision, PauseState, RunStatus, ToolUsePart, Worker, handoff, tool
-from llm_worker.events import UsageEvent
+from llm_worker.events import BlockDelta, TextDelta, UsageEvent
 from llm_worker.testing import ScriptedClient, ScriptedResponse
+from llm_worker.worker._stream import BUFFERED_MAX
 
 pytestmark = pytest.mark.anyio
 
@@ -99,3 +100,44 @@ async def test_a_handoff_beside_a_child_that_pauses_is_taken_on_resume(tmp_path:
     assert len(billing_client.requests) == 1
     assert log.read_text() == "kid x\n"
     assert [c.path for c in done.children] == [("c1",), ("h1",)]
+
+
+# -- back-pressure ------------------------------------------------------------------------------
+
+
+def _chatty(text: str) -> ScriptedResponse:
+    return ScriptedResponse.text(text, chunk_size=1, usage=UsageEvent(input_tokens=1))
+
+
+@pytest.mark.parametrize("mode", ["child", "grandchild", "handoff"])
+async def test_a_slow_reader_holds_a_chatty_child_back(mode: str) -> None:
+    text = "x" * 6000  # 6,000 deltas: six times what a reader may leave unread
+    if mode == "handoff":
+        other = Worker(ScriptedClient(_chatty(text)), name="other")
+        script = [calls(ToolUsePart("h1", "transfer_to_other", {}))]
+        root = Worker(ScriptedClient(script), tools=[handoff(other)])
+    else:
+        kid = Worker(ScriptedClient(_chatty(text)))
+        if mode == "grandchild":
+            middle = Worker(
+                ScriptedClient([calls(ToolUsePart("g1", "kid", {"input": "x"})), said("mid")]),
+                tools=[kid.as_tool(name="kid", description="K.")],
+            )
+            kid = middle
+        root = Worker(
+            ScriptedClient([calls(ToolUsePart("c1", "kid", {"input": "x"})), said("done")]),
+            tools=[kid.as_tool(name="kid", description="K.")],
+        )
+    deltas = 0
+    with anyio.fail_after(TIMEOUT * 3):
+        async with root.stream("go") as stream:
+            async for event in stream:
+                if type(event) is BlockDelta and type(event.delta) is TextDelta:
+                    deltas += event.path != () or mode == "handoff"
+                if deltas == 1:
+                    await anyio.wait_all_tasks_blocked()  # the child ran as far as it may
+                    unread = len(stream._channel.buffer)  # pyright: ignore[reportPrivateUsage]
+                    assert unread <= BUFFERED_MAX + 16, unread
+                    deltas += 1
+    assert stream.result.status is RunStatus.FINISHED
+    assert deltas >= 6000

@@ -23,7 +23,14 @@ from llm_worker.errors import ConfigurationError
 from llm_worker.events import Event
 from llm_worker.state import OutputT, RunCompleted, RunEvent, RunResult
 
-__all__ = ("Channel", "Reached", "RunStream", "channel_of", "closing")
+__all__ = ("BUFFERED_MAX", "Channel", "Reached", "RunStream", "channel_of", "closing")
+
+BUFFERED_MAX = 1024
+"""Events of sub-agents (and of a handoff's Worker) a reader may have unread before they wait.
+
+Their answers are read in their own tasks, not lent to the reader: past this many unread
+events they wait (`Channel.drained`) until the reader has taken half of them.
+"""
 
 
 if sys.version_info < (3, 12):
@@ -69,7 +76,7 @@ class _Loan:
 class Channel:
     """The events of one run on their way to its `RunStream` reader (`put` is the sink)."""
 
-    __slots__ = ("buffer", "loan", "orphaned", "sink", "waiter")
+    __slots__ = ("buffer", "loan", "orphaned", "room", "sink", "waiter")
 
     def __init__(self) -> None:
         # Unbounded only for what the run's own code produces (turn, tool and hook events);
@@ -81,6 +88,24 @@ class Channel:
         # hands the event on itself), so it is kept as one object to compare with `is`.
         self.sink: Callable[[object], None] = self.put
         self.orphaned = False  # its RunStream was dropped unread: the run reads on alone
+        self.room: asyncio.Future[None] | None = None  # sub-agents waiting for the reader
+
+    def full(self) -> bool:
+        """Whether the reader has `BUFFERED_MAX` events unread (sub-agents then wait)."""
+        return len(self.buffer) >= BUFFERED_MAX and not self.orphaned
+
+    async def drained(self) -> None:
+        """Wait until the reader has taken half of what it had unread (or is gone)."""
+        room = self.room
+        if room is None:
+            room = self.room = asyncio.get_running_loop().create_future()
+        await asyncio.shield(room)  # shared by every waiting sub-agent: one cancel is its own
+
+    def let_in(self) -> None:
+        """Wake the sub-agents waiting for the reader."""
+        room, self.room = self.room, None
+        if room is not None and not room.done():
+            room.set_result(None)
 
     def put(self, item: object) -> None:
         """Hand an event (or the run's error, or None at its end) to the reader."""
@@ -102,6 +127,7 @@ class Channel:
         """The reader dropped the stream without closing it: end the loan, keep nothing."""
         self.orphaned = True
         self.buffer.clear()
+        self.let_in()
         loan = self.loan
         if loan is not None:
             self.give_back(loan, None)
@@ -253,7 +279,10 @@ class RunStream(Generic[OutputT]):
 
     def _next_item(self) -> RunEvent[OutputT]:
         """The first buffered item: an event, or the end (None) or the run's error, raised."""
-        item = self._channel.buffer.popleft()
+        channel = self._channel
+        item = channel.buffer.popleft()
+        if channel.room is not None and len(channel.buffer) <= BUFFERED_MAX // 2:
+            channel.let_in()
         if item is None:
             self._over = True
             raise StopAsyncIteration

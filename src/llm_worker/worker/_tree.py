@@ -52,6 +52,7 @@ __all__ = (
     "child_run",
     "current_node",
     "entered",
+    "forwarder_of",
     "is_reader",
     "launching",
     "parent_limits",
@@ -205,7 +206,7 @@ def child_run(name: str, node: Node, status: RunStatus) -> ChildRun:
 class Forwarder:
     """The first sink of a sub-agent's run: its events, stamped with their path, go up."""
 
-    __slots__ = ("_last", "branches", "path", "timeline", "up")
+    __slots__ = ("_last", "branches", "channels", "path", "timeline", "up")
 
     def __init__(self, path: tuple[str, ...], parent: WorkerConfig) -> None:
         self.path = path
@@ -214,6 +215,13 @@ class Forwarder:
         # to first chunk is of the parent's own requests).
         self.up: tuple[Sink, ...] = tuple(
             s for s in parent.sinks if is_reader(s) or type(s) is Forwarder
+        )
+        # The readers' channels up to the root: a chatty child waits for a slow reader.
+        self.channels: tuple[Channel, ...] = tuple(
+            c
+            for s in self.up
+            for c in (s.channels if type(s) is Forwarder else (getattr(s, "__self__", None),))
+            if type(c) is Channel
         )
         self.branches: dict[tuple[str, ...], Timeline] = {}
         self._last: tuple[tuple[str, ...], Timeline] | None = None  # the branch used last
@@ -233,6 +241,20 @@ class Forwarder:
         for sink in self.up:
             sink(event)
 
+    def full(self) -> bool:
+        """Whether a reader up the tree has `BUFFERED_MAX` events unread."""
+        return any(c.full() for c in self.channels)
+
+    async def paced(self) -> None:
+        """Wait while a reader up the tree has `BUFFERED_MAX` events unread.
+
+        A sub-agent's answer is read in its own task, never lent to the root's reader: this
+        is its back-pressure, as a root answer's is the reader's own pace.
+        """
+        for channel in self.channels:
+            while channel.full():
+                await channel.drained()
+
     def _branch(self, path: tuple[str, ...]) -> Timeline:
         branch = self.branches.get(path)
         if branch is None:
@@ -250,6 +272,14 @@ class Forwarder:
         """The child's run is over: end every branch still open (none, normally)."""
         for path in list(self.branches):
             self._ended(path)
+
+
+def forwarder_of(sinks: list[Sink]) -> Forwarder | None:
+    """The `Forwarder` of a sub-agent's (or a handoff's) run, if it is one."""
+    for sink in sinks:
+        if type(sink) is Forwarder:
+            return sink
+    return None
 
 
 def _stamped(event: Any, path: tuple[str, ...]) -> tuple[str, ...]:

@@ -68,7 +68,7 @@ from llm_worker.worker._send import prepared, rechecked, sending
 from llm_worker.worker._steering import SteerQueue, take_in
 from llm_worker.worker._stream import Channel, Reached, channel_of, closing
 from llm_worker.worker._stream_retry import StreamRetry
-from llm_worker.worker._tree import Below
+from llm_worker.worker._tree import Below, forwarder_of
 
 if TYPE_CHECKING:
     from llm_worker.collectors import ToolCall
@@ -324,9 +324,12 @@ class Run:
         process = self._processor(assembler, partials, sinks=sinks)
         async with closing(self.cfg.client.stream(request)) as events:
             channel = channel_of(self.cfg.sinks) if holder is None else None
+            paced = forwarder_of(self.cfg.sinks)
             it = events.__aiter__()
             async for event in it:
                 completed = process(event)
+                if paced is not None and paced.full():  # a slow reader holds a child back
+                    await paced.paced()
                 if holder is not None and holder.due:
                     await holder.check()
                 if completed is not None:
