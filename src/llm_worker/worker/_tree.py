@@ -14,6 +14,7 @@ reaches the root. The root's events never pass here: their cost is unchanged.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -206,7 +207,7 @@ def child_run(name: str, node: Node, status: RunStatus) -> ChildRun:
 class Forwarder:
     """The first sink of a sub-agent's run: its events, stamped with their path, go up."""
 
-    __slots__ = ("_last", "branches", "channels", "path", "timeline", "up")
+    __slots__ = ("_last", "_one", "branches", "channels", "gate", "path", "timeline", "up")
 
     def __init__(self, path: tuple[str, ...], parent: WorkerConfig) -> None:
         self.path = path
@@ -218,32 +219,39 @@ class Forwarder:
         )
         # The readers' channels up to the root: a chatty child waits for a slow reader.
         self.channels: tuple[Channel, ...] = tuple(
-            c
-            for s in self.up
-            for c in (s.channels if type(s) is Forwarder else (getattr(s, "__self__", None),))
-            if type(c) is Channel
+            c for s in self.up for c in _channels(s) if type(c) is Channel
         )
+        # The root reader's buffer (a tree has one reader at most): its length, checked once
+        # an event, is all the back-pressure costs while the reader keeps up.
+        self.gate: deque[Any] | None = self.channels[0].buffer if self.channels else None
         self.branches: dict[tuple[str, ...], Timeline] = {}
-        self._last: tuple[tuple[str, ...], Timeline] | None = None  # the branch used last
+        self._last: tuple[tuple[str, ...], Callable[[Any], None]] | None = None  # its dispatch
+        self._one = self.up[0] if len(self.up) == 1 else None  # the usual: one sink up
 
     def __call__(self, event: Any) -> None:
+        # Once per event of every sub-agent: kept to attribute reads and direct calls.
         path = event.path
-        if not path:
-            path = _stamped(event, self.path)
-        if type(event) in _TIMELINE_EVENTS:
+        if not path:  # the child's own event (a descendant's carries its path already)
+            path = self.path
+            try:
+                event.path = path
+            except AttributeError:  # a frozen dataclass (GuardrailChecked): new, no one's yet
+                object.__setattr__(event, "path", path)
+        kind: type[Any] = type(event)
+        if kind in _TIMELINE_EVENTS:
             last = self._last
             if last is not None and last[0] is path:  # the hot path: one child's stream
-                last[1].dispatch(event)
+                last[1](event)
             else:
-                self._branch(path).dispatch(event)
-        elif type(event) is TurnEnded:
+                self._branch(path)(event)
+        elif kind is TurnEnded:
             self._ended(path)
-        for sink in self.up:
-            sink(event)
-
-    def full(self) -> bool:
-        """Whether a reader up the tree has `BUFFERED_MAX` events unread."""
-        return any(c.full() for c in self.channels)
+        one = self._one
+        if one is not None:
+            one(event)
+        else:
+            for sink in self.up:
+                sink(event)
 
     async def paced(self) -> None:
         """Wait while a reader up the tree has `BUFFERED_MAX` events unread.
@@ -255,12 +263,12 @@ class Forwarder:
             while channel.full():
                 await channel.drained()
 
-    def _branch(self, path: tuple[str, ...]) -> Timeline:
+    def _branch(self, path: tuple[str, ...]) -> Callable[[Any], None]:
         branch = self.branches.get(path)
         if branch is None:
             branch = self.branches[path] = self.timeline.branch(path)
-        self._last = (path, branch)
-        return branch
+        self._last = (path, branch.dispatch)
+        return branch.dispatch
 
     def _ended(self, path: tuple[str, ...]) -> None:
         self._last = None
@@ -277,18 +285,16 @@ class Forwarder:
 def forwarder_of(sinks: list[Sink]) -> Forwarder | None:
     """The `Forwarder` of a sub-agent's (or a handoff's) run, if it is one."""
     for sink in sinks:
-        if type(sink) is Forwarder:
+        if isinstance(sink, Forwarder):
             return sink
     return None
 
 
-def _stamped(event: Any, path: tuple[str, ...]) -> tuple[str, ...]:
-    """Give a child's own event its path (a frozen event too: it is new, and no one's yet)."""
-    try:
-        event.path = path
-    except AttributeError:  # a frozen dataclass (GuardrailChecked)
-        object.__setattr__(event, "path", path)
-    return path
+def _channels(sink: Sink) -> tuple[object, ...]:
+    """The readers' channels a sink leads to (a Forwarder's, up to the root)."""
+    if isinstance(sink, Forwarder):
+        return sink.channels
+    return (getattr(sink, "__self__", None),)
 
 
 def is_reader(sink: Sink) -> bool:

@@ -66,7 +66,7 @@ from llm_worker.worker._output import (
 )
 from llm_worker.worker._send import prepared, rechecked, sending
 from llm_worker.worker._steering import SteerQueue, take_in
-from llm_worker.worker._stream import Channel, Reached, channel_of, closing
+from llm_worker.worker._stream import BUFFERED_MAX, Channel, Reached, channel_of, closing
 from llm_worker.worker._stream_retry import StreamRetry
 from llm_worker.worker._tree import Below, forwarder_of
 
@@ -325,11 +325,12 @@ class Run:
         async with closing(self.cfg.client.stream(request)) as events:
             channel = channel_of(self.cfg.sinks) if holder is None else None
             paced = forwarder_of(self.cfg.sinks)
+            gate = paced.gate if paced is not None else None
             it = events.__aiter__()
             async for event in it:
                 completed = process(event)
-                if paced is not None and paced.full():  # a slow reader holds a child back
-                    await paced.paced()
+                if gate is not None and len(gate) >= BUFFERED_MAX:  # a slow reader up the tree
+                    await paced.paced()  # pyright: ignore[reportOptionalMemberAccess]
                 if holder is not None and holder.due:
                     await holder.check()
                 if completed is not None:
