@@ -8,12 +8,13 @@ from typing import Any
 import anyio
 import pytest
 
-from llm_worker import Worker
+from llm_worker import Worker, tool
 from llm_worker._cost import price
 from llm_worker.errors import OverloadedError
-from llm_worker.events import UsageEvent
-from llm_worker.messages import TextPart
+from llm_worker.events import StatusEvent, UsageEvent
+from llm_worker.messages import Origin, TextPart, ToolUsePart
 from llm_worker.providers import Cooldown, FallbackClient
+from llm_worker.state import RunStatus
 from llm_worker.testing import ScriptedClient, ScriptedModelServer, ScriptedResponse
 
 pytestmark = pytest.mark.anyio
@@ -79,3 +80,45 @@ async def test_each_answer_is_priced_by_the_model_that_streamed_it() -> None:
     assert cost_a is not None and cost_b is not None
     assert result.cost == cost_a + cost_b
     assert cost_b != price(*CLAUDE, whole)
+
+
+_started: list[str] = []
+_running: dict[str, anyio.Event] = {}
+
+
+@tool(effect="read_only")
+async def slow_lookup(key: str) -> str:
+    """Look a key up (never ends: the run is cancelled while it runs)."""
+    _started.append(key)
+    _running["event"].set()
+    await anyio.sleep_forever()
+    return key
+
+
+async def test_cancel_while_a_carried_early_tool_runs_ends_the_run_cleanly() -> None:
+    _started.clear()
+    _running["event"] = anyio.Event()
+    call = ToolUsePart("", "slow_lookup", {"key": "k"})
+    first = ScriptedClient(
+        [broken(call, TextPart("and then"))], provider=CLAUDE[0], model=CLAUDE[1]
+    )
+    second = ScriptedClient([ScriptedResponse([call])], provider=FLASH[0], model=FLASH[1])
+    client = FallbackClient([first, second], cooldown=Cooldown.disabled())
+    worker = Worker(client, tools=[slow_lookup], early_tool_start=True)
+    with anyio.fail_after(10):
+        async with worker.stream("go") as stream:
+            async for event in stream:
+                if isinstance(event, StatusEvent) and event.source == Origin(*FLASH):
+                    # the second answer began; the first answer's call was started early
+                    await _running["event"].wait()
+                    worker.cancel()
+        result = stream.result
+    assert result.status is RunStatus.CANCELLED
+    assert _started == ["k"]  # started once, on the withdrawn answer
+    for message in worker.history:  # no call without its result, nothing half
+        assert "and then" not in message.text
+    calls = [p.id for m in worker.history for p in m.content if isinstance(p, ToolUsePart)]
+    results = [
+        p.tool_use_id for m in worker.history for p in m.content if hasattr(p, "tool_use_id")
+    ]
+    assert sorted(calls) == sorted(results)
