@@ -12,7 +12,7 @@ from llm_worker import Worker, tool
 from llm_worker._cost import price
 from llm_worker.errors import OverloadedError
 from llm_worker.events import StatusEvent, UsageEvent
-from llm_worker.messages import Origin, TextPart, ToolUsePart
+from llm_worker.messages import Origin, TextPart, ToolResultPart, ToolUsePart
 from llm_worker.providers import Cooldown, FallbackClient
 from llm_worker.state import RunStatus
 from llm_worker.testing import ScriptedClient, ScriptedModelServer, ScriptedResponse
@@ -119,6 +119,6 @@ async def test_cancel_while_a_carried_early_tool_runs_ends_the_run_cleanly() -> 
         assert "and then" not in message.text
     calls = [p.id for m in worker.history for p in m.content if isinstance(p, ToolUsePart)]
     results = [
-        p.tool_use_id for m in worker.history for p in m.content if hasattr(p, "tool_use_id")
+        p.tool_use_id for m in worker.history for p in m.content if isinstance(p, ToolResultPart)
     ]
     assert sorted(calls) == sorted(results)
