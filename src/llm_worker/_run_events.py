@@ -243,7 +243,8 @@ class CacheMiss:
         offset: Characters into that text (the system prompt, the part's text, the tool's
             name, description and schema) where they first differ.
         before_hash: BLAKE2b (8 bytes, hex) of the previous text, to tell misses apart
-            without showing it.
+            without showing it; keyed by a secret of the process, so that a short text
+            (a PIN, a date) cannot be found from a log by hashing candidates.
         after_hash: The same of the new text.
         before: Up to 40 characters of the previous text from `offset` (never logged).
         after: Up to 40 characters of the new text from `offset` (never logged).

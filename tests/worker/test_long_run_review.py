@@ -154,3 +154,36 @@ async def test_the_checks_hold_across_pause_json_resume_and_a_reassigned_history
     last = await second.run("go on")
     assert last.status is RunStatus.FINISHED
     assert not problems(client.requests[-1].messages)
+
+
+async def test_a_miss_never_shows_a_short_secret_in_its_log_repr_or_an_unkeyed_hash(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import hashlib
+
+    from llm_worker.state import CacheMiss
+
+    pins = iter(["4921", "\U0001f511\ud800 7734"])  # the second: unicode and a lone surrogate
+
+    def pin(ctx: MessageSendContext) -> None:
+        ctx.request.system = f"The PIN is {next(pins)}."
+
+    client = ScriptedClient(
+        [
+            ScriptedResponse([ToolUsePart("", "read", {"n": 1})], usage=USAGE),
+            ScriptedResponse([TextPart("ok")], usage=USAGE),
+        ]
+    )
+    worker = Worker(client, tools=[read], system="x")
+    worker.add_on_message_send_hook(pin)
+    with caplog.at_level("INFO", logger="llm_worker"):
+        result = await worker.run("go")
+    (miss,) = result.cache_misses
+    assert isinstance(miss, CacheMiss)
+    assert (miss.where, miss.index, miss.offset) == ("system", None, len("The PIN is "))
+    assert miss.before.startswith("4921") and miss.after.startswith("\U0001f511\ud800")
+    shown = caplog.text + repr(miss) + str(miss)
+    assert "4921" not in shown and "7734" not in shown
+    for text in ("The PIN is 4921.", "4921"):  # an attacker's candidates, hashed unkeyed
+        unkeyed = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        assert unkeyed not in shown

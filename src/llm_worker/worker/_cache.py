@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,9 @@ __all__ = ("CacheWatch", "conversation_key")
 
 _log = logging.getLogger("llm_worker")
 _SHOWN = 40  # characters of each side a CacheMiss shows (in process only)
+# A miss's hashes are keyed by this process's own secret: logged, an unkeyed hash of a short
+# text (a PIN, a date in a tool result) would give the text back to whoever tries candidates.
+_MISS_KEY = secrets.token_bytes(16)
 
 
 def conversation_key(first: Message) -> str:
@@ -123,8 +127,8 @@ def _miss(
         index=index,
         part=part,
         offset=offset,
-        before_hash=_digest(before, 8),
-        after_hash=_digest(after, 8),
+        before_hash=_digest(before, 8, key=_MISS_KEY),
+        after_hash=_digest(after, 8, key=_MISS_KEY),
         before=before[offset : offset + _SHOWN],
         after=after[offset : offset + _SHOWN],
     )
@@ -142,8 +146,9 @@ def _common_prefix(a: str, b: str) -> int:
     return low
 
 
-def _digest(text: str, size: int) -> str:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=size).hexdigest()
+def _digest(text: str, size: int, *, key: bytes = b"") -> str:
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=size, key=key).hexdigest()
 
 
 def _spec_text(spec: ToolSpec) -> str:
