@@ -237,7 +237,7 @@ class Forwarder:
                 event.path = path
             except AttributeError:  # a frozen dataclass (GuardrailChecked): new, no one's yet
                 object.__setattr__(event, "path", path)
-        kind: type[Any] = type(event)
+        kind: type[object] = event.__class__
         if kind in _TIMELINE_EVENTS:
             last = self._last
             if last is not None and last[0] is path:  # the hot path: one child's stream
