@@ -129,3 +129,45 @@ async def test_the_api_key_is_nowhere_in_the_workflow_history_or_memo(
     assert '"scripted-model"' in history  # the requests are in it, decoded
     assert canary not in history
     assert canary not in str(memo)
+
+
+@pytest.mark.timeout(120)
+async def test_a_hostile_client_signals_queries_and_forged_waits_leave_the_pause_as_it_is(
+    temporal_client: Any,
+) -> None:
+    """Another client of the server: unknown signals, bad query arguments, forged updates."""
+    from temporalio.client import WorkflowQueryFailedError, WorkflowUpdateFailedError
+
+    from llm_worker import Decision
+
+    @tool(requires_approval=True)
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        return f"paid {amount}"
+
+    script = [
+        ScriptedResponse([ToolUsePart("p1", "pay", {"amount": 5})], usage=USAGE),
+        ScriptedResponse.text("Paid.", usage=USAGE),
+    ]
+    async with ScriptedModelServer("anthropic", script) as server, server.client() as c:
+        durable = TemporalWorker(Worker(c, tools=[pay]), name="t", client=temporal_client)
+        with anyio.fail_after(TIMEOUT):
+            async with durable:
+                run_id = await durable.start("Pay", run_id="hostile-2")
+                assert await durable.paused(run_id) is not None
+                handle: Any = temporal_client.get_workflow_handle(run_id)
+                await handle.signal("llm-worker.decide", {"wait": 0, "decisions": {}})
+                await handle.signal("whatever", "\ud800" * 3)
+                with pytest.raises(WorkflowQueryFailedError):
+                    await handle.query("llm-worker.progress", "x")
+                for forged in (
+                    {"wait": 7, "decisions": {"p1": {"allow": True}}},
+                    {"wait": True, "decisions": {"p9": {"allow": True}}},
+                    ["not", "an", "object"],
+                ):
+                    with pytest.raises(WorkflowUpdateFailedError):
+                        await handle.execute_update("llm-worker.decide", forged)
+                assert await durable.status(run_id) == "paused"
+                await durable.decide(run_id, {"p1": Decision.approve()})
+                result = await durable.result(run_id)
+    assert result.text == "Paid."

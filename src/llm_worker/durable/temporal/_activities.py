@@ -44,6 +44,7 @@ __all__ = (
     "request_activity",
     "request_from",
     "tool_activity",
+    "warm_up",
 )
 
 REQUEST = "llm-worker.request"
@@ -59,6 +60,16 @@ def _request_adapter() -> TypeAdapter[Request]:
     from pydantic import TypeAdapter
 
     return TypeAdapter(Request)
+
+
+def warm_up() -> None:
+    """Build the request's validator now, before this process takes a step.
+
+    Built at a first request, it held the event loop for seconds on a busy machine (pydantic
+    builds its schema): the step's heartbeat stopped meanwhile, Temporal took the process for
+    dead and made the request again beside the first (a run's first answer asked twice).
+    """
+    _request_adapter()
 
 
 def request_record(request: Request) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from llm_worker.durable._errors import DecisionConflictError, RecordError, RunFa
 from llm_worker.durable._protocol import RunSummary
 from llm_worker.durable._records import decisions_record, messages_record, run_from
 from llm_worker.durable._serializer import error_from
-from llm_worker.durable.temporal._activities import request_activity, tool_activity
+from llm_worker.durable.temporal._activities import request_activity, tool_activity, warm_up
 from llm_worker.durable.temporal._registry import Served, serve, unserve
 from llm_worker.durable.temporal._runs import Found, Runs
 from llm_worker.durable.temporal._steps import TemporalInterceptor
@@ -153,6 +153,7 @@ class TemporalWorker(Generic[OutputT]):
 
     async def __aenter__(self) -> Self:
         if self.serve:
+            warm_up()
             serve(self.name, self._served)
             try:
                 self._sdk_worker = self._make_sdk_worker()
