@@ -187,3 +187,36 @@ async def test_a_miss_never_shows_a_short_secret_in_its_log_repr_or_an_unkeyed_h
     for text in ("The PIN is 4921.", "4921"):  # an attacker's candidates, hashed unkeyed
         unkeyed = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
         assert unkeyed not in shown
+
+
+async def test_a_run_cancelled_mid_answer_leaves_the_checks_consistent() -> None:
+    import anyio
+
+    started = anyio.Event()
+
+    def step(request: ScriptedRequest) -> ScriptedResponse:
+        if request.index == 3:  # the fourth answer streams slowly: cancelled in the middle
+            started.set()
+            return ScriptedResponse([TextPart("x" * 400)], chunk_size=1, delay=0.05)
+        if request.index >= 4:
+            return ScriptedResponse([TextPart("done")], usage=USAGE)
+        return ScriptedResponse([ToolUsePart("", "read", {"n": request.index})], usage=USAGE)
+
+    client = Strict(step)
+    worker = Worker(client, tools=[read], max_requests=10)
+    with anyio.move_on_after(10):
+        async with anyio.create_task_group() as group:
+
+            async def run() -> None:
+                await worker.run("read")
+
+            group.start_soon(run)
+            await started.wait()
+            group.cancel_scope.cancel()
+    assert not problems(worker.history)
+    worker.history[1].content.clear()  # and an old message edited in place meanwhile
+    worker.history[1].content.append(TextPart("thinking aloud"))
+    with anyio.fail_after(10):
+        again = await worker.run("go on")
+    assert again.status is RunStatus.FINISHED and again.text == "done"
+    assert not problems(client.requests[-1].messages) and not problems(worker.history)
