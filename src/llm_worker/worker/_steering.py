@@ -14,6 +14,7 @@ resume, in any process), and after a cancel or a failure the next run of the Wor
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -36,24 +37,40 @@ SKIPPED = "Skipped: the user sent a new instruction before this call started; re
 class SteerQueue:
     """The messages a Worker holds for its running (or next) run."""
 
-    __slots__ = ("follow_ups", "steers")
+    __slots__ = ("_lock", "follow_ups", "steers")
 
     def __init__(self) -> None:
         self.steers: list[Message] = []
         self.follow_ups: list[Message] = []
+        # A steer may come from another thread: without the lock, one that read the list
+        # just before `take` swapped it appended to the taken list after it was read: lost.
+        self._lock = threading.Lock()
+
+    def put(self, kind: Literal["steer", "follow_up"], messages: list[Message]) -> None:
+        """Queue `messages` (from any thread)."""
+        with self._lock:
+            (self.steers if kind == "steer" else self.follow_ups).extend(messages)
 
     def take(self, kind: Literal["steer", "follow_up"]) -> list[Message]:
         """Empty one queue and return what it held, oldest first."""
-        if kind == "steer":
-            taken, self.steers = self.steers, []
-        else:
-            taken, self.follow_ups = self.follow_ups, []
+        with self._lock:
+            if kind == "steer":
+                taken, self.steers = self.steers, []
+            else:
+                taken, self.follow_ups = self.follow_ups, []
         return taken
 
     def restore(self, steers: Iterable[Message], follow_ups: Iterable[Message]) -> None:
         """Put back what a pause carried, before anything queued since."""
-        self.steers[:0] = list(steers)
-        self.follow_ups[:0] = list(follow_ups)
+        steers, follow_ups = list(steers), list(follow_ups)
+        with self._lock:
+            self.steers[:0] = steers
+            self.follow_ups[:0] = follow_ups
+
+    def copies(self) -> tuple[list[Message], list[Message]]:
+        """Copies of both queues."""
+        with self._lock:
+            return list(self.steers), list(self.follow_ups)
 
 
 async def take_in(run: Run, kind: Literal["steer", "follow_up"]) -> bool:
@@ -89,8 +106,9 @@ class Steering:
     def steer(self, message: str | Message | Iterable[Message]) -> None:
         """Queue a user message for the running run, taken in before its next request.
 
-        Safe to call from any task of the Worker's event loop while the run streams (a web
-        request, a UI callback); the run's own task adds the message to the history. Calls of
+        Safe to call from any task of the Worker's event loop, or any thread, while the run
+        streams (a web request, a UI callback); the run's own task adds the message to the
+        history. Calls of
         the current batch that have not started are skipped (the model reads why); running
         ones finish. With no run going, the next run takes it in after its input; a pause
         carries it (`PauseState.steers`) to its resume.
@@ -98,7 +116,7 @@ class Steering:
         Raises:
             ConfigurationError: An item is not a `Message`.
         """
-        self._queue.steers.extend(_messages(message))
+        self._queue.put("steer", _messages(message))
 
     def follow_up(self, message: str | Message | Iterable[Message]) -> None:
         """Queue a user message taken in when the run would finish: it goes on with it.
@@ -106,12 +124,12 @@ class Steering:
         Raises:
             ConfigurationError: An item is not a `Message`.
         """
-        self._queue.follow_ups.extend(_messages(message))
+        self._queue.put("follow_up", _messages(message))
 
     @property
     def queued(self) -> tuple[list[Message], list[Message]]:
         """Copies of the steers and follow-ups not taken in yet."""
-        return list(self._queue.steers), list(self._queue.follow_ups)
+        return self._queue.copies()
 
 
 def _messages(message: Any) -> list[Message]:
