@@ -7,7 +7,8 @@ asks for a refund (a side-effecting tool) before the slow check has finished: th
 trips, the run stops with `GuardrailTripped`, and the refund never happens.
 
 The output guardrail sees the answer's text every 24 characters (`hold=24`) before a reader of
-`Worker.stream()` does: the text that passed is shown, the card details never are.
+`Worker.stream()` does: the text that passed is shown, its last 24 characters held back until
+the next check, so the card details (and any start of them) never are.
 
 Run: `python examples/guardrails.py` (offline unless an API key is set; see _common.py).
 """
@@ -55,8 +56,8 @@ async def no_fraud(ctx: InputGuardrailContext) -> Trip | None:
     return None
 
 
-# Checked on the text so far: a rule for held windows must catch the start of what it
-# refuses (a whole card number would be caught only once its first digits had passed).
+# Checked on the text so far; the last 24 characters stay held after each check, so a rule
+# needs to match within 24 characters of where what it refuses starts.
 CARD = re.compile(r"\bcard\b.{0,20}\d", re.IGNORECASE)
 
 
@@ -68,7 +69,8 @@ def no_card_numbers(ctx: OutputGuardrailContext) -> Trip | None:
 SCRIPT = [
     ScriptedResponse([ToolUsePart("", "refund", {"order": "A-1"})]),
     ScriptedResponse.text(
-        "Your order ships tomorrow. The card on file is 4111 1111 1111 1111, valid to 2029.",
+        "Your order ships tomorrow by courier, before noon. "
+        "The card on file is 4111 1111 1111 1111, valid to 2029.",
         chunk_size=6,
     ),
 ]

@@ -20,9 +20,14 @@ that can be sent again.
 An **output guardrail** checks the final answer (its text, and the structured output with
 `output_type`) before the run finishes. With `hold=n`, the text that `Worker.stream()` readers
 and the web adapters receive is held back: every `n` characters the guardrail checks the
-answer so far (`ctx.final` is False) and only what passed is released; when it trips, the
-held text is never shown (its block is aborted). Handlers on the Timeline (`on_text_block`)
-see the model's text as it comes.
+answer so far (`ctx.final` is False) and releases what passed but its last `n` characters,
+held until the next check (the block's end releases the rest): a refused string up to `n`
+characters long is never shown, not even its start. When it trips, the held text is never
+shown (its block is aborted).
+
+A check that hangs holds the run (an input check: its tools with effects wait for it); give it
+a `timeout=` and it fails closed past it, as a check that raises does (`HookError`).
+Handlers on the Timeline (`on_text_block`) see the model's text as it comes.
 
 A guardrail is a function (sync, run in a worker thread, or async) of its context that returns
 `Trip(reason)` to trip or `None` to pass. Each check is a `GuardrailChecked` event of
