@@ -1,15 +1,16 @@
-"""Review probes of the Temporal engine (issue 38): payloads, secrets, hostile clients."""
+"""Review probes of the Temporal engine (issue 38): payloads, heartbeats, secrets, hostile clients, types."""
 
 from __future__ import annotations
 
 import base64
 import json
-from typing import Any, cast
+from typing import Any, assert_type, cast
 
 import anyio
 import pytest
+from pydantic import BaseModel
 
-from llm_worker import TextPart, ToolUsePart, Worker, tool
+from llm_worker import RunResult, TextPart, ToolUsePart, Worker, tool
 from llm_worker.blobs import MemoryBlobStore
 from llm_worker.durable import PayloadTooLargeError
 from llm_worker.durable.temporal import TemporalWorker
@@ -171,3 +172,31 @@ async def test_a_hostile_client_signals_queries_and_forged_waits_leave_the_pause
                 await durable.decide(run_id, {"p1": Decision.approve()})
                 result = await durable.result(run_id)
     assert result.text == "Paid."
+
+
+class Invoice(BaseModel):
+    """A structured output."""
+
+    number: str
+    total: float
+
+
+async def test_a_temporal_worker_carries_its_workers_output_type(temporal_client: Any) -> None:
+    """TemporalWorker[Invoice] from Worker(output_type=Invoice), checked by pyright strict."""
+    answer = ScriptedResponse([ToolUsePart("o1", "final_result", {"number": "7", "total": 2})])
+    async with ScriptedModelServer("anthropic", [answer]) as server, server.client() as c:
+        worker = Worker(c, output_type=Invoice, output_mode="tool")
+        invoices = TemporalWorker(worker, name="t", client=temporal_client)
+        assert_type(invoices, TemporalWorker[Invoice])
+        texts = TemporalWorker(Worker(c), name="x", client=temporal_client, serve=False)
+        assert_type(texts, TemporalWorker[str])
+        with anyio.fail_after(TIMEOUT):
+            async with invoices:
+                result = await invoices.run("Read it", run_id="inv-1")
+                again = await invoices.result("inv-1")
+    assert_type(result, RunResult[Invoice])
+    assert_type(again, RunResult[Invoice])
+    output: object = again.output
+    assert output == Invoice(number="7", total=2)
+    wrong: RunResult[str] = again  # pyright: ignore[reportAssignmentType]
+    assert wrong is again
