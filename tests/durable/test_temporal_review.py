@@ -1,4 +1,7 @@
-"""Review probes of the Temporal engine (issue 38): payloads, heartbeats, secrets, hostile clients, types."""
+"""Review probes of the Temporal engine (issue 38).
+
+Payloads, heartbeats, secrets in the history, a hostile client, the output type.
+"""
 
 from __future__ import annotations
 
