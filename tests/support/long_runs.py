@@ -6,10 +6,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from llm_worker import ContextPolicy, MemoryBlobStore, OutputPolicy, Worker, tool
+import anyio
+
+from llm_worker import ContextCompacted, ContextPolicy, MemoryBlobStore, OutputPolicy, Worker, tool
 from llm_worker.messages import Message, Request, ThinkingConfig, ThinkingPart, ToolUsePart
-from llm_worker.testing import ScriptedClient, ScriptedRequest, ScriptedResponse
+from llm_worker.state import RunStatus
+from llm_worker.testing import (
+    ScriptedClient,
+    ScriptedModelServer,
+    ScriptedRequest,
+    ScriptedResponse,
+)
 from llm_worker.testing._script import prompt_tokens
+from llm_worker.worker._context_stages import MARK
 
 WINDOW = 16_000
 BLOB = re.compile(r"\[blob:([0-9a-f-]+)\]")
@@ -20,6 +29,17 @@ PAGE = "lorem ipsum dolor sit amet " * 150  # ~4 KB with its header
 async def read(n: int) -> str:
     """Read page n."""
     return f"page {n}: {PAGE}"
+
+
+def page_reader(page: str) -> Any:
+    """A `read` tool whose pages are `page` (the long runs' smaller window uses shorter ones)."""
+
+    @tool
+    async def read(n: int) -> str:
+        """Read page n."""
+        return f"page {n}: {page}"
+
+    return read
 
 
 def pairs_valid(messages: list[Message]) -> bool:
@@ -89,18 +109,66 @@ class WireModel:
         return ScriptedResponse([*thought, call] if self.thinking else [call])
 
 
-def worker_on(client: Any, store: MemoryBlobStore, **options: Any) -> Worker:
-    """A Worker reading pages with thinking on, in the 16,000-token window, with a summarizer."""
+def worker_on(
+    client: Any,
+    store: MemoryBlobStore,
+    window: int = WINDOW,
+    reader: Any = read,
+    **options: Any,
+) -> Worker:
+    """A Worker reading pages with thinking on, in a window (16,000 tokens), with a summarizer."""
     options.setdefault("max_requests", 1_000)
     return Worker(
         client,
-        tools=[read],
+        tools=[reader],
         blob_store=store,
         output_policy=OutputPolicy(inline_threshold=8_000),
         thinking=ThinkingConfig(budget_tokens=1024),
         context=ContextPolicy(
-            window_tokens=WINDOW,
+            window_tokens=window,
             summarizer=ScriptedClient(ScriptedResponse.text("Pages were read in order.")),
         ),
         **options,
     )
+
+
+# The 1,000-turn wire runs hold a 6,000-token window with ~1 KB pages: the same compactions
+# (results stored, thinking dropped, summaries) as 16,000 tokens and 4 KB, with a third of
+# the messages in each body, so a wire's 1,000 requests cost ~3.5 s of CPU, not ~5.5 s.
+# test_context_wires.py runs the issue's 16,000 tokens and 4 KB pages for 100 turns.
+SMALL_WINDOW = 6_000
+SMALL_PAGE = "lorem ipsum dolor sit amet " * 40
+
+
+async def a_thousand_turns_on(wire: str, turns: int = 1_000) -> None:
+    """Run `turns` turns over `wire`'s scripted server and check every request it received.
+
+    No request over the window by the server's own count, every tool-call pair valid, a
+    compacted page inspected by its id and read back, both the reversible and the summary
+    stages used, and the prefix shared between compactions.
+    """
+    model = WireModel(turns, inspect_at=turns * 3 // 5, thinking=wire != "openai_chat")
+    events: list[ContextCompacted] = []
+    compacted_at: set[int] = set()
+    async with ScriptedModelServer(wire, model) as server, server.client() as client:
+        worker = worker_on(
+            client,
+            MemoryBlobStore(),
+            window=SMALL_WINDOW,
+            reader=page_reader(SMALL_PAGE),
+            max_requests=turns + 10,
+        )
+        worker.on_context_compacted(events.append)
+        worker.on_context_compacted(lambda _: compacted_at.add(len(model.requests)))
+        with anyio.fail_after(280):
+            result = await worker.run("Read every page.")
+    assert result.status is RunStatus.FINISHED
+    assert len(model.requests) == turns + 1
+    assert max(model.counted) <= SMALL_WINDOW  # by the server's own count of what it received
+    assert max(model.counted) > 0.7 * SMALL_WINDOW  # the window was used, not avoided
+    assert all(pairs_valid(r.messages) for r in model.requests)
+    assert {"tool_results", "summary"} <= {s for e in events for s in e.stages}
+    assert model.inspected is not None and model.read_back is not None
+    assert f"page {model.inspected[1]}: lorem" in model.read_back
+    assert any(MARK in r.messages[0].text for r in model.requests)
+    prefix_shared_between(model.requests, compacted_at)
