@@ -63,6 +63,10 @@ class _View:
     lead_chars: int = 0
     old_chars: int = 0  # of the messages from `cut` to `boundary`, as sent
     last_chars: int = 0  # the last request's characters, for calibration
+    # Tokens past which the next compaction runs, when the last one could not get under
+    # `target` (0: the policy's trigger): compacting again at the trigger would ask for a
+    # summary on nearly every request and take out next to nothing each time.
+    rearm: int = 0
 
     def sync(self) -> None:
         """Count the new messages; start over when the history was edited before them."""
@@ -76,7 +80,7 @@ class _View:
 
     def reset(self) -> None:
         self.seen, self.prefix, self.sent, self.sent_chars = [], [0], {}, {}
-        self.boundary = self.cut = self.lead_chars = self.old_chars = 0
+        self.boundary = self.cut = self.lead_chars = self.old_chars = self.rearm = 0
         self.lead = self.summary = None
 
     def own_chars(self, i: int) -> int:
@@ -116,6 +120,7 @@ class Compactor:
 
     __slots__ = (
         "_estimator",
+        "_floor_told",
         "_probed",
         "_views",
         "_window",
@@ -129,6 +134,7 @@ class Compactor:
         self._views: OrderedDict[int, _View] = OrderedDict()
         self._estimator = TokenEstimator()
         self._probed = False
+        self._floor_told = False
         self._window: tuple[LLMClient, int] | None = None
 
     # -- configuration ---------------------------------------------------------------------
@@ -182,9 +188,10 @@ class Compactor:
         fixed = _fixed_chars(request)
         tokens = await self._tokens(cfg.client, request, view, fixed + view.chars())
         event = None
-        if tokens > self.policy.trigger * window:
+        if tokens > max(self.policy.trigger * window, view.rearm):
             event = await self._compact(cfg, view, fixed, tokens, window)
             left = self._estimator.tokens(fixed + view.chars())
+            self._hold(view, left, window)
             if left > window:
                 # What is left cannot be compacted (the system prompt, tools, the newest
                 # messages): the provider will likely refuse the request. Said, not hidden.
@@ -198,6 +205,32 @@ class Compactor:
         request.messages = view.messages()
         view.last_chars = fixed + view.chars()
         return event
+
+    def _hold(self, view: _View, left: int, window: int) -> None:
+        """After a compaction that could not get under `target`, wait for the window.
+
+        What is left is what cannot be compacted (the system prompt, tools, the newest
+        turns): compacting again at the trigger would do so on nearly every request, each
+        time with a new summary. The compaction is reused until a request would pass the
+        window; said once per policy.
+        """
+        target = self.policy.target * window
+        if left <= target:
+            view.rearm = 0
+            return
+        view.rearm = window
+        if self._floor_told:
+            return
+        self._floor_told = True
+        _log.warning(
+            "what cannot be compacted (the system prompt, tools, the newest %d turns) is "
+            "about %d tokens, over the target of %d: the next compaction waits until a "
+            "request would pass the window of %d",
+            self.policy.keep_recent_turns,
+            left,
+            round(target),
+            window,
+        )
 
     def observe(self, history: list[Message], usage: UsageEvent) -> None:
         """Calibrate the estimate on the input tokens the answer reported."""
@@ -256,7 +289,11 @@ class Compactor:
         keep = _keep_from(view.history, self.policy.keep_recent_turns)
         await self._reversible(cfg, view, plan, keep)
         target = self.policy.target * window
-        if self._estimate(view, plan, fixed) > target:
+        # Past a compaction that could not get under target, a summary (a request to the
+        # summarizer, a new lead) is worth it only when storing results did not get back
+        # under the trigger: else each compaction would ask for one.
+        goal = self.policy.trigger * window if view.rearm else target
+        if self._estimate(view, plan, fixed) > goal:
             await self._replace(view, plan, fixed, target, keep)
         if self._estimate(view, plan, fixed) > self.policy.trigger * window and keep < n:
             await self._reversible(cfg, view, plan, n)  # the recent turns are too large
