@@ -220,3 +220,23 @@ async def test_a_run_cancelled_mid_answer_leaves_the_checks_consistent() -> None
         again = await worker.run("go on")
     assert again.status is RunStatus.FINISHED and again.text == "done"
     assert not problems(client.requests[-1].messages) and not problems(worker.history)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="CacheWatch compares requests by message identity: a hook that edits an old message "
+    "in place (a timestamp put into the first user message) changes every request's prefix, "
+    "yet no CacheMiss is told (the previous request's copy holds the same, edited, object)",
+)
+async def test_a_timestamp_put_in_place_into_the_first_message_is_a_miss() -> None:
+    stamps = iter(range(100))
+
+    def stamp(ctx: MessageSendContext) -> None:
+        ctx.messages[0].content[0] = TextPart(f"at {next(stamps)}: read")
+
+    client = looping(4)
+    worker = Worker(client, tools=[read])
+    worker.add_on_message_send_hook(stamp)
+    result = await worker.run("read")
+    assert result.status is RunStatus.FINISHED
+    assert result.cache_misses and result.cache_misses[0].index == 0
