@@ -197,3 +197,33 @@ def test_a_guardrail_timeout_must_be_positive_seconds(timeout: Any) -> None:
         input_guardrail(lambda ctx: None, timeout=timeout)
     with pytest.raises(ConfigurationError):
         output_guardrail(lambda ctx: None, timeout=timeout)
+
+
+async def test_a_handed_over_workers_side_effect_waits_for_the_input_guardrail(
+    tmp_path: Path,
+) -> None:
+    # handoff() is read-only itself; the Worker it hands over to books a transfer at once.
+    from llm_worker import handoff
+
+    log = tmp_path / "effects.log"
+    for seed in range(10):
+        rng = random.Random(seed)
+        wait = rng.randrange(200)
+        billing, transfer = _child(log)
+        billing.add_tool(transfer)
+
+        @input_guardrail
+        async def slow_refusal(ctx: InputGuardrailContext) -> Trip | None:
+            for _ in range(wait):  # noqa: B023
+                await anyio.lowlevel.checkpoint()
+            return Trip("not allowed")
+
+        front = Worker(
+            ScriptedClient([ScriptedResponse([ToolUsePart("h", "transfer_to_payer", {})])]),
+            tools=[handoff(billing, name="transfer_to_payer")],
+            guardrails=[slow_refusal],
+            early_tool_start=True,
+        )
+        with anyio.fail_after(TIMEOUT), pytest.raises(GuardrailTripped):
+            await front.run("pay 5")
+    assert not log.exists() or log.read_text() == ""
