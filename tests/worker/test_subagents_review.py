@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from llm_worker import Decision, PauseState, RunStatus, ToolUsePart, Worker, handoff, tool
+from llm_worker.errors import PauseStateError
 from llm_worker.events import BlockDelta, TextDelta, UsageEvent
 from llm_worker.testing import ScriptedClient, ScriptedResponse
 from llm_worker.worker._stream import BUFFERED_MAX
@@ -141,3 +143,89 @@ async def test_a_slow_reader_holds_a_chatty_child_back(mode: str) -> None:
                     deltas += 1
     assert stream.result.status is RunStatus.FINISHED
     assert deltas >= 6000
+
+
+# -- a hostile or stale tree state ------------------------------------------------------------
+
+
+def _relay(tools: list[Any], ids: list[str], name: str) -> Worker:
+    """A Worker that calls each of its sub-agents once, then answers their results."""
+    return Worker(
+        ScriptedClient(
+            lambda r: (
+                said(name + ":" + "|".join(p.content for p in r.tool_results))
+                if r.tool_results
+                else calls(
+                    *(
+                        ToolUsePart(i, t.name, {"input": "x"})
+                        for i, t in zip(ids, tools, strict=True)
+                    )
+                )
+            )
+        ),
+        tools=tools,
+    )
+
+
+def _two_branches(log: Path) -> Worker:
+    """root -> c1 -> ma -> a (approval), root -> c2 -> mb -> b (approval): both leaves' calls
+    get the same id (`call_0`), as ids made up per answer do."""
+    a = approving_child(log, "a").as_tool(name="a", description="A.")
+    b = approving_child(log, "b").as_tool(name="b", description="B.")
+    m1 = _relay([a], ["ma"], "m1").as_tool(name="m1", description="M1.")
+    m2 = _relay([b], ["mb"], "m2").as_tool(name="m2", description="M2.")
+    return _relay([m1, m2], ["c1", "c2"], "root")
+
+
+async def test_hostile_decisions_for_a_tree_are_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "lines.txt"
+    with anyio.fail_after(TIMEOUT):
+        paused = await _two_branches(log).run("go")
+    assert paused.status is RunStatus.PAUSED and paused.state is not None
+    state = PauseState.from_json(paused.state.to_json())
+    leaf = state.children["c1"].children["ma"].pending[0].call.id
+    assert leaf == state.children["c2"].children["mb"].pending[0].call.id
+    hostile = [
+        leaf,  # held by two branches: ambiguous
+        "c1/zz",  # no such call below c1
+        f"c1/mb/{leaf}",  # a path through the other branch
+        f"c1/ma/{leaf}/deeper",
+        "c1//",
+        f"zz/{leaf}",
+    ]
+    for key in hostile:
+        worker = _two_branches(log)
+        with pytest.raises(PauseStateError):
+            await worker.resume(state, decisions={key: Decision.approve()})
+        assert not log.exists(), key  # nothing ran
+    worker = _two_branches(log)
+    with anyio.fail_after(TIMEOUT):
+        done = await worker.resume(
+            state, decisions={f"c1/ma/{leaf}": Decision.approve(), f"c2/mb/{leaf}": Decision.deny()}
+        )
+    assert done.status is RunStatus.FINISHED, done
+    assert log.read_text() == "a x\n"
+
+
+async def test_an_older_state_of_a_tree_paused_again_is_not_resumed_twice(tmp_path: Path) -> None:
+    log = tmp_path / "lines.txt"
+    worker = _two_branches(log)
+    with anyio.fail_after(TIMEOUT):
+        paused = await worker.run("go")
+    assert paused.state is not None
+    state = PauseState.from_json(paused.state.to_json())
+    leaf = state.children["c1"].children["ma"].pending[0].call.id
+    with anyio.fail_after(TIMEOUT):
+        again = await worker.resume(state, decisions={f"c1/ma/{leaf}": Decision.approve()})
+    assert again.status is RunStatus.PAUSED and again.state is not None  # b still waits
+    assert log.read_text() == "a x\n"
+    with pytest.raises(PauseStateError, match="already resumed"):
+        await worker.resume(state, decisions={f"c1/ma/{leaf}": Decision.approve()})
+    assert log.read_text() == "a x\n"  # a's line once
+    latest = PauseState.from_json(again.state.to_json())  # the latest state, as JSON: fine
+    with anyio.fail_after(TIMEOUT):
+        done = await worker.resume(latest, decisions={f"c2/mb/{leaf}": Decision.approve()})
+    assert done.status is RunStatus.FINISHED, done
+    assert log.read_text() == "a x\nb x\n"

@@ -50,6 +50,7 @@ __all__ = (
     "Forwarder",
     "Launch",
     "Node",
+    "check_not_stale",
     "child_run",
     "current_node",
     "entered",
@@ -348,16 +349,38 @@ def route_decisions(
         first, _, rest = key.partition("/")
         if rest and first in routed:
             routed[first][1][rest] = decision
-        elif key in own_ids or not routed:
+            continue
+        holders = [c for c, (s, _) in routed.items() if key in _call_ids(s)]
+        if len(holders) + (key in own_ids) > 1:
+            # Call ids are the providers' (or made up per answer): two runs may share one.
+            raise PauseStateError(
+                f"a decision names call {key!r}, which more than one run of the tree holds: "
+                "key it by its path ('<call id>/.../<call id>')"
+            )
+        if key in own_ids or not routed:
             own[key] = decision  # apply_decisions says so when it is no call of this run
+        elif not holders:
+            raise PauseStateError(f"a decision names call {key!r}, which no run of the tree holds")
         else:
-            holder = next((c for c, (s, _) in routed.items() if key in _call_ids(s)), None)
-            if holder is None:
-                raise PauseStateError(
-                    f"a decision names call {key!r}, which no run of the tree holds"
-                )
-            routed[holder][1][key] = decision
+            routed[holders[0]][1][key] = decision
+    for child, below in routed.values():  # checked whole before anything runs, at any depth
+        _check_below(child, below)
     return own, routed
+
+
+def _check_below(state: PauseState, decisions: dict[str, Decision]) -> None:
+    """Refuse a paused sub-agent's decisions that name no call of its part of the tree.
+
+    Raised inside the resumed tree, the error would answer the sub-agent's call (its
+    approvals lost) while the rest of the tree ran on.
+    """
+    if not decisions:
+        return
+    own, _ = route_decisions(state, decisions)
+    ids = {p.call.id for p in state.pending}
+    stray = next((k for k in own if k not in ids), None)
+    if stray is not None:
+        raise PauseStateError(f"a decision names call {stray!r}, which no run of the tree holds")
 
 
 def _call_ids(state: PauseState) -> set[str]:
@@ -365,3 +388,33 @@ def _call_ids(state: PauseState) -> set[str]:
     for child in state.children.values():
         ids |= _call_ids(child)
     return ids
+
+
+def check_not_stale(current: PauseState | None, state: PauseState) -> None:
+    """Refuse an older state of the pause this Worker holds now (a tree resumed, paused again).
+
+    A resumed tree may pause again on the same batch (one branch decided, another still
+    waiting): the history alone then does not show that the older state was resumed, and
+    resuming it would run again what the branch decided before did, side effects included.
+
+    Raises:
+        PauseStateError: `state` waits on a call, at any depth, that `current` has answered.
+    """
+    if current is None or current is state or current.history != state.history:
+        return
+    if _answered_since(state, current):
+        raise PauseStateError(
+            "this pause state was already resumed in this Worker: the tree paused again, "
+            "and calls it waits on have results since; resuming it would run them twice "
+            "(resume the state the last run returned)"
+        )
+
+
+def _answered_since(old: PauseState, new: PauseState) -> bool:
+    done = {p.call.id for p in new.pending if p.result is not None}
+    if any(p.result is None and p.call.id in done for p in old.pending):
+        return True
+    return any(
+        cid in new.children and _answered_since(child, new.children[cid])
+        for cid, child in old.children.items()
+    )

@@ -71,7 +71,7 @@ from llm_worker.worker._toolset import (
     progress_sink,
     reporting_progress,
 )
-from llm_worker.worker._tree import entered, route_decisions
+from llm_worker.worker._tree import check_not_stale, entered, route_decisions
 from llm_worker.worker._turn import Run, StreamRetry
 
 if TYPE_CHECKING:
@@ -430,6 +430,7 @@ class Worker(Registrations, SubAgents, Steering, SessionRuns[OutputT], Generic[O
     ) -> RunResult[OutputT]:
         # Check before touching the history: a refused resume leaves the Worker as it was.
         self._check_idle(state)
+        check_not_stale(self._paused, state)
         await self._cfg.registry.refresh()  # a toolset's tools, for the calls to resume
         decisions, routed = route_decisions(state, decisions)
         pending = apply_decisions(state, decisions, self._cfg.registry)
