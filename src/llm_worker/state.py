@@ -230,6 +230,8 @@ class PauseState:
             level. `Worker.resume` routes each decision to the run that holds its call and
             resumes each child where it paused; what finished, at any depth, stays done.
         child_runs: The sub-agent runs so far (`RunResult.children`), for the usage.
+        tool_calls: Tool calls run so far (a `Limits`' `tool_calls` counts them after a
+            resume in another process; 0 in states saved before it was kept).
 
     A loaded state is trusted as it stands, like a history: its `approved` flags and its
     `"allowed"` statuses let calls run without another pause, and its results are what the
@@ -257,6 +259,7 @@ class PauseState:
     follow_ups: list[Message] = field(default_factory=lambda: [])
     children: dict[str, PauseState] = field(default_factory=lambda: {})
     child_runs: list[ChildRun] = field(default_factory=lambda: [])
+    tool_calls: int = 0
 
     def to_json(self) -> str:
         """Serialize to JSON (stable across processes; carries a format version)."""
@@ -285,6 +288,7 @@ class PauseState:
             "follow_ups": [m.to_dict() for m in self.follow_ups],
             "children": {k: s.to_dict() for k, s in self.children.items()},
             "child_runs": [c.to_dict() for c in self.child_runs],
+            "tool_calls": self.tool_calls,
         }
 
     @classmethod
@@ -346,6 +350,7 @@ class PauseState:
             stop_reason=stop_reason_from_dict(body.get("stop_reason")),
             stop_message=as_str(body.get("stop_message")),
             output_attempts=max(as_int(body.get("output_attempts")) or 0, 0),
+            tool_calls=max(as_int(body.get("tool_calls")) or 0, 0),
             output_call=output_call_from_dict(body.get("output_call")),
             steers=queued[0],
             follow_ups=queued[1],

@@ -248,7 +248,8 @@ class Budget:
                     lim._charged_pauses.discard(key)  # pyright: ignore[reportPrivateUsage]
                     continue
                 spent = lim._spent  # pyright: ignore[reportPrivateUsage]
-                lim._spent = _added(spent, state.usage, cost, requests=state.requests)  # pyright: ignore[reportPrivateUsage]
+                spent = _added(spent, state.usage, cost, requests=state.requests)
+                lim._spent = replace(spent, tool_calls=spent.tool_calls + state.tool_calls)  # pyright: ignore[reportPrivateUsage]
 
 
 def resumed_budget(state: PauseState, *limits: Limits | None) -> Budget | None:

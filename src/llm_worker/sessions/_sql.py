@@ -93,6 +93,10 @@ class SqlSession:
         self._lease = lease_s
         self._conn: Any = None
         self._lock = threading.Lock()
+        # The messages as of a version this object read or wrote: a load that finds the
+        # same version reads none again (a 1,000-turn session loaded 2,000 rows every run).
+        # Any other writer bumps the version, so a stale copy is never served.
+        self._cached: tuple[int, list[Message]] | None = None
 
     @property
     def session_id(self) -> str:
@@ -205,23 +209,35 @@ class SqlSession:
 
     def _load(self, conn: Any) -> SessionRecord:
         d = self._dialect
+        cached = self._cached
         with _transaction(d, conn):
             row = d.execute(
                 conn, "SELECT version, pause FROM llm_worker_sessions WHERE id = ?", (self._id,)
             ).fetchone()
-            rows = d.execute(
-                conn,
-                "SELECT message FROM llm_worker_session_messages WHERE session_id = ? ORDER BY seq",
-                (self._id,),
-            ).fetchall()
+            fresh = row is not None and (cached is None or str(cached[0]) != str(row[0]))
+            rows = (
+                d.execute(
+                    conn,
+                    "SELECT message FROM llm_worker_session_messages WHERE session_id = ? "
+                    "ORDER BY seq",
+                    (self._id,),
+                ).fetchall()
+                if fresh
+                else []
+            )
         if row is None:
             return SessionRecord()
         try:
-            messages = [Message.from_dict(orjson.loads(r[0])) for r in rows]
+            version = int(row[0])
+            if fresh or cached is None:
+                messages = [Message.from_dict(orjson.loads(r[0])) for r in rows]
+                self._cached = (version, messages)
+            else:
+                messages = cached[1]
             pause = None if row[1] is None else PauseState.from_json(row[1])
         except (ValueError, TypeError, KeyError, PauseStateError) as exc:
             raise SessionError(f"session {self._id!r} holds a record it cannot read") from exc
-        return SessionRecord(messages, pause, int(row[0]))
+        return SessionRecord(list(messages), pause, version)
 
     async def append(
         self, token: str, version: int, messages: list[Message], pause: PauseState | None
@@ -267,6 +283,10 @@ class SqlSession:
                 "WHERE id = ?",
                 (pause, time.time(), self._id),
             )
+        cached = self._cached
+        if cached is not None and cached[0] == version:  # read back as a load would
+            added = [Message.from_dict(orjson.loads(r)) for r in rows]
+            self._cached = (version + 1, [*cached[1], *added])
 
     async def release(self, token: str) -> None:
         """Give up the claim `token` (a no-op when it is no longer held)."""

@@ -283,6 +283,8 @@ class Batch:
             refused = budget.tool_call() if budget is not None else None
             if refused is not None:  # over a limit: the model reads why; the next request raises
                 proceed = lambda: _refused(pending.call, refused)  # noqa: E731
+            else:
+                self.owner.tool_calls += 1
             try:
                 pending.result = await intercepted(cfg.interceptors, "tool_call", step, proceed)
             except Exception as exc:  # an interceptor's fault: the model reads it, the run goes on

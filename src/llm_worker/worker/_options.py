@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from llm_worker.limits import Limits
     from llm_worker.messages import Message, ThinkingConfig, ToolChoice
     from llm_worker.otel import Instrumentation
+    from llm_worker.sessions import Session
     from llm_worker.tools import ErrorFormatter, Tool, Toolset
     from llm_worker.worker._context_policy import ContextPolicy
     from llm_worker.worker._output import OutputMode
@@ -51,3 +52,4 @@ class WorkerOptions(TypedDict, total=False):
     guardrails: Iterable[Guardrail]
     prompt_cache: bool
     limits: Limits | None
+    session: Session | None

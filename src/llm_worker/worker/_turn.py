@@ -100,6 +100,7 @@ class Run:
     """The answer a stored conversation goes on from (the Worker's last, or the pause's)."""
     malformed_calls: int = 0  # answers in a row that were a tool call the provider refused
     output_attempts: int = 0  # answers that did not fit the output type
+    tool_calls: int = 0  # calls run (before a pause too): a pause carries them to Limits
     output_call: ToolCall | None = None  # the output tool's accepted call, at the turn end
     stop_detail: str | None = None  # the provider's words about the last stop (a refusal's)
     request_usage: list[RequestUsage] = field(default_factory=lambda: [])
@@ -522,6 +523,7 @@ class Run:
             stop_reason=self.stop_reason if at == "on_turn_end" else None,
             stop_message=self.stop_detail if at == "on_turn_end" else None,
             output_attempts=self.output_attempts,
+            tool_calls=self.tool_calls,
             output_call=self.output_call if at == "on_turn_end" else None,
             **self.tree.saved(),
         )

@@ -117,6 +117,9 @@ class Worker(Registrations, SubAgents, Steering, SessionRuns[OutputT], Generic[O
             (a shorthand for `run(..., limits=Limits(requests=n))`).
         limits: A budget (`llm_worker.Limits`) every run of this Worker is charged to,
             together (share one object between Workers to bound them together).
+        session: Where the conversation is kept (`llm_worker.sessions`): each run loads the
+            history from it first and appends its messages (and pause) after; `run(...,
+            session=)` overrides it for one run.
         max_continuations: Times on_turn_end hooks may ask to continue in one run.
         max_tokens: Output token limit per request.
         temperature: Sampling temperature.
@@ -222,6 +225,7 @@ class Worker(Registrations, SubAgents, Steering, SessionRuns[OutputT], Generic[O
         guardrails: Iterable[Guardrail] = (),
         prompt_cache: bool = True,
         limits: Limits | None = None,
+        session: Session | None = None,
     ) -> None:
         plan = output_plan(
             output_type, output_mode, output_retries, output_tool_name, output_partial_interval
@@ -246,14 +250,14 @@ class Worker(Registrations, SubAgents, Steering, SessionRuns[OutputT], Generic[O
             blob_store=blob_store,
             output=plan,
         )
-        self._init_state(name, history, instrument, context, guardrails, prompt_cache, limits)
+        self._setup(name, history, instrument, context, guardrails, prompt_cache, limits, session)
 
     def _own(self, client: LLMClient | str | Sequence[str]) -> LLMClient:
         """The client; one made from model strings is this Worker's to close (`aclose`)."""
         made, self._owned = owned_client(client)
         return made
 
-    def _init_state(  # noqa: PLR0917  (private: the constructor's arguments, passed on in order)
+    def _setup(  # noqa: PLR0917  (private: the constructor's arguments, passed on in order)
         self,
         name: str | None,
         history: Iterable[Message],
@@ -262,8 +266,9 @@ class Worker(Registrations, SubAgents, Steering, SessionRuns[OutputT], Generic[O
         guardrails: Iterable[Guardrail],
         prompt_cache: bool,
         limits: Limits | None,
+        session: Session | None,
     ) -> None:
-        self._cfg.limits = limits
+        self._cfg.limits, self._cfg.session = limits, session
         plug(self._cfg, instrument, name, context, guardrails)
         self._cfg.prompt_cache = prompt_cache
         self.name = name  # the agent's name (gen_ai.agent.name), for any integration
@@ -446,7 +451,7 @@ class Worker(Registrations, SubAgents, Steering, SessionRuns[OutputT], Generic[O
         run.request_usage, run.tree.children = list(state.request_usage), list(state.child_runs)
         run.tree.resume = routed
         run.tree.handover = handover_in(pending, self._cfg.registry)
-        run.output_attempts = state.output_attempts
+        run.output_attempts, run.tool_calls = state.output_attempts, state.tool_calls
         self._queue.restore(state.steers, state.follow_ups)
         run.budget = resumed_budget(state, self._cfg.limits, limits)
         paused = PauseState(
