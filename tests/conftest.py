@@ -8,6 +8,7 @@ import pytest
 from llm_worker.providers._http_backend import TRANSPORT_ENV
 from support.blob_stores import BUCKET, need
 from support.object_store import MotoServer
+from support.postgres import postgres_server  # noqa: F401  (one PostgreSQL a session, shared)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from llm_worker.sessions import PostgresSession, SqliteSession
 from llm_worker.sessions._sql import SqlSession
-from support.postgres import fresh_database, postgres_server  # noqa: F401  (its fixture)
+from support.postgres import fresh_database
 
 
 @dataclass
