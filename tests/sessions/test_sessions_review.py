@@ -120,7 +120,7 @@ async def test_a_long_session_reads_its_rows_once_and_another_writer_is_always_s
 ) -> None:
     session = store.session("long")
     counting = _Counting(session._dialect)  # pyright: ignore[reportPrivateUsage]
-    session._dialect = counting  # pyright: ignore[reportPrivateUsage]
+    session._dialect = counting  # type: ignore[assignment]  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
     turns = 1000 if store.kind == "sqlite" else 100  # PostgreSQL: ~30 ms a turn's round trips
     with anyio.fail_after(60):
         for i in range(turns):  # runs' worth of claim / load / append

@@ -215,7 +215,7 @@ class SqlSession:
                 conn, "SELECT version, pause FROM llm_worker_sessions WHERE id = ?", (self._id,)
             ).fetchone()
             fresh = row is not None and (cached is None or str(cached[0]) != str(row[0]))
-            rows = (
+            rows: list[Any] = (
                 d.execute(
                     conn,
                     "SELECT message FROM llm_worker_session_messages WHERE session_id = ? "
