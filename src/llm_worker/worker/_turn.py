@@ -92,8 +92,7 @@ class Run:
     stop_reason: StopReason | None = None
     settle_only: bool = False
     """Stop once the resumed batch's results are in the history (`Worker.discard_pause`)."""
-    decided: frozenset[str] = frozenset()
-    """Ids of the calls the application gave a `Decision` for on resume."""
+    decided: frozenset[str] = frozenset()  # the calls given a `Decision` on resume (ids)
     response_ids: list[str] = field(default_factory=lambda: [])
     """The provider's ids of this run's answers; a pause state carries the last one."""
     chain_from: str | None = None
@@ -105,8 +104,7 @@ class Run:
     stop_detail: str | None = None  # the provider's words about the last stop (a refusal's)
     request_usage: list[RequestUsage] = field(default_factory=lambda: [])
     """Each answer's usage (a broken attempt's too), with the provider and model to price it."""
-    offered: frozenset[str] | None = None
-    """The tools offered for the current answer (`None`: every registered tool)."""
+    offered: frozenset[str] | None = None  # tools offered for this answer (None: every one)
     tree: Below = field(default_factory=Below)  # sub-agents' records, pauses, resumes, handoff
     queue: SteerQueue | None = None
     """The Worker's queue of steers and follow-ups (set when the run starts)."""
