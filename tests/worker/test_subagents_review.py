@@ -11,6 +11,7 @@ import pytest
 from llm_worker import Decision, PauseState, RunStatus, ToolUsePart, Worker, handoff, tool
 from llm_worker.errors import PauseStateError
 from llm_worker.events import BlockDelta, TextDelta, UsageEvent
+from llm_worker.state import TurnEnded
 from llm_worker.testing import ScriptedClient, ScriptedResponse
 from llm_worker.worker._stream import BUFFERED_MAX
 
@@ -229,3 +230,90 @@ async def test_an_older_state_of_a_tree_paused_again_is_not_resumed_twice(tmp_pa
         done = await worker.resume(latest, decisions={f"c2/mb/{leaf}": Decision.approve()})
     assert done.status is RunStatus.FINISHED, done
     assert log.read_text() == "a x\nb x\n"
+
+
+async def test_a_worker_handed_over_to_cannot_run_itself_as_a_sub_agent() -> None:
+    b_client = ScriptedClient(
+        lambda r: (
+            said("b: " + r.tool_results[-1].content)
+            if r.tool_results and r.tool_results[-1].name == "myself"
+            else calls(ToolUsePart("", "myself", {"input": "x"}))
+        )
+    )
+    b = Worker(b_client, name="b")
+    b.add_tool(b.as_tool(name="myself", description="B itself."))
+    a = Worker(ScriptedClient(calls(ToolUsePart("h1", "transfer_to_b", {}))), tools=[handoff(b)])
+    with anyio.fail_after(TIMEOUT):
+        result = await a.run("go")
+    assert result.status is RunStatus.FINISHED, result
+    assert "its own descendant" in result.text
+    assert [c.path for c in result.children] == [("h1",)]  # B never ran below itself
+    assert len(b_client.requests) == 2
+
+
+# -- cancel at any depth, a long child ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+async def test_cancel_mid_child_at_any_depth_leaves_no_task_and_the_root_goes_on(
+    depth: int,
+) -> None:
+    inside = anyio.Event()
+
+    @tool(effect="read_only")
+    async def slow() -> str:
+        """Take forever."""
+        inside.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    worker = Worker(ScriptedClient([calls(ToolUsePart("", "slow", {}))]), tools=[slow])
+    for level in range(depth):
+        script = [calls(ToolUsePart(f"L{level}", "k", {"input": "x"})), said("after")]
+        sub = worker.as_tool(name="k", description="K.")
+        worker = Worker(ScriptedClient(script), tools=[sub])
+    results: list[Any] = []
+    tasks = len(anyio.get_running_tasks())
+
+    async def read() -> None:
+        async with worker.stream("go") as stream:
+            async for _ in stream:
+                pass
+        results.append(stream.result)
+
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            await inside.wait()
+            assert len(anyio.get_running_tasks()) > tasks
+            worker.cancel()
+    assert len(anyio.get_running_tasks()) == tasks  # nothing of the tree left running
+    assert results[0].status is RunStatus.CANCELLED
+    assert [c.status for c in results[0].children] == [RunStatus.CANCELLED] * depth
+    with anyio.fail_after(TIMEOUT):
+        again = await worker.run("again")
+    assert again.status is RunStatus.FINISHED and again.text == "after"
+
+
+async def test_a_thousand_turn_child_streams_through_the_parent() -> None:
+    @tool(effect="read_only")
+    async def step() -> str:
+        """One step."""
+        return "ok"
+
+    script = [calls(ToolUsePart("", "step", {}), tokens=1) for _ in range(1000)]
+    kid = Worker(
+        ScriptedClient([*script, said("kid done", tokens=1)]), tools=[step], max_requests=2000
+    )
+    parent_client = ScriptedClient([calls(ToolUsePart("c1", "k", {"input": "x"})), said("done")])
+    parent = Worker(parent_client, tools=[kid.as_tool(name="k", description="K.")])
+    ended = 0
+    with anyio.fail_after(TIMEOUT * 3):
+        async with parent.stream("go") as stream:
+            async for event in stream:
+                ended += type(event) is TurnEnded and event.path == ("c1",)
+    result = stream.result
+    assert result.status is RunStatus.FINISHED and result.text == "done"
+    assert result.children[0].requests == 1001
+    assert result.usage.input_tokens == 10 + 1001 + 10
+    assert ended == 1

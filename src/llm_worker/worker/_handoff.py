@@ -153,7 +153,8 @@ async def take_over(run: Run) -> RunResult[Any]:
     # Its events are the conversation's own: the root's path, on the same stream.
     target._cfg = child_config(target._cfg, Forwarder((), run.cfg))  # pyright: ignore[reportPrivateUsage]
     path = (*(node.path if node else ()), handover.call_id)
-    lineage = node.lineage if node is not None else ()
+    # The Worker taking over runs at this level of the tree: below it, it is its own ancestor.
+    lineage = (*(node.lineage if node is not None else ()), tool.worker._cfg)  # pyright: ignore[reportPrivateUsage]
     launch = Launch(path, lineage, limits=parent_limits(node))
     status = RunStatus.CANCELLED
     try:
