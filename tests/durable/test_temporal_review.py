@@ -17,6 +17,7 @@ from llm_worker import RunResult, TextPart, ToolUsePart, Worker, tool
 from llm_worker.blobs import MemoryBlobStore
 from llm_worker.durable import PayloadTooLargeError
 from llm_worker.durable.temporal import TemporalWorker
+from llm_worker.errors import APITimeoutError
 from llm_worker.events import UsageEvent
 from llm_worker.messages import Part
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
@@ -203,3 +204,19 @@ async def test_a_temporal_worker_carries_its_workers_output_type(temporal_client
     assert output == Invoice(number="7", total=2)
     wrong: RunResult[str] = again  # pyright: ignore[reportAssignmentType]
     assert wrong is again
+
+
+@pytest.mark.timeout(120)
+async def test_a_request_over_its_timeout_is_not_sent_again(temporal_client: Any) -> None:
+    """A stream past `request_timeout` had started: Temporal's timeout sent it again, 10 times."""
+    slow = ScriptedResponse([TextPart("x" * 400)], usage=USAGE, chunk_size=4, delay=0.05)
+    async with ScriptedModelServer("anthropic", [slow] * 10) as server, server.client() as c:
+        durable = TemporalWorker(
+            Worker(c), name="t", client=temporal_client, heartbeat=1.0, request_timeout=1.5
+        )
+        with anyio.fail_after(TIMEOUT):
+            async with durable:
+                with pytest.raises(APITimeoutError, match="request_timeout"):
+                    await durable.run("Talk", run_id="timed-out")
+        count = len(server.requests)
+    assert count == 1

@@ -26,7 +26,8 @@ from llm_worker.collectors import ToolCall
 from llm_worker.durable._errors import PayloadTooLargeError
 from llm_worker.durable._records import answer_record, tool_record
 from llm_worker.durable._serializer import error_record
-from llm_worker.durable.temporal._registry import served
+from llm_worker.durable.temporal._registry import Served, served
+from llm_worker.errors import APITimeoutError
 from llm_worker.messages import Request
 from llm_worker.tools import ToolResult, execute_call
 from llm_worker.worker._turn import Run
@@ -34,6 +35,7 @@ from llm_worker.worker._turn import Run
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
+    from llm_worker.worker._assembler import Assembler
     from llm_worker.worker._config import WorkerConfig
 
 __all__ = (
@@ -101,10 +103,16 @@ async def _beating(seconds: float, work: Callable[[], Awaitable[T]]) -> T:
             activity.heartbeat()
             await anyio.sleep(seconds / 3)
 
+    failed: list[Exception] = []
     async with anyio.create_task_group() as group:
         group.start_soon(beat)
-        result.append(await work())
+        try:
+            result.append(await work())
+        except Exception as exc:  # raised here, anyio would wrap it in an ExceptionGroup
+            failed.append(exc)
         group.cancel_scope.cancel()
+    if failed:
+        raise failed[0]
     return result[0]
 
 
@@ -122,12 +130,28 @@ async def request_activity(args: dict[str, Any]) -> dict[str, Any]:
     try:
         run = Run(_config(name), [])
         request = request_from(args["request"])
-        answer = await _beating(entry.heartbeat, lambda: run._attempts(request))  # pyright: ignore[reportPrivateUsage]
+        answer = await _beating(entry.heartbeat, lambda: _within(entry, run, request))
         record = answer_record(answer)
         check_size(record, f"the answer to request {args['number']}", entry.payload_limit)
     except Exception as exc:
         raise failure(exc) from exc
     return record
+
+
+async def _within(entry: Served, run: Run, request: Request) -> Assembler:
+    """The request's attempts, cut at `request_timeout` with a final error.
+
+    Timed out by Temporal instead, the attempt was made again (ten times, each cut at the
+    timeout): a request whose stream had started, sent again.
+    """
+    try:
+        with anyio.fail_after(entry.request_timeout):
+            return await run._attempts(request)  # pyright: ignore[reportPrivateUsage]
+    except TimeoutError:
+        raise APITimeoutError(
+            f"the model request took over the TemporalWorker's request_timeout "
+            f"({entry.request_timeout} s)"
+        ) from None
 
 
 @activity.defn(name=TOOL)

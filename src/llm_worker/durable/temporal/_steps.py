@@ -62,8 +62,10 @@ def current() -> ContextVar[TemporalRun | None]:
 
 
 def _options(run: TemporalRun, timeout: float, attempts: int) -> dict[str, Any]:
+    # The activity cuts itself at `timeout` with a final error; Temporal's own timeout (a
+    # retry) is for a process that stalled past it.
     return {
-        "start_to_close_timeout": timedelta(seconds=timeout),
+        "start_to_close_timeout": timedelta(seconds=timeout + run.served.heartbeat),
         "heartbeat_timeout": timedelta(seconds=run.served.heartbeat),
         "retry_policy": RetryPolicy(
             initial_interval=timedelta(seconds=0.5), maximum_attempts=attempts
