@@ -317,3 +317,107 @@ async def test_a_thousand_turn_child_streams_through_the_parent() -> None:
     assert result.children[0].requests == 1001
     assert result.usage.input_tokens == 10 + 1001 + 10
     assert ended == 1
+
+
+# -- depth 3, parallel children on four wires and both transports ------------------------------
+
+
+def _step(tokens: tuple[int, int], ask: Any, done: str) -> Any:
+    """A scripted model: `ask` (the calls) first, then `done` once it reads results."""
+
+    def answer(r: Any) -> ScriptedResponse:
+        if r.tool_results:
+            return ScriptedResponse.text(done, usage=UsageEvent(input_tokens=tokens[1]))
+        return ScriptedResponse(ask(), usage=UsageEvent(input_tokens=tokens[0]))
+
+    return answer
+
+
+async def test_a_three_level_tree_on_four_wires_pauses_resumes_from_json_and_sums_usage(
+    tmp_path: Path,
+) -> None:
+    from llm_worker.testing import ScriptedModelServer
+
+    log = tmp_path / "lines.txt"
+
+    def write_tool(name: str) -> Any:
+        @tool(requires_approval=True)
+        async def write(line: str) -> str:
+            """Append a line."""
+            with log.open("a") as f:
+                f.write(f"{name} {line}\n")
+            return f"{name} wrote {line}"
+
+        return write
+
+    def leaf_step(name: str) -> Any:
+        return _step((2, 3), lambda: [ToolUsePart(f"w_{name}", "write", {"line": "x"})], name)
+
+    mid_ask = lambda: [  # noqa: E731
+        ToolUsePart("g", "gem", {"input": "x"}),
+        ToolUsePart("r", "resp", {"input": "x"}),
+    ]
+    root_ask = lambda: [ToolUsePart("m", "mid", {"input": "x"})]  # noqa: E731
+    async with (
+        ScriptedModelServer("anthropic", _step((11, 13), root_ask, "root done")) as root_s,
+        ScriptedModelServer("openai_chat", _step((5, 7), mid_ask, "mid done")) as mid_s,
+        ScriptedModelServer("gemini", leaf_step("gem")) as gem_s,
+        ScriptedModelServer("openai_responses", leaf_step("resp")) as resp_s,
+        root_s.client(transport="aiohttp") as root_c,
+        mid_s.client() as mid_c,
+        gem_s.client(transport="aiohttp") as gem_c,
+        resp_s.client() as resp_c,
+    ):
+
+        def tree() -> Worker:
+            gem = Worker(gem_c, tools=[write_tool("gem")]).as_tool(name="gem", description="G.")
+            resp = Worker(resp_c, tools=[write_tool("resp")]).as_tool(name="resp", description="R.")
+            mid = Worker(mid_c, tools=[gem, resp]).as_tool(name="mid", description="M.")
+            return Worker(root_c, tools=[mid])
+
+        events: list[Any] = []
+        with anyio.fail_after(TIMEOUT):
+            async with tree().stream("go") as stream:
+                async for event in stream:
+                    events.append(event)
+        paused = stream.result
+        assert paused.status is RunStatus.PAUSED and paused.state is not None
+        assert {e.path for e in events} >= {(), ("m",), ("m", "g"), ("m", "r")}
+        state = PauseState.from_json(paused.state.to_json())
+        below = state.children["m"].children
+        assert sorted(below) == ["g", "r"]
+        ids = {k: below[k].pending[0].call.id for k in below}
+        with anyio.fail_after(TIMEOUT):
+            done = await tree().resume(
+                state,
+                decisions={
+                    f"m/g/{ids['g']}": Decision.approve(),
+                    f"m/r/{ids['r']}": Decision.approve(),
+                },
+            )
+    assert done.status is RunStatus.FINISHED, done
+    assert done.text == "root done"
+    assert sorted(log.read_text().splitlines()) == ["gem x", "resp x"]  # once each
+    # every request the four servers saw, once: root 11 + 13, mid 5 + 7, leaves 2 + 3 each
+    assert done.usage.input_tokens == 11 + 13 + 5 + 7 + 2 * (2 + 3)
+    assert len(done.request_usage) == 8
+    assert sorted(c.path for c in done.children) == [("m",), ("m", "g"), ("m", "r")]
+
+
+async def test_a_childs_failing_hook_is_its_calls_error_and_the_parent_goes_on() -> None:
+    child = Worker(ScriptedClient([said("child answer", tokens=7)]))
+
+    def broken(ctx: Any) -> None:
+        raise RuntimeError("hook broke")
+
+    child.add_on_turn_end_hook(broken)
+    parent_client = ScriptedClient(
+        [calls(ToolUsePart("c1", "kid", {"input": "x"})), said("parent goes on")]
+    )
+    parent = Worker(parent_client, tools=[child.as_tool(name="kid", description="K.")])
+    with anyio.fail_after(TIMEOUT):
+        result = await parent.run("go")
+    assert result.status is RunStatus.FINISHED and result.text == "parent goes on"
+    answer = parent.history[2].tool_results[0]
+    assert answer.is_error and "HookError" in answer.content
+    assert result.usage.input_tokens == 10 + 7 + 10  # the child's request counted
