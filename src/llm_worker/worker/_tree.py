@@ -336,11 +336,12 @@ def route_decisions(
 ) -> tuple[dict[str, Decision], dict[str, Resumed]]:
     """Split a resume's decisions: this run's own, and each paused sub-agent's.
 
-    A decision is keyed by a call id (unique in the tree) or by a path, the call ids from
-    this run down joined by `/` (`"call_a/call_b"`).
+    A decision is keyed by a call id (held by one run of the tree) or by a path, the call
+    ids from this run down joined by `/` (`"call_a/call_b"`).
 
     Raises:
-        PauseStateError: A decision names no call the tree holds.
+        PauseStateError: A decision names no call of its branch, or a call id more than one
+            run of the tree holds.
     """
     own_ids = {p.call.id for p in state.pending}
     routed: dict[str, Resumed] = {cid: (child, {}) for cid, child in state.children.items()}
