@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Final, get_args
 from urllib.parse import urlencode
 
 import anyio
-import orjson
 
 from llm_worker._retries import retrying
 from llm_worker.errors import (
@@ -33,6 +32,7 @@ from llm_worker.errors import (
     ProviderError,
     StreamInterruptedError,
 )
+from llm_worker.providers._body import encoded
 from llm_worker.providers._cooldown import credential_tag
 from llm_worker.providers._http_backend import (
     TRANSPORT_ENV,
@@ -281,7 +281,7 @@ class Transport:
         Raises:
             ProviderError: A typed subclass for every failure; see `llm_worker.errors`.
         """
-        content = orjson.dumps(body)
+        content = encoded(body)  # (a text no wire can carry fails here: nothing is sent)
         url = self.url(path, params)
         started = time.monotonic()
         attempt = 0

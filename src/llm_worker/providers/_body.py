@@ -1,0 +1,61 @@
+"""A request body as JSON bytes, or a typed error naming the text no wire can carry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+import orjson
+
+from llm_worker.errors import InvalidMessagesError
+
+__all__ = ("encoded",)
+
+
+def encoded(body: Mapping[str, Any]) -> bytes:
+    """`body` as JSON, before anything is sent.
+
+    Raises:
+        InvalidMessagesError: Text in the request is not valid Unicode (a lone surrogate,
+            e.g. from `os.fsdecode` or a cut UTF-16 string): named by its place in the body,
+            e.g. `messages[3].content[0].text` — never by its content.
+    """
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError as exc:
+        where = _not_unicode(body, "")
+        if where is None:
+            raise InvalidMessagesError(f"the request body cannot be JSON: {exc}") from None
+        raise InvalidMessagesError(
+            f"the request holds text that is not valid Unicode (a lone surrogate) at "
+            f"{where or 'the top'}: no wire can carry it; replace it before sending "
+            "(e.g. text.encode('utf-8', 'replace').decode())"
+        ) from None
+
+
+def _not_unicode(value: object, path: str) -> str | None:
+    """The path of the first string (or key) that is not valid UTF-8, walked only on failure."""
+    if isinstance(value, str):
+        return None if _valid(value) else path
+    if isinstance(value, Mapping):
+        for key, item in cast("Mapping[object, object]", value).items():
+            here = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and not _valid(key):
+                return f"{path or 'the body'}: a key"
+            found = _not_unicode(item, here)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(cast("list[object]", value)):
+            found = _not_unicode(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _valid(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
