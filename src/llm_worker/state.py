@@ -232,6 +232,9 @@ class PauseState:
         child_runs: The sub-agent runs so far (`RunResult.children`), for the usage.
         tool_calls: Tool calls run so far (a `Limits`' `tool_calls` counts them after a
             resume in another process; 0 in states saved before it was kept).
+        context: A `ContextPolicy`'s compaction at the pause (cut, summary, replaced
+            messages; JSON data): a resuming Worker sends the request the pausing one would
+            (`None`: none, or saved before it was kept — the resumed run compacts afresh).
 
     A loaded state is trusted as it stands, like a history: its `approved` flags and its
     `"allowed"` statuses let calls run without another pause, and its results are what the
@@ -260,6 +263,7 @@ class PauseState:
     children: dict[str, PauseState] = field(default_factory=lambda: {})
     child_runs: list[ChildRun] = field(default_factory=lambda: [])
     tool_calls: int = 0
+    context: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         """Serialize to JSON (stable across processes; carries a format version)."""
@@ -289,6 +293,7 @@ class PauseState:
             "children": {k: s.to_dict() for k, s in self.children.items()},
             "child_runs": [c.to_dict() for c in self.child_runs],
             "tool_calls": self.tool_calls,
+            "context": self.context,
         }
 
     @classmethod
@@ -356,6 +361,9 @@ class PauseState:
             follow_ups=queued[1],
             children={str(k): cls.from_dict(v) for k, v in as_dict(body.get("children")).items()},
             child_runs=[ChildRun.from_dict(c) for c in as_list(body.get("child_runs"))],
+            context=cast("dict[str, Any]", ctx)
+            if isinstance(ctx := body.get("context"), dict)
+            else None,
         )
         problem = empty_text(history) or pending_mismatch(state) or output_call_mismatch(state)
         if problem:

@@ -272,15 +272,6 @@ async def test_the_same_history_gives_the_same_body_in_another_process(tmp_path:
     assert b"[blob:" in here  # compacted, both times
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "compaction state (cut, replacements, summary) lives in the Compactor, not in "
-        "PauseState: a fresh Worker resuming a paused run compacts from scratch and its first "
-        "request differs from the one the pausing Worker would send (one prompt-cache miss, "
-        "and with a summarizer one more summary, per resume)"
-    ),
-)
 async def test_a_resumed_run_sends_what_the_pausing_worker_would() -> None:
     store = MemoryBlobStore()
 

@@ -28,6 +28,7 @@ from llm_worker.worker._context_stages import (
     transcript,
     without_thinking,
 )
+from llm_worker.worker._context_state import restore, saved
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -231,6 +232,21 @@ class Compactor:
             round(target),
             window,
         )
+
+    def saved(self, history: list[Message]) -> dict[str, Any] | None:
+        """What this history's requests send in place of it, for `PauseState.context`."""
+        view = self._views.get(id(history))
+        if view is None or view.history is not history:
+            return None
+        return saved(view)
+
+    def restore(self, history: list[Message], data: dict[str, Any] | None) -> None:
+        """Seed the view of a resumed history from `PauseState.context` (else compact afresh)."""
+        if data is None:
+            return
+        view = self._view(history)
+        if not restore(view, data):
+            _log.info("the pause state's compaction does not fit its history: compacted afresh")
 
     def observe(self, history: list[Message], usage: UsageEvent) -> None:
         """Calibrate the estimate on the input tokens the answer reported."""

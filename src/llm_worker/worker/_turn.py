@@ -523,6 +523,7 @@ class Run:
             output_attempts=self.output_attempts,
             tool_calls=self.tool_calls,
             output_call=self.output_call if at == "on_turn_end" else None,
+            context=None if self.cfg.context is None else self.cfg.context.saved(self.history),
             **self.tree.saved(),
         )
         if self.queue is not None:  # delivered after the resume, in whichever process

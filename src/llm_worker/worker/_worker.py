@@ -445,6 +445,8 @@ class Worker(Registrations, SubAgents, Steering, SessionRuns[OutputT], Generic[O
         self._check_idle(state)  # again: another resume may have begun while this one awaited
         self._paused = None
         self.history[:] = list(state.history)
+        if self._cfg.context is not None:  # the request the pausing Worker would send
+            self._cfg.context.restore(self.history, state.context)
         run = Run(self._cfg, self.history, state.requests, state.continuations, state.usage)
         run.start, run.chain_from = len(self.history), state.response_id or self._last_response
         run.decided = seen_on_resume(state, decisions)
