@@ -8,6 +8,8 @@ from typing import Any
 
 from llm_worker._json import as_dict, as_list, as_str
 from llm_worker.errors import ConfigurationError
+from llm_worker.messages import Message
+from llm_worker.sessions import Session
 from llm_worker.state import Decision, PauseState
 from llm_worker.ui._agui import (
     _APPROVAL,  # pyright: ignore[reportPrivateUsage]
@@ -19,7 +21,10 @@ from llm_worker.ui._agui_messages import messages_to_agui, read_agui
 from llm_worker.ui._app import (
     Begun,
     Endpoint,
+    NoPauseStore,
     check_id,
+    close_session,
+    new_message,
     off_loop,
     origin_of,
     resuming,
@@ -86,6 +91,12 @@ class AGUIAdapter(Endpoint):
             tools that ask for approval. Either way a result the record holds wins.
         record: The server's record of the tools it ran (`MemoryToolRecord()` by default;
             a session store implements `ToolRecord` to keep it across restarts).
+        session_from: `session_from(owner, thread_id) -> Session` (see `SessionFrom`): the
+            server keeps the thread. A run loads the session's history and takes only the
+            input's new user message (or its `resume` answers); the client's copy of the
+            older messages is ignored, and the snapshot is the session's. The pause is the
+            session's. A new message while the thread's run waits for approval is refused
+            (409).
     """
 
     headers = HEADERS
@@ -112,6 +123,8 @@ class AGUIAdapter(Endpoint):
         history, proven = await off_loop(read_agui, raw)
         frontend = _frontend_tools(body)
         resume = [as_dict(r) for r in as_list(body.get("resume"))]
+        if self.session_from is not None and key:
+            return await self._in_session(body, key, history, frontend, resume)
         # A new message leaves an unanswered pause behind; a resume takes it.
         state = await self.store.take(key)
         names = [t.name for t in frontend]
@@ -142,6 +155,49 @@ class AGUIAdapter(Endpoint):
         start = lambda: worker.resume_stream(state, decisions=decisions)  # noqa: E731
         return self._run(worker, start, body, key, names, before=before, skip=0)
 
+    async def _in_session(
+        self,
+        body: dict[str, Any],
+        key: str,
+        history: list[Message],
+        frontend: list[FrontendTool],
+        resume: list[dict[str, Any]],
+    ) -> Begun:
+        """The run of a thread the server keeps: the session's history, the client's new turn."""
+        session, record = await self._session(key)
+        names = [t.name for t in frontend]
+        run_id = str(body["runId"])
+        try:
+            if not resume:
+                if record.pause is not None:
+                    raise BadRequest(
+                        409, "this thread's run waits for an approval: answer it first"
+                    )
+                given = new_message(history)
+                worker = await self._tooled(body, frontend)
+                before = messages_to_agui([*record.messages, *given], prefix=f"{run_id}-h")
+                start = lambda: worker.stream(given, session=session)  # noqa: E731
+                return self._run(
+                    worker, start, body, key, names, before=before, skip=1, session=session
+                )
+            if record.pause is None:
+                await close_session(session)
+                text = "no paused run waits for this thread: it was resumed already"
+                return Begun(_refused(str(body["threadId"]), run_id, text), "", run_id, ())
+            decisions = _decisions(resume, record.pause)
+            make = lambda: self._tooled(body, frontend)  # noqa: E731
+            worker = await resuming(
+                NoPauseStore(), key, record.pause, make, decisions, editable=self.editable_tools
+            )
+            before = messages_to_agui(record.pause.history, prefix=f"{run_id}-h")
+            start = lambda: worker.resume_stream(decisions=decisions, session=session)  # noqa: E731
+            return self._run(
+                worker, start, body, key, names, before=before, skip=0, session=session
+            )
+        except BaseException:
+            await close_session(session)
+            raise
+
     async def _tooled(self, body: dict[str, Any], frontend: list[FrontendTool]) -> Worker:
         try:
             return await self._worker(body, frontend)
@@ -158,6 +214,7 @@ class AGUIAdapter(Endpoint):
         *,
         before: list[Any],
         skip: int,
+        session: Session | None = None,
     ) -> Begun:
         thread_id, run_id = str(body["threadId"]), str(body["runId"])
         encode = partial(
@@ -170,7 +227,7 @@ class AGUIAdapter(Endpoint):
             skip=skip,
             on_error=self.on_error,
         )
-        return self._started(worker, start, key, run_id, encode)
+        return self._started(worker, start, key, run_id, encode, session=session)
 
 
 def _frontend_tools(body: dict[str, Any]) -> list[FrontendTool]:

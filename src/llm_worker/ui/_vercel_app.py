@@ -10,7 +10,9 @@ from typing import Any
 import orjson
 
 from llm_worker._json import as_dict, as_list, as_str
-from llm_worker.messages import ToolSpec
+from llm_worker.messages import Message, ToolSpec
+from llm_worker.sessions import Session
+from llm_worker.state import Decision
 from llm_worker.ui._app import (
     BODY_TIMEOUT,
     MAX_BODY,
@@ -18,8 +20,12 @@ from llm_worker.ui._app import (
     MAX_PARTS,
     Begun,
     Endpoint,
+    NoPauseStore,
+    SessionFrom,
     WorkerFactory,
     check_id,
+    close_session,
+    new_message,
     off_loop,
     origin_of,
     resuming,
@@ -94,6 +100,11 @@ class VercelAIAdapter(Endpoint):
             tools that ask for approval. Either way a result the record holds wins.
         record: The server's record of the tools it ran (`MemoryToolRecord()` by default;
             a session store implements `ToolRecord` to keep it across restarts).
+        session_from: `session_from(owner, chat_id) -> Session` (see `SessionFrom`): the
+            server keeps the chat. A run loads the session's history and takes only the
+            browser's new user message (or its approval answers) from the request; the
+            browser's copy of the older messages is ignored. The pause is the session's. A
+            chat's new message while its run waits for approval is refused (409).
 
     Raises:
         MissingExtraError: `llm-worker[web]` is not installed.
@@ -121,6 +132,7 @@ class VercelAIAdapter(Endpoint):
         signing_key: bytes | str | None = None,
         trust_client_history: bool = True,
         record: ToolRecord | None = None,
+        session_from: SessionFrom | None = None,
     ) -> None:
         super().__init__(
             worker_factory,
@@ -136,6 +148,7 @@ class VercelAIAdapter(Endpoint):
             signing_key=signing_key,
             trust_client_history=trust_client_history,
             record=record,
+            session_from=session_from,
         )
         self.frontend_tools = [
             FrontendTool(t.name, t.description, t.input_schema) for t in frontend_tools
@@ -160,6 +173,8 @@ class VercelAIAdapter(Endpoint):
         decisions = decisions_from_ui(ui)
         message_id = check_id(_message_id(body, ui), "messageId")
         history, proven = await off_loop(read_ui, ui)
+        if self.session_from is not None and key:
+            return await self._in_session(body, key, history, decisions, message_id)
         if not decisions:
             if not history:
                 raise BadRequest(400, "the chat request holds no message to answer")
@@ -185,6 +200,40 @@ class VercelAIAdapter(Endpoint):
         start = lambda: worker.resume_stream(state, decisions=decisions)  # noqa: E731
         return self._run(worker, start, key, message_id, denied)
 
+    async def _in_session(
+        self,
+        body: dict[str, Any],
+        key: str,
+        history: list[Message],
+        decisions: dict[str, Decision],
+        message_id: str,
+    ) -> Begun:
+        """The run of a chat the server keeps: the session's history, the browser's new turn."""
+        session, record = await self._session(key)
+        try:
+            if not decisions:
+                if record.pause is not None:
+                    text = "this chat's run waits for an approval: answer it first"
+                    raise BadRequest(409, text)
+                given = new_message(history)
+                worker = await self._worker(body, self.frontend_tools)
+                start = lambda: worker.stream(given, session=session)  # noqa: E731
+                return self._run(worker, start, key, message_id, (), session=session)
+            if record.pause is None:
+                text = "no paused run waits for this chat: it was answered already"
+                await close_session(session)
+                return Begun(_refused(message_id, text), "", message_id, ())
+            make = lambda: self._worker(body, self.frontend_tools)  # noqa: E731
+            worker = await resuming(
+                NoPauseStore(), key, record.pause, make, decisions, editable=self.editable_tools
+            )
+            denied = [i for i, d in decisions.items() if not d.allow]
+            start = lambda: worker.resume_stream(decisions=decisions, session=session)  # noqa: E731
+            return self._run(worker, start, key, message_id, denied, session=session)
+        except BaseException:
+            await close_session(session)
+            raise
+
     def _run(
         self,
         worker: Worker,
@@ -192,6 +241,8 @@ class VercelAIAdapter(Endpoint):
         key: str,
         message_id: str,
         denied: Collection[str],
+        *,
+        session: Session | None = None,
     ) -> Begun:
         encode = partial(
             to_vercel_stream,
@@ -201,7 +252,7 @@ class VercelAIAdapter(Endpoint):
             frontend=[t.name for t in self.frontend_tools],
             on_error=self.on_error,
         )
-        return self._started(worker, start, key, message_id, encode)
+        return self._started(worker, start, key, message_id, encode, session=session)
 
 
 def _message_id(body: dict[str, Any], ui: list[Any]) -> str:
