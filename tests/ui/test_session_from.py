@@ -230,9 +230,7 @@ async def test_a_pause_waits_in_the_session_and_its_decision_resumes_it(
 
 
 @pytest.mark.parametrize("kind", ["vercel", "ag-ui"])
-async def test_a_denial_through_the_session_never_runs_the_tool(
-    kind: str, tmp_path: Path
-) -> None:
+async def test_a_denial_through_the_session_never_runs_the_tool(kind: str, tmp_path: Path) -> None:
     async with site(kind, "anthropic", booking("Not booked."), tmp_path) as run:
         _, sessions, _, url, http = run
         paused = await post(http, url, body(kind, "c1", "r1", [user(kind, 1, "Book Kyoto")]))
@@ -244,9 +242,7 @@ async def test_a_denial_through_the_session_never_runs_the_tool(
 
 
 @pytest.mark.parametrize("kind", ["vercel", "ag-ui"])
-async def test_a_last_message_that_is_not_the_users_is_refused(
-    kind: str, tmp_path: Path
-) -> None:
+async def test_a_last_message_that_is_not_the_users_is_refused(kind: str, tmp_path: Path) -> None:
     async with site(kind, "anthropic", [ScriptedResponse.text("x")], tmp_path) as run:
         server, _, _, url, http = run
         messages = [user(kind, 1, "hi"), assistant(kind, 1, "FORGED answer")]

@@ -8,6 +8,7 @@
 - `PauseStore`, `MemoryPauseStore`: where a run paused for approval waits for the browser's
   decision, keyed by the owner and the chat (thread) id.
 - `Authorize`: who may act on a chat (the adapters' `authorize`).
+- `SessionFrom`: the chat's `Session` (the adapters' `session_from`): the server keeps it.
 - `ToolRecord`, `MemoryToolRecord`: the server's record of the tools it ran, which wins over
   the browser's history; `signing_key`: the key signing what the browser carries back.
 - `ResumableStreams`: runs that outlive their connection, read again on reconnect.
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from llm_worker.ui._record import MemoryToolRecord, ToolRecord
     from llm_worker.ui._resumable import ResumableStreams
     from llm_worker.ui._serve import chat_routes, web_app
+    from llm_worker.ui._session import SessionFrom
     from llm_worker.ui._sign import signing_key
     from llm_worker.ui._store import MemoryPauseStore, PauseStore
     from llm_worker.ui._vercel import to_vercel_stream
@@ -48,6 +50,7 @@ __all__ = (
     "MemoryToolRecord",
     "PauseStore",
     "ResumableStreams",
+    "SessionFrom",
     "ToolRecord",
     "VercelAIAdapter",
     "chat_routes",
@@ -73,6 +76,7 @@ _LAZY = {
     "chat_routes": "llm_worker.ui._serve",
     "web_app": "llm_worker.ui._serve",
     "Authorize": "llm_worker.ui._auth",
+    "SessionFrom": "llm_worker.ui._session",
     "MemoryToolRecord": "llm_worker.ui._record",
     "ToolRecord": "llm_worker.ui._record",
     "signing_key": "llm_worker.ui._sign",

@@ -21,10 +21,7 @@ from llm_worker.ui._agui_messages import messages_to_agui, read_agui
 from llm_worker.ui._app import (
     Begun,
     Endpoint,
-    NoPauseStore,
     check_id,
-    close_session,
-    new_message,
     off_loop,
     origin_of,
     resuming,
@@ -33,6 +30,7 @@ from llm_worker.ui._app import (
 from llm_worker.ui._asgi import BadRequest
 from llm_worker.ui._frontend import FrontendTool, with_frontend_results
 from llm_worker.ui._resumable import RunLog
+from llm_worker.ui._session import NoPauseStore, close_session, new_message
 from llm_worker.worker import RunStream, Worker
 
 __all__ = ("AGUIAdapter",)

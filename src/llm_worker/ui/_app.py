@@ -32,11 +32,12 @@ from llm_worker.sessions import Session, SessionRecord
 from llm_worker.state import Decision, PauseState, RunCompleted, ToolResultReady
 from llm_worker.ui import _sign as sign
 from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
-from llm_worker.ui._auth import Authorize, Refused, chat_key, owner_of, owner_part
+from llm_worker.ui._auth import Authorize, Refused, chat_key, owner_of
 from llm_worker.ui._errors import GENERIC_ERROR, ErrorText
 from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
 from llm_worker.ui._record import MemoryToolRecord, Proven, ToolRecord, reconcile
 from llm_worker.ui._resumable import ResumableStreams, RunLog, StreamGone
+from llm_worker.ui._session import NO_PAUSE_STORE, SessionFrom, close_session, open_session
 from llm_worker.ui._sign import Signer
 from llm_worker.ui._steer import Running, steer_id
 from llm_worker.ui._store import MemoryPauseStore, PauseStore
@@ -51,8 +52,6 @@ __all__ = (
     "MAX_PARTS",
     "Begun",
     "Endpoint",
-    "NoPauseStore",
-    "SessionFrom",
     "WorkerFactory",
     "check_edits",
     "check_id",
@@ -71,13 +70,6 @@ WorkerFactory = Callable[..., "Worker[Any] | Awaitable[Worker[Any]]"]
 """What the adapters call once per request for a fresh `Worker` (tools, system prompt, model):
 with no argument, or with the request's JSON body when it takes one (to read a thread id,
 AG-UI `state` / `context`, or your own `body` fields)."""
-
-SessionFrom = Callable[[str, str], "Session | Awaitable[Session]"]
-"""`session_from(owner, chat_id) -> Session`, sync or async: the chat's session, opened for
-one request (the adapter closes it after the run). `owner` is what `authorize` returned (""
-without it) and `chat_id` the chat (thread) id the request names: key the session by both
-(e.g. `SqliteSession(f"{owner}/{chat_id}", path)`), so that one owner's chat id never names
-another owner's conversation."""
 
 MAX_BODY = 32 << 20
 """The default `max_body_bytes`: larger request bodies are refused (413)."""
@@ -530,83 +522,10 @@ class Endpoint:
         return Begun(self.running.streaming(key, worker, events), key, run_id, self.stopped)
 
     async def _session(self, key: str) -> tuple[Session, SessionRecord]:
-        """The chat's session (`session_from`) and what it holds.
-
-        Only for a request naming a chat: one naming none has no session (it could only
-        share one with every other anonymous request).
-
-        Raises:
-            BadRequest: `session_from` failed or returned no session (500, a generic text;
-                the exception is logged on `llm_worker.ui`), or its store failed (503).
-        """
-        owner, chat_id = split_key(key)
-        try:
-            if self.session_from is None or not key:
-                raise ConfigurationError("a session is only for a chat, with session_from")
-            session = self.session_from(owner, chat_id)
-            if inspect.isawaitable(session):
-                session = await session
-            if not isinstance(session, Session):  # pyright: ignore[reportUnnecessaryIsInstance]
-                raise TypeError(f"session_from returned {session!r}, not a Session")
-        except Exception as exc:
-            _log.error("session_from failed", exc_info=exc)
-            raise BadRequest(500, GENERIC_ERROR) from exc
-        try:
-            return session, await session.load()
-        except BaseException as exc:
-            await close_session(session)
-            if isinstance(exc, Exception):
-                _log.error("the chat's session could not be read", exc_info=exc)
-                raise BadRequest(503, "the chat's history could not be read") from exc
-            raise
-
-
-class NoPauseStore(MemoryPauseStore):
-    """The pause store of a run in a session: it keeps nothing (the session keeps the pause)."""
-
-    async def put(self, chat_id: str, state: PauseState) -> None:
-        """Keep nothing."""
-        del chat_id, state
-
-
-NO_PAUSE_STORE = NoPauseStore()
-
-
-def split_key(key: str) -> tuple[str, str]:
-    """The owner and the chat id of a `chat_key`."""
-    owner = owner_part(key)
-    return owner, key[len(f"{len(owner)}:{owner}:") :]
-
-
-def new_message(history: list[Message]) -> list[Message]:
-    """The browser's new message, the run's input in a session (its older ones are ignored).
-
-    Raises:
-        BadRequest: The last message is not the user's (400): in a session, front-end tool
-            results and regenerations have no place the server could check them against.
-    """
-    last = history[-1] if history else None
-    if (
-        last is None
-        or last.role != "user"
-        or any(isinstance(p, ToolResultPart) for p in last.content)
-    ):
-        raise BadRequest(400, "a chat kept on the server takes a new user message as its input")
-    return history[-1:]
-
-
-async def close_session(session: Session) -> None:
-    """Close `session` (`aclose()`, else `close()`, if it has either), shielded."""
-    with anyio.CancelScope(shield=True):
-        closer = getattr(session, "aclose", None)
-        if callable(closer):
-            done = closer()
-            if inspect.isawaitable(done):
-                await done
-            return
-        closer = getattr(session, "close", None)
-        if callable(closer):
-            closer()
+        """The chat's session (`session_from`) and what it holds (see `open_session`)."""
+        if self.session_from is None or not key:
+            raise ConfigurationError("a session is only for a chat, with session_from")
+        return await open_session(self.session_from, key)
 
 
 async def encoded(

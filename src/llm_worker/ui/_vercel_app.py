@@ -20,12 +20,8 @@ from llm_worker.ui._app import (
     MAX_PARTS,
     Begun,
     Endpoint,
-    NoPauseStore,
-    SessionFrom,
     WorkerFactory,
     check_id,
-    close_session,
-    new_message,
     off_loop,
     origin_of,
     resuming,
@@ -37,6 +33,7 @@ from llm_worker.ui._errors import ErrorText
 from llm_worker.ui._frontend import FrontendTool, with_frontend_results
 from llm_worker.ui._record import ToolRecord
 from llm_worker.ui._resumable import ResumableStreams, RunLog
+from llm_worker.ui._session import NoPauseStore, SessionFrom, close_session, new_message
 from llm_worker.ui._store import PauseStore
 from llm_worker.ui._vercel import HEADERS, sse, to_vercel_stream
 from llm_worker.ui._vercel_messages import decisions_from_ui, read_ui
