@@ -36,10 +36,11 @@ _log = logging.getLogger("llm_worker.ui")
 
 SessionFrom = Callable[[str, str], "Session | Awaitable[Session]"]
 """`session_from(owner, chat_id) -> Session`, sync or async: the chat's session, opened for
-one request (the adapter closes it after the run). `owner` is what `authorize` returned (""
-without it) and `chat_id` the chat (thread) id the request names: key the session by both
-(e.g. `SqliteSession(f"{owner}/{chat_id}", path)`), so that one owner's chat id never names
-another owner's conversation."""
+one request (the adapter closes it after the run: `aclose()`, else `close()`). `owner` is
+what `authorize` returned ("" without it) and `chat_id` the chat (thread) id the request
+names. Key the session by both, in a way no other pair spells (e.g.
+`SqliteSession(f"{owner}/{chat_id}", path)` when owner ids never hold a "/"), so that one
+owner's chat id never names another owner's conversation."""
 
 
 async def open_session(session_from: SessionFrom, key: str) -> tuple[Session, SessionRecord]:
