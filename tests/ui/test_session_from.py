@@ -249,3 +249,24 @@ async def test_a_last_message_that_is_not_the_users_is_refused(kind: str, tmp_pa
         response = await post(http, url, body(kind, "c1", "r1", messages))
     assert response.status_code == 400, response.text
     assert server.requests == []
+
+
+@pytest.mark.parametrize("kind", ["vercel", "ag-ui"])
+async def test_a_chat_another_run_holds_is_refused_and_left_as_it_was(
+    kind: str, tmp_path: Path
+) -> None:
+    # A second browser tab (or a replayed request) while a run holds the session: the
+    # request fails clearly, reaches no model, and leaves the session untouched.
+    async with site(kind, "anthropic", [ScriptedResponse.text("x")], tmp_path) as run:
+        server, sessions, _, url, http = run
+        async with SqliteSession("alice/c1", sessions.path) as other:
+            token = await other.claim()
+            try:
+                response = await post(http, url, body(kind, "c1", "r1", [user(kind, 1, "hi")]))
+            finally:
+                await other.release(token)
+        kept = await sessions.messages("alice/c1")
+    errors = [c for c in chunks(response.text) if c["type"] in ("error", "RUN_ERROR")]
+    assert errors, response.text
+    assert server.requests == []
+    assert kept == []
