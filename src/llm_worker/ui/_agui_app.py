@@ -95,6 +95,8 @@ class AGUIAdapter(Endpoint):
             older messages is ignored, and the snapshot is the session's. The pause is the
             session's. A new message while the thread's run waits for approval is refused
             (409).
+            Front-end tool results are not taken from the request in a session yet: a
+            request whose last message is not the user's is refused (400).
     """
 
     headers = HEADERS

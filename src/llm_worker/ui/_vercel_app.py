@@ -102,6 +102,8 @@ class VercelAIAdapter(Endpoint):
             browser's new user message (or its approval answers) from the request; the
             browser's copy of the older messages is ignored. The pause is the session's. A
             chat's new message while its run waits for approval is refused (409).
+            Front-end tool results are not taken from the request in a session yet: a
+            request whose last message is not the user's is refused (400).
 
     Raises:
         MissingExtraError: `llm-worker[web]` is not installed.
