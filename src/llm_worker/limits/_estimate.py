@@ -14,17 +14,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from llm_worker.messages import (
-    Part,
-    ProviderPart,
-    Request,
-    TextPart,
-    ThinkingPart,
-    ToolResultPart,
-    ToolUsePart,
-)
+from llm_worker._tokens import request_chars
+from llm_worker.messages import Request
 
 if TYPE_CHECKING:
     from llm_worker.providers._base import LLMClient
@@ -61,23 +52,9 @@ async def estimate_input(client: LLMClient, request: Request) -> Estimate:
 
 
 def chars_estimate(request: Request) -> int:
-    """Input tokens at 4 characters a token (at least 1)."""
-    chars = len(request.system or "")
-    for message in request.messages:
-        chars += sum(_chars(part) for part in message.content)
-    for spec in request.tools:
-        chars += len(spec.name) + len(spec.description) + len(orjson.dumps(spec.input_schema))
-    return chars // CHARS_PER_TOKEN + 1
+    """Input tokens at 4 characters a token (at least 1), over what the request says.
 
-
-def _chars(part: Part) -> int:
-    if isinstance(part, TextPart | ThinkingPart):
-        return len(part.text)
-    if isinstance(part, ToolUsePart):
-        return len(part.name) + len(orjson.dumps(part.input))
-    if isinstance(part, ToolResultPart):
-        return len(part.content) + sum(_chars(m) for m in part.media)
-    if isinstance(part, ProviderPart):
-        return 0  # opaque data the provider may not bill as input text
-    data = part.data
-    return len(data) * 4 // 3 if data is not None else len(part.url or "")
+    The characters are `request_chars`' (the same count the calibrated estimate and the
+    scripted servers' usage use), so a budget and a context policy agree on a request's size.
+    """
+    return request_chars(request) // CHARS_PER_TOKEN + 1
