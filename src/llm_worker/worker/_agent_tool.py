@@ -15,6 +15,7 @@ from llm_worker.errors import ConfigurationError, ToolError
 from llm_worker.state import RunStatus
 from llm_worker.tools import Effect, ToolMeta, tool_meta
 from llm_worker.tools._text import json_text
+from llm_worker.tools._tool import MetaTool
 from llm_worker.tools._toolset import current_call
 from llm_worker.worker._tree import (
     ChildPaused,
@@ -50,7 +51,7 @@ _TEXT_SCHEMA: dict[str, Any] = {
 }
 
 
-class AgentTool:
+class AgentTool(MetaTool):
     """A Worker as a tool: each call runs it once, in a fresh context (`Worker.as_tool`)."""
 
     __slots__ = ("_input_type", "_output", "max_depth", "meta", "worker")
@@ -80,21 +81,6 @@ class AgentTool:
         self.max_depth = max_depth
         schema = _TEXT_SCHEMA if input_type is str else _model_schema(input_type)
         self.meta = ToolMeta(name, description, schema, effect=effect or _strongest(worker))
-
-    @property
-    def name(self) -> str:
-        """The name the model calls the sub-agent by."""
-        return self.meta.name
-
-    @property
-    def description(self) -> str:
-        """What the sub-agent does, for the model."""
-        return self.meta.description
-
-    @property
-    def input_schema(self) -> dict[str, Any]:
-        """The arguments: `{"input": text}`, or the input model's schema."""
-        return self.meta.input_schema
 
     def __repr__(self) -> str:
         return f"AgentTool(name={self.meta.name!r}, worker={self.worker!r})"

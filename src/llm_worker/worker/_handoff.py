@@ -17,6 +17,7 @@ from llm_worker.errors import ConfigurationError, ToolError
 from llm_worker.messages import Message
 from llm_worker.state import RunResult, RunStatus
 from llm_worker.tools import ToolMeta
+from llm_worker.tools._tool import MetaTool
 from llm_worker.tools._toolset import current_call
 from llm_worker.worker._agent_tool import child_config
 from llm_worker.worker._tree import (
@@ -86,7 +87,7 @@ class Handover:
     call_id: str
 
 
-class Handoff:
+class Handoff(MetaTool):
     """The handoff tool (see `handoff`)."""
 
     __slots__ = ("filter", "meta", "worker")
@@ -95,21 +96,6 @@ class Handoff:
         if filter is not None and not callable(filter):
             raise ConfigurationError("handoff(filter=...) takes a function of the history")
         self.worker, self.meta, self.filter = worker, meta, filter
-
-    @property
-    def name(self) -> str:
-        """The name the model calls it by."""
-        return self.meta.name
-
-    @property
-    def description(self) -> str:
-        """When to hand over, for the model."""
-        return self.meta.description
-
-    @property
-    def input_schema(self) -> dict[str, Any]:
-        """No arguments."""
-        return self.meta.input_schema
 
     async def execute(self, input_json: str) -> str:
         """Ask for the handoff; it happens once the batch is answered.
