@@ -62,13 +62,13 @@ def by_header(request: Any, chat_id: str) -> str | None:
 
 @asynccontextmanager
 async def site(
-    kind: str, provider: str, script: list[ScriptedResponse], tmp_path: Path
+    kind: str, provider: str, script: list[ScriptedResponse], tmp_path: Path, **options: Any
 ) -> AsyncIterator[tuple[ScriptedModelServer[Any], Sessions, Any, str, httpx.AsyncClient]]:
     """The adapter `kind` with `session_from` over a scripted `provider`, on a real server."""
     sessions = Sessions(tmp_path / "chats.db")
     adapter = VercelAIAdapter if kind == "vercel" else AGUIAdapter
     async with scripted(provider, script) as (server, factory):
-        app = adapter(factory, session_from=sessions, authorize=by_header)
+        app = adapter(factory, session_from=sessions, authorize=by_header, **options)
         async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
             yield server, sessions, app, url, http
     assert sessions.opened

@@ -30,7 +30,14 @@ from llm_worker.ui._app import (
 from llm_worker.ui._asgi import BadRequest
 from llm_worker.ui._frontend import FrontendTool, with_frontend_results
 from llm_worker.ui._resumable import RunLog
-from llm_worker.ui._session import NoPauseStore, close_session, new_message
+from llm_worker.ui._session import (
+    AnsweredSession,
+    NoPauseStore,
+    answered,
+    close_session,
+    new_message,
+    sent_results,
+)
 from llm_worker.worker import RunStream, Worker
 
 __all__ = ("AGUIAdapter",)
@@ -91,12 +98,14 @@ class AGUIAdapter(Endpoint):
             a session store implements `ToolRecord` to keep it across restarts).
         session_from: `session_from(owner, thread_id) -> Session` (see `SessionFrom`): the
             server keeps the thread. A run loads the session's history and takes only the
-            input's new user message (or its `resume` answers); the client's copy of the
-            older messages is ignored, and the snapshot is the session's. The pause is the
-            session's. A new message while the thread's run waits for approval is refused
-            (409).
-            Front-end tool results are not taken from the request in a session yet: a
-            request whose last message is not the user's is refused (400).
+            input's new user message, or its answers to the session's pause (`resume`
+            entries, and tool messages answering the calls of its own `tools` the pause
+            waits on); the client's copy of the older messages is ignored, and the snapshot
+            is the session's. The pause is the session's. A result for any other call
+            (unknown, a server tool's, answered already, twice in one input) is refused
+            (400 or 409) and the session left as it was; of two inputs answering the same
+            call at once, one goes on and the other fails (`SessionBusyError`). A new
+            message while the thread's run waits is refused (409).
     """
 
     headers = HEADERS
@@ -163,34 +172,40 @@ class AGUIAdapter(Endpoint):
         frontend: list[FrontendTool],
         resume: list[dict[str, Any]],
     ) -> Begun:
-        """The run of a thread the server keeps: the session's history, the client's new turn."""
+        """The run of a thread the server keeps: the session's history, the client's new turn.
+
+        The turn is a new user message, or answers to the session's pause: `resume` entries,
+        and tool messages answering the calls of the client's own tools (see `answered`).
+        """
         session, record = await self._session(key)
         names = [t.name for t in frontend]
         run_id = str(body["runId"])
         try:
-            if not resume:
+            results = sent_results(history)
+            if not resume and not results:
+                given = new_message(history)  # a turn of no kind (400) before a pause (409)
                 if record.pause is not None:
-                    raise BadRequest(
-                        409, "this thread's run waits for an approval: answer it first"
-                    )
-                given = new_message(history)
+                    text = "this thread's run waits for an approval or a tool's result"
+                    raise BadRequest(409, text + ": give it first")
                 worker = await self._tooled(body, frontend)
                 before = messages_to_agui([*record.messages, *given], prefix=f"{run_id}-h")
                 start = lambda: worker.stream(given, session=session)  # noqa: E731
                 return self._run(
                     worker, start, body, key, names, before=before, skip=1, session=session
                 )
-            if record.pause is None:
+            state = answered(record, results, names) if results else record.pause
+            if state is None:
                 await close_session(session)
                 text = "no paused run waits for this thread: it was resumed already"
                 return Begun(_refused(str(body["threadId"]), run_id, text), "", run_id, ())
-            decisions = _decisions(resume, record.pause)
+            decisions = _decisions(resume, state)
             make = lambda: self._tooled(body, frontend)  # noqa: E731
             worker = await resuming(
-                NoPauseStore(), key, record.pause, make, decisions, editable=self.editable_tools
+                NoPauseStore(), key, state, make, decisions, editable=self.editable_tools
             )
-            before = messages_to_agui(record.pause.history, prefix=f"{run_id}-h")
-            start = lambda: worker.resume_stream(decisions=decisions, session=session)  # noqa: E731
+            kept = AnsweredSession(session, results, names) if results else session
+            before = messages_to_agui(state.history, prefix=f"{run_id}-h")
+            start = lambda: worker.resume_stream(decisions=decisions, session=kept)  # noqa: E731
             return self._run(
                 worker, start, body, key, names, before=before, skip=0, session=session
             )

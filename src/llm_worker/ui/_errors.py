@@ -27,6 +27,7 @@ from llm_worker.errors import (
     OverloadedError,
     PermissionDeniedError,
     RateLimitError,
+    SessionBusyError,
     StreamError,
 )
 
@@ -58,6 +59,9 @@ _SAID: tuple[tuple[type[BaseException], str], ...] = (
     (AuthenticationError, "The model provider refused the server's authentication (API key)."),
     (PermissionDeniedError, "The model provider refused the server access to the model."),
     (NotFoundError, "The model provider does not know the model the server asked for."),
+    # A chat kept on the server (`session_from`) that another request holds or answered
+    # meanwhile (a second tab): its message names the session's key, the owner's id.
+    (SessionBusyError, "Another request is working on this chat, or answered it: reload it."),
 )
 
 

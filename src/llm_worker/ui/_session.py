@@ -2,33 +2,45 @@
 
 With `session_from`, the server, not the browser, holds the conversation: a request's run
 loads the chat's session and takes only the browser's new user message (or its answers to a
-pause) from the request. The session is keyed by the owner and the chat id together (the
-`chat_key`), so a client naming another owner's chat id reaches a session of its own.
+pause, or its results for the calls of its own tools the pause waits on) from the request.
+The session is keyed by the owner and the chat id together (the `chat_key`), so a client
+naming another owner's chat id reaches a session of its own.
+
+Everything a browser sends is untrusted: its results are taken only for front-end calls
+pending in the session's pause, checked once when the request comes (a 4xx) and again when
+the run loads the session under its claim (a second tab that answered meanwhile leaves this
+run nothing to answer: `SessionBusyError`, nothing written).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
 import anyio
 
+from llm_worker.errors import SessionBusyError
 from llm_worker.messages import Message, ToolResultPart
 from llm_worker.sessions import Session, SessionRecord
 from llm_worker.state import PauseState
 from llm_worker.ui._asgi import BadRequest
 from llm_worker.ui._auth import owner_part
 from llm_worker.ui._errors import GENERIC_ERROR
+from llm_worker.ui._frontend import with_frontend_results
 from llm_worker.ui._store import MemoryPauseStore
 
 __all__ = (
     "NO_PAUSE_STORE",
+    "AnsweredSession",
     "NoPauseStore",
     "SessionFrom",
+    "answered",
     "close_session",
     "new_message",
     "open_session",
+    "sent_results",
     "split_key",
 )
 
@@ -94,8 +106,9 @@ def new_message(history: list[Message]) -> list[Message]:
     """The browser's new message, the run's input in a session (its older ones are ignored).
 
     Raises:
-        BadRequest: The last message is not the user's (400): in a session, front-end tool
-            results and regenerations have no place the server could check them against.
+        BadRequest: The last message is not the user's (400): in a session, a regeneration
+            or an assistant message the browser wrote has no place the server could check it
+            against (tool results go through `sent_results` and `answered`).
     """
     last = history[-1] if history else None
     if (
@@ -119,3 +132,112 @@ async def close_session(session: Session) -> None:
         closer = getattr(session, "close", None)
         if callable(closer):
             closer()
+
+
+def sent_results(history: list[Message]) -> list[ToolResultPart]:
+    """The tool results the browser's messages end with (none when they end otherwise).
+
+    A browser answers its own tools' calls with a last message of results only (a Vercel
+    assistant message's tool outputs, AG-UI tool messages): only that message is taken, as
+    only the new user message is, and each result is then checked by `answered`.
+    """
+    last = history[-1] if history else None
+    if last is None or last.role != "user" or not last.content:
+        return []
+    if all(isinstance(p, ToolResultPart) for p in last.content):
+        return last.tool_results
+    return []
+
+
+def answered(
+    record: SessionRecord, results: Sequence[ToolResultPart], names: Collection[str]
+) -> PauseState:
+    """The session's pause with `results`, each the answer to a front-end call it waits on.
+
+    A result is taken only for a call of one of `names` (the browser's tools) that the pause
+    holds unanswered; its tool's name and input are the session's, not the browser's.
+
+    Raises:
+        BadRequest: Nothing waits, or a call has its result already (409); two results for
+            one call, a call the chat never made, or a server tool's call (400).
+    """
+    pause = record.pause
+    if pause is None:
+        raise BadRequest(409, "no tool call of this chat waits for a result: it has one already")
+    calls = {p.call.id: p for p in pause.pending}
+    done = {r.tool_use_id for m in record.messages for r in m.tool_results}
+    seen: set[str] = set()
+    for result in results:
+        call_id = result.tool_use_id
+        pending = calls.get(call_id)
+        if call_id in seen:
+            raise BadRequest(400, f"two results for the tool call {_shown(call_id)}")
+        seen.add(call_id)
+        if pending is None and call_id in done:
+            raise BadRequest(409, f"the tool call {_shown(call_id)} has its result already")
+        if pending is None:
+            raise BadRequest(400, f"no tool call {_shown(call_id)} of this chat waits")
+        if pending.call.name not in names:
+            text = f"the tool call {_shown(call_id)} is not of a tool the browser runs"
+            raise BadRequest(400, text + ": its result is the server's to give")
+        if pending.status != "pending":
+            raise BadRequest(409, f"the tool call {_shown(call_id)} has its result already")
+    return with_frontend_results(pause, [Message("user", list(results))], names)
+
+
+def _shown(call_id: str) -> str:
+    """A call id the browser sent, as an error names it (cut: the id may be long)."""
+    return repr(call_id if len(call_id) <= 80 else call_id[:80] + "…")
+
+
+class AnsweredSession:
+    """A chat's session whose pause a resumed run loads with the browser's results in it.
+
+    The results were checked against the pause the request read (`answered`); they are
+    checked again against the one the run loads under its claim, so that two requests
+    answering the same call at once (two tabs) never both go on: the later one finds the
+    pause answered and fails with `SessionBusyError`, having written nothing.
+    """
+
+    def __init__(
+        self, session: Session, results: Sequence[ToolResultPart], names: Collection[str]
+    ) -> None:
+        self._session = session
+        self._results = list(results)
+        self._names = frozenset(names)
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        return self._session.session_id
+
+    async def claim(self) -> str:
+        """Take the session for the run (see `Session.claim`)."""
+        return await self._session.claim()
+
+    async def load(self) -> SessionRecord:
+        """The session as stored, its pause with the browser's results.
+
+        Raises:
+            SessionBusyError: The pause no longer waits on these calls (another request
+                answered them since this one was checked).
+        """
+        record = await self._session.load()
+        try:
+            pause = answered(record, self._results, self._names)
+        except BadRequest as exc:
+            raise SessionBusyError(
+                f"session {self.session_id!r} changed: another request answered its tool call",
+                session_id=self.session_id,
+            ) from exc
+        return dataclasses.replace(record, pause=pause)
+
+    async def append(
+        self, token: str, version: int, messages: list[Message], pause: PauseState | None
+    ) -> None:
+        """Append the run's messages (see `Session.append`)."""
+        await self._session.append(token, version, messages, pause)
+
+    async def release(self, token: str) -> None:
+        """Give up the claim (see `Session.release`)."""
+        await self._session.release(token)

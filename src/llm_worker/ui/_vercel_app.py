@@ -33,7 +33,15 @@ from llm_worker.ui._errors import ErrorText
 from llm_worker.ui._frontend import FrontendTool, with_frontend_results
 from llm_worker.ui._record import ToolRecord
 from llm_worker.ui._resumable import ResumableStreams, RunLog
-from llm_worker.ui._session import NoPauseStore, SessionFrom, close_session, new_message
+from llm_worker.ui._session import (
+    AnsweredSession,
+    NoPauseStore,
+    SessionFrom,
+    answered,
+    close_session,
+    new_message,
+    sent_results,
+)
 from llm_worker.ui._store import PauseStore
 from llm_worker.ui._vercel import HEADERS, sse, to_vercel_stream
 from llm_worker.ui._vercel_messages import decisions_from_ui, read_ui
@@ -99,11 +107,13 @@ class VercelAIAdapter(Endpoint):
             a session store implements `ToolRecord` to keep it across restarts).
         session_from: `session_from(owner, chat_id) -> Session` (see `SessionFrom`): the
             server keeps the chat. A run loads the session's history and takes only the
-            browser's new user message (or its approval answers) from the request; the
-            browser's copy of the older messages is ignored. The pause is the session's. A
-            chat's new message while its run waits for approval is refused (409).
-            Front-end tool results are not taken from the request in a session yet: a
-            request whose last message is not the user's is refused (400).
+            browser's new user message, or its answers to the session's pause (approvals,
+            and the outputs of `frontend_tools` calls the pause waits on), from the request;
+            the browser's copy of the older messages is ignored. The pause is the session's.
+            An output for any other call (unknown, a server tool's, answered already, twice
+            in one request) is refused (400 or 409) and the session left as it was; of two
+            requests answering the same call at once, one goes on and the other fails
+            (`SessionBusyError`). A chat's new message while its run waits is refused (409).
 
     Raises:
         MissingExtraError: `llm-worker[web]` is not installed.
@@ -207,27 +217,35 @@ class VercelAIAdapter(Endpoint):
         decisions: dict[str, Decision],
         message_id: str,
     ) -> Begun:
-        """The run of a chat the server keeps: the session's history, the browser's new turn."""
+        """The run of a chat the server keeps: the session's history, the browser's new turn.
+
+        The turn is a new user message, or answers to the session's pause: approvals, and
+        the outputs of the browser's own tools' calls (see `answered`).
+        """
         session, record = await self._session(key)
         try:
-            if not decisions:
+            results = sent_results(history)
+            if not decisions and not results:
+                given = new_message(history)  # a turn of no kind (400) before a pause (409)
                 if record.pause is not None:
-                    text = "this chat's run waits for an approval: answer it first"
-                    raise BadRequest(409, text)
-                given = new_message(history)
+                    text = "this chat's run waits for an approval or a tool's output"
+                    raise BadRequest(409, text + ": give it first")
                 worker = await self._worker(body, self.frontend_tools)
                 start = lambda: worker.stream(given, session=session)  # noqa: E731
                 return self._run(worker, start, key, message_id, (), session=session)
-            if record.pause is None:
+            names = [t.name for t in self.frontend_tools]
+            state = answered(record, results, names) if results else record.pause
+            if state is None:
                 text = "no paused run waits for this chat: it was answered already"
                 await close_session(session)
                 return Begun(_refused(message_id, text), "", message_id, ())
             make = lambda: self._worker(body, self.frontend_tools)  # noqa: E731
             worker = await resuming(
-                NoPauseStore(), key, record.pause, make, decisions, editable=self.editable_tools
+                NoPauseStore(), key, state, make, decisions, editable=self.editable_tools
             )
+            kept = AnsweredSession(session, results, names) if results else session
             denied = [i for i, d in decisions.items() if not d.allow]
-            start = lambda: worker.resume_stream(decisions=decisions, session=session)  # noqa: E731
+            start = lambda: worker.resume_stream(decisions=decisions, session=kept)  # noqa: E731
             return self._run(worker, start, key, message_id, denied, session=session)
         except BaseException:
             await close_session(session)
