@@ -20,16 +20,18 @@ import httpx
 import pytest
 
 from llm_worker import Message, TextPart, ToolResultPart, ToolUsePart, Worker
-from llm_worker.errors import SessionBusyError
+from llm_worker.errors import InvalidRequestError, SessionBusyError
 from llm_worker.messages import ToolSpec
 from llm_worker.sessions import SqliteSession
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
+from llm_worker.ui import AGUIAdapter, VercelAIAdapter
 from llm_worker.ui._frontend import FrontendTool
 from llm_worker.ui._session import AnsweredSession
 
-from .conftest import VERCEL, book, consumed, weather
+from .conftest import VERCEL, book, consumed, scripted, serve, weather
+from .test_http import Done
 from .test_review_adapters import chunks
-from .test_session_from import WIRES, Sessions, body, post, site, texts, user
+from .test_session_from import WIRES, Sessions, body, by_header, post, site, texts, user
 
 pytestmark = pytest.mark.anyio
 
@@ -408,3 +410,84 @@ async def test_the_ai_clients_tool_output_continues_a_chat_kept_on_the_server(
     assert [r[1] for r in results_of(kept)] == ["red"]
     assert texts(kept) == ["Pick a color", "Let me ask.", "Red it is."]
     assert sessions.all_closed()
+
+
+@asynccontextmanager
+async def two_servers(
+    kind: str, script: list[ScriptedResponse], tmp_path: Path
+) -> AsyncIterator[tuple[ScriptedModelServer[Any], Sessions, list[Done], list[str]]]:
+    """Two adapters (two servers, as two processes would be) on one session store."""
+    sessions = Sessions(tmp_path / "chats.db")
+    adapter = VercelAIAdapter if kind == "vercel" else AGUIAdapter
+    options: dict[str, Any] = {"frontend_tools": [SPEC]} if kind == "vercel" else {}
+    async with scripted("anthropic", script) as (server, factory):
+        apps = [
+            Done(adapter(factory, session_from=sessions, authorize=by_header, **options))
+            for _ in range(2)
+        ]
+        async with serve(apps[0]) as one, serve(apps[1]) as two:
+            yield server, sessions, apps, [one, two]
+    assert sessions.all_closed()
+
+
+@pytest.mark.parametrize("kind", ["vercel", "ag-ui"])
+async def test_a_tab_closed_mid_answer_leaves_the_output_to_give_again(
+    kind: str, tmp_path: Path
+) -> None:
+    slow = ScriptedResponse.text("Red " * 300, chunk_size=4, delay=0.01)
+    script = [asking()[0], slow, ScriptedResponse.text("Red it is.")]
+    async with (
+        two_servers(kind, script, tmp_path) as (server, sessions, apps, urls),
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        asked = await post(http, urls[0], first(kind))
+        color = call_ids(kind, asked)["pick_color"]
+        before = await stored(sessions, "alice/c1")
+        payload = outputs(kind, [("pick_color", color, "red")])
+        delta = '"text-delta"' if kind == "vercel" else "TEXT_MESSAGE_CONTENT"
+        apps[0].finished = anyio.Event()
+        with anyio.fail_after(10):
+            headers = {"x-user": "alice"}
+            async with http.stream("POST", urls[0], json=payload, headers=headers) as response:
+                async for line in response.aiter_lines():
+                    if delta in line:
+                        break  # the tab closes mid-answer: the run is cancelled
+            await apps[0].finished.wait()
+        after_cancel = await stored(sessions, "alice/c1")
+        # The other server (another process) takes the output given again.
+        again = await post(http, urls[1], payload)
+        kept = await sessions.messages("alice/c1")
+    assert after_cancel == before  # the cancelled run wrote nothing: the call still waits
+    assert final_text(kind, again) == "Red it is."
+    assert len(server.requests) == 3
+    assert results_of(kept) == [(color, "red")]
+    assert texts(kept) == ["Pick a color", "Let me ask.", "Red it is."]
+
+
+@pytest.mark.parametrize("kind", ["vercel", "ag-ui"])
+async def test_a_failed_answer_keeps_the_output_once_and_the_chat_goes_on(
+    kind: str, tmp_path: Path
+) -> None:
+    broken = ScriptedResponse.text(
+        "x", fail_with=InvalidRequestError("rejected", error_type="invalid_request_error")
+    )
+    script = [asking()[0], broken, ScriptedResponse.text("Red, then.")]
+    async with chat(kind, script, tmp_path) as (server, sessions, _, url, http):
+        asked = await post(http, url, first(kind))
+        color = call_ids(kind, asked)["pick_color"]
+        payload = outputs(kind, [("pick_color", color, "red")])
+        failing = await post(http, url, payload)
+        kept = await sessions.messages("alice/c1")
+        paused = await sessions.paused("alice/c1")
+        repeat = await post(http, url, payload)  # the output is in the session already
+        goes_on = await post(http, url, body(kind, "c1", "r5", [user(kind, 3, "So?")]))
+        last = await sessions.messages("alice/c1")
+    assert failed(kind, failing), failing.text
+    assert "rejected" in failing.text
+    assert not paused
+    assert results_of(kept) == [(color, "red")]  # the answer failed; the output stays, once
+    assert repeat.status_code == 409, repeat.text
+    assert final_text(kind, goes_on) == "Red, then."
+    assert len(server.requests) == 3
+    assert results_of(last) == [(color, "red")]
+    assert texts(last)[-2:] == ["So?", "Red, then."]
