@@ -26,7 +26,7 @@ from llm_worker.ui import (
     messages_to_ui,
     signing_key,
 )
-from llm_worker.ui._record import NO_RECORD, MemoryToolRecord
+from llm_worker.ui._record import NO_RECORD, MemoryToolRecord, RecordedResult
 
 from .conftest import PROVIDERS, run_node, scripted, serve
 from .test_review_adapters import chunks
@@ -284,7 +284,7 @@ async def test_the_record_wins_over_an_edited_result_on_ag_ui_too() -> None:
 
 async def test_the_record_is_per_owner_and_chat() -> None:
     record = MemoryToolRecord(max_chats=2)
-    result = ToolResultPart("c", "x", name="t")
+    result = RecordedResult(ToolResultPart("c", "x", name="t"), "d1")
     for key in ("a", "b", "c"):
         await record.add(key, [result])
     assert len(record) == 2

@@ -33,6 +33,7 @@ from llm_worker.ui._vercel_messages import read_ui
 
 from .conftest import CONSUMERS, booking, serve
 from .test_converters import PNG
+from .test_record_calls import recorded, regenerated
 from .test_review_adapters import chunks
 from .test_security import ADAPTERS, approve, pause, post, site
 from .test_security_history import KEY_A, KEY_B, booked, sent, wire
@@ -173,10 +174,10 @@ async def test_one_owner_flooding_the_record_keeps_another_owners_chats() -> Non
     # wins for a call completed after a stop (item 6), and an evicted one runs it again.
     record = MemoryToolRecord(max_chats=10)
     victim = chat_key("victim", "c1")
-    result = ToolResultPart("call_v", "booked Kyoto", name="book")
+    result = recorded(ToolResultPart("call_v", "booked Kyoto", name="book"))
     await record.add(victim, [result])
     for n in range(50):
-        await record.add(chat_key("mallory", f"c{n}"), [ToolResultPart("x", "x", name="t")])
+        await record.add(chat_key("mallory", f"c{n}"), [recorded(ToolResultPart("x", "x"))])
     assert await record.results(victim) == {"call_v": result}
     assert len(record) <= 10
 
@@ -184,10 +185,10 @@ async def test_one_owner_flooding_the_record_keeps_another_owners_chats() -> Non
 async def test_one_owner_flooding_the_records_bytes_keeps_another_owners_chats() -> None:
     record = MemoryToolRecord(max_bytes=1000)
     victim = chat_key("victim", "c1")
-    result = ToolResultPart("call_v", "booked Kyoto", name="book")
+    result = recorded(ToolResultPart("call_v", "booked Kyoto", name="book"))
     await record.add(victim, [result])
     for n in range(20):
-        big = ToolResultPart(f"x{n}", "x" * 300, name="t")
+        big = recorded(ToolResultPart(f"x{n}", "x" * 300, name="t"))
         await record.add(chat_key("mallory", f"c{n}"), [big])
     assert await record.results(victim) == {"call_v": result}
     assert len(record) <= 4  # the victim's chat and at most three of mallory's 300 bytes
@@ -195,7 +196,7 @@ async def test_one_owner_flooding_the_records_bytes_keeps_another_owners_chats()
 
 async def test_of_owners_alike_the_record_drops_the_chat_recorded_longest_ago() -> None:
     record = MemoryToolRecord(max_chats=3)
-    result = ToolResultPart("c", "x", name="t")
+    result = recorded(ToolResultPart("c", "x", name="t"))
     for owner in ("a", "b", "c"):
         await record.add(chat_key(owner, "1"), [result])
     await record.add(chat_key("a", "1"), [result])  # a's chat is recorded again: now newest
@@ -395,22 +396,17 @@ async def test_the_record_never_overwrites_an_earlier_turns_result_of_a_reused_c
     assert "Oslo: sunny" in last
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the record knows a result by call id and tool name only: a later call of the same "
-    "id and tool (Gemini's gemini_call_<n> numbered again after a regenerate dropped the "
-    "first; an OpenAI-compatible server's call_0) that never ran is given the earlier call's "
-    "recorded result (ToolRecord would need the call's arguments to tell them apart)",
-)
-def test_a_recorded_result_is_not_carried_into_a_later_call_that_reuses_its_id() -> None:
-    recorded = {"call_0": ToolResultPart("call_0", "booked Kyoto", name="book")}
-    history = [
-        Message.user("Book Paris"),  # the Kyoto turn was regenerated away
-        Message("assistant", [ToolUsePart("call_0", "book", {"city": "Paris"})]),
-        Message.user("So?"),  # stopped before the call ran: it has no result
-    ]
-    out = reconcile(history, recorded, Proven(), lambda name: name == "book")
+@pytest.mark.parametrize("call_id", ["call_0", "gemini_call_0"])
+def test_a_recorded_result_is_not_carried_into_a_later_call_that_reuses_its_id(
+    call_id: str,
+) -> None:
+    kyoto = recorded(ToolResultPart(call_id, "booked Kyoto", name="book"), {"city": "Kyoto"})
+    out = reconcile(regenerated(call_id), {call_id: kyoto}, Proven(), lambda name: name == "book")
     assert "booked Kyoto" not in str(out)
+    # The call it answers still takes it (a stop left the browser without it).
+    paris = recorded(ToolResultPart(call_id, "booked Paris", name="book"), {"city": "Paris"})
+    out = reconcile(regenerated(call_id), {call_id: paris}, Proven(), lambda name: name == "book")
+    assert out[2].content[0] == paris.part
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)

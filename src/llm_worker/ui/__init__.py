@@ -9,8 +9,9 @@
   decision, keyed by the owner and the chat (thread) id.
 - `Authorize`: who may act on a chat (the adapters' `authorize`).
 - `SessionFrom`: the chat's `Session` (the adapters' `session_from`): the server keeps it.
-- `ToolRecord`, `MemoryToolRecord`: the server's record of the tools it ran, which wins over
-  the browser's history; `signing_key`: the key signing what the browser carries back.
+- `ToolRecord`, `MemoryToolRecord`, `RecordedResult`: the server's record of the tools it ran,
+  which wins over the browser's history; `signing_key`: the key signing what the browser
+  carries back.
 - `ResumableStreams`: runs that outlive their connection, read again on reconnect.
 - `safe_error_text`: the default `on_error`, what a browser is told of a failed run.
 - `web_app`, `chat_routes`: an adapter as a Starlette app (what `llm-worker serve` runs), or
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from llm_worker.ui._agui_messages import messages_from_agui, messages_to_agui
     from llm_worker.ui._auth import Authorize
     from llm_worker.ui._errors import GENERIC_ERROR, safe_error_text
-    from llm_worker.ui._record import MemoryToolRecord, ToolRecord
+    from llm_worker.ui._record import MemoryToolRecord, RecordedResult, ToolRecord
     from llm_worker.ui._resumable import ResumableStreams
     from llm_worker.ui._serve import chat_routes, web_app
     from llm_worker.ui._session import SessionFrom
@@ -49,6 +50,7 @@ __all__ = (
     "MemoryPauseStore",
     "MemoryToolRecord",
     "PauseStore",
+    "RecordedResult",
     "ResumableStreams",
     "SessionFrom",
     "ToolRecord",
@@ -78,6 +80,7 @@ _LAZY = {
     "Authorize": "llm_worker.ui._auth",
     "SessionFrom": "llm_worker.ui._session",
     "MemoryToolRecord": "llm_worker.ui._record",
+    "RecordedResult": "llm_worker.ui._record",
     "ToolRecord": "llm_worker.ui._record",
     "signing_key": "llm_worker.ui._sign",
     "MemoryPauseStore": "llm_worker.ui._store",

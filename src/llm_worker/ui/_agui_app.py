@@ -162,7 +162,7 @@ class AGUIAdapter(Endpoint):
         same = history == state.history  # else the server's record of the thread wins
         before = raw if same else messages_to_agui(state.history, prefix=f"{run_id}-h")
         start = lambda: worker.resume_stream(state, decisions=decisions)  # noqa: E731
-        return self._run(worker, start, body, key, names, before=before, skip=0)
+        return self._run(worker, start, body, key, names, before=before, skip=0, paused=state)
 
     async def _in_session(
         self,
@@ -230,6 +230,7 @@ class AGUIAdapter(Endpoint):
         before: list[Any],
         skip: int,
         session: Session | None = None,
+        paused: PauseState | None = None,
     ) -> Begun:
         thread_id, run_id = str(body["threadId"]), str(body["runId"])
         encode = partial(
@@ -242,7 +243,7 @@ class AGUIAdapter(Endpoint):
             skip=skip,
             on_error=self.on_error,
         )
-        return self._started(worker, start, key, run_id, encode, session=session)
+        return self._started(worker, start, key, run_id, encode, session=session, paused=paused)
 
 
 def _frontend_tools(body: dict[str, Any]) -> list[FrontendTool]:

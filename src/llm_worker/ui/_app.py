@@ -27,15 +27,15 @@ import anyio
 
 from llm_worker._json import as_dict, as_list
 from llm_worker.errors import ConfigurationError, InvalidMessagesError, PauseStateError
-from llm_worker.messages import Message, Origin, ToolResultPart
+from llm_worker.messages import Message, Origin, ToolUsePart
 from llm_worker.sessions import Session, SessionRecord
-from llm_worker.state import Decision, PauseState, RunCompleted, ToolResultReady
+from llm_worker.state import Decision, PauseState, RunCompleted
 from llm_worker.ui import _sign as sign
 from llm_worker.ui._asgi import BadRequest, Receive, Scope, Send, read_json, send_json, stream_sse
 from llm_worker.ui._auth import Authorize, Refused, chat_key, owner_of
 from llm_worker.ui._errors import GENERIC_ERROR, ErrorText
 from llm_worker.ui._frontend import FrontendTool, add_frontend_tools
-from llm_worker.ui._record import MemoryToolRecord, Proven, ToolRecord, reconcile
+from llm_worker.ui._record import MemoryToolRecord, Proven, Recorder, ToolRecord, reconcile
 from llm_worker.ui._resumable import ResumableStreams, RunLog, StreamGone
 from llm_worker.ui._session import NO_PAUSE_STORE, SessionFrom, close_session, open_session
 from llm_worker.ui._sign import Signer
@@ -194,21 +194,24 @@ async def run_events(
     store: PauseStore,
     key: str,
     record: ToolRecord | None = None,
+    paused: Sequence[ToolUsePart] = (),
 ) -> AsyncGenerator[object, None]:
     """The events of the run `start` opens; a pause is stored before the browser can see it.
 
     A run without a key (a request naming no chat) keeps no pause: nothing could resume it
     but another anonymous request, which must never reach it. Each tool result goes into
     `record` as it comes, before the browser sees it (a stop or a disconnect later must not
-    lose what the tool did).
+    lose what the tool did), with the call it answers: one the run made, or, resuming a
+    pause, one of its `paused` calls.
 
     Close it (`aclosing`) when the reader stops early: that closes the run, which cancels
     its work cleanly.
     """
+    recorder = Recorder(paused)
     async with start() as run:
         async for event in run:
-            if key and record is not None and isinstance(event, ToolResultReady):
-                await record.add(key, [event.result.to_part()])
+            if key and record is not None and (entry := recorder.entry(event)) is not None:
+                await record.add(key, [entry])
             if isinstance(event, RunCompleted) and event.result.state is not None and key:
                 await store.put(key, event.result.state)
             yield event
@@ -475,7 +478,7 @@ class Endpoint:
         Results of tools that ask for approval must be proven (recorded, or signed by this
         server) always; with `trust_client_history=False`, those of every server tool.
         """
-        recorded: Mapping[str, ToolResultPart] = await self.record.results(key) if key else {}
+        recorded: Mapping[str, object] = await self.record.results(key) if key else {}
         tools = worker.tools
 
         def guarded(name: str | None) -> bool:
@@ -511,14 +514,21 @@ class Endpoint:
         encode: Callable[[AsyncIterator[object]], AsyncIterator[str]],
         *,
         session: Session | None = None,
+        paused: PauseState | None = None,
     ) -> Begun:
         """The run `start` opens, encoded by `encode`, its pause kept under `key`.
 
         With `session`, the run's pause is the session's (none goes into the store), and the
-        session is closed after the run, like the Worker.
+        session is closed after the run, like the Worker. `paused`: the pause a resumed run
+        answers (its calls' results go into the record).
         """
         store: PauseStore = NO_PAUSE_STORE if session is not None else self.store
-        events = encoded(worker, run_events(start, store, key, self.record), encode, session)
+        # In a session the server holds the conversation, results included: no request
+        # reads the record there, so nothing goes into it.
+        record = self.record if session is None else None
+        calls = paused.history[-1].tool_uses if paused is not None and paused.history else []
+        run = run_events(start, store, key, record, calls)
+        events = encoded(worker, run, encode, session)
         return Begun(self.running.streaming(key, worker, events), key, run_id, self.stopped)
 
     async def _session(self, key: str) -> tuple[Session, SessionRecord]:

@@ -12,7 +12,7 @@ import orjson
 from llm_worker._json import as_dict, as_list, as_str
 from llm_worker.messages import Message, ToolSpec
 from llm_worker.sessions import Session
-from llm_worker.state import Decision
+from llm_worker.state import Decision, PauseState
 from llm_worker.ui._app import (
     BODY_TIMEOUT,
     MAX_BODY,
@@ -207,7 +207,7 @@ class VercelAIAdapter(Endpoint):
         state = with_frontend_results(state, history, names)
         denied = [i for i, d in decisions.items() if not d.allow]
         start = lambda: worker.resume_stream(state, decisions=decisions)  # noqa: E731
-        return self._run(worker, start, key, message_id, denied)
+        return self._run(worker, start, key, message_id, denied, paused=state)
 
     async def _in_session(
         self,
@@ -260,6 +260,7 @@ class VercelAIAdapter(Endpoint):
         denied: Collection[str],
         *,
         session: Session | None = None,
+        paused: PauseState | None = None,
     ) -> Begun:
         encode = partial(
             to_vercel_stream,
@@ -269,7 +270,7 @@ class VercelAIAdapter(Endpoint):
             frontend=[t.name for t in self.frontend_tools],
             on_error=self.on_error,
         )
-        return self._started(worker, start, key, message_id, encode, session=session)
+        return self._started(worker, start, key, message_id, encode, session=session, paused=paused)
 
 
 def _message_id(body: dict[str, Any], ui: list[Any]) -> str:
