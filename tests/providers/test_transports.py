@@ -71,7 +71,7 @@ def test_every_client_takes_transport(cls: type[HttpClient]) -> None:
     assert client.transport.transport == "aiohttp"
     assert isinstance(client.transport.timeout, aiohttp.ClientTimeout)
     default = cls(model="m", api_key="k", base_url="http://127.0.0.1:1")
-    assert default.transport.transport == "httpx"
+    assert default.transport.transport == "auto"  # resolved by the loop of each request
 
 
 async def test_a_lent_aiohttp_session_is_used_and_left_open() -> None:
@@ -124,7 +124,11 @@ async def test_settings_of_the_other_library_are_refused_by_name() -> None:
     with pytest.raises(ConfigurationError, match=r"AsyncClient or an aiohttp\.ClientSession"):
         OpenAIChatClient(model="m", api_key="k", http_client=object())  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match=r"httpx\.Timeout for the httpx transport"):
-        OpenAIChatClient(model="m", api_key="k", timeout=aiohttp.ClientTimeout(total=5))
+        OpenAIChatClient(
+            model="m", api_key="k", transport="httpx", timeout=aiohttp.ClientTimeout(total=5)
+        )
+    with pytest.raises(ConfigurationError, match=r"seconds, an httpx\.Timeout or an aiohttp"):
+        OpenAIChatClient(model="m", api_key="k", timeout="5")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="positive number of seconds"):
         OpenAIChatClient(model="m", api_key="k", transport="aiohttp", timeout=-1.0)
 

@@ -56,9 +56,13 @@ async def model(
 
 
 def pool_open(worker: Worker) -> bool:
-    """Whether the Worker's own httpx pool is still open (private: no public view of it)."""
+    """Whether the Worker's own HTTP pool is still open (private: no public view of it)."""
     transport: Any = worker.client.transport  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
-    pool: Any = transport._backend._client  # pyright: ignore[reportUnknownMemberType]
+    backend: Any = transport._backend  # pyright: ignore[reportUnknownMemberType]
+    if backend.name == "aiohttp":  # the default under asyncio
+        session: Any = backend._session  # pyright: ignore[reportUnknownMemberType]
+        return session is not None and not session.closed  # pyright: ignore[reportUnknownMemberType]
+    pool: Any = backend._client  # pyright: ignore[reportUnknownMemberType]
     return pool is not None and not pool.is_closed  # pyright: ignore[reportUnknownMemberType]
 
 

@@ -16,7 +16,7 @@ from llm_worker.events import Event
 from llm_worker.messages import Request, SpecificTool, ToolChoice
 from llm_worker.providers._blocks import StreamMapper, drive
 from llm_worker.providers._counting import count_request, read_count
-from llm_worker.providers._http import RetryPolicy, Transport, TransportName
+from llm_worker.providers._http import RetryPolicy, Transport, TransportChoice
 from llm_worker.providers._settings import DEFAULT_MAX_ANSWER_CHARS, checked_answer_chars
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES
 
@@ -73,9 +73,11 @@ class HttpClient:
             set it to your pool size when you pass an `http_client` with more connections.
         max_event_bytes: The most bytes one unfinished event (an SSE line or event, a JSON
             answer) may hold; past it the stream fails (16 MiB; `docs/guarantees.md`).
-        transport: `"httpx"` or `"aiohttp"` (extra `llm-worker[aiohttp]`; asyncio only;
-            less CPU per event). By default `http_client`'s library, else the
-            `LLM_WORKER_TRANSPORT` environment variable, else httpx.
+        transport: The HTTP library: `"auto"` (the default: aiohttp under asyncio, about
+            half the CPU per event of httpx; httpx under trio, where aiohttp does not
+            run; resolved at each request by the running loop), `"httpx"` or `"aiohttp"`
+            (asyncio only). Left out: `http_client`'s library, else the
+            `LLM_WORKER_TRANSPORT` environment variable, else `"auto"`.
         max_answer_chars: The most characters one answer may hold (text, thinking, tool
             arguments and signatures together); past it the stream fails with
             `AnswerTooLargeError` and nothing more is read (64 Mi; `docs/guarantees.md`).
@@ -84,7 +86,7 @@ class HttpClient:
         ConfigurationError: No API key for the provider's own API, a base URL that is not
             http(s), a bad `max_event_bytes` or `max_answer_chars`, or transport settings
             that do not fit.
-        MissingExtraError: `transport="aiohttp"` without the `llm-worker[aiohttp]` extra.
+        MissingExtraError: `transport="aiohttp"` with aiohttp not installed.
     """
 
     provider: str  # set by each subclass (a class attribute)
@@ -103,7 +105,7 @@ class HttpClient:
         headers: Mapping[str, str] | None = None,
         max_concurrency: int | None = 100,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        transport: TransportName | None = None,
+        transport: TransportChoice | None = None,
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
     ) -> None:
         """Create a client; the class docstring describes the arguments and errors."""

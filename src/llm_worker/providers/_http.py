@@ -10,17 +10,16 @@ body byte has been handed on, a failure is raised, never retried silently.
 from __future__ import annotations
 
 import importlib.util
-import os
 import random
-import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, get_args
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlencode
 
 import anyio
+import sniffio
 
 from llm_worker._retries import retrying
 from llm_worker.errors import (
@@ -35,13 +34,13 @@ from llm_worker.errors import (
 from llm_worker.providers._body import encoded
 from llm_worker.providers._cooldown import credential_tag
 from llm_worker.providers._http_backend import (
-    TRANSPORT_ENV,
     Answer,
     Backend,
     BodyFailed,
     ConnectFailed,
     TransportName,
 )
+from llm_worker.providers._http_choice import TransportChoice, chosen, loop_library, resolved
 from llm_worker.providers._http_errors import (
     error_class,
     error_from_status,
@@ -71,6 +70,7 @@ if TYPE_CHECKING:
 __all__ = (
     "RetryPolicy",
     "Transport",
+    "TransportChoice",
     "TransportName",
     "error_class",
     "error_from_status",
@@ -143,12 +143,13 @@ class Transport:
             `max_event_bytes` is not a positive integer, `max_concurrency` neither (nor
             `None`), or the transport, `http_client` and
             `timeout` do not fit together.
-        MissingExtraError: The aiohttp transport without the `llm-worker[aiohttp]` extra.
+        MissingExtraError: The aiohttp transport named, and aiohttp not installed.
     """
 
     __slots__ = (
         "_backend",
         "_gate",
+        "_gate_library",
         "_headers",
         "_prefix",
         "_query",
@@ -174,7 +175,7 @@ class Transport:
         retry: RetryPolicy | None = None,
         max_concurrency: int | None = 100,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        transport: TransportName | None = None,
+        transport: TransportChoice | None = None,
     ) -> None:
         self.provider = provider
         credentials = [secret, *url_secrets(base_url), *header_secrets(headers)]
@@ -192,12 +193,15 @@ class Transport:
         self.max_concurrency = checked_concurrency(max_concurrency)
         self.max_event_bytes = checked_limit(max_event_bytes)
         self._gate: anyio.Semaphore | None = None
-        name = _chosen(transport, http_client)
+        self._gate_library = ""  # the async library the gate was made under
+        name = chosen(transport, http_client, timeout)
         self._settings = (name, http_client, timeout, max_concurrency or 100)
         self._backend: Backend | None = None
-        if http_client is not None or not _seconds(timeout):
+        if name != "auto" and (http_client is not None or not _seconds(timeout)):
             # Settings in the library's own types: it is imported already, check them now.
-            self._backend = make_backend(*self._settings)
+            self._backend = make_backend(name, http_client, timeout, self._settings[3])
+        elif name == "auto":
+            _check_either(timeout)
         elif name == "aiohttp" and importlib.util.find_spec("aiohttp") is None:
             raise MissingExtraError("aiohttp", 'transport="aiohttp"', "aiohttp is not installed")
 
@@ -210,16 +214,36 @@ class Transport:
         return self._library().timeout
 
     @property
-    def transport(self) -> TransportName:
-        """The HTTP library the requests go through: `"httpx"` or `"aiohttp"`."""
-        return self._settings[0]
+    def transport(self) -> TransportChoice:
+        """The HTTP library the requests go through: `"httpx"` or `"aiohttp"`.
+
+        Chosen by the event loop when `transport=` was left out (`"auto"`): read inside a
+        running loop, the library that loop's requests use (aiohttp on asyncio, httpx on
+        trio); outside any, the last request's, or `"auto"` before the first.
+        """
+        choice = self._settings[0]
+        if choice != "auto":
+            return choice
+        last = None if self._backend is None else self._backend.name
+        try:
+            return loop_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            return last or "auto"
 
     def _library(self) -> Backend:
         # Made at the first request: a client built at start-up does not pay for importing the
-        # HTTP library (100-300 ms) until it is used.
-        if self._backend is None:
-            self._backend = make_backend(*self._settings)
-        return self._backend
+        # HTTP library (100-300 ms) until it is used. Under "auto", made again when the loop
+        # calls for the other library (a client used under asyncio, then under trio).
+        backend = self._backend
+        choice, http_client, timeout, pool_size = self._settings
+        if backend is not None and choice == "httpx":
+            return backend
+        name = resolved(choice, None if backend is None else backend.name)
+        if backend is None or backend.name != name:
+            # The other library's own client, if any, belongs to the other loop, which closes
+            # it when it ends (`LoopBound`).
+            backend = self._backend = make_backend(name, http_client, timeout, pool_size)
+        return backend
 
     async def aclose(self) -> None:
         """Close the HTTP client if this transport created it."""
@@ -321,8 +345,12 @@ class Transport:
         # dominated the CPU. Waiting here, in an O(1) semaphore, keeps its queue empty.
         if self.max_concurrency is None:
             return nullcontext()
-        if self._gate is None:
+        # A gate is of its async library (anyio's asyncio and trio semaphores differ): a
+        # client used under asyncio, then under trio, makes one for each.
+        library = sniffio.current_async_library()
+        if self._gate is None or library != self._gate_library:
             self._gate = anyio.Semaphore(self.max_concurrency)
+            self._gate_library = library
         return self._gate
 
     async def _open(
@@ -495,7 +523,7 @@ def make_backend(
 
     Raises:
         ConfigurationError: An `http_client` or `timeout` of the other library.
-        MissingExtraError: `"aiohttp"` without the `llm-worker[aiohttp]` extra installed.
+        MissingExtraError: `"aiohttp"` without aiohttp installed.
     """
     if name == "aiohttp":
         from llm_worker.providers._http_aiohttp import AiohttpBackend
@@ -513,40 +541,15 @@ def _seconds(timeout: object) -> bool:
     return isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
 
 
-def _chosen(transport: str | None, http_client: object) -> TransportName:
-    """The transport named by `transport`, else by `http_client`'s type, else the environment.
+def _check_either(timeout: object) -> None:
+    """Under `"auto"`: a timeout either library takes (seconds or an `httpx.Timeout`).
 
     Raises:
-        ConfigurationError: An unknown transport name, or an `http_client` of the other library.
+        ConfigurationError: Any other timeout (an `aiohttp.ClientTimeout` chose aiohttp).
     """
-    lent = _library_of(http_client)
-    if transport is None:
-        transport = lent or os.environ.get(TRANSPORT_ENV, "").strip() or "httpx"
-        source = f"{TRANSPORT_ENV}={transport!r}" if lent is None else "http_client"
-    else:
-        source = "transport"
-    if transport in ("httpx", "aiohttp"):
-        if lent is not None and lent != transport:
-            raise ConfigurationError(
-                f"{source} names the {transport} transport, but http_client is {lent}'s "
-                f"{type(http_client).__name__}: pass transport={lent!r}, or a client of {transport}"
-            )
-        return "httpx" if transport == "httpx" else "aiohttp"
-    names = " or ".join(repr(n) for n in get_args(TransportName))
-    raise ConfigurationError(f"unknown transport {transport!r} (from {source}): use {names}")
-
-
-def _library_of(http_client: object) -> TransportName | None:
-    """The library of a lent client, without importing either library."""
-    if http_client is None:
-        return None
-    httpx = sys.modules.get("httpx")
-    if httpx is not None and isinstance(http_client, httpx.AsyncClient):
-        return "httpx"
-    aiohttp = sys.modules.get("aiohttp")
-    if aiohttp is not None and isinstance(http_client, aiohttp.ClientSession):
-        return "aiohttp"
+    if _seconds(timeout) or type(timeout).__module__.startswith("httpx"):
+        return
     raise ConfigurationError(
-        f"http_client must be an httpx.AsyncClient or an aiohttp.ClientSession, not "
-        f"{type(http_client).__name__}"
+        f"timeout must be a positive number of seconds, an httpx.Timeout or an "
+        f"aiohttp.ClientTimeout, not {type(timeout).__name__}"
     )

@@ -73,7 +73,7 @@ from llm_worker.providers._anthropic_request import (
 )
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, wrong_type
-from llm_worker.providers._http import RetryPolicy, TransportName, error_class
+from llm_worker.providers._http import RetryPolicy, TransportChoice, error_class
 from llm_worker.providers._settings import DEFAULT_MAX_ANSWER_CHARS
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent
 
@@ -150,7 +150,7 @@ class AnthropicClient(HttpClient):
         betas: Collection[str] = (),
         prompt_cache: Collection[CacheBreakpoint] = (),
         prompt_cache_ttl: Literal["5m", "1h"] | None = None,
-        transport: TransportName | None = None,
+        transport: TransportChoice | None = None,
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
     ) -> None:
         """Create a client.
@@ -171,7 +171,7 @@ class AnthropicClient(HttpClient):
             betas: Beta feature names, sent as the `anthropic-beta` header.
             prompt_cache: Where to put prompt-cache breakpoints in every request.
             prompt_cache_ttl: Their cache lifetime (`"5m"` or `"1h"`).
-            transport: `"httpx"` or `"aiohttp"` (see `HttpClient`).
+            transport: `"auto"` (the default), `"httpx"` or `"aiohttp"` (see `HttpClient`).
             max_answer_chars: The most characters one answer may hold (see `HttpClient`).
 
         Raises:
