@@ -8,6 +8,7 @@ read. It runs on asyncio only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import weakref
 from collections.abc import AsyncGenerator, Mapping
@@ -15,7 +16,13 @@ from typing import Any, ClassVar
 
 from llm_worker._extras import require_extra
 from llm_worker.errors import ConfigurationError
-from llm_worker.providers._http_backend import BodyFailed, ConnectFailed, LoopBound, TransportName
+from llm_worker.providers._http_backend import (
+    BodyFailed,
+    ConnectFailed,
+    LoopBound,
+    TransportName,
+    close_dead_transport,
+)
 
 # This module is imported only when the aiohttp transport is chosen: without the extra, that
 # choice fails here with the error naming it.
@@ -51,8 +58,10 @@ class AiohttpBackend:
             self._bound.check_lent(session.closed)
             return session
         if session is None or session.closed or self._bound.moved():
-            # A session made under an earlier event loop was closed when that loop ended.
-            self._bound.forget()
+            # A session made under an earlier event loop was closed when that loop ended,
+            # or is closed here if that loop was closed without closing it.
+            if self._bound.forget() is not None and session is not None:
+                _abandon(session)
             connector = aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=0)
             # trust_env: proxy variables and .netrc, as httpx reads them by default.
             session = aiohttp.ClientSession(
@@ -90,8 +99,27 @@ class AiohttpBackend:
     async def aclose(self) -> None:
         """Close the session if this backend made it (the next request makes a new one)."""
         if self._owns:
-            self._session = None
-            await self._bound.release()
+            session, self._session = self._session, None
+            if await self._bound.release() is not None and session is not None:
+                _abandon(session)
+
+
+def _abandon(session: aiohttp.ClientSession) -> None:
+    """Close a session whose event loop was closed under it: its sockets, then itself.
+
+    `session.close()` needs its loop. The pool's transports are closed without it, then the
+    connector's own close, which on a closed loop only marks it closed and forgets its
+    connections (so neither aiohttp nor asyncio warns of them). aiohttp has no public view
+    of the pooled connections: `_conns` and `_acquired` are read here, with care.
+    """
+    connector: Any = session.connector
+    if connector is None:
+        return
+    idle = [proto for conns in getattr(connector, "_conns", {}).values() for proto, _ in conns]
+    for proto in [*idle, *getattr(connector, "_acquired", ())]:
+        close_dead_transport(getattr(proto, "transport", None))
+    with contextlib.suppress(RuntimeError):  # a waiter's cancel scheduled on the closed loop
+        connector._close()
 
 
 class _AiohttpAnswer:

@@ -9,9 +9,10 @@ when chosen (`_http.make_backend`): with aiohttp, httpx is never imported.
 
 from __future__ import annotations
 
+import socket
 import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from typing import ClassVar, Final, Literal, Protocol
+from typing import Any, ClassVar, Final, Literal, Protocol
 
 import sniffio
 
@@ -25,6 +26,7 @@ __all__ = (
     "ConnectFailed",
     "LoopBound",
     "TransportName",
+    "close_dead_transport",
 )
 
 TransportName = Literal["httpx", "aiohttp"]
@@ -163,16 +165,65 @@ class LoopBound:
         self._keeper = _keeper(close)
         await anext(self._keeper)  # started: the loop now closes it when it ends
 
-    async def release(self) -> None:
-        """Close the adopted client now (one of another event loop is left to that loop)."""
-        keeper, loop, self._keeper, self._loop = self._keeper, self._loop, None, None
-        if keeper is not None and loop is running_loop():
-            await keeper.aclose()
+    async def release(self) -> object:
+        """Close the adopted client now (one of another event loop is left to that loop).
 
-    def forget(self) -> None:
-        """Drop the client of an earlier loop: that loop closes it (or closed it) when it ends."""
+        Returns:
+            As `forget()`: the closed loop of a client it left open, for the caller to
+            close its sockets; `None` otherwise.
+        """
+        keeper, loop = self._keeper, self._loop
+        if keeper is not None and loop is running_loop():
+            self._keeper = None
+            self._loop = None
+            await keeper.aclose()
+            return None
+        return self.forget()
+
+    def forget(self) -> object:
+        """Drop the client of an earlier loop: that loop closes it (or closed it) when it ends.
+
+        Returns:
+            That loop if it was closed without closing the client (`run_until_complete` and
+            `close()` by hand, not `asyncio.run`, which closes it first): the caller closes
+            its sockets, which that loop no longer can. `None` otherwise.
+        """
+        keeper, loop = self._keeper, self._loop
         self._keeper = None
         self._loop = None
+        is_closed = getattr(loop, "is_closed", None)  # an asyncio loop (a trio token has none)
+        if keeper is None or keeper.ag_frame is None or is_closed is None or not is_closed():
+            return None  # no client, closed already (the keeper ran), or its loop still runs
+        return loop
+
+
+def close_dead_transport(transport: object) -> None:
+    """Close the socket of an asyncio transport whose event loop was closed under it.
+
+    asyncio closes a transport's socket in a callback of its loop, which a closed loop refuses
+    (`RuntimeError`): the socket would stay open until the garbage collector found it, with a
+    `ResourceWarning`. It is closed here and the transport marked closed. (These are asyncio's
+    private attributes, read with care: a transport of another kind is left as it is.)
+    """
+    known: Any = transport  # asyncio's selector and TLS transports, by their private fields
+    ssl_protocol = getattr(known, "_ssl_protocol", None)
+    if ssl_protocol is not None:  # TLS: the socket is under the TLS protocol's own transport
+        known._closed = True
+        close_dead_transport(getattr(ssl_protocol, "_transport", None))
+        return
+    sock = getattr(known, "_sock", None)
+    if isinstance(sock, socket.socket):
+        sock.close()
+        known._sock = None  # the transport warns at collection while it holds a socket
+
+
+def dead_loop_transport(loop: object, sock: object) -> object:
+    """The transport of `loop` (closed) over the socket `sock`, `None` if none is known."""
+    transports = getattr(loop, "_transports", None)  # a selector loop's, by file descriptor
+    fileno = getattr(sock, "fileno", None)
+    if transports is None or fileno is None:
+        return None
+    return transports.get(fileno())
 
 
 async def _keeper(close: Callable[[], Awaitable[object]]) -> AsyncGenerator[None, None]:

@@ -8,7 +8,14 @@ from typing import ClassVar, Final
 import httpx
 
 from llm_worker.errors import ConfigurationError
-from llm_worker.providers._http_backend import BodyFailed, ConnectFailed, LoopBound, TransportName
+from llm_worker.providers._http_backend import (
+    BodyFailed,
+    ConnectFailed,
+    LoopBound,
+    TransportName,
+    close_dead_transport,
+    dead_loop_transport,
+)
 
 __all__ = ("DEFAULT_TIMEOUT", "HttpxBackend")
 
@@ -35,8 +42,11 @@ class HttpxBackend:
             self._bound.check_lent(client.is_closed)
             return client
         if client is None or client.is_closed or self._bound.moved():
-            # A client made under an earlier event loop was closed when that loop ended.
-            self._bound.forget()
+            # A client made under an earlier event loop was closed when that loop ended,
+            # or is closed here if that loop was closed without closing it.
+            dead = self._bound.forget()
+            if dead is not None and client is not None:
+                _abandon(client, dead)
             size = self._pool_size
             limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
             try:
@@ -69,8 +79,27 @@ class HttpxBackend:
     async def aclose(self) -> None:
         """Close the client if this backend made it (the next request makes a new one)."""
         if self._owns:
-            self._client = None
-            await self._bound.release()
+            client, self._client = self._client, None
+            dead = await self._bound.release()
+            if dead is not None and client is not None:
+                _abandon(client, dead)
+
+
+def _abandon(client: httpx.AsyncClient, loop: object) -> None:
+    """Close the sockets of a client whose event loop was closed under it.
+
+    `client.aclose()` needs its loop. httpcore's pool lists its connections, and each
+    connection's network stream its socket; its transport is looked up in the closed loop and
+    closed without it (httpx and httpcore themselves hold nothing that warns). The path to
+    the pool and to each connection's stream is private: read with care.
+    """
+    pool = getattr(getattr(client, "_transport", None), "_pool", None)
+    for connection in getattr(pool, "connections", ()):
+        http11 = getattr(connection, "_connection", None)
+        stream = getattr(http11, "_network_stream", None)
+        if stream is not None:
+            sock = stream.get_extra_info("socket")
+            close_dead_transport(dead_loop_transport(loop, sock))
 
 
 class _HttpxAnswer:
