@@ -192,8 +192,9 @@ class LoopBound:
         self._keeper = None
         self._loop = None
         is_closed = getattr(loop, "is_closed", None)  # an asyncio loop (a trio token has none)
-        if keeper is None or keeper.ag_frame is None or is_closed is None or not is_closed():
-            return None  # no client, closed already (the keeper ran), or its loop still runs
+        finished = keeper is None or getattr(keeper, "ag_frame", None) is None  # the keeper ran
+        if finished or is_closed is None or not is_closed():
+            return None  # no client, closed already, or its loop still runs (and closes it)
         return loop
 
 
