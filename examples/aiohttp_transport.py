@@ -1,8 +1,8 @@
 """Many agent runs at once over the aiohttp transport, on one event loop.
 
-1. `transport="aiohttp"` (the `llm-worker[aiohttp]` extra) sends a client's requests through
-   aiohttp instead of httpx: the same events, typed errors, retries and timeouts, with less
-   CPU per event (see docs/benchmarks.md). httpx is never imported.
+1. aiohttp is the default transport under asyncio (`transport="auto"`; httpx under trio):
+   the same events, typed errors, retries and timeouts as httpx, with less CPU per event (see
+   docs/benchmarks.md). httpx is never imported.
 2. An `aiohttp.ClientSession` of your own (`http_client=`) carries your settings (here a
    bigger pool and a request counter); the client uses it and leaves it open.
 3. 50 Workers run concurrently on that one client; each streams its answer.

@@ -1,4 +1,4 @@
-"""The aiohttp backend of the Transport (`transport="aiohttp"`, the `llm-worker[aiohttp]` extra).
+"""The aiohttp backend of the Transport: the default under asyncio, or `transport="aiohttp"`.
 
 aiohttp reads a stream with less work per network read than httpx (one `readany()` per read,
 no layers of byte iterators), which is most of a client's cost when events arrive one per
@@ -24,8 +24,8 @@ from llm_worker.providers._http_backend import (
     close_dead_transport,
 )
 
-# This module is imported only when the aiohttp transport is chosen: without the extra, that
-# choice fails here with the error naming it.
+# This module is imported only when aiohttp is chosen: a core dependency, but an install that
+# left it out fails here with the error naming the (compatibility) extra that brings it.
 require_extra("aiohttp", "aiohttp", feature='transport="aiohttp"')
 
 import aiohttp  # noqa: E402  (after the check: a missing extra is a MissingExtraError)

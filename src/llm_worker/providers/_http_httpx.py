@@ -1,4 +1,4 @@
-"""The httpx backend of the Transport (the default): its failures as ConnectFailed, BodyFailed."""
+"""The httpx backend of the Transport (trio's default): failures as ConnectFailed, BodyFailed."""
 
 from __future__ import annotations
 
