@@ -15,9 +15,12 @@ without serving: `DurableWorker(serve=False)`), `lease` (the lease's seconds, de
 `fallback_url` (a Gemini scripted server: the client is then a `FallbackClient` that tries
 `model_url` first, without retries, and falls over to it), `nested` (the root's one tool is
 a sub-agent with the tools above: `delegate`), `report_pause` (run id: print
-`{"paused": id}` once its pause is recorded).
+`{"paused": id}` once its pause is recorded), `session` (`{"store": "sqlite" | "postgres",
+"where": file or DSN, "id": ...}`: the Worker keeps its conversation there), `stop_after`
+(`"append"`: once the session's append is written, print `{"stopped": "append"}` and block
+until the process is killed).
 It prints one JSON line per event: `{"tool": ...}` when the tool wrote, `{"run": id, "result": ...}`
-per finished run.
+per finished run (`{"run": id, "error": name}` per failed one).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import anyio
 from llm_worker import Decision, PauseState, Worker, tool
 from llm_worker.durable import DecisionConflictError, DurableWorker
 from llm_worker.durable._records import run_record
+from llm_worker.errors import LLMWorkerError
 from llm_worker.providers import (
     AnthropicClient,
     FallbackClient,
@@ -42,6 +46,7 @@ from llm_worker.providers import (
     LLMClient,
     RetryPolicy,
 )
+from llm_worker.sessions import PostgresSession, Session, SqliteSession
 from llm_worker.tools import Tool
 
 _SAYING = threading.Lock()  # tools print from worker threads: one whole line at a time
@@ -95,10 +100,38 @@ def model_clients(config: dict[str, Any]) -> list[HttpClient]:
     return [client, spare]
 
 
+class _Stopping:
+    """Blocks (until the process is killed) right after the session's append is written."""
+
+    async def append(self, *args: Any, **options: Any) -> None:
+        await super().append(*args, **options)  # pyright: ignore[reportAttributeAccessIssue]
+        say({"stopped": "append"})
+        await anyio.sleep_forever()
+
+
+class _StoppingSqlite(_Stopping, SqliteSession):
+    pass
+
+
+class _StoppingPostgres(_Stopping, PostgresSession):
+    pass
+
+
+def session_of(config: dict[str, Any]) -> Session | None:
+    """The session of `config["session"]`, stopping where `stop_after` says."""
+    spec = config.get("session")
+    if spec is None:
+        return None
+    stop = config.get("stop_after") == "append"
+    if spec["store"] == "sqlite":
+        return (_StoppingSqlite if stop else SqliteSession)(spec["id"], spec["where"])
+    return (_StoppingPostgres if stop else PostgresSession)(spec["id"], spec["where"])
+
+
 def root_worker(client: LLMClient, config: dict[str, Any]) -> Worker:
     """The Worker the runs run on; with `nested`, its one tool is a sub-agent with the tools."""
     if not config.get("nested"):
-        return Worker(client, tools=tools(config))
+        return Worker(client, tools=tools(config), session=session_of(config))
     desk = Worker(client, tools=tools(config), name="desk")
     about = "Hands the task to the desk."
     return Worker(client, tools=[desk.as_tool(name="delegate", description=about)])
@@ -187,7 +220,11 @@ async def race(durable: DurableWorker, config: dict[str, Any]) -> None:
 async def _run(durable: DurableWorker, run_id: str, start: bool) -> None:
     if start:
         await durable.start(run_id, run_id=run_id)
-    result = await durable.result(run_id)
+    try:
+        result = await durable.result(run_id)
+    except LLMWorkerError as exc:  # the run failed: the test says whether it should have
+        say({"run": run_id, "error": type(exc).__name__})
+        return
     say({"run": run_id, "result": run_record(result)})
 
 

@@ -19,6 +19,7 @@ from llm_worker.durable._errors import (
 )
 from llm_worker.durable._protocol import RunSummary
 from llm_worker.durable._records import decisions_record, messages_record, run_from
+from llm_worker.durable._session import replay_safe
 from llm_worker.durable._steps import PROGRESS, DurableInterceptor
 from llm_worker.errors import ConfigurationError, PauseStateError
 from llm_worker.state import Decision, OutputT, PauseState, RunResult, RunStatus
@@ -51,7 +52,9 @@ class DurableWorker(Generic[OutputT]):
     process died runs again only if its tool is read-only or idempotent, else it gets an
     error result saying it was interrupted). Hooks run inside the workflow, again on
     recovery: keep them deterministic, and put side effects in `llm_worker.durable.step`. A
-    `Pause` makes the run wait, durably, for `decide()` from any process.
+    `Pause` makes the run wait, durably, for `decide()` from any process. A Worker's session
+    (`Worker(session=...)`, a `ReplaySafeSession`) is loaded once per run and its turn
+    appended once, however often the run is recovered (docs/durable.md).
 
     A serving process (the default) runs the runs of the names it entered, and only those;
     when its last `DurableWorker` leaves, the runs it holds go back to their queues for
@@ -109,6 +112,7 @@ class DurableWorker(Generic[OutputT]):
         if not name:
             raise ConfigurationError("a DurableWorker needs a non-empty name")
         check_url(database_url)
+        replay_safe(worker._cfg.session)  # pyright: ignore[reportPrivateUsage]
         if not lease > 0:
             raise ConfigurationError(f"a DurableWorker's lease is seconds > 0, not {lease!r}")
         self.worker = worker

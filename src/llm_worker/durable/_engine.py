@@ -27,6 +27,7 @@ from llm_worker._json import as_dict
 from llm_worker.durable._errors import ExecutorAliveError, RecordError
 from llm_worker.durable._records import decisions_from, run_record
 from llm_worker.durable._serializer import JsonSerializer, refuse_pickles
+from llm_worker.durable._session import run_session
 from llm_worker.durable._steps import PROGRESS, Attempt, current
 from llm_worker.errors import ConfigurationError, PauseStateError
 from llm_worker.messages import Message
@@ -316,11 +317,12 @@ async def _workflow(name: str, messages: list[dict[str, Any]]) -> dict[str, Any]
         await engine.hand_back(run_id)
         raise asyncio.CancelledError
     worker = parent.fork()
+    attempt = Attempt(run_id, uuid.uuid4().hex, dbos, anyio.Lock())
     # A tool started early runs inside the request's step, where DBOS records nothing: it
     # would run again on recovery. In a durable run every call is a step of its own.
     cfg = worker._cfg  # pyright: ignore[reportPrivateUsage]
-    worker._cfg = replace(cfg, early_tool_start=False)  # pyright: ignore[reportPrivateUsage]
-    attempt = Attempt(run_id, uuid.uuid4().hex, dbos, anyio.Lock())
+    session = run_session(cfg.session, attempt)
+    worker._cfg = replace(cfg, early_tool_start=False, session=session)  # pyright: ignore[reportPrivateUsage]
     token = current().set(attempt)
     followers = parent._followers  # pyright: ignore[reportPrivateUsage]
     engine.running[run_id] = worker

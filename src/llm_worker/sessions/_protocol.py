@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from llm_worker.messages import Message
     from llm_worker.state import PauseState
 
-__all__ = ("Session", "SessionRecord")
+__all__ = ("ReplaySafeSession", "Session", "SessionRecord")
 
 
 @dataclass(slots=True, frozen=True)
@@ -65,4 +65,45 @@ class Session(Protocol):
 
     async def release(self, token: str) -> None:
         """Give up the claim (nothing else changes)."""
+        ...
+
+
+@runtime_checkable
+class ReplaySafeSession(Session, Protocol):
+    """A session a `DurableWorker` can use: a recovered run appends its turn once.
+
+    A durable run that crashed is run again from its start by another process; the store
+    must let that attempt take the same history and write its turn only if the first did
+    not. `SqliteSession` and `PostgresSession` implement it:
+
+    - `claim(token)` takes a claim held under the same token again (the dead attempt's);
+    - `messages_at(version, count)` gives back the messages the run first loaded, whatever
+      was appended since (or raises `SessionError` if they are gone: a `clear()`);
+    - `append(..., key=...)` stores its key in the same transaction, and an append whose
+      key is stored writes nothing; `appended(key)` says whether (and at which version)
+      the keyed append was made.
+    """
+
+    async def claim(self, token: str | None = None) -> str:
+        """Take the session for one run, under `token` if given; returns the token."""
+        ...
+
+    async def messages_at(self, version: int, count: int) -> list[Message]:
+        """The `count` messages the session held at `version`."""
+        ...
+
+    async def append(
+        self,
+        token: str,
+        version: int,
+        messages: list[Message],
+        pause: PauseState | None,
+        *,
+        key: str | None = None,
+    ) -> None:
+        """Append like `Session.append`, once per `key`."""
+        ...
+
+    async def appended(self, key: str) -> int | None:
+        """The version the append keyed `key` made, or None if none was."""
         ...

@@ -1,13 +1,16 @@
 """The SQL both stores share: the schema and its migrations, claims, loads and appends.
 
-Tables (schema version 1):
+Tables (schema version 2):
 
 - `llm_worker_session_schema(version)`: one row, the schema version this store is at;
 - `llm_worker_sessions(id, version, pause, claim, claim_pid, claim_host, claimed_at,
-  updated_at)`: one row per session; `pause` is a `PauseState` as JSON; `claim` the token
-  of the run holding it, with the process that took it (to see it died) and when;
+  updated_at, cleared)`: one row per session; `pause` is a `PauseState` as JSON; `claim` the
+  token of the run holding it, with the process that took it (to see it died) and when;
+  `cleared` the version the last `clear()` made (0: never cleared);
 - `llm_worker_session_messages(session_id, seq, message)`: the conversation, one JSON
-  message per row, append-only (only `clear()` deletes).
+  message per row, append-only (only `clear()` deletes);
+- `llm_worker_session_appends(session_id, append_key, version)`: the keyed appends (a
+  durable run's) and the version each made: an append whose key is there is not made again.
 
 A store written by a newer schema is refused (`SessionError`), never read as if it were
 this one; an older one is migrated forward, step by step, in one transaction per step.
@@ -48,6 +51,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE IF NOT EXISTS llm_worker_session_messages ("
         " session_id TEXT NOT NULL, seq BIGINT NOT NULL, message TEXT NOT NULL,"
         " PRIMARY KEY (session_id, seq))",
+    ),
+    # 1 -> 2: keyed appends (a recovered durable run appends once), the version of the last
+    # clear (a recovered run reloads the messages it started from only if they are intact).
+    (
+        "ALTER TABLE llm_worker_sessions ADD COLUMN cleared BIGINT NOT NULL DEFAULT 0",
+        "CREATE TABLE IF NOT EXISTS llm_worker_session_appends ("
+        " session_id TEXT NOT NULL, append_key TEXT NOT NULL, version BIGINT NOT NULL,"
+        " PRIMARY KEY (session_id, append_key))",
     ),
 )
 """`MIGRATIONS[n]` takes a store from schema version n to n + 1."""
@@ -150,14 +161,19 @@ class SqlSession:
 
     # -- the run's protocol --------------------------------------------------------------------
 
-    async def claim(self) -> str:
+    async def claim(self, token: str | None = None) -> str:
         """Take the session for one run (waiting up to `wait` seconds while it is busy).
+
+        Args:
+            token: The claim's token (default: a new one). A claim held under the same
+                token is taken again, by this process: a durable run recovered elsewhere
+                is not refused by the claim its dead attempt left.
 
         Raises:
             SessionBusyError: Another run holds it (a live process, a claim younger than
                 `lease_s`).
         """
-        token = uuid.uuid4().hex
+        token = token or uuid.uuid4().hex
         deadline = time.monotonic() + self._wait
         pause = 0.02
         while True:
@@ -189,7 +205,7 @@ class SqlSession:
                 "WHERE id = ?" + d.for_update,
                 (self._id,),
             ).fetchone()
-            if row[0] is not None and not _stale(row, now, self._lease):
+            if row[0] is not None and row[0] != token and not _stale(row, now, self._lease):
                 return False
             d.execute(
                 conn,
@@ -227,7 +243,7 @@ class SqlSession:
             )
         if row is None:
             return SessionRecord()
-        try:
+        with self._readable():
             version = int(row[0])
             if fresh or cached is None:
                 messages = [Message.from_dict(orjson.loads(r[0])) for r in rows]
@@ -235,14 +251,73 @@ class SqlSession:
             else:
                 messages = cached[1]
             pause = None if row[1] is None else PauseState.from_json(row[1])
-        except (ValueError, TypeError, KeyError, PauseStateError) as exc:
-            raise SessionError(f"session {self._id!r} holds a record it cannot read") from exc
         return SessionRecord(list(messages), pause, version)
 
+    @contextmanager
+    def _readable(self) -> Generator[None]:
+        """A stored record this version cannot read, as a `SessionError`."""
+        try:
+            yield
+        except (ValueError, TypeError, KeyError, PauseStateError) as exc:
+            raise SessionError(f"session {self._id!r} holds a record it cannot read") from exc
+
+    async def messages_at(self, version: int, count: int) -> list[Message]:
+        """The messages the session held at `version`, when it held `count` of them.
+
+        What a recovered durable run started from: messages are only ever appended, so
+        they are the first `count` ones, whatever was appended since, unless the session
+        was cleared since.
+
+        Raises:
+            SessionError: The session was cleared since `version` (those messages are gone),
+                or it never held `count` messages at `version`.
+        """
+        return await self._run(lambda conn: self._messages_at(conn, version, count))
+
+    def _messages_at(self, conn: Any, version: int, count: int) -> list[Message]:
+        cached = self._cached
+        if cached is not None and cached[0] == version and len(cached[1]) == count:
+            return list(cached[1])
+        d = self._dialect
+        with _transaction(d, conn):
+            row = d.execute(
+                conn, "SELECT version, cleared FROM llm_worker_sessions WHERE id = ?", (self._id,)
+            ).fetchone()
+            rows: list[Any] = d.execute(
+                conn,
+                "SELECT message FROM llm_worker_session_messages WHERE session_id = ? AND seq < ?"
+                " ORDER BY seq",
+                (self._id, count),
+            ).fetchall()
+        with self._readable():
+            intact = row is None or (int(row[0]) >= version and int(row[1]) <= version)
+            if not intact or len(rows) != count:
+                raise SessionError(
+                    f"session {self._id!r} no longer holds the {count} messages it held at "
+                    f"version {version} (it was cleared since)"
+                )
+            return [Message.from_dict(orjson.loads(r[0])) for r in rows]
+
     async def append(
-        self, token: str, version: int, messages: list[Message], pause: PauseState | None
+        self,
+        token: str,
+        version: int,
+        messages: list[Message],
+        pause: PauseState | None,
+        *,
+        key: str | None = None,
     ) -> None:
         """Append `messages` and set the pause, if the claim holds and nothing changed.
+
+        Args:
+            token: The claim's token (`claim()`'s).
+            version: The version `load()` read.
+            messages: The messages to append, oldest first.
+            pause: The run's pause, or None (the session's pause is cleared).
+            key: Makes the append happen once: the key is stored with it, in the same
+                transaction, and an append whose key is stored already writes nothing and
+                raises nothing (a recovered durable run's, whose first attempt appended).
+                `appended(key)` tells the version it made.
 
         Raises:
             SessionBusyError: The claim was taken over or the session changed since `load`
@@ -250,43 +325,70 @@ class SqlSession:
         """
         rows = [orjson.dumps(m.to_dict()).decode() for m in messages]
         paused = None if pause is None else pause.to_json()
-        await self._run(lambda conn: self._append(conn, token, version, rows, paused))
+        await self._run(lambda conn: self._append(conn, token, version, rows, paused, key=key))
+
+    async def appended(self, key: str) -> int | None:
+        """The version the append keyed `key` made, or None if no append had this key."""
+        return await self._run(lambda conn: _keyed(self._dialect, conn, self._id, key))
 
     def _append(
-        self, conn: Any, token: str, version: int, rows: list[str], pause: str | None
+        self,
+        conn: Any,
+        token: str,
+        version: int,
+        rows: list[str],
+        pause: str | None,
+        *,
+        key: str | None,
     ) -> None:
         d = self._dialect
         with _transaction(d, conn):
-            row = d.execute(
-                conn,
-                "SELECT version, claim FROM llm_worker_sessions WHERE id = ?" + d.for_update,
-                (self._id,),
-            ).fetchone()
-            if row is None or row[1] != token or int(row[0]) != version:
-                raise SessionBusyError(
-                    f"session {self._id!r} changed while this run went on (another run took "
-                    "it over): this run's messages were not appended",
-                    session_id=self._id,
-                )
-            seq = _count(d, conn, self._id)
-            for offset, message in enumerate(rows):
+            if key is not None and _keyed(d, conn, self._id, key) is not None:
+                return  # made already, by this run's earlier attempt: the cache is left as is
+            self._write(conn, token, version, rows, pause)
+            if key is not None:
                 d.execute(
                     conn,
-                    "INSERT INTO llm_worker_session_messages (session_id, seq, message) "
+                    "INSERT INTO llm_worker_session_appends (session_id, append_key, version) "
                     "VALUES (?, ?, ?)",
-                    (self._id, seq + offset, message),
+                    (self._id, key, version + 1),
                 )
-            d.execute(
-                conn,
-                "UPDATE llm_worker_sessions SET version = version + 1, pause = ?, claim = NULL,"
-                " claim_pid = NULL, claim_host = NULL, claimed_at = NULL, updated_at = ? "
-                "WHERE id = ?",
-                (pause, time.time(), self._id),
-            )
         cached = self._cached
         if cached is not None and cached[0] == version:  # read back as a load would
             added = [Message.from_dict(orjson.loads(r)) for r in rows]
             self._cached = (version + 1, [*cached[1], *added])
+
+    def _write(
+        self, conn: Any, token: str, version: int, rows: list[str], pause: str | None
+    ) -> None:
+        """The append itself, in the caller's transaction, if the claim and version hold."""
+        d = self._dialect
+        row = d.execute(
+            conn,
+            "SELECT version, claim FROM llm_worker_sessions WHERE id = ?" + d.for_update,
+            (self._id,),
+        ).fetchone()
+        if row is None or row[1] != token or int(row[0]) != version:
+            raise SessionBusyError(
+                f"session {self._id!r} changed while this run went on (another run took "
+                "it over): this run's messages were not appended",
+                session_id=self._id,
+            )
+        seq = _count(d, conn, self._id)
+        for offset, message in enumerate(rows):
+            d.execute(
+                conn,
+                "INSERT INTO llm_worker_session_messages (session_id, seq, message) "
+                "VALUES (?, ?, ?)",
+                (self._id, seq + offset, message),
+            )
+        d.execute(
+            conn,
+            "UPDATE llm_worker_sessions SET version = version + 1, pause = ?, claim = NULL,"
+            " claim_pid = NULL, claim_host = NULL, claimed_at = NULL, updated_at = ? "
+            "WHERE id = ?",
+            (pause, time.time(), self._id),
+        )
 
     async def release(self, token: str) -> None:
         """Give up the claim `token` (a no-op when it is no longer held)."""
@@ -339,7 +441,7 @@ class SqlSession:
             d.execute(
                 conn,
                 "UPDATE llm_worker_sessions SET version = version + 1, pause = NULL, "
-                "updated_at = ? WHERE id = ?",
+                "cleared = version + 1, updated_at = ? WHERE id = ?",
                 (time.time(), self._id),
             )
 
@@ -403,6 +505,15 @@ def _transaction(d: Dialect, conn: Any) -> Generator[None]:
         d.execute(conn, "ROLLBACK")
         raise
     d.execute(conn, "COMMIT")
+
+
+def _keyed(d: Dialect, conn: Any, session_id: str, key: str) -> int | None:
+    row = d.execute(
+        conn,
+        "SELECT version FROM llm_worker_session_appends WHERE session_id = ? AND append_key = ?",
+        (session_id, key),
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _count(d: Dialect, conn: Any, session_id: str) -> int:

@@ -1,0 +1,119 @@
+"""A durable run's session, replayed in this process: each turn appended once, others refused.
+
+A serving DurableWorker that leaves hands its runs back to their queue; the next one to enter
+runs each again from its start (as a recovery would), its recorded steps replayed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from llm_worker import Decision, Message, RunStatus, ToolUsePart, Worker, tool
+from llm_worker.durable import DurableWorker
+from llm_worker.errors import ConfigurationError, SessionBusyError
+from llm_worker.sessions import SqliteSession
+from llm_worker.testing import ScriptedModelServer, ScriptedRequest, ScriptedResponse
+from llm_worker.worker._history import repair
+
+pytestmark = pytest.mark.anyio
+
+
+@tool(requires_approval=True)
+def pay(amount: int) -> str:
+    """Pay an amount."""
+    return f"paid {amount}"
+
+
+def answer(call: ScriptedRequest) -> ScriptedResponse:
+    """A run's first request pays, its second answers (by its own input's position)."""
+    messages = call.request.messages
+    start = max(i for i, m in enumerate(messages) if m.role == "user" and not m.tool_results)
+    if not any(m.tool_results for m in messages[start:]):
+        return ScriptedResponse([ToolUsePart(f"p{start}", "pay", {"amount": 5})])
+    return ScriptedResponse.text(f"paid, after {start} messages")
+
+
+async def test_a_paused_run_run_again_from_its_start_appends_each_of_its_turns_once(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    async with (
+        SqliteSession("chat", tmp_path / "sessions.db") as session,
+        ScriptedModelServer("anthropic", answer) as server,
+        server.client() as client,
+    ):
+        token = await session.claim()
+        await session.append(token, 0, [Message.user("hello"), Message.assistant("hi")], None)
+        worker = Worker(client, tools=[pay], session=session)
+        with anyio.fail_after(90):
+            async with DurableWorker(worker, name="s", database_url=url, lease=1.0) as durable:
+                await durable.start("pay 5", run_id="one")
+                assert await durable.paused("one") is not None
+            # Left: the run goes back to its queue. Taken again, it runs from its start: its
+            # first turn (appended, with the pause) loads and appends nothing new.
+            async with DurableWorker(worker, name="s", database_url=url, lease=1.0) as durable:
+                state = await durable.paused("one")
+                assert state is not None and [p.call.id for p in state.pending] == ["p2"]
+                await durable.decide("one", {"p2": Decision.approve()})
+                result = await durable.result("one")
+        stored = await session.messages()
+        assert await session.pause_state() is None
+    assert result.status is RunStatus.FINISHED and result.text == "paid, after 2 messages"
+    assert [m.text for m in stored] == ["hello", "hi", "pay 5", "", "", "paid, after 2 messages"]
+    assert stored[4].tool_results[0].content == "paid 5"
+    assert [m.to_dict() for m in stored] == [m.to_dict() for m in result.messages]
+    assert repair(stored)[1] == 0
+    assert len(server.requests) == 2  # the first answer was replayed, not asked again
+
+
+async def test_another_durable_run_on_a_held_session_is_refused(tmp_path: Path) -> None:
+    holding, go = anyio.Event(), anyio.Event()
+
+    @tool
+    async def hold() -> str:
+        """Hold the session."""
+        holding.set()
+        await go.wait()
+        return "held"
+
+    def scripted(call: ScriptedRequest) -> ScriptedResponse:
+        if call.request.messages[-1].tool_results:
+            return ScriptedResponse.text("done")
+        return ScriptedResponse([ToolUsePart("h", "hold", {})])
+
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    async with (
+        SqliteSession("chat", tmp_path / "sessions.db") as session,
+        ScriptedModelServer("anthropic", scripted) as server,
+        server.client() as client,
+    ):
+        worker = Worker(client, tools=[hold], session=session)
+        with anyio.fail_after(90):
+            async with DurableWorker(worker, name="s", database_url=url) as durable:
+                await durable.start("first", run_id="a")
+                await holding.wait()
+                with pytest.raises(SessionBusyError):  # its own claim is no other run's
+                    await durable.run("second", run_id="b")
+                go.set()
+                assert (await durable.result("a")).text == "done"
+        assert [m.text for m in await session.messages()] == ["first", "", "", "done"]
+
+
+async def test_a_session_that_cannot_append_exactly_once_is_refused(tmp_path: Path) -> None:
+    class Plain:
+        """A Session, but not a ReplaySafeSession: no keyed append."""
+
+        session_id = "plain"
+
+        async def claim(self) -> str: ...
+        async def load(self) -> object: ...
+        async def append(self, *args: object) -> None: ...
+        async def release(self, token: str) -> None: ...
+
+    async with ScriptedModelServer("anthropic", answer) as server, server.client() as client:
+        worker = Worker(client, session=Plain())  # pyright: ignore[reportArgumentType]
+        with pytest.raises(ConfigurationError, match="ReplaySafeSession"):
+            DurableWorker(worker, name="s", database_url=f"sqlite:///{tmp_path / 'r.db'}")
