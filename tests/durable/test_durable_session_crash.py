@@ -203,7 +203,8 @@ async def test_a_run_killed_after_its_append_is_recovered_without_appending_it_a
         await session.aclose()
         await other_session.aclose()
     # Not refused by its own claim, nor by the other run's: its turn was written already.
-    assert result is not None and result.status is RunStatus.FINISHED and result.text == "done turn-1"
+    assert result is not None and result.status is RunStatus.FINISHED
+    assert result.text == "done turn-1"
     texts = [m.text for m in stored]
     assert texts[:2] == ["hello", "hi"] and texts.count("turn-1") == 1
     assert [m.to_dict() for m in stored[:6]] == [m.to_dict() for m in result.messages]
