@@ -193,17 +193,19 @@ class AGUIAdapter(Endpoint):
                 return self._run(
                     worker, start, body, key, names, before=before, skip=1, session=session
                 )
-            state = answered(record, results, names) if results else record.pause
-            if state is None:
+            fresh = answered(record, results, names, deciding=bool(resume)) if results else []
+            if record.pause is None:  # (with results, `answered` refused it)
                 await close_session(session)
                 text = "no paused run waits for this thread: it was resumed already"
                 return Begun(_refused(str(body["threadId"]), run_id, text), "", run_id, ())
+            outputs = AnsweredSession(session, fresh, names)
+            state = outputs.answering(record.pause)
             decisions = _decisions(resume, state)
             make = lambda: self._tooled(body, frontend)  # noqa: E731
             worker = await resuming(
                 NoPauseStore(), key, state, make, decisions, editable=self.editable_tools
             )
-            kept = AnsweredSession(session, results, names) if results else session
+            kept = outputs if fresh else session
             before = messages_to_agui(state.history, prefix=f"{run_id}-h")
             start = lambda: worker.resume_stream(decisions=decisions, session=kept)  # noqa: E731
             return self._run(

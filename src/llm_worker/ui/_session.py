@@ -150,39 +150,57 @@ def sent_results(history: list[Message]) -> list[ToolResultPart]:
 
 
 def answered(
-    record: SessionRecord, results: Sequence[ToolResultPart], names: Collection[str]
-) -> PauseState:
-    """The session's pause with `results`, each the answer to a front-end call it waits on.
+    record: SessionRecord,
+    results: Sequence[ToolResultPart],
+    names: Collection[str],
+    *,
+    deciding: bool = False,
+) -> list[ToolResultPart]:
+    """Of the browser's `results`, those answering front-end calls the session's pause waits on.
 
     A result is taken only for a call of one of `names` (the browser's tools) that the pause
-    holds unanswered; its tool's name and input are the session's, not the browser's.
+    holds unanswered; the run gives it the session's tool name and input, not the browser's.
+    One for a call the pause holds a result of already (a server tool's that ran beside the
+    front-end call, or an output given before the pause came back for an approval) is the
+    browser's copy of the session's: left out, the session's stands.
+
+    Args:
+        record: The session as the request read it.
+        results: The tool results the browser's request ends with (`sent_results`).
+        names: The names of the tools the browser runs.
+        deciding: The request also answers approvals (then it may bring no new output).
 
     Raises:
-        BadRequest: Nothing waits, or a call has its result already (409); two results for
-            one call, a call the chat never made, or a server tool's call (400).
+        BadRequest: Nothing waits, or the results answer nothing new (409); two results for
+            one call, a call the pause does not hold, or a server tool's call still waiting
+            for its approval (400).
     """
     pause = record.pause
     if pause is None:
         raise BadRequest(409, "no tool call of this chat waits for a result: it has one already")
     calls = {p.call.id: p for p in pause.pending}
-    done = {r.tool_use_id for m in record.messages for r in m.tool_results}
+    earlier = {r.tool_use_id for m in record.messages for r in m.tool_results}
+    fresh: list[ToolResultPart] = []
     seen: set[str] = set()
     for result in results:
         call_id = result.tool_use_id
-        pending = calls.get(call_id)
         if call_id in seen:
             raise BadRequest(400, f"two results for the tool call {_shown(call_id)}")
         seen.add(call_id)
-        if pending is None and call_id in done:
+        pending = calls.get(call_id)
+        if pending is None and call_id in earlier:
             raise BadRequest(409, f"the tool call {_shown(call_id)} has its result already")
         if pending is None:
             raise BadRequest(400, f"no tool call {_shown(call_id)} of this chat waits")
-        if pending.call.name not in names:
+        if pending.result is not None:
+            continue  # the browser's copy of a result the session holds: the session's stands
+        if pending.call.name not in names or pending.status != "pending":
             text = f"the tool call {_shown(call_id)} is not of a tool the browser runs"
             raise BadRequest(400, text + ": its result is the server's to give")
-        if pending.status != "pending":
-            raise BadRequest(409, f"the tool call {_shown(call_id)} has its result already")
-    return with_frontend_results(pause, [Message("user", list(results))], names)
+        fresh.append(result)
+    if not fresh and not deciding:
+        raise BadRequest(409, "the tool calls these results answer have their results already")
+    return fresh
 
 
 def _shown(call_id: str) -> str:
@@ -191,12 +209,17 @@ def _shown(call_id: str) -> str:
 
 
 class AnsweredSession:
-    """A chat's session whose pause a resumed run loads with the browser's results in it.
+    """A chat's session whose pause a resumed run loads with the browser's outputs in it.
 
-    The results were checked against the pause the request read (`answered`); they are
+    The outputs were checked against the pause the request read (`answered`); they are
     checked again against the one the run loads under its claim, so that two requests
     answering the same call at once (two tabs) never both go on: the later one finds the
-    pause answered and fails with `SessionBusyError`, having written nothing.
+    call answered and fails with `SessionBusyError`, having written nothing.
+
+    Args:
+        session: The chat's session.
+        results: The outputs `answered` took, each for a front-end call pending in the pause.
+        names: The names of the tools the browser runs.
     """
 
     def __init__(
@@ -211,26 +234,30 @@ class AnsweredSession:
         """The session's id."""
         return self._session.session_id
 
+    def answering(self, pause: PauseState | None) -> PauseState:
+        """`pause` with the outputs in it (their calls `"done"`).
+
+        Raises:
+            SessionBusyError: `pause` no longer waits on every one of their calls (another
+                request answered them since this one was checked).
+        """
+        pending = [] if pause is None else pause.pending
+        waiting = {p.call.id for p in pending if p.status == "pending"}
+        if pause is None or any(r.tool_use_id not in waiting for r in self._results):
+            raise SessionBusyError(
+                f"session {self.session_id!r} changed: another request answered its tool call",
+                session_id=self.session_id,
+            )
+        return with_frontend_results(pause, [Message("user", [*self._results])], self._names)
+
     async def claim(self) -> str:
         """Take the session for the run (see `Session.claim`)."""
         return await self._session.claim()
 
     async def load(self) -> SessionRecord:
-        """The session as stored, its pause with the browser's results.
-
-        Raises:
-            SessionBusyError: The pause no longer waits on these calls (another request
-                answered them since this one was checked).
-        """
+        """The session as stored, its pause with the browser's outputs (see `answering`)."""
         record = await self._session.load()
-        try:
-            pause = answered(record, self._results, self._names)
-        except BadRequest as exc:
-            raise SessionBusyError(
-                f"session {self.session_id!r} changed: another request answered its tool call",
-                session_id=self.session_id,
-            ) from exc
-        return dataclasses.replace(record, pause=pause)
+        return dataclasses.replace(record, pause=self.answering(record.pause))
 
     async def append(
         self, token: str, version: int, messages: list[Message], pause: PauseState | None

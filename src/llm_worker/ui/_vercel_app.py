@@ -234,16 +234,18 @@ class VercelAIAdapter(Endpoint):
                 start = lambda: worker.stream(given, session=session)  # noqa: E731
                 return self._run(worker, start, key, message_id, (), session=session)
             names = [t.name for t in self.frontend_tools]
-            state = answered(record, results, names) if results else record.pause
-            if state is None:
+            fresh = answered(record, results, names, deciding=bool(decisions)) if results else []
+            if record.pause is None:  # (with results, `answered` refused it)
                 text = "no paused run waits for this chat: it was answered already"
                 await close_session(session)
                 return Begun(_refused(message_id, text), "", message_id, ())
+            outputs = AnsweredSession(session, fresh, names)
+            state = outputs.answering(record.pause)
             make = lambda: self._worker(body, self.frontend_tools)  # noqa: E731
             worker = await resuming(
                 NoPauseStore(), key, state, make, decisions, editable=self.editable_tools
             )
-            kept = AnsweredSession(session, results, names) if results else session
+            kept = outputs if fresh else session
             denied = [i for i, d in decisions.items() if not d.allow]
             start = lambda: worker.resume_stream(decisions=decisions, session=kept)  # noqa: E731
             return self._run(worker, start, key, message_id, denied, session=session)

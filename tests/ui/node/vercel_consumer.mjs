@@ -1,6 +1,6 @@
 // The `ai` package (6.x) consuming llm-worker's UI message stream, as a browser would.
 // argv: <url> <plan JSON>. The plan: [{send: "text", dropAfter?: "chunk type"} |
-// {approve: true|false, reason?, dropAfter?} | {clientTool: "output"} | {resume: true} |
+// {approve: true|false, reason?, dropAfter?} | {clientTool: "output", tool?} | {resume: true} |
 // {resumeChat: "chat id"}].
 // `dropAfter` breaks the connection as a network failure would, once a chunk of that type
 // has arrived; `resume` then calls the chat's resumeStream() (GET {api}/{id}/stream);
@@ -128,10 +128,11 @@ for (const step of plan) {
     await other.resumeStream();
     others.push({ status: other.status, messages: other.messages });
   } else if (step.clientTool !== undefined) {
-    // The browser runs the front-end tool calls the answer left waiting, then goes on.
+    // The browser runs the front-end tool calls the answer left waiting (those of `tool`
+    // only, when given: an app's onToolCall runs its own tools), then goes on.
     const last = chat.messages[chat.messages.length - 1];
     for (const part of last.parts) {
-      if (part.state === "input-available") {
+      if (part.state === "input-available" && (!step.tool || part.type === `tool-${step.tool}`)) {
         await chat.addToolOutput({ tool: part.type.slice(5), toolCallId: part.toolCallId, output: step.clientTool });
       }
     }
