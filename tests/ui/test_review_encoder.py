@@ -65,11 +65,15 @@ IDS = ['call"1', "call\\2", "call\n3", "调用_4", "</script>", ""]
 class _VercelGeneral(VercelEncoder):
     """The same encoder with its fast path off: every event through `encode`."""
 
+    _FAST_PATH = False
+
     def fast_delta(self, event: BlockDelta) -> str | None:
         return None
 
 
 class _AGUIGeneral(AGUIEncoder):
+    _FAST_PATH = False
+
     def fast_delta(self, event: BlockDelta) -> str | None:
         return None
 

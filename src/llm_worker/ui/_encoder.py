@@ -109,6 +109,7 @@ class BlockEncoder:
     _REASONING_HEAD: ClassVar[str]
     _DELTA_FIELD: ClassVar[str] = '","delta":'
     _SKIP_EMPTY: ClassVar[bool] = False  # an empty text delta writes nothing
+    _FAST_PATH: ClassVar[bool] = True  # False: every delta through `encode` (the tests' check)
     _DONE: ClassVar[str] = ""  # the SSE event after the last one, if the protocol has one
     _handlers: ClassVar[dict[type, Callable[[Any, Any], list[Payload]]]] = {}
 
@@ -193,7 +194,7 @@ class BlockEncoder:
 
         `None` for anything else (then use `encode`). The hot path: most events of a run are
         these, and skipping the chunk dict and the generic encoding keeps the stream close to
-        the bare run's cost.
+        the bare run's cost. `sse_stream` runs the same steps inlined.
         """
         block = self._blocks.get(event.index)
         if block is None:
@@ -218,16 +219,29 @@ class BlockEncoder:
         """The run's events as SSE events: `start()` first, `error()` if the run raises."""
         for payload in self.start():
             yield sse(payload)
-        fast, encode = self.fast_delta, self.encode
+        encode = self.encode
+        # `fast_delta` inlined: its call was a fifth of the encoding's cost per delta. The
+        # blocks are cleared in place at a new step, never replaced: the name stays valid.
+        blocks = self._blocks if self._FAST_PATH else {}
+        skip_empty = self._SKIP_EMPTY
         try:
             async for event in events:
                 if (
                     type(event) is BlockDelta
                     and not event.path
-                    and (line := fast(event)) is not None
+                    and (block := blocks.get(event.index)) is not None
                 ):
-                    yield line
-                    continue
+                    delta: TextDelta = event.delta  # pyright: ignore[reportAssignmentType]
+                    if type(delta) is block.delta_type:  # then a text or thinking delta
+                        text = delta.text
+                        if text or not skip_empty:
+                            n = len(text)
+                            block.chars += n
+                            if n < _SHORT and text.isascii():
+                                yield f"{block.head}{encode_basestring(text)}}}\n\n"
+                            else:
+                                yield f"{block.head}{orjson.dumps(text).decode()}}}\n\n"
+                        continue
                 for payload in encode(event):
                     yield sse(payload)
         except Exception as exc:  # the run's failure is the client's to show, not a broken pipe
