@@ -11,7 +11,9 @@ Three processes, so that each one's memory is its own:
 - `llm-worker serve bench_serve:app` (the real command, uvicorn and all) whose factory makes a
   Worker per request on one shared `OpenAIChatClient` (opened in the factory's lifespan, as
   an application shares its client, with a pool large enough for every run to stream at
-  once); `--limit-concurrency` is raised past `--runs`;
+  once), or with `--client per-request` from a model string (`Worker("openai:m")`, the way
+  of examples/web_chat: each Worker makes and closes its own client);
+  `--limit-concurrency` is raised past `--runs`;
 - this process, the browsers: `--runs` chat requests at once over aiohttp, one connection
   each, every one reading its stream to the end.
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import gc
 import json
 import multiprocessing as mp
@@ -54,6 +57,7 @@ WORDS = [f"word{i} " for i in range(DELTAS)]
 MODEL_URL = "BENCH_SERVE_MODEL_URL"  # how the serve process finds the model server
 PROBE = "BENCH_SERVE_PROBE"  # the file the serve process writes its memory to, on SIGUSR1
 TRACE = "BENCH_SERVE_TRACEMALLOC"
+OWN_CLIENT = "BENCH_SERVE_OWN_CLIENT"
 POOL = 4096  # the shared client's connections to the model: every run streams at once
 
 
@@ -128,7 +132,10 @@ async def app() -> AsyncGenerator[Callable[[], Any]]:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGUSR1, _probe)
     try:
-        yield lambda: Worker(client, system="You are terse.")
+        if os.environ.get(OWN_CLIENT):  # examples/web_chat's way: the Worker owns a client
+            yield lambda: Worker("openai:m", system="You are terse.")
+        else:
+            yield lambda: Worker(client, system="You are terse.")
     finally:
         loop.remove_signal_handler(signal.SIGUSR1)
         await client.aclose()
@@ -140,7 +147,10 @@ def _probe() -> None:
     gc.collect()
     traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
     status = _status(os.getpid())
-    report = {"rss": status["VmRSS"], "traced": traced // 1024}
+    with contextlib.suppress(OSError):  # glibc: what it would hand back if asked
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    trimmed = _status(os.getpid())["VmRSS"]
+    report = {"rss": status["VmRSS"], "traced": traced // 1024, "trimmed": trimmed}
     Path(os.environ[PROBE]).write_text(json.dumps(report))
 
 
@@ -166,12 +176,12 @@ def _free_port() -> int:
 class Serve:
     """`llm-worker serve bench_serve:app` in a child process, and its memory probe."""
 
-    def __init__(self, protocol: str, model_url: str, runs: int, trace: bool) -> None:
+    def __init__(self, protocol: str, model_url: str, runs: int, own_client: bool) -> None:
         self.port = _free_port()
         self.probe = Path(f"/tmp/bench_serve_{os.getpid()}.json")
         env = os.environ | {MODEL_URL: model_url, PROBE: str(self.probe)}
-        if trace:
-            env[TRACE] = "1"
+        if own_client:
+            env |= {OWN_CLIENT: "1", "OPENAI_BASE_URL": model_url, "OPENAI_API_KEY": "k"}
         command = [sys.executable, "-m", "llm_worker.cli", "serve", "bench_serve:app"]
         command += ["--protocol", protocol, "--port", str(self.port)]
         command += ["--limit-concurrency", str(runs + 100)]
@@ -310,6 +320,7 @@ async def wave(
         "held": held["VmRSS"],
         "peak": held["VmHWM"],
         "after": after[key],
+        "trimmed": after["trimmed"],
         "wall": wall,
     }
 
@@ -318,7 +329,7 @@ def _mib(kib: float) -> str:
     return f"{kib / 1024:.1f} MiB"
 
 
-async def main(runs: int, waves: int, protocol: str, trace: bool) -> None:
+async def main(runs: int, waves: int, protocol: str, trace: bool, own_client: bool) -> None:
     ctx = mp.get_context("spawn")
     queue, stop = ctx.Queue(), ctx.Event()
     model = ctx.Process(target=_model_server, args=(queue, stop), daemon=True)
@@ -328,11 +339,12 @@ async def main(runs: int, waves: int, protocol: str, trace: bool) -> None:
     serve: Serve | None = None
     try:
         model_url = f"http://127.0.0.1:{queue.get(timeout=30)}/v1"
-        serve = Serve(protocol, model_url, runs, trace)
+        serve = Serve(protocol, model_url, runs, own_client)
         await serve.ready()
         await wave(serve, model_url, protocol, min(runs, 50), -1)  # warm-up: imports, caches
         print(f"{runs} concurrent runs through `llm-worker serve --protocol {protocol}`,", end=" ")
-        print(f"{DELTAS} deltas each; load {os.getloadavg()[0]:.2f}")
+        client = "a client per request" if own_client else "one shared client"
+        print(f"{DELTAS} deltas each, {client}; load {os.getloadavg()[0]:.2f}")
         per_run: list[float] = []
         for n in range(waves):
             m = await wave(serve, model_url, protocol, runs, n)
@@ -347,7 +359,8 @@ async def main(runs: int, waves: int, protocol: str, trace: bool) -> None:
             per_run.append(per)
             print(
                 f"wave {n + 1}: idle {_mib(m['idle'])}, held {_mib(m['held'])}, peak "
-                f"{_mib(m['peak'])}, after {_mib(m['after'])}: {per / 1024:.3f} MiB per run, "
+                f"{_mib(m['peak'])}, after {_mib(m['after'])} (trimmed {_mib(m['trimmed'])}): "
+                f"{per / 1024:.3f} MiB per run, "
                 f"{_mib(m['after'] - m['idle'])} left; {m['wall']:.1f} s"
             )
         if per_run:
@@ -367,5 +380,12 @@ if __name__ == "__main__":
     parser.add_argument("--waves", type=int, default=3, help="waves after the warm-up")
     parser.add_argument("--protocol", choices=("vercel", "ag-ui"), default="vercel")
     parser.add_argument("--tracemalloc", action="store_true", help="trace Python allocations")
+    parser.add_argument(
+        "--client",
+        choices=("shared", "per-request"),
+        default="shared",
+        help="one client for all runs, or a Worker made from a model string per request",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.waves, args.protocol, args.tracemalloc))
+    own = args.client == "per-request"
+    asyncio.run(main(args.runs, args.waves, args.protocol, args.tracemalloc, own))
