@@ -17,7 +17,11 @@ from llm_worker.messages import Request, SpecificTool, ToolChoice
 from llm_worker.providers._blocks import StreamMapper, drive
 from llm_worker.providers._counting import count_request, read_count
 from llm_worker.providers._http import RetryPolicy, Transport, TransportChoice
-from llm_worker.providers._settings import DEFAULT_MAX_ANSWER_CHARS, checked_answer_chars
+from llm_worker.providers._settings import (
+    DEFAULT_MAX_ANSWER_CHARS,
+    DEFAULT_MAX_CONCURRENCY,
+    checked_answer_chars,
+)
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES
 
 if TYPE_CHECKING:
@@ -69,8 +73,11 @@ class HttpClient:
             (`RetryPolicy.disabled()` turns retries off).
         headers: Extra headers sent with every request (beta flags, organization).
         max_concurrency: Requests in flight at once through this client; more wait their
-            turn (an own HTTP client gets a pool of this size). `None` removes the cap —
-            set it to your pool size when you pass an `http_client` with more connections.
+            turn (an own HTTP client gets a pool of this size). 1,000 by default, as the
+            official SDKs' pools: a stream holds its connection for the whole answer, and a
+            lower cap makes the streams past it wait for whole answers to end. `None` removes
+            the cap — set it to your pool size when you pass an `http_client` with more
+            connections.
         max_event_bytes: The most bytes one unfinished event (an SSE line or event, a JSON
             answer) may hold; past it the stream fails (16 MiB; `docs/guarantees.md`).
         transport: The HTTP library: `"auto"` (the default: aiohttp under asyncio, about
@@ -103,7 +110,7 @@ class HttpClient:
         timeout: float | httpx.Timeout | aiohttp.ClientTimeout | None = None,
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
-        max_concurrency: int | None = 100,
+        max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         transport: TransportChoice | None = None,
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,

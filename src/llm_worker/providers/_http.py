@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
@@ -56,6 +57,7 @@ from llm_worker.providers._secrets import (
     url_secrets,
 )
 from llm_worker.providers._settings import (
+    DEFAULT_MAX_CONCURRENCY,
     checked_base_url,
     checked_concurrency,
     checked_headers,
@@ -173,7 +175,7 @@ class Transport:
         http_client: httpx.AsyncClient | aiohttp.ClientSession | None = None,
         timeout: float | httpx.Timeout | aiohttp.ClientTimeout | None = None,
         retry: RetryPolicy | None = None,
-        max_concurrency: int | None = 100,
+        max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         transport: TransportChoice | None = None,
     ) -> None:
@@ -195,7 +197,7 @@ class Transport:
         self._gate: anyio.Semaphore | None = None
         self._gate_library = ""  # the async library the gate was made under
         name = chosen(transport, http_client, timeout)
-        self._settings = (name, http_client, timeout, max_concurrency or 100)
+        self._settings = (name, http_client, timeout, max_concurrency or DEFAULT_MAX_CONCURRENCY)
         self._backend: Backend | None = None
         if name != "auto" and (http_client is not None or not _seconds(timeout)):
             # Settings in the library's own types: it is imported already, check them now.
@@ -349,7 +351,10 @@ class Transport:
         # client used under asyncio, then under trio, makes one for each.
         library = sniffio.current_async_library()
         if self._gate is None or library != self._gate_library:
-            self._gate = anyio.Semaphore(self.max_concurrency)
+            # fast_acquire: a free slot is taken without a pass through the event loop (one
+            # more loop iteration per request otherwise); the request's own first await
+            # (connecting, sending) lets the other tasks run, and is where a cancel lands.
+            self._gate = anyio.Semaphore(self.max_concurrency, fast_acquire=True)
             self._gate_library = library
         return self._gate
 
@@ -402,7 +407,7 @@ class Transport:
         try:
             async for chunk in chunks:
                 head += chunk
-                first = head.lstrip(BLANK)[:1]
+                first = _first_byte(head)
                 if first == b"<":
                     raise await self._status_error(answer, chunks, head, "text/html")
                 if first == b"{" and (whole or content_type.startswith("application/json")):
@@ -514,6 +519,16 @@ class Transport:
             provider=self.provider,
             scrub=self.scrub,
         )
+
+
+# The first byte that is not blank: `lstrip` would copy the whole first read (a bulk answer's
+# tens of kilobytes) to look at one byte.
+_NOT_BLANK: Final = re.compile(b"[^" + re.escape(BLANK) + b"]")
+
+
+def _first_byte(data: bytes) -> bytes:
+    found = _NOT_BLANK.search(data)
+    return b"" if found is None else found.group()
 
 
 def make_backend(

@@ -134,21 +134,24 @@ class LoopBound:
         self._loop: object = None
         self._keeper: AsyncGenerator[None, None] | None = None
 
-    def moved(self) -> bool:
-        """Whether the running loop differs from the client's (the first call records it)."""
-        loop = running_loop()
+    def moved(self, loop: object = None) -> bool:
+        """Whether the running loop differs from the client's (the first call records it).
+
+        `loop`: the running loop, when the caller knows it (an asyncio-only library).
+        """
+        loop = loop if loop is not None else running_loop()
         if self._loop is None:
             self._loop = loop
         return loop is not self._loop
 
-    def check_lent(self, closed: bool) -> None:
+    def check_lent(self, closed: bool, loop: object = None) -> None:
         """Before a request through a lent client: it is open and used under its first loop.
 
         Raises:
             ConfigurationError: It is closed (replacing it would drop the caller's settings
                 and leak a client nobody closes), or was first used under another event loop.
         """
-        if self.moved():
+        if self.moved(loop):
             raise ConfigurationError(
                 f"the {self._library} lent as http_client was first used under another "
                 "event loop, and its connections belong to that loop: lend one per event loop "

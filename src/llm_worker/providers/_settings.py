@@ -14,6 +14,7 @@ from llm_worker.errors import ConfigurationError
 
 __all__ = (
     "DEFAULT_MAX_ANSWER_CHARS",
+    "DEFAULT_MAX_CONCURRENCY",
     "checked_answer_chars",
     "checked_base_url",
     "checked_headers",
@@ -80,6 +81,16 @@ def checked_answer_chars(limit: int) -> int:
             f"max_answer_chars must be a positive number of characters, not {limit!r}"
         )
     return limit
+
+
+DEFAULT_MAX_CONCURRENCY: Final = 1000
+"""Requests in flight at once through one client by default, and its own pool's size.
+
+As the official SDKs' pools (openai, anthropic: 1,000 connections): an LLM stream holds its
+connection for seconds to minutes, so a smaller cap makes the streams past it wait for whole
+answers to end (with 100, the 1,000th of 1,000 concurrent streams waited for nine answers
+before its first event). A connection is opened only when a request needs one.
+"""
 
 
 def checked_concurrency(limit: int | None) -> int | None:

@@ -74,7 +74,7 @@ from llm_worker.providers._anthropic_request import (
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, wrong_type
 from llm_worker.providers._http import RetryPolicy, TransportChoice, error_class
-from llm_worker.providers._settings import DEFAULT_MAX_ANSWER_CHARS
+from llm_worker.providers._settings import DEFAULT_MAX_ANSWER_CHARS, DEFAULT_MAX_CONCURRENCY
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ class AnthropicClient(HttpClient):
         timeout: float | httpx.Timeout | aiohttp.ClientTimeout | None = None,
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
-        max_concurrency: int | None = 100,
+        max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         betas: Collection[str] = (),
         prompt_cache: Collection[CacheBreakpoint] = (),

@@ -59,6 +59,7 @@ A server ignoring `stream: true` that answers with one JSON `chat.completion` is
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from functools import lru_cache
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
 
@@ -131,8 +132,7 @@ class OpenAIChatClient(HttpClient):
         `Request.prompt_cache` is sent as `prompt_cache_key` to OpenAI's own host
         (`api.openai.com`) only: compatible servers may refuse a field they do not know.
         """
-        openai = urlsplit(self.transport.base_url).hostname == _OPENAI_HOST
-        return build_chat_body(request, self.model, cache_key=openai)
+        return build_chat_body(request, self.model, cache_key=_is_openai(self.transport.base_url))
 
     def path(self, request: Request) -> str:
         """`/chat/completions`, below the base URL."""
@@ -451,3 +451,9 @@ def _logprobs(logprobs: Any, kind: str) -> list[TokenLogprob] | None:
     """The `choice.logprobs.<kind>` tokens (`content` or `refusal`), if the request asked."""
     tokens = as_list(as_dict(logprobs).get(kind))
     return token_logprobs(tokens) or None
+
+
+@lru_cache(maxsize=64)
+def _is_openai(base_url: str) -> bool:
+    """Whether `base_url` is OpenAI's own host (asked at every request: parsed once)."""
+    return urlsplit(base_url).hostname == _OPENAI_HOST
