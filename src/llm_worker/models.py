@@ -104,6 +104,14 @@ class ModelInfo:
 
 _registered: dict[str, ModelInfo] = {}
 _lock = threading.Lock()
+# Bumped by every registration: what a caller cached from `model_info` (a context policy's
+# window) is looked up again once it changed, so a later `register_model` takes effect.
+_generation = [0]
+
+
+def catalog_generation() -> int:
+    """A number that changes whenever `register_model` or `unregister_model` is called."""
+    return _generation[0]
 
 
 def register_model(
@@ -155,6 +163,7 @@ def register_model(
     )
     with _lock:
         _registered[_key(provider, name)] = info
+        _generation[0] += 1
     return info
 
 
@@ -163,6 +172,7 @@ def unregister_model(model: str) -> None:
     provider, name = _split(model)
     with _lock:
         _registered.pop(_key(provider, name), None)
+        _generation[0] += 1
 
 
 def model_info(model: str, *, provider: str | None = None) -> ModelInfo:

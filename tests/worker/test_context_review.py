@@ -348,6 +348,32 @@ async def test_a_fallback_client_is_held_to_its_smallest_window() -> None:
     assert max(prompt_tokens(r) for r in small.requests) <= WINDOW
 
 
+async def test_a_model_registered_after_the_worker_was_built_is_held_to_its_window() -> None:
+    # The window was looked up once, when the Worker was built: a later register_model
+    # (a fine-tune's real window found out, say) went unseen and requests passed it.
+    from llm_worker.models import register_model, unregister_model
+
+    register_model("scripted:review-late", context_window=200_000)
+    try:
+        client = ScriptedClient(reader(60), model="review-late")
+        worker = Worker(
+            client,
+            tools=[read],
+            blob_store=MemoryBlobStore(),
+            output_policy=OutputPolicy(inline_threshold=8_000),
+            max_requests=200,
+            context=ContextPolicy(),
+        )
+        register_model("scripted:review-late", context_window=WINDOW)
+        with anyio.fail_after(TIMEOUT):
+            result = await worker.run("Read.")
+    finally:
+        unregister_model("scripted:review-late")
+    assert result.status is RunStatus.FINISHED
+    assert len(client.requests) == 61
+    assert max(prompt_tokens(r) for r in client.requests) <= WINDOW
+
+
 async def test_a_message_larger_than_the_window_is_sent_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 from llm_worker._tokens import TokenEstimator, message_chars, request_chars
 from llm_worker.errors import ConfigurationError, LLMWorkerError
 from llm_worker.messages import Message, Request
+from llm_worker.models import catalog_generation
 from llm_worker.providers._base import deep_merge
 from llm_worker.state import ContextCompacted
 from llm_worker.worker._context_policy import ContextPolicy
@@ -136,7 +137,7 @@ class Compactor:
         self._estimator = TokenEstimator()
         self._probed = False
         self._floor_told = False
-        self._window: tuple[LLMClient, int] | None = None
+        self._window: tuple[LLMClient, int, int] | None = None  # (client, generation, window)
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -151,12 +152,16 @@ class Compactor:
         """
         if self.policy.window_tokens is not None:
             return self.policy.window_tokens
-        if self._window is not None and self._window[0] is client:
-            return self._window[1]
+        generation = catalog_generation()
+        cached = self._window
+        # Looked up again after a `register_model` (or for another client): a model
+        # registered once the Worker was built is held to its registered window.
+        if cached is not None and cached[0] is client and cached[1] == generation:
+            return cached[2]
         # A FallbackClient may send any request to any of its clients: the smallest window.
         clients: tuple[LLMClient, ...] = getattr(client, "clients", None) or (client,)
         window = min(_catalog_window(one) for one in clients)
-        self._window = (client, window)
+        self._window = (client, generation, window)
         return window
 
     def check(self, client: LLMClient) -> None:
