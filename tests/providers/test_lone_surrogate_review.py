@@ -55,3 +55,32 @@ async def test_a_worker_run_with_a_lone_surrogate_fails_with_the_typed_error() -
         with anyio.fail_after(30), pytest.raises(InvalidMessagesError, match="not valid Unicode"):
             await worker.run("a file named \udcff.txt")
         assert server.requests == []
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_tool_result_with_a_lone_surrogate_is_made_valid_and_the_run_goes_on(
+    wire: str,
+) -> None:
+    # The next request failed the whole run with InvalidMessagesError: one file name that
+    # os.fsdecode escaped, in one tool's output, ended a run the model could have finished.
+    from llm_worker import tool
+    from llm_worker.messages import ToolResultPart, ToolUsePart
+
+    @tool
+    async def list_files() -> str:
+        """List the files."""
+        return "caf\udce9.txt \ud83d\ude00.txt tail\ud800"
+
+    script = [
+        ScriptedResponse([ToolUsePart("", "list_files", {})]),
+        ScriptedResponse.text("done"),
+    ]
+    async with ScriptedModelServer(wire, script) as server, server.client() as client:
+        worker = Worker(client, tools=[list_files])
+        with anyio.fail_after(30):
+            result = await worker.run("list them")
+        assert result.text == "done"
+        (part,) = worker.history[2].content
+        assert isinstance(part, ToolResultPart)
+        assert part.content == "caf\ufffd.txt \U0001f600.txt tail\ufffd"
+        assert "caf\ufffd.txt" in server.requests[1].body.decode()  # sent, as U+FFFD

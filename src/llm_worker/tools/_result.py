@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -11,7 +12,7 @@ from llm_worker.messages import MediaPart, ToolResultPart
 if TYPE_CHECKING:
     from llm_worker.blobs import ToolOutput
 
-__all__ = ("ToolResult",)
+__all__ = ("ToolResult", "sendable_text")
 
 
 @dataclass(slots=True)
@@ -44,10 +45,16 @@ class ToolResult:
     media: list[MediaPart] = field(default_factory=lambda: [])
 
     def to_part(self) -> ToolResultPart:
-        """The history's part of this result: what the model reads, and its media."""
+        """The history's part of this result: what the model reads, and its media.
+
+        Text no wire can carry is made valid here, where a result enters the history: a
+        lone surrogate (a file name `os.fsdecode` escaped, a cut UTF-16 string) becomes
+        U+FFFD and a surrogate pair its character, so one odd byte in a tool's output does
+        not fail every later request of the run.
+        """
         return ToolResultPart(
             self.tool_use_id,
-            self.content,
+            sendable_text(self.content),
             is_error=self.is_error,
             name=self.name,
             media=list(self.media),
@@ -72,3 +79,14 @@ class ToolResult:
     def error(cls, tool_use_id: str, content: str, *, name: str = "") -> ToolResult:
         """An `is_error` result answering call `tool_use_id`; `content` says what went wrong."""
         return cls(tool_use_id, name, content, is_error=True)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def sendable_text(text: str) -> str:
+    """`text` as valid Unicode: each lone surrogate U+FFFD, a surrogate pair its character."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    # UTF-16 spells a pair as the character it stands for; a lone one cannot decode.
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
