@@ -181,10 +181,12 @@ class MessageSendContext:
         messages: The messages about to be sent. A new list over the history's messages:
             inserting, removing or replacing items changes this request only; mutating a message
             object in place changes the history too. Every tool call is checked to have its
-            result in what is sent, but only in replaced, inserted and new messages (and the
-            last two): to take a part out of an older message, replace the message (an
-            older one edited in place is checked only once the provider refuses the
-            request, which then goes once more).
+            result in what is sent — in replaced, inserted and new messages, and in every
+            message a hook read out of this list (or `request.messages`) and edited in place,
+            which is also told as a `CacheMiss` when the previous request sent it otherwise.
+            A message reached another way (the Worker's `history`, a reference kept from an
+            earlier request) and edited in place is checked only once the provider refuses
+            the request, which then goes once more.
         request: The whole request (system prompt, tools, options) — edit it, or assign a new
             one, for this request only.
         request_number: 1 for the first request of the run, 2 for the next, …

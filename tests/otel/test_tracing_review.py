@@ -68,7 +68,8 @@ async def test_a_surrogate_escaped_tool_result_with_content_capture_does_not_fai
     chats = [attrs(s) for s in t.spans() if s.name.startswith("chat ")]
     assert len(chats) == 2
     assert "\\udcff" in chats[0]["gen_ai.input.messages"]  # the prompt, escaped
-    assert "\\udcff\\udcfe.bin" in chats[1]["gen_ai.input.messages"]  # the tool result
+    # The tool result, made valid where it entered the history (U+FFFD for each surrogate).
+    assert "\\ufffd\\ufffd.bin" in chats[1]["gen_ai.input.messages"]
 
 
 async def test_a_task_cancelled_mid_tool_leaves_no_span_open() -> None:

@@ -10,6 +10,9 @@ A provider caches a request's prefix; the next request reads it back only if it 
 exactly the same tools, system prompt and messages. `CacheWatch` compares each request with
 the previous one — the same message objects compare by identity at C speed, so a long run
 pays nothing per turn for it — and, where they part, makes a `CacheMiss` naming the place.
+A message an on_message_send hook edited in place is the same object with other content:
+the hooks' messages note what a hook read (`_lent.Lent`), and those messages are compared
+with their `sent_print` from before the hooks ran.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import hashlib
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import orjson
 
@@ -28,13 +31,56 @@ from llm_worker.messages import Part, TextPart, ThinkingPart, ToolResultPart, To
 if TYPE_CHECKING:
     from llm_worker.messages import Message, Request, ToolSpec
 
-__all__ = ("CacheWatch", "conversation_key")
+__all__ = ("CacheWatch", "Edited", "SentPrint", "conversation_key", "sent_print")
 
 _log = logging.getLogger("llm_worker")
 _SHOWN = 40  # characters of each side a CacheMiss shows (in process only)
 # A miss's hashes are keyed by this process's own secret: logged, an unkeyed hash of a short
 # text (a PIN, a date in a tool result) would give the text back to whoever tries candidates.
 _MISS_KEY = secrets.token_bytes(16)
+
+
+_PartPrint: TypeAlias = tuple[Part, str, object]
+SentPrint: TypeAlias = tuple[str, tuple[_PartPrint, ...]]
+"""What a message says, as sent: its role, and per part the part, its text and its ids."""
+
+
+def sent_print(message: Message) -> SentPrint:
+    """What `message` says now.
+
+    Another print after an edit in place: a part's text or ids, a part replaced, added or
+    taken out.
+    """
+    return message.role, tuple(map(_part_print, message.content))
+
+
+def _part_print(part: Part) -> _PartPrint:
+    # The part itself (replaced: another object, compared by value), and the fields an edit
+    # in place changes: the strings are the part's own (no copy), a call's input its JSON.
+    if isinstance(part, TextPart):
+        return part, part.text, part.signature
+    if isinstance(part, ThinkingPart):
+        return part, part.text, part.signature
+    if isinstance(part, ToolUsePart):
+        return part, _part_text(part), part.id
+    if isinstance(part, ToolResultPart):
+        return part, part.content, (part.tool_use_id, part.is_error, len(part.media))
+    return part, "", None
+
+
+@dataclass(slots=True)
+class Edited:
+    """A message the on_message_send hooks edited in place.
+
+    Attributes:
+        index: Where it is in the messages sent.
+        message: The message (its content now).
+        before: Its print before the hooks ran: what the previous request sent.
+    """
+
+    index: int
+    message: Message
+    before: SentPrint
 
 
 def conversation_key(first: Message) -> str:
@@ -60,11 +106,21 @@ class CacheWatch:
             self.first, self.key = history[0], conversation_key(history[0])
         return self.key
 
-    def check(self, request: Request, number: int) -> CacheMiss | None:
-        """Compare `request` with the previous one and remember it; a miss says where."""
+    def check(
+        self, request: Request, number: int, edited: list[Edited] | None = None
+    ) -> CacheMiss | None:
+        """Compare `request` with the previous one and remember it; a miss says where.
+
+        Args:
+            request: The request about to be sent.
+            number: Its number in the run.
+            edited: The messages the hooks edited in place (the same objects as before).
+        """
         miss = None
         if self.messages is not None:
             miss = self._parted(request, number)
+            if edited and (miss is None or miss.where == "messages"):
+                miss = _edited_miss(self.messages, edited, number, miss)
         self.tools, self.system = request.tools, request.system
         self.messages = list(request.messages)  # a copy: the request's list may be edited
         if miss is not None:
@@ -84,6 +140,31 @@ class CacheWatch:
         if len(current) >= size and current[:size] == previous:
             return None  # the same objects: identity, at C speed
         return _messages_miss(previous, current, number)
+
+
+def _edited_miss(
+    previous: list[Message], edited: list[Edited], number: int, miss: CacheMiss | None
+) -> CacheMiss | None:
+    """The first message edited in place that the previous request sent, if before `miss`."""
+    first: Edited | None = None
+    for edit in edited:
+        index = edit.index
+        # Only a message the previous request sent at the same place was cached as it was.
+        sent = index < len(previous) and previous[index] is edit.message
+        if sent and (first is None or index < first.index):
+            first = edit
+    if first is None or (miss is not None and miss.index is not None and miss.index <= first.index):
+        return miss
+    (role, parts), (now_role, now_parts) = first.before, sent_print(first.message)
+    if role != now_role:
+        return _miss(number, "messages", first.index, None, before=role, after=now_role)
+    for part, (old, new) in enumerate(zip(parts, now_parts, strict=False)):
+        if old != new:
+            return _miss(number, "messages", first.index, part, before=old[1], after=new[1])
+    part = min(len(parts), len(now_parts))  # a part added or taken away
+    old = parts[part][1] if part < len(parts) else ""
+    new = now_parts[part][1] if part < len(now_parts) else ""
+    return _miss(number, "messages", first.index, part, before=old, after=new)
 
 
 def _tools_miss(before: list[ToolSpec], after: list[ToolSpec], number: int) -> CacheMiss:

@@ -1,7 +1,8 @@
 """What a Worker keeps about its conversation from one request to the next, across runs.
 
 A long run stays flat in cost because each request does only what changed since the last
-one: the history's check (`Checked`) and the sent messages' check. `Worker.fork` starts a
+one: the history's check (`Checked`) and the sent messages' check, told which messages the
+on_message_send hooks edited in place (`_lent.Lent`). `Worker.fork` starts a
 conversation of its own; a resumed run in a new Worker starts a new one (one full pass).
 """
 
@@ -16,6 +17,7 @@ from llm_worker.worker._history import Checked
 if TYPE_CHECKING:
     from llm_worker.messages import Message, Request
     from llm_worker.state import CacheMiss
+    from llm_worker.worker._cache import Edited
 
 __all__ = ("Conversation",)
 
@@ -58,15 +60,26 @@ class Conversation:
         request.messages, changes = self.sent.repair(request.messages)
         return bool(changed or changes)
 
-    def sending(self, request: Request, messages: list[Message], number: int) -> CacheMiss | None:
+    def sending(
+        self,
+        request: Request,
+        messages: list[Message],
+        number: int,
+        edited: list[Edited] | None = None,
+    ) -> CacheMiss | None:
         """Set `request.messages` to `messages` repaired; where the prompt cache stops, if early.
 
         Args:
             request: The request about to be sent (after the on_message_send hooks).
             messages: The messages the hooks left for it.
             number: The request's number in the run.
+            edited: The messages in it the hooks edited in place.
         """
-        request.messages = self.sent.repair(messages)[0]
+        indexes = [edit.index for edit in edited] if edited else ()
+        request.messages, changes = self.sent.repair(messages, edited=indexes)
+        if changes and edited:
+            # The edited messages are the history's own objects: it needs the repair too.
+            self.history = Checked()
         if request.prompt_cache is None:  # caching off, or a hook took it off this request
             return None
-        return self.cache.check(request, number)
+        return self.cache.check(request, number, edited)

@@ -81,9 +81,12 @@ class Checked:
     ones — needs only its tail checked, with the last answered call pair checked again (an
     edit in place, such as a hook appending a part to the last message, comes there). Any
     other change (a message replaced, removed or inserted, a shorter list) makes a full pass.
-    A message edited in place further back is not seen: hooks replace messages rather than
-    edit them (`MessageSendContext`); should one not, the provider's refusal (HTTP 400) makes
-    the Worker check everything again and send once more (`Conversation.recheck`).
+    A message edited in place further back is the same object: the caller names it
+    (`edited`, the messages an on_message_send hook edited), and it is checked with its
+    neighbours; only if that finds something to repair is the whole list checked. An edit
+    the caller cannot name (the history changed in place between runs) is caught by the
+    provider's refusal (HTTP 400), after which the Worker checks everything again and sends
+    once more (`Conversation.recheck`).
 
     Attributes:
         full_passes: Calls that checked every message (the first, and after an edit).
@@ -93,10 +96,18 @@ class Checked:
     full_passes: int = 0
 
     def repair(
-        self, messages: list[Message], *, why: str = "interrupted"
+        self, messages: list[Message], *, why: str = "interrupted", edited: Iterable[int] = ()
     ) -> tuple[list[Message], int]:
-        """`repair(messages, why=why)`, checking only the messages not checked already."""
+        """`repair(messages, why=why)`, checking only the messages not checked already.
+
+        Args:
+            messages: The messages.
+            why: What the result synthesized for a call that has none says happened.
+            edited: Indexes of messages edited in place since the last call.
+        """
         start = self._checked_prefix(messages)
+        if start and any(i < start and not _still_valid(messages, i) for i in edited):
+            start = 0
         if start == 0:
             self.full_passes += 1
         tail, changes = repair(messages[start:], why=why)
@@ -115,6 +126,26 @@ class Checked:
         while size and valid[size - 1].role == "assistant" and valid[size - 1].tool_uses:
             size -= 1
         return size
+
+
+def _still_valid(messages: list[Message], index: int) -> bool:
+    """Whether the message at `index` still fits its neighbours.
+
+    `repair` is local: a message's fate depends on it and on the one next to it.
+    """
+    start = index
+    if index and _calls(messages[index - 1]):
+        start = index - 1  # it answers the calls before it
+    end = index + 1
+    if messages[index].role == "assistant":
+        end += 1  # the message after it answers its calls (or answered the ones taken out)
+    while end < len(messages) and _calls(messages[end - 1]):
+        end += 1  # the answer to the last message's calls
+    return not repair(messages[start:end])[1]
+
+
+def _calls(message: Message) -> bool:
+    return message.role == "assistant" and bool(message.tool_uses)
 
 
 def _unique_calls(message: Message) -> tuple[Message, int]:

@@ -2,7 +2,8 @@
 
 Each step does only what changed since the conversation's last request (`Conversation`): the
 history's repair and the sent messages' check look at the new messages only, and the prompt
-cache's watch compares the new request with the last one by identity.
+cache's watch compares the new request with the last one by identity — and both look again
+at the messages the on_message_send hooks edited in place (`_lent.Lent`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from llm_worker.worker._context import compacted
 from llm_worker.worker._enabled import only_offered
+from llm_worker.worker._lent import Lent, edited_in
 
 if TYPE_CHECKING:
     from llm_worker.errors import ProviderError
@@ -26,7 +28,10 @@ _REJECTED = 400  # the HTTP status of a request the provider refuses as malforme
 
 
 async def prepared(run: Run) -> Request:
-    """The request for the run's history (repaired), before the on_message_send hooks."""
+    """The request for the run's history (repaired), before the on_message_send hooks.
+
+    With hooks, its messages are a `Lent`: `sending` tells what the hooks edited in place.
+    """
     cfg = run.cfg
     run.conversation.repair(run.history)
     await cfg.registry.refresh()  # toolsets (MCP servers) whose tools changed
@@ -38,12 +43,25 @@ async def prepared(run: Run) -> Request:
     _chain(request, run.response_ids[-1] if run.response_ids else run.chain_from)
     if cfg.context is not None:
         await compacted(cfg, run.history, request)
+    if cfg.hooks.on_message_send:  # the hooks' list notes what they read, to see edits
+        request.messages = Lent(request.messages)
     return request
 
 
-def sending(run: Run, request: Request, messages: list[Message]) -> None:
-    """Set `request.messages` to `messages` repaired; tell a `CacheMiss` where one comes."""
-    miss = run.conversation.sending(request, messages, run.requests)
+def sending(
+    run: Run, request: Request, messages: list[Message], lent: list[Message] | None = None
+) -> None:
+    """Set `request.messages` to `messages` repaired; tell a `CacheMiss` where one comes.
+
+    `lent`: the list the hooks got (a `Lent`, from `prepared`): the messages they edited.
+    """
+    edited = None
+    if isinstance(lent, Lent):
+        changed = lent.returned()
+        if isinstance(messages, Lent):
+            messages = messages.copy()  # a plain list again (at C speed, unlike list())
+        edited = edited_in(messages, changed) if changed else None
+    miss = run.conversation.sending(request, messages, run.requests, edited)
     if miss is not None:
         run.cache_misses.append(miss)
         for sink in run.cfg.sinks:

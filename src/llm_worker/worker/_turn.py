@@ -215,7 +215,7 @@ class Run:
         if self.requests:  # the first request goes beside the input guardrails, no other
             await input_gate_open(self, read_only=False)
         await take_in(self, "steer")
-        request = await prepared(self)
+        request = await prepared(self)  # its messages note what the hooks read of them
         original = request.messages
         ctx = MessageSendContext(original, request, self.requests + 1)
         decided = await cfg.hooks.chain("on_message_send", cfg.hooks.on_message_send, ctx)
@@ -226,7 +226,7 @@ class Run:
         # ctx.request.messages; in-place edits of the one list count too.
         request = ctx.request
         messages = ctx.messages if ctx.messages is not original else request.messages
-        sending(self, request, messages)
+        sending(self, request, messages, original)
         try:
             return await self._sent(request)
         except ProviderError as exc:
