@@ -6,13 +6,16 @@ runs each again from its start (as a recovery would), its recorded steps replaye
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
+from typing import Any, cast
 
 import anyio
 import pytest
 
 from llm_worker import Decision, Message, RunStatus, ToolUsePart, Worker, tool
-from llm_worker.durable import DurableWorker
+from llm_worker.durable import DurableWorker, RecordError
 from llm_worker.errors import ConfigurationError, SessionBusyError
 from llm_worker.sessions import SqliteSession
 from llm_worker.testing import ScriptedModelServer, ScriptedRequest, ScriptedResponse
@@ -117,3 +120,75 @@ async def test_a_session_that_cannot_append_exactly_once_is_refused(tmp_path: Pa
         worker = Worker(client, session=Plain())  # pyright: ignore[reportArgumentType]
         with pytest.raises(ConfigurationError, match="ReplaySafeSession"):
             DurableWorker(worker, name="s", database_url=f"sqlite:///{tmp_path / 'r.db'}")
+
+
+async def test_the_same_run_id_from_another_system_database_appends_its_own_turn(
+    tmp_path: Path,
+) -> None:
+    """Run ids are one system database's: on a shared session store they never collide."""
+    async with (
+        SqliteSession("chat", tmp_path / "sessions.db") as session,
+        ScriptedModelServer("anthropic", lambda call: ScriptedResponse.text("ok")) as server,
+        server.client() as client,
+    ):
+        worker = Worker(client, session=session)
+        for database in ("a", "b"):  # one DBOS per process: one after the other
+            url = f"sqlite:///{tmp_path / database}.sqlite"
+            with anyio.fail_after(60):
+                async with DurableWorker(worker, name="s", database_url=url) as durable:
+                    await durable.run(f"from {database}", run_id="chat-1")
+        assert [m.text for m in await session.messages()] == ["from a", "ok", "from b", "ok"]
+
+
+async def test_a_tampered_session_load_record_fails_the_run_naming_its_step(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    async with (
+        SqliteSession("chat", tmp_path / "sessions.db") as session,
+        ScriptedModelServer("anthropic", answer) as server,
+        server.client() as client,
+    ):
+        worker = Worker(client, tools=[pay], session=session)
+        with anyio.fail_after(90):
+            async with DurableWorker(worker, name="s", database_url=url, lease=1.0) as durable:
+                await durable.start("pay 5", run_id="one")
+                assert await durable.paused("one") is not None
+            rows = await anyio.to_thread.run_sync(_tamper_load, tmp_path / "runs.sqlite")
+            assert rows == 1
+            async with DurableWorker(worker, name="s", database_url=url, lease=1.0) as durable:
+                with pytest.raises(RecordError, match="session load 0") as caught:
+                    await durable.result("one")
+    assert caught.value.run_id == "one"
+
+
+def _tamper_load(path: Path) -> int:
+    """Make the recorded session load's count a word; the number of rows changed."""
+    with sqlite3.connect(path) as db:
+        found = db.execute(
+            "SELECT function_id, output FROM operation_outputs "
+            "WHERE function_name = 'llm-worker session load 0'"
+        ).fetchall()
+        for function_id, output in found:
+            envelope = json.loads(output)
+            envelope["json"]["count"] = "many"
+            db.execute(
+                "UPDATE operation_outputs SET output = ? WHERE function_id = ? "
+                "AND function_name = 'llm-worker session load 0'",
+                (json.dumps(envelope), function_id),
+            )
+    return len(found)
+
+
+async def test_a_temporal_worker_refuses_a_session_rather_than_hang(tmp_path: Path) -> None:
+    """Its workflow cannot do a session's I/O (Temporal's sandbox): the run would never end."""
+    from llm_worker.durable.temporal import TemporalWorker
+
+    async with (
+        SqliteSession("chat", tmp_path / "sessions.db") as session,
+        ScriptedModelServer("anthropic", answer) as server,
+        server.client() as client,
+    ):
+        worker = Worker(client, session=session)
+        with pytest.raises(ConfigurationError, match="does not keep runs in a session"):
+            TemporalWorker(worker, name="t", client=cast("Any", None))

@@ -9,17 +9,18 @@ turn included if the first attempt had appended it) and append its turn a second
 - each load is a DBOS step recording the version read and the number of messages (not the
   messages: the store keeps them, append-only); a recovered run gets back exactly those
   messages (`messages_at`), whatever was appended since;
-- each append carries a key, the run id and the number of the run's turn in the session (its
-  first run, then one per resume), so the store writes it once;
-- the claim is taken under a token of the run's own, so a recovered run takes back the claim
-  its dead attempt left; a turn whose append was made already claims nothing (the session may
-  have gone on to another run since), and its append writes nothing.
+- the claim is taken under a token of the run's own (its id and a random part drawn once, a
+  step), so a recovered run takes back the claim its dead attempt left; a turn whose append
+  was made already claims nothing (the session may have gone on to another run since);
+- each append carries a key, the run's token and the number of the run's turn in the session
+  (its first run, then one per resume), so the store writes it once.
 
 A different run still meets the claim and the version check: `SessionBusyError`.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +79,7 @@ class RunSession:
         self._attempt = attempt
         self._turns = 0
         self._turn: _Turn | None = None
+        self._token: str | None = None
 
     def __repr__(self) -> str:
         return f"RunSession({self._store!r})"
@@ -89,13 +91,33 @@ class RunSession:
 
     async def claim(self) -> str:
         """Take the session under the run's token, unless this turn was appended already."""
-        run_id = self._attempt.run_id
-        turn = _Turn(self._turns, f"durable:{run_id}:{self._turns}", f"durable:{run_id}")
+        token = await self._run_token()
+        turn = _Turn(self._turns, f"{token}:{self._turns}", token)
         self._turns += 1
         self._turn = turn
         if await self._store.appended(turn.key) is not None:
             return turn.token  # written by an earlier attempt: nothing to hold
         return await self._store.claim(turn.token)
+
+    async def _run_token(self) -> str:
+        """The run's claim token: its id and a random part, recorded as a step.
+
+        The run id alone would not do: two DBOS databases (or one wiped) may both have a run
+        `chat-1`; on one session store the second would take the first's live claim, and its
+        turn would pass for appended already.
+        """
+        if self._token is None:
+            name = "llm-worker session token"
+
+            async def draw() -> str:
+                return uuid.uuid4().hex
+
+            step = self._attempt.engine.run_step_async({"name": name}, draw)
+            drawn = await recorded(self._attempt, name, step)
+            if not isinstance(drawn, str):
+                raise RecordError("it is not a string", run_id=self._attempt.run_id, step=name)
+            self._token = f"durable:{self._attempt.run_id}:{drawn}"
+        return self._token
 
     async def load(self) -> SessionRecord:
         """What the run's first attempt loaded for this turn (loaded now if it is this one)."""

@@ -128,6 +128,13 @@ class TemporalWorker(Generic[OutputT]):
     ) -> None:
         if not name:
             raise ConfigurationError("a TemporalWorker needs a non-empty name")
+        if worker._cfg.session is not None:  # pyright: ignore[reportPrivateUsage]
+            # Its claim, load and append are I/O inside the workflow, which Temporal's
+            # sandbox cannot run: the run would wait forever. Refused, not hung.
+            raise ConfigurationError(
+                "a TemporalWorker does not keep runs in a session (Worker(session=...)): "
+                "use a DurableWorker (DBOS) for that, or a Worker without a session"
+            )
         if not heartbeat > 0:
             raise ConfigurationError(
                 f"a TemporalWorker's heartbeat is seconds > 0, not {heartbeat!r}"
