@@ -62,10 +62,14 @@ def asking_and_booking(answer: str = "Booked, in red.") -> list[ScriptedResponse
 
 @asynccontextmanager
 async def chat(
-    kind: str, script: list[ScriptedResponse], tmp_path: Path, provider: str = "anthropic"
+    kind: str,
+    script: list[ScriptedResponse],
+    tmp_path: Path,
+    provider: str = "anthropic",
+    **more: Any,
 ) -> AsyncIterator[Site]:
     """The adapter `kind` with `pick_color` as a front-end tool, a session per chat."""
-    options: dict[str, Any] = {"frontend_tools": [SPEC]} if kind == "vercel" else {}
+    options: dict[str, Any] = {"frontend_tools": [SPEC], **more} if kind == "vercel" else more
     async with site(kind, provider, script, tmp_path, **options) as run:
         yield run
 
@@ -210,6 +214,33 @@ def hostile(
         as_own = outputs(kind, [("book", trip, "booked Atlantis")], tools=[AG_TOOL, book_tool])
         cases.append(("a server tool declared as the client's", as_own, "alice", 400))
     return cases
+
+
+@pytest.mark.parametrize("kind", ["vercel", "ag-ui"])
+async def test_an_output_takes_the_limits_and_checks_of_any_request(
+    kind: str, tmp_path: Path
+) -> None:
+    # The size bound and the media checks of the browser's messages hold for an output
+    # given in a session as for any request: refused before the session is read again.
+    async with chat(kind, asking(), tmp_path, max_body_bytes=8192) as run:
+        server, sessions, _, url, http = run
+        asked = await post(http, url, first(kind))
+        color = call_ids(kind, asked)["pick_color"]
+        before = await stored(sessions, "alice/c1")
+        huge = await post(http, url, outputs(kind, [("pick_color", color, "r" * 10_000)]))
+        bad_image = [{"type": "text", "text": "red"}, {"type": "image", "source": {
+            "type": "data", "mimeType": "image/png", "value": "bm90IGEgcG5n"}}]  # fmt: skip
+        broken = outputs(kind, [("pick_color", color, "red")])
+        if kind == "vercel":  # a tool part naming no call
+            del broken["messages"][-1]["parts"][0]["toolCallId"]
+        else:  # an image that is not one
+            broken["messages"][-1]["content"] = bad_image
+        malformed = await post(http, url, broken)
+        after = await stored(sessions, "alice/c1")
+    assert huge.status_code == 413, huge.text
+    assert malformed.status_code == 400, malformed.text
+    assert after == before
+    assert len(server.requests) == 1
 
 
 def answer_both(kind: str, response: httpx.Response, color: str, trip: str) -> dict[str, Any]:

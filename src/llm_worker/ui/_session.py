@@ -177,7 +177,8 @@ def answered(
     """
     pause = record.pause
     if pause is None:
-        raise BadRequest(409, "no tool call of this chat waits for a result: it has one already")
+        text = "no tool call of this chat waits for a result (answered already, or never made)"
+        raise BadRequest(409, text)
     calls = {p.call.id: p for p in pause.pending}
     earlier = {r.tool_use_id for m in record.messages for r in m.tool_results}
     fresh: list[ToolResultPart] = []
