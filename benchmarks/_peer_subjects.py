@@ -29,16 +29,18 @@ Factory = Callable[[], AsyncIterator[Any]]
 Made = tuple[Factory, Callable[[], Awaitable[None]]]
 
 BOTH = ("chat", "anthropic")
+WIRES = ("chat", "anthropic", "responses", "gemini")
 SHAPES: dict[str, tuple[str, ...]] = {
-    "raw_aiohttp": BOTH,
-    "raw_aiohttp_lines": BOTH,
-    "raw_httpx": BOTH,
-    "raw_httpx_lines": BOTH,
-    "ours_aiohttp": BOTH,
-    "ours_httpx": BOTH,
-    "worker_aiohttp": BOTH,
-    "worker_httpx": BOTH,
-    "openai_sdk": ("chat",),
+    "raw_aiohttp": WIRES,
+    "raw_aiohttp_lines": WIRES,
+    "raw_httpx": WIRES,
+    "raw_httpx_lines": WIRES,
+    "ours_aiohttp": WIRES,
+    "ours_httpx": WIRES,
+    "worker_aiohttp": WIRES,
+    "worker_httpx": WIRES,
+    "openai_sdk": ("chat", "responses"),
+    "google_genai": ("gemini",),
     "anthropic_sdk": ("anthropic",),
     "pydantic_ai": ("chat",),
     "openai_agents": ("chat",),
@@ -64,9 +66,10 @@ IMPORTS: dict[str, str] = {
     "pydantic_ai": "import pydantic_ai, pydantic_ai.models.openai",
     "openai_agents": "import agents",
     "litellm": "import litellm",
+    "google_genai": "from google import genai; genai.Client(api_key='k')",
 }
 _DISTRIBUTIONS = ("aiohttp", "httpx", "openai", "anthropic", "pydantic-ai-slim", "openai-agents",
-                  "litellm", "orjson")  # fmt: skip
+                  "litellm", "google-genai", "orjson")  # fmt: skip
 
 
 def versions() -> str:
@@ -79,8 +82,12 @@ def versions() -> str:
     return ", ".join(found)
 
 
-def _path(shape: str) -> str:
-    return "/v1/messages" if shape == "anthropic" else "/v1/chat/completions"
+def _path(shape: str, model: str) -> str:
+    if shape == "gemini":
+        return f"/v1beta/models/{model}:streamGenerateContent?alt=sse"
+    return {"anthropic": "/v1/messages", "responses": "/v1/responses"}.get(
+        shape, "/v1/chat/completions"
+    )
 
 
 def _body(shape: str, model: str) -> bytes:
@@ -88,6 +95,10 @@ def _body(shape: str, model: str) -> bytes:
                             "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
     if shape == "anthropic":
         body["max_tokens"] = 1024
+    elif shape == "responses":
+        body = {"model": model, "stream": True, "input": "hi"}
+    elif shape == "gemini":
+        body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
     return json.dumps(body).encode()
 
 
@@ -96,7 +107,7 @@ async def raw_aiohttp(base: str, shape: str, model: str, pool: int) -> Made:
     import orjson
 
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=pool))
-    url, body = base + _path(shape), _body(shape, model)
+    url, body = base + _path(shape, model), _body(shape, model)
     headers = {"content-type": "application/json"}
 
     async def stream() -> AsyncIterator[Any]:
@@ -118,7 +129,7 @@ async def raw_aiohttp_lines(base: str, shape: str, model: str, pool: int) -> Mad
     import orjson
 
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=pool))
-    url, body = base + _path(shape), _body(shape, model)
+    url, body = base + _path(shape, model), _body(shape, model)
     headers = {"content-type": "application/json"}
 
     async def stream() -> AsyncIterator[Any]:
@@ -138,7 +149,7 @@ async def raw_httpx_lines(base: str, shape: str, model: str, pool: int) -> Made:
 
     limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
     client = httpx.AsyncClient(timeout=600, limits=limits)
-    url, body = base + _path(shape), _body(shape, model)
+    url, body = base + _path(shape, model), _body(shape, model)
 
     async def stream() -> AsyncIterator[Any]:
         async with client.stream("POST", url, content=body) as response:
@@ -157,7 +168,7 @@ async def raw_httpx(base: str, shape: str, model: str, pool: int) -> Made:
 
     limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
     client = httpx.AsyncClient(timeout=600, limits=limits)
-    url, body = base + _path(shape), _body(shape, model)
+    url, body = base + _path(shape, model), _body(shape, model)
 
     async def stream() -> AsyncIterator[Any]:
         async with client.stream("POST", url, content=body) as response:
@@ -174,12 +185,22 @@ async def raw_httpx(base: str, shape: str, model: str, pool: int) -> Made:
 
 
 def _ours(base: str, shape: str, model: str, pool: int, transport: Any) -> Any:
-    from llm_worker.providers import AnthropicClient, OpenAIChatClient, RetryPolicy
+    from llm_worker.providers import (
+        AnthropicClient,
+        GeminiClient,
+        OpenAIChatClient,
+        OpenAIResponsesClient,
+        RetryPolicy,
+    )
 
     options: dict[str, Any] = {"api_key": "k", "retry": RetryPolicy.disabled(),
                                "transport": transport, "max_concurrency": pool}  # fmt: skip
     if shape == "anthropic":
         return AnthropicClient(model=model, base_url=base, **options)
+    if shape == "gemini":
+        return GeminiClient(model=model, base_url=base + "/v1beta", **options)
+    if shape == "responses":
+        return OpenAIResponsesClient(model=model, base_url=base + "/v1", **options)
     return OpenAIChatClient(model=model, base_url=base + "/v1", **options)
 
 
@@ -212,7 +233,27 @@ async def openai_sdk(base: str, shape: str, model: str, pool: int) -> Made:
         async for chunk in chunks:
             yield chunk
 
-    return stream, client.close
+    async def responses() -> AsyncIterator[Any]:
+        events = await client.responses.create(model=model, input="hi", stream=True)
+        async for event in events:
+            yield event
+
+    return (responses if shape == "responses" else stream), client.close
+
+
+async def google_genai(base: str, shape: str, model: str, pool: int) -> Made:
+    from google import genai
+    from google.genai import types
+
+    options = types.HttpOptions(base_url=base, api_version="v1beta")
+    client = genai.Client(api_key="k", http_options=options)
+
+    async def stream() -> AsyncIterator[Any]:
+        chunks = await client.aio.models.generate_content_stream(model=model, contents="hi")
+        async for chunk in chunks:
+            yield chunk
+
+    return stream, client.aio.aclose
 
 
 async def anthropic_sdk(base: str, shape: str, model: str, pool: int) -> Made:
@@ -331,7 +372,7 @@ async def many(factory: Factory, n: int, streams: int) -> dict[str, float]:
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("subject", choices=list(SHAPES))
-    parser.add_argument("shape", choices=BOTH)
+    parser.add_argument("shape", choices=WIRES)
     parser.add_argument("model")
     parser.add_argument("base_url")
     parser.add_argument("--streams", type=int, default=0)

@@ -1,11 +1,17 @@
 """The streams of the transport and peer benchmarks, and a bare asyncio server that plays them.
 
-One server in a child process answers both wire shapes: `POST …/chat/completions` (OpenAI Chat
-Completions) and `POST …/messages` (Anthropic). What it streams is named by the request's
-`model`, so that every SDK can ask for it: `"<kind>-<n>-<pace_ms>"`, where kind is `text` (n
-text deltas) or `tool` (one tool call whose arguments come in n fragments), and pace_ms is the
-wait between two events (0: the whole body in one write). Paced events go one per write, so a
-client meets them one per network read.
+One server in a child process answers the four wire shapes: `POST …/chat/completions` (OpenAI
+Chat Completions), `POST …/messages` (Anthropic), `POST …/responses` (OpenAI Responses) and
+`POST …/models/<model>:streamGenerateContent?alt=sse` (Gemini). What it streams is named by the
+request's model (the body's `model`; Gemini's is in the path), so that every SDK can ask for
+it: `"<kind>-<n>-<pace_ms>"`, where kind is `text` (n text deltas) or `tool` (one tool call
+whose arguments come in n fragments; not on Gemini, which sends a call whole), and pace_ms is
+the wait between two events (0: the whole body in one write). Paced events go one per write,
+so a client meets them one per network read.
+
+The events are copied in shape from the recorded streams (tests/fixtures/recorded/): every
+field a real chunk carries (ids, fingerprints, `obfuscation`, empty `logprobs`, Gemini's usage
+in every chunk and its CRLF framing), not minimal ones: a parser pays for what it skips.
 """
 
 from __future__ import annotations
@@ -100,12 +106,137 @@ def _fragments(n: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+_PAD = ["NBbiCoB2yJyshvQ", "6b0tyCSq6HwaEOD", "f2KWFcSvQWpnGqG", "xIRR7cmTFdDcyLd", "n2jBlV5bR"]
+_RESP_ID = "resp_087a1bffb8180cc4006912065042e08196a1a6445d62480120"
+_MSG_ID = "msg_087a1bffb8180cc40069120650b3e08196921c90ad59e694eb"
+
+
+def _response(status: str, output: list[Any], usage: Any) -> dict[str, Any]:
+    """A Responses `response` object as `response.created` / `.completed` carry it."""
+    return {
+        "id": _RESP_ID, "object": "response", "created_at": 1762788944, "status": status,
+        "background": False, "error": None, "incomplete_details": None, "instructions": None,
+        "max_output_tokens": None, "max_tool_calls": None, "model": "gpt-4.1-nano-2025-04-14",
+        "output": output, "parallel_tool_calls": True, "previous_response_id": None,
+        "prompt_cache_key": None, "reasoning": {"effort": None, "summary": None},
+        "safety_identifier": None, "service_tier": "default", "store": True,
+        "temperature": 1.0, "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": "auto", "tools": [], "top_logprobs": 0, "top_p": 1.0,
+        "truncation": "disabled", "usage": usage, "user": None, "metadata": {},
+    }  # fmt: skip
+
+
+class _Typed:
+    """Responses events: an `event:` line naming the type, then the `data:` line."""
+
+    def __init__(self) -> None:
+        self.out: list[bytes] = []
+
+    def add(self, kind: str, **fields: Any) -> None:
+        self.out.append(_sse({"type": kind, "sequence_number": len(self.out), **fields}, kind))
+
+
+def responses_events(kind: str, n: int) -> list[bytes]:
+    """An OpenAI Responses stream: n `output_text` deltas, or a function call in n pieces."""
+    s = _Typed()
+    s.add("response.created", response=_response("in_progress", [], None))
+    s.add("response.in_progress", response=_response("in_progress", [], None))
+    if kind == "text":
+        item: dict[str, Any] = {"id": _MSG_ID, "type": "message", "status": "in_progress",
+                                "content": [], "role": "assistant"}  # fmt: skip
+        where = {"item_id": _MSG_ID, "output_index": 0, "content_index": 0}
+        part = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
+        s.add("response.output_item.added", output_index=0, item=item)
+        s.add("response.content_part.added", **where, part=part)
+        words = [_WORDS[i % len(_WORDS)] for i in range(n)]
+        for i, word in enumerate(words):
+            s.add("response.output_text.delta", **where, delta=word, logprobs=[],
+                  obfuscation=_PAD[i % len(_PAD)])  # fmt: skip
+        text = "".join(words)
+        s.add("response.output_text.done", **where, text=text, logprobs=[])
+        part = {**part, "text": text}
+        s.add("response.content_part.done", **where, part=part)
+        item = {**item, "status": "completed", "content": [part]}
+    else:
+        item = {"id": "fc_0687", "type": "function_call", "status": "in_progress",
+                "arguments": "", "call_id": "call_1", "name": "lookup"}  # fmt: skip
+        where = {"item_id": "fc_0687", "output_index": 0}
+        s.add("response.output_item.added", output_index=0, item=item)
+        pieces = _fragments(n)
+        for i, piece in enumerate(pieces):
+            s.add("response.function_call_arguments.delta", **where, delta=piece,
+                  obfuscation=_PAD[i % len(_PAD)])  # fmt: skip
+        arguments = "".join(pieces)
+        s.add("response.function_call_arguments.done", **where, arguments=arguments)
+        item = {**item, "status": "completed", "arguments": arguments}
+    s.add("response.output_item.done", output_index=0, item=item)
+    usage = {"input_tokens": 14, "input_tokens_details": {"cached_tokens": 0},
+             "output_tokens": n, "output_tokens_details": {"reasoning_tokens": 0},
+             "total_tokens": 14 + n}  # fmt: skip
+    s.add("response.completed", response=_response("completed", [item], usage))
+    return s.out
+
+
+def gemini_events(kind: str, n: int) -> list[bytes]:
+    """A Gemini `alt=sse` stream of n text chunks, framed with CRLF as the API sends it.
+
+    Every chunk is a whole `GenerateContentResponse` with its running `usageMetadata`, the
+    model version and the response id (as in `usage_in_every_chunk`); the last has the finish.
+    """
+    if kind != "text":
+        raise ValueError("Gemini sends a function call whole: no tool stream in pieces")
+    out = []
+    for i in range(n):
+        candidate: dict[str, Any] = {
+            "content": {"parts": [{"text": _WORDS[i % len(_WORDS)]}], "role": "model"},
+            "index": 0,
+        }
+        if i == n - 1:
+            candidate["finishReason"] = "STOP"
+        usage = {"promptTokenCount": 18, "candidatesTokenCount": i + 1,
+                 "totalTokenCount": 53 + i + 1,
+                 "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 18}],
+                 "thoughtsTokenCount": 35, "serviceTier": "standard"}  # fmt: skip
+        chunk = {"candidates": [candidate], "usageMetadata": usage,
+                 "modelVersion": "gemini-2.5-flash",
+                 "responseId": "ru1garvBEoOiqtsP2fznmQw"}  # fmt: skip
+        text = json.dumps(chunk, ensure_ascii=False, separators=(",", ": "))
+        out.append(f"data: {text}\r\n\r\n".encode())
+    return out
+
+
+SHAPES = {
+    "chat": chat_events,
+    "anthropic": anthropic_events,
+    "responses": responses_events,
+    "gemini": gemini_events,
+}
+"""Each wire's stream maker, by the shape names of `_peer_subjects`."""
+
+
+def shape_of(path: str) -> str:
+    """The wire a request path speaks."""
+    if path.endswith("/messages"):
+        return "anthropic"
+    if path.endswith("/responses"):
+        return "responses"
+    if ":streamGenerateContent" in path:
+        return "gemini"
+    return "chat"
+
+
 @cache
 def events(path: str, model: str) -> tuple[list[bytes], float]:
     """The events a request asks for, and the pause between two of them in seconds."""
     kind, n, pace = model.split("-")[:3]
-    shape = anthropic_events if path.endswith("/messages") else chat_events
-    return shape(kind, int(n)), int(pace) / 1000
+    return SHAPES[shape_of(path)](kind, int(n)), int(pace) / 1000
+
+
+def _model(path: str, body: dict[str, Any]) -> str:
+    # Gemini names the model in the path: `/v1beta/models/<model>:streamGenerateContent`.
+    if ":streamGenerateContent" in path:
+        return path.rsplit("/", 1)[-1].split(":", maxsplit=1)[0]
+    return str(body.get("model", "text-10-0"))
 
 
 async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -120,7 +251,7 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                 if name.strip().lower() == "content-length":
                     length = int(value)
             body = json.loads(await reader.readexactly(length)) if length else {}
-            await _answer(writer, *events(path, str(body.get("model", "text-10-0"))))
+            await _answer(writer, *events(path, _model(path, body)))
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:

@@ -5,10 +5,11 @@ Run (the peers come from the `bench` dependency group, never from the runtime on
     uv sync --group bench
     uv run --group bench python benchmarks/peers.py --rounds 3
 
-One local server (`_wire.py`, a child process) serves the same streams in the Chat
-Completions and the Anthropic shape: `text` (20,000 text deltas in one write), `paced` (2,000
-deltas, one per millisecond, so one per network read) and `tool` (a tool call whose arguments
-come in 200 fragments). Every measurement runs in a fresh interpreter; the subjects alternate
+One local server (`_wire.py`, a child process) serves the same streams in the four wire
+shapes (`--wires`: Chat Completions, Anthropic, OpenAI Responses, Gemini): `text` (20,000
+text deltas in one write), `paced` (2,000 deltas, one per millisecond, so one per network
+read) and `tool` (a tool call whose arguments come in 200 fragments; not on Gemini, which
+sends a call whole). Every measurement runs in a fresh interpreter; the subjects alternate
 within each round, so load on the machine falls on all of them alike. Reported per subject
 (median of the rounds): µs per event of wall and CPU time, the CPU ratio to raw aiohttp +
 orjson of the same round, the peak RSS, and `python -c "import X"` time.
@@ -74,7 +75,9 @@ def run_streams(args: argparse.Namespace, server: _wire.Server) -> None:
     for stream in args.streams:
         n = args.events if stream == "text" and args.events else SIZES[stream]
         model = STREAMS[stream].format(n=n)
-        for shape in ("chat", "anthropic"):
+        for shape in args.wires:
+            if stream == "tool" and shape == "gemini":
+                continue
             names = [s for s in args.subjects if shape in subjects.SHAPES[s]]
             if stream == "tool":
                 names = [s for s in names if s not in subjects.TEXT_ONLY]
@@ -164,6 +167,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--subjects", nargs="*", default=list(subjects.SHAPES))
     parser.add_argument("--streams", nargs="*", default=list(STREAMS), choices=list(STREAMS))
+    parser.add_argument("--wires", nargs="*", default=list(subjects.WIRES),
+                        choices=list(subjects.WIRES))  # fmt: skip
     parser.add_argument("--events", type=int, default=0, help="deltas of the text stream")
     parser.add_argument("--concurrent", type=int, default=0, help="e.g. 1000 (0: skip)")
     parser.add_argument("--stream-events", type=int, default=200)
