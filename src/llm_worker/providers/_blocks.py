@@ -27,7 +27,7 @@ open block, an `ErrorEvent`, a FAILED status, then raises the typed error.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol
 
 import orjson
@@ -364,20 +364,18 @@ async def drive(
     pump = _Pump(mapper, provider, max_event_bytes, max_answer_chars)
     emitter = pump.emitter
     try:
-        # Plain calls per read: a generator here would cost a resumption per network read.
+        # No async generator between the reads and the caller but this one: each costs a
+        # resumption per network read.
         async for chunk in chunks:
-            out = pump.feed(chunk)
-            for event in out:
+            for event in pump.feed(chunk):
                 yield event
-            out.clear()
         for event in pump.end():
             yield event
     except ProviderError as exc:
         _adopt(exc, provider, scrub)
         for event in _failure(emitter, exc, scrub):
             yield event
-        caller_error = getattr(mapper, "caller_error", None)  # optional: see StreamMapper
-        better = caller_error(exc) if caller_error is not None else None
+        better = _caller_error(mapper, exc)
         if better is not None:
             raise better from exc
         raise
@@ -389,14 +387,29 @@ async def drive(
         error = _unreadable(exc, provider, scrub)
         for event in _failure(emitter, error, scrub):
             yield event
-        raise error from (None if chain_leaks(exc, scrub) else exc)
+        raise error from _cause(exc, scrub)
     finally:
-        # Nested async generators are not closed with their consumer (PEP 533): close them
-        # here, innermost last, so an abandoned stream frees its connection now.
-        aclose = getattr(chunks, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await _close(chunks)
     yield emitter.info
+
+
+def _caller_error(mapper: StreamMapper, exc: ProviderError) -> LLMWorkerError | None:
+    """The error the mapper's optional `caller_error` makes of `exc` (see `StreamMapper`)."""
+    caller_error = getattr(mapper, "caller_error", None)
+    return caller_error(exc) if caller_error is not None else None
+
+
+def _cause(exc: Exception, scrub: Callable[[str], str]) -> Exception | None:
+    """`exc` to chain, or `None` when its text holds a credential."""
+    return None if chain_leaks(exc, scrub) else exc
+
+
+async def _close(chunks: AsyncIterator[bytes]) -> None:
+    # Nested async generators are not closed with their consumer (PEP 533): close them
+    # here, innermost last, so an abandoned stream frees its connection now.
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def _unreadable(exc: Exception, provider: str, scrub: Callable[[str], str]) -> MalformedStreamError:
@@ -419,7 +432,14 @@ def _adopt(exc: ProviderError, provider: str, scrub: Callable[[str], str]) -> No
 class _Pump:
     """Bytes → SSE events → mapper → the emitter's events, one network read at a time."""
 
-    __slots__ = ("_decoder", "_end_of_read", "_mapper", "_provider", "_started", "emitter")
+    __slots__ = (
+        "_decoder",
+        "_end_of_read",
+        "_mapper",
+        "_provider",
+        "_started",
+        "emitter",
+    )
 
     def __init__(
         self, mapper: StreamMapper, provider: str, max_event_bytes: int, max_answer_chars: int
@@ -432,18 +452,30 @@ class _Pump:
         # Optional (see StreamMapper): called once per network read, after its events.
         self._end_of_read = getattr(mapper, "end_of_read", None)
 
-    def feed(self, chunk: bytes) -> list[Event]:
-        """The events one network read completes (the emitter's buffer: clear it after)."""
+    def feed(self, chunk: bytes) -> Iterator[Event]:
+        """The events one network read completes.
+
+        Each SSE event's output is handed on before the next is decoded: a read of a bulk
+        stream completes a thousand events, and holding all of them (with the SSE events and
+        parsed JSON behind them) made the garbage collector's passes cost more than the
+        parsing.
+        """
         emitter = self.emitter
+        out = emitter.out
         if not self._started:
             self._started = True
-            emitter.out.append(StatusEvent(ResponseStatus.STARTED))
+            out.append(StatusEvent(ResponseStatus.STARTED))
         on_event = self._mapper.on_event
-        for sse in self._decoder.feed(chunk):
+        for sse in self._decoder.events(chunk):
             on_event(sse, emitter)
+            if out:
+                yield from out
+                out.clear()
         if self._end_of_read is not None:
             self._end_of_read(emitter)
-        return emitter.out
+        if out:
+            yield from out
+            out.clear()
 
     def end(self) -> list[Event]:
         """The body ended: the last events, or the error of an answer that is not complete."""

@@ -17,6 +17,7 @@ Memory is bounded: an unfinished line, or the data of an unfinished event, longe
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, NoReturn
 
@@ -105,42 +106,49 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """Decode a chunk of the stream; return the events it completes, in order."""
+        return list(self.events(chunk))
+
+    def events(self, chunk: bytes) -> Iterator[ServerSentEvent]:
+        """Decode a chunk of the stream; yield the events it completes, one at a time.
+
+        Consume it whole before the next chunk. One at a time, so that a reader handing
+        each event on before decoding the next keeps few objects alive: a network read of a
+        bulk stream completes a thousand events, and holding them all (with what they map
+        to) made the garbage collector's passes cost more than the parsing.
+        """
         if not self._started or self._pending_cr:
             chunk = self._prepare(chunk)
         has_cr = b"\r" in chunk
         if not has_cr and b"\n" not in chunk:
             if chunk:
                 self._hold(chunk, self._tail_size + len(chunk))
-            return []
+            return
         if self._tail:
             self._tail.append(chunk)
             chunk = b"".join(self._tail)
             self._tail.clear()
             self._tail_size = 0
-        if has_cr:
-            # CRLF streams (Gemini) take the fast split when no lone CR remains: bytes.replace
-            # and bytes.split are several times cheaper than the regex split.
-            normalized = chunk.replace(b"\r\n", b"\n")
-            if b"\r" in normalized:
-                lines = _LINE_END.split(chunk)
-                # A trailing CR may be the first half of a CRLF split across chunks.
-                self._pending_cr = chunk.endswith(b"\r")
-            else:
-                lines = normalized.split(b"\n")
-        else:
-            lines = chunk.split(b"\n")
+        lines = self._lines(chunk) if has_cr else chunk.split(b"\n")
         rest = lines.pop()
         if rest:
             self._hold(rest, len(rest))
-        events: list[ServerSentEvent] = []
         for line in lines:
             if line:
                 self._field(line)
             elif self._data:
-                events.append(self._dispatch())
+                yield self._dispatch()
             else:
                 self._event = ""
-        return events
+
+    def _lines(self, chunk: bytes) -> list[bytes]:
+        # CRLF streams (Gemini) take the fast split when no lone CR remains: bytes.replace
+        # and bytes.split are several times cheaper than the regex split.
+        normalized = chunk.replace(b"\r\n", b"\n")
+        if b"\r" not in normalized:
+            return normalized.split(b"\n")
+        # A trailing CR may be the first half of a CRLF split across chunks.
+        self._pending_cr = chunk.endswith(b"\r")
+        return _LINE_END.split(chunk)
 
     def flush(self) -> list[ServerSentEvent]:
         """End of stream: return the final event even if its blank line never came."""
