@@ -36,7 +36,6 @@ from llm_worker.events import (
     UsageEvent,
 )
 from llm_worker.providers._blocks import BlockEmitter, drive
-from llm_worker.providers._sse import ServerSentEvent
 
 TEXT, THINKING, TOOL = BlockType.TEXT, BlockType.THINKING, BlockType.TOOL_USE
 
@@ -205,8 +204,8 @@ class Mapper:
         self.complete = False
         self.ended = False
 
-    def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
-        data = orjson.loads(sse.data)
+    def on_event(self, event: str, raw: bytes, emitter: BlockEmitter) -> None:
+        data = orjson.loads(raw)
         if "text" in data:
             emitter.text(data["text"])
         elif "thinking" in data:

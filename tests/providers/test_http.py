@@ -41,7 +41,6 @@ from llm_worker.providers._http import (
     parse_error_body,
     retry_after_seconds,
 )
-from llm_worker.providers._sse import ServerSentEvent
 from llm_worker.testing import Chunking, WireResponse, WireServer
 from support import recorded
 
@@ -618,8 +617,8 @@ async def test_no_answer_in_time_is_a_retryable_timeout() -> None:
 class _Mapper:
     complete = False
 
-    def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
-        emitter.text(sse.data)
+    def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> None:
+        emitter.text(data.decode())
 
     def on_end(self, emitter: BlockEmitter) -> None:
         emitter.finish(StopReason.END_TURN, None)

@@ -65,7 +65,7 @@ from llm_worker.events import (
 from llm_worker.messages import Citation
 from llm_worker.providers._secrets import chain_leaks, scrub_error
 from llm_worker.providers._settings import DEFAULT_MAX_ANSWER_CHARS
-from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent, SSEDecoder
+from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder
 
 __all__ = ("BlockEmitter", "StreamMapper", "drive", "wrong_type")
 
@@ -325,8 +325,11 @@ class StreamMapper(Protocol):
     the failure events.
     """
 
-    def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
-        """Map one SSE event. Raise a `ProviderError` for a provider error event."""
+    def on_event(self, event: str, data: bytes, emitter: BlockEmitter, /) -> None:
+        """Map one SSE event: its type and its data, UTF-8 bytes (`_sse.json_of` parses them).
+
+        Raise a `ProviderError` for a provider error event.
+        """
         ...
 
     @property
@@ -466,8 +469,8 @@ class _Pump:
             self._started = True
             out.append(StatusEvent(ResponseStatus.STARTED))
         on_event = self._mapper.on_event
-        for sse in self._decoder.events(chunk):
-            on_event(sse, emitter)
+        for kind, data in self._decoder.raw(chunk):
+            on_event(kind, data, emitter)
             if out:
                 yield from out
                 out.clear()
@@ -480,12 +483,12 @@ class _Pump:
     def end(self) -> list[Event]:
         """The body ended: the last events, or the error of an answer that is not complete."""
         mapper, emitter = self._mapper, self.emitter
-        for sse in self._decoder.flush():
+        for kind, data in self._decoder.raw_flush():
             if mapper.complete:
-                mapper.on_event(sse, emitter)
+                mapper.on_event(kind, data, emitter)
                 continue
             try:
-                mapper.on_event(sse, emitter)
+                mapper.on_event(kind, data, emitter)
             except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
                 # An event without its blank line at the end of an unfinished stream is most
                 # likely cut in the middle: the stream was interrupted, not malformed.

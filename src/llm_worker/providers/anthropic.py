@@ -75,7 +75,7 @@ from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, wrong_type
 from llm_worker.providers._http import RetryPolicy, TransportChoice, error_class
 from llm_worker.providers._settings import DEFAULT_MAX_ANSWER_CHARS, DEFAULT_MAX_CONCURRENCY
-from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent
+from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, json_of
 
 if TYPE_CHECKING:
     import aiohttp
@@ -257,14 +257,14 @@ class _MessagesStream:
     def on_end(self, emitter: BlockEmitter) -> None:
         """Nothing is held: the answer was finished at `message_stop`."""
 
-    def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
+    def on_event(self, event: str, raw: bytes, emitter: BlockEmitter) -> None:
         """Map one SSE event (dispatched on the JSON `type`, which every event carries)."""
         if self._complete:
             return
-        if sse.event == "ping":
+        if event == "ping":
             emitter.out.append(PingEvent(time.time()))
             return
-        data = orjson.loads(sse.data)
+        data = json_of(raw)
         kind = data["type"]
         if kind == "content_block_delta":
             self._delta(data, emitter)

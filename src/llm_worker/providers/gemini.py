@@ -97,7 +97,7 @@ from llm_worker.providers._gemini_metadata import (
 from llm_worker.providers._gemini_partial import PartialCall, starts_partial_call
 from llm_worker.providers._gemini_request import build_body
 from llm_worker.providers._http import error_class
-from llm_worker.providers._sse import ServerSentEvent
+from llm_worker.providers._sse import json_of
 
 __all__ = ("GeminiClient",)
 
@@ -243,14 +243,13 @@ class _GeminiMapper:
         """A finish reason was seen."""
         return self._finish is not None
 
-    def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
+    def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> None:
         """Map one chunk."""
-        data = sse.data
-        if not data or data == "[DONE]":
+        if not data or data == b"[DONE]":
             return
         # The hot path reads the parsed JSON (Any) directly: a chunk of another shape raises
         # AttributeError / KeyError / TypeError here, which drive() reports as malformed.
-        chunk: Any = orjson.loads(data)
+        chunk: Any = json_of(data)
         if not self._identified or "modelStatus" in chunk:
             self._response_fields(chunk, emitter)
         candidates = chunk.get("candidates")

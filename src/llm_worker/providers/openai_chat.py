@@ -83,7 +83,7 @@ from llm_worker.providers._openai_chat_request import PROVIDER, THINKING_PART, b
 from llm_worker.providers._openai_chat_tools import ToolCalls
 from llm_worker.providers._openai_errors import unverified_organization
 from llm_worker.providers._openai_logprobs import token_logprobs
-from llm_worker.providers._sse import ServerSentEvent
+from llm_worker.providers._sse import json_of, text_of
 
 __all__ = ("OpenAIChatClient",)
 
@@ -205,14 +205,13 @@ class ChatStreamMapper:
         """`[DONE]` arrived, or the answer's finish reason did (see the module docstring)."""
         return self._done or self._finish is not None
 
-    def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
+    def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> None:
         """Map one SSE event."""
-        data = sse.data
-        if sse.event != "message":
-            if sse.event == "error":  # Groq: `event: error` with an error object
+        if event != "message":
+            if event == "error":  # Groq: `event: error` with an error object
                 raise self._error(_loads_error(data))
             return  # not part of the Chat protocol
-        if data == "[DONE]":
+        if data == b"[DONE]":
             self._done = True
             return
         if not data:
@@ -220,10 +219,11 @@ class ChatStreamMapper:
         # Parsed JSON is Any: the hot path reads it with .get() directly (one call per field);
         # a chunk of another shape raises AttributeError/TypeError, which drive() reports as
         # a MalformedStreamError.
-        chunk: Any = orjson.loads(data)
-        if type(chunk) is not dict:
+        chunk: Any = json_of(data)
+        if chunk.__class__ is not dict:
             raise MalformedStreamError(
-                f"a stream chunk is not a JSON object: {data[:100]!r}", provider=_PROVIDER
+                f"a stream chunk is not a JSON object: {text_of(data[:100])!r}",
+                provider=_PROVIDER,
             )
         self._chunk(chunk, emitter)
 
@@ -412,11 +412,11 @@ def _thinking_text(thinking: object) -> str:
     return "".join(t for t in texts if t)
 
 
-def _loads_error(data: str) -> object:
+def _loads_error(data: bytes) -> object:
     try:
-        return orjson.loads(data).get("error") or data
+        return json_of(data).get("error") or text_of(data)
     except (orjson.JSONDecodeError, AttributeError):
-        return data  # a plain-text error message
+        return text_of(data)  # a plain-text error message
 
 
 def _first_int(body: dict[str, Any], *keys: str) -> int | None:

@@ -50,8 +50,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
-import orjson
-
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker.errors import (
     APIStatusError,
@@ -74,7 +72,7 @@ from llm_worker.providers._http import error_class
 from llm_worker.providers._openai_errors import unverified_organization
 from llm_worker.providers._openai_logprobs import token_logprobs
 from llm_worker.providers._openai_responses_request import PROVIDER, build_body
-from llm_worker.providers._sse import ServerSentEvent
+from llm_worker.providers._sse import json_of
 
 __all__ = ("OpenAIResponsesClient",)
 
@@ -181,13 +179,12 @@ class _ResponsesMapper:
         """Whether `response.completed` or `response.incomplete` arrived."""
         return self._complete
 
-    def on_event(self, sse: ServerSentEvent, emitter: BlockEmitter) -> None:
+    def on_event(self, kind: str, data: bytes, emitter: BlockEmitter) -> None:
         """Map one SSE event (a JSON object with a `type`)."""
-        data = sse.data
         # After the terminal event nothing belongs to the answer (OpenRouter adds [DONE]).
-        if self._complete or not data or data == "[DONE]":
+        if self._complete or not data or data == b"[DONE]":
             return
-        event = orjson.loads(data)
+        event = json_of(data)
         handler = _HANDLERS.get(event["type"])
         if handler is None:
             return
