@@ -28,6 +28,7 @@ open block, an `ErrorEvent`, a FAILED status, then raises the typed error.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
@@ -366,45 +367,75 @@ async def drive(
     """
     pump = _Pump(mapper, provider, max_event_bytes, max_answer_chars)
     emitter = pump.emitter
+    out, on_event, end_of_read = emitter.out, mapper.on_event, pump.end_of_read
     try:
-        # No async generator between the reads and the caller but this one: each costs a
-        # resumption per network read.
+        # Inline, the hot loop: no generator between the reads and the caller but this one
+        # (each layer costs a resumption per event). Each SSE event's output is handed on
+        # before the next is decoded: a read of a bulk stream completes a thousand events,
+        # and holding all of them (with the parsed JSON behind them) made the garbage
+        # collector's passes cost more than the parsing.
         async for chunk in chunks:
-            for event in pump.feed(chunk):
-                yield event
+            for kind, data in pump.raw(chunk):
+                on_event(kind, data, emitter)
+                if out:
+                    for event in out:
+                        yield event
+                    out.clear()
+            end_of_read(emitter)
+            if out:  # STARTED, when no event ended in the first read; a once-per-read event
+                for event in out:
+                    yield event
+                out.clear()
         for event in pump.end():
             yield event
-    except ProviderError as exc:
-        _adopt(exc, provider, scrub)
-        for event in _failure(emitter, exc, scrub):
+    except Exception as exc:
+        failure = _Failure.of(exc, emitter, mapper, provider, scrub)
+        if failure is None:
+            raise  # not a stream failure: a bug, or the caller's error
+        for event in failure.events:
             yield event
-        better = _caller_error(mapper, exc)
-        if better is not None:
-            raise better from exc
-        raise
-    except LLMWorkerError:
-        raise
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-        # orjson.JSONDecodeError is a ValueError; the others come from chunks whose shape
-        # differs from the protocol (a missing key, a list where an object should be).
-        error = _unreadable(exc, provider, scrub)
-        for event in _failure(emitter, error, scrub):
-            yield event
-        raise error from _cause(exc, scrub)
+        if failure.error is exc:
+            raise
+        raise failure.error from failure.cause
     finally:
         await _close(chunks)
     yield emitter.info
 
 
-def _caller_error(mapper: StreamMapper, exc: ProviderError) -> LLMWorkerError | None:
-    """The error the mapper's optional `caller_error` makes of `exc` (see `StreamMapper`)."""
-    caller_error = getattr(mapper, "caller_error", None)
-    return caller_error(exc) if caller_error is not None else None
+@dataclass(slots=True)
+class _Failure:
+    """What a failed stream yields last (abort, error, FAILED), and the error it raises."""
+
+    events: list[Event]
+    error: Exception
+    cause: BaseException | None
+
+    @classmethod
+    def of(
+        cls,
+        exc: Exception,
+        emitter: BlockEmitter,
+        mapper: StreamMapper,
+        provider: str,
+        scrub: Callable[[str], str],
+    ) -> _Failure | None:
+        """The failure `exc` is, or `None` when it is no failure of the stream to report."""
+        if isinstance(exc, ProviderError):
+            _adopt(exc, provider, scrub)
+            events = _failure(emitter, exc, scrub)
+            caller_error = getattr(mapper, "caller_error", None)  # optional: see StreamMapper
+            better = caller_error(exc) if caller_error is not None else None
+            return cls(events, exc, None) if better is None else cls(events, better, exc)
+        if isinstance(exc, LLMWorkerError) or not isinstance(exc, _UNREADABLE):
+            return None
+        # orjson.JSONDecodeError is a ValueError; the others come from chunks whose shape
+        # differs from the protocol (a missing key, a list where an object should be).
+        error = _unreadable(exc, provider, scrub)
+        cause = None if chain_leaks(exc, scrub) else exc
+        return cls(_failure(emitter, error, scrub), error, cause)
 
 
-def _cause(exc: Exception, scrub: Callable[[str], str]) -> Exception | None:
-    """`exc` to chain, or `None` when its text holds a credential."""
-    return None if chain_leaks(exc, scrub) else exc
+_UNREADABLE = (ValueError, KeyError, TypeError, IndexError, AttributeError)
 
 
 async def _close(chunks: AsyncIterator[bytes]) -> None:
@@ -437,11 +468,11 @@ class _Pump:
 
     __slots__ = (
         "_decoder",
-        "_end_of_read",
         "_mapper",
         "_provider",
         "_started",
         "emitter",
+        "end_of_read",
     )
 
     def __init__(
@@ -453,32 +484,16 @@ class _Pump:
         self._decoder = SSEDecoder(max_event_bytes)
         self._started = False
         # Optional (see StreamMapper): called once per network read, after its events.
-        self._end_of_read = getattr(mapper, "end_of_read", None)
+        self.end_of_read: Callable[[BlockEmitter], None] = getattr(
+            mapper, "end_of_read", _no_end_of_read
+        )
 
-    def feed(self, chunk: bytes) -> Iterator[Event]:
-        """The events one network read completes.
-
-        Each SSE event's output is handed on before the next is decoded: a read of a bulk
-        stream completes a thousand events, and holding all of them (with the SSE events and
-        parsed JSON behind them) made the garbage collector's passes cost more than the
-        parsing.
-        """
-        emitter = self.emitter
-        out = emitter.out
+    def raw(self, chunk: bytes) -> Iterator[tuple[str, bytes]]:
+        """The SSE events one network read completes (`SSEDecoder.raw`); STARTED at the first."""
         if not self._started:
             self._started = True
-            out.append(StatusEvent(ResponseStatus.STARTED))
-        on_event = self._mapper.on_event
-        for kind, data in self._decoder.raw(chunk):
-            on_event(kind, data, emitter)
-            if out:
-                yield from out
-                out.clear()
-        if self._end_of_read is not None:
-            self._end_of_read(emitter)
-        if out:
-            yield from out
-            out.clear()
+            self.emitter.out.append(StatusEvent(ResponseStatus.STARTED))
+        return self._decoder.raw(chunk)
 
     def end(self) -> list[Event]:
         """The body ended: the last events, or the error of an answer that is not complete."""
@@ -506,6 +521,10 @@ class _Pump:
             )
         mapper.on_end(emitter)
         return emitter.out
+
+
+def _no_end_of_read(emitter: BlockEmitter) -> None:
+    """A mapper without `end_of_read`: nothing to add after a read."""
 
 
 def _failure(emitter: BlockEmitter, exc: ProviderError, scrub: Callable[[str], str]) -> list[Event]:

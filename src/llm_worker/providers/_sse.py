@@ -109,6 +109,7 @@ class SSEDecoder:
         "_counted",
         "_data",
         "_event",
+        "_given_retry",
         "_last_id",
         "_limit",
         "_pending_cr",
@@ -117,7 +118,7 @@ class SSEDecoder:
         "_started",
         "_tail",
         "_tail_size",
-        "retry",
+        "_unusual",
     )
 
     def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
@@ -137,8 +138,10 @@ class SSEDecoder:
         self._event = ""
         self._last_id: str | None = None
         self._retry: int | None = None
-        self.retry: int | None = None
-        """The `retry:` field of the last event `raw` gave, if it had one."""
+        # The event being read set `retry`, or outlasted a chunk: `_dispatch` ends it.
+        self._unusual = False
+        # The `retry:` of the event `_dispatch` gave last, until `feed` reads it.
+        self._given_retry: int | None = None
 
     @property
     def last_id(self) -> str | None:
@@ -154,7 +157,8 @@ class SSEDecoder:
         return [self._event_of(kind, data) for kind, data in self.raw_flush()]
 
     def _event_of(self, kind: str, data: bytes) -> ServerSentEvent:
-        return ServerSentEvent(kind, text_of(data), self._last_id, self.retry)
+        retry, self._given_retry = self._given_retry, None
+        return ServerSentEvent(kind, text_of(data), self._last_id, retry)
 
     def raw(self, chunk: bytes) -> Iterator[tuple[str, bytes]]:
         """Decode a chunk; yield the events it completes as `(type, UTF-8 data)`, in order.
@@ -167,13 +171,24 @@ class SSEDecoder:
         lines = self._lines(chunk)
         if not lines:
             return
-        data = self._data
+        data, limit = self._data, self._limit
         for line in lines:
-            # The hot path, inline: `data: ` (with its space, as every provider sends it).
+            # The hot path, inline: `data: ` (with its space, as every provider sends it) and
+            # the blank line that ends an event of one data line.
             if line[:6] == b"data: ":
                 data.append(line[6:])
             elif not line:
-                if data:
+                if len(data) == 1 and not self._unusual:
+                    payload = data.pop()
+                    if len(payload) > limit:
+                        self._too_large("one event of the stream")
+                    kind = self._event
+                    if kind:
+                        self._event = ""
+                        yield kind, payload
+                    else:
+                        yield "message", payload
+                elif data:
                     yield self._dispatch()
                 else:
                     self._event = ""
@@ -270,6 +285,7 @@ class SSEDecoder:
         data = self._data
         self._size += sum(len(value) for value in data[self._counted :])
         self._counted = len(data)
+        self._unusual = True
         if self._size > self._limit:
             self._too_large("one event of the stream")
 
@@ -289,6 +305,7 @@ class SSEDecoder:
                 self._last_id = value.decode("utf-8", "replace")
         elif name == b"retry" and value.isdigit():
             self._retry = int(value)
+            self._unusual = True
 
     def _dispatch(self) -> tuple[str, bytes]:
         data = self._data
@@ -297,9 +314,10 @@ class SSEDecoder:
             self._too_large("one event of the stream")
         data.clear()
         self._size = self._counted = 0
+        self._unusual = False
         kind = self._event or "message"
         self._event = ""
-        self.retry = self._retry
+        self._given_retry = self._retry
         if self._retry is not None:
             self._retry = None
         return kind, payload

@@ -238,6 +238,18 @@ class ChatStreamMapper:
         if choices:
             for choice in choices:
                 if not choice.get("index"):  # 0 or absent; other choices come from n > 1
+                    delta = choice.get("delta")
+                    # The hot path, inline: a delta of only text, nothing else to read.
+                    if delta and len(delta) == 1 and choice.get("finish_reason") is None:
+                        text = delta.get("content")
+                        if (
+                            text.__class__ is str
+                            and self._tools.live is None
+                            and not choice.get("logprobs")
+                        ):
+                            if text:
+                                emitter.text(text)
+                            continue
                     self._choice(choice, emitter)
         if chunk.get("usage") or chunk.get("x_groq"):
             self._usage_of(chunk, emitter)
