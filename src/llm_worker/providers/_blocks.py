@@ -71,6 +71,7 @@ from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder
 __all__ = ("BlockEmitter", "StreamMapper", "drive", "wrong_type")
 
 _TEXT_META = TextMetadata()
+_TEXT = BlockType.TEXT
 
 
 class BlockEmitter:
@@ -129,11 +130,12 @@ class BlockEmitter:
 
     def text(self, text: str, logprobs: list[TokenLogprob] | None = None) -> None:
         """Append answer text, starting a text block if none is open."""
-        self._room -= len(text)  # inline: this runs once per delta
-        if self._room < 0:
+        room = self._room - len(text)  # inline: this runs once per delta
+        self._room = room
+        if room < 0:
             self._too_large()
-        if self._open is not BlockType.TEXT:
-            self.start(BlockType.TEXT, _TEXT_META)
+        if self._open is not _TEXT:
+            self.start(_TEXT, _TEXT_META)
         self.out.append(BlockDelta(self._index, TextDelta(text, logprobs)))
 
     def citation(self, citation: Citation, *, charged: bool = False) -> None:

@@ -40,6 +40,7 @@ DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
 """16 MiB: far above any real event (a large base64 image), far below a memory problem."""
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+_NAMES: Final = 32  # event types remembered per stream (a protocol has a dozen or two)
 BOM: Final = b"\xef\xbb\xbf"
 """The UTF-8 byte order mark, which may open a stream."""
 BLANK: Final = b" \t\r\n" + BOM
@@ -112,6 +113,7 @@ class SSEDecoder:
         "_given_retry",
         "_last_id",
         "_limit",
+        "_names",
         "_pending_cr",
         "_retry",
         "_size",
@@ -136,6 +138,8 @@ class SSEDecoder:
         self._size = 0
         self._counted = 0
         self._event = ""
+        # Whole `event:` lines and the types they name, the first few kinds a stream uses.
+        self._names: dict[bytes, str] = {}
         self._last_id: str | None = None
         self._retry: int | None = None
         # The event being read set `retry`, or outlasted a chunk: `_dispatch` ends it.
@@ -171,7 +175,7 @@ class SSEDecoder:
         lines = self._lines(chunk)
         if not lines:
             return
-        data, limit = self._data, self._limit
+        data, limit, names = self._data, self._limit, self._names
         for line in lines:
             # The hot path, inline: `data: ` (with its space, as every provider sends it) and
             # the blank line that ends an event of one data line.
@@ -192,10 +196,14 @@ class SSEDecoder:
                     yield self._dispatch()
                 else:
                     self._event = ""
-            elif line[:7] == b"event: ":
-                self._event = line[7:].decode("utf-8", "replace")
             else:
-                self._field(line)
+                # An `event:` line seen before (Anthropic and Responses name every event):
+                # its type without slicing or decoding the line again.
+                kind = names.get(line)
+                if kind is None:
+                    self._field(line)
+                else:
+                    self._event = kind
         if data:
             self._count()
 
@@ -234,8 +242,11 @@ class SSEDecoder:
         return lines
 
     def _split_cr(self, chunk: bytes) -> list[bytes]:
-        # CRLF streams (Gemini) take the fast split when no lone CR remains: bytes.replace
+        # CRLF streams (Gemini) take the fast split when every line ends in CRLF: counting
         # and bytes.split are several times cheaper than the regex split.
+        lines = chunk.split(b"\r\n")
+        if chunk.count(b"\r") == len(lines) - 1 == chunk.count(b"\n"):
+            return lines  # no CR nor LF but in the CRLF pairs
         normalized = chunk.replace(b"\r\n", b"\n")
         if b"\r" not in normalized:
             return normalized.split(b"\n")
@@ -300,6 +311,8 @@ class SSEDecoder:
             self._data.append(value)
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")
+            if len(self._names) < _NAMES:
+                self._names[line] = self._event
         elif name == b"id":
             if b"\x00" not in value:
                 self._last_id = value.decode("utf-8", "replace")
