@@ -66,7 +66,7 @@ IMPORTS: dict[str, str] = {
     "pydantic_ai": "import pydantic_ai, pydantic_ai.models.openai",
     "openai_agents": "import agents",
     "litellm": "import litellm",
-    "google_genai": "from google import genai; genai.Client(api_key='k')",
+    "google_genai": "import google.genai as genai; genai.Client(api_key='k')",
 }
 _DISTRIBUTIONS = ("aiohttp", "httpx", "openai", "anthropic", "pydantic-ai-slim", "openai-agents",
                   "litellm", "google-genai", "orjson")  # fmt: skip
@@ -242,7 +242,7 @@ async def openai_sdk(base: str, shape: str, model: str, pool: int) -> Made:
 
 
 async def google_genai(base: str, shape: str, model: str, pool: int) -> Made:
-    from google import genai
+    import google.genai as genai
     from google.genai import types
 
     options = types.HttpOptions(base_url=base, api_version="v1beta")
