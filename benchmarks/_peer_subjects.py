@@ -242,7 +242,7 @@ async def openai_sdk(base: str, shape: str, model: str, pool: int) -> Made:
 
 
 async def google_genai(base: str, shape: str, model: str, pool: int) -> Made:
-    import google.genai as genai
+    import google.genai as genai  # noqa: PLR0402 (pyright resolves the namespace package only so)
     from google.genai import types
 
     options = types.HttpOptions(base_url=base, api_version="v1beta")
