@@ -2,15 +2,16 @@
 
 Run: `uv run python benchmarks/bench_import.py [--runs 15]`
 
-Each command runs `--runs` times in a new interpreter (the same one that runs this script);
-the median wall time is reported, so a run disturbed by other load on the machine does not
-count. Target: `import llm_worker` under 150 ms in all. Also shown: what the first use of a
-provider client adds (`from llm_worker.providers import OpenAIChatClient`), a first client
-built on each transport (the HTTP library is imported at its first request, not here), and
-that first request (to a closed local port: the imports, the HTTP client, one refused
-connection) against a bare asyncio program, on httpx with and without its command line
-(`import httpx` loads click, rich and pygments when they are installed, as in this project's
-environment; a plain install has none of them) and on aiohttp.
+Each command runs `--runs` times in a new interpreter (the same one that runs this script),
+the commands in turn within each round; the median wall and CPU time are reported, so a run
+disturbed by other load on the machine does not count. Target: `import llm_worker` under 150
+ms in all. Also shown: what the first use of a provider client adds (`from llm_worker.providers
+import OpenAIChatClient`), a first client built on each transport and on the default (the
+HTTP library is imported at its first request, not here), and that first request (to a closed
+local port: the imports, the HTTP client, one refused connection) against a bare asyncio
+program, on httpx with and without its command line (`import httpx` loads click, rich and
+pygments when they are installed, as in this project's environment; a plain install has none
+of them), on aiohttp and on the default (`"auto"`: aiohttp under asyncio).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ COMMANDS = {
     ),
     "+ a first client on httpx": "import llm_worker\n" + _CLIENT.format(transport="httpx"),
     "+ a first client on aiohttp": "import llm_worker\n" + _CLIENT.format(transport="aiohttp"),
+    "+ a first client, the default": "import llm_worker\n" + _CLIENT.format(transport=None),
     "import httpx": "import httpx",
     "import httpx (no CLI)": _NO_CLI + "import httpx",
     "import aiohttp": "import aiohttp",
@@ -63,22 +65,41 @@ COMMANDS = {
     + _REQUEST,
     "+ llm_worker, a client, its first request, aiohttp": _CLIENT.format(transport="aiohttp")
     + _REQUEST,
+    # A plain install's default under asyncio ("auto": aiohttp there).
+    "+ llm_worker, a client, its first request, the default": _CLIENT.format(transport=None)
+    + _REQUEST,
 }
-CLIENTS = ("+ a first client on httpx", "+ a first client on aiohttp")
+CLIENTS = (
+    "+ a first client on httpx",
+    "+ a first client on aiohttp",
+    "+ a first client, the default",
+)
 REQUESTS = tuple(label for label in COMMANDS if "first request" in label)
 
 
-def median_ms(code: str, runs: int) -> float:
-    times: list[float] = []
-    cpu: list[float] = []
+def one_run(code: str) -> tuple[float, float]:
+    """Wall and CPU milliseconds of `code` in a fresh interpreter."""
+    before = _children_cpu()
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return (time.perf_counter() - start) * 1000, (_children_cpu() - before) * 1000
+
+
+def medians(runs: int) -> dict[str, float]:
+    """Each command once per round, the commands in turn, so load falls on all of them alike.
+
+    Returns the median wall time per label; the median CPU time goes to `CPU_MS`.
+    """
+    wall: dict[str, list[float]] = {label: [] for label in COMMANDS}
+    cpu: dict[str, list[float]] = {label: [] for label in COMMANDS}
     for _ in range(runs):
-        before = _children_cpu()
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], check=True)
-        times.append((time.perf_counter() - start) * 1000)
-        cpu.append((_children_cpu() - before) * 1000)
-    CPU_MS[code] = statistics.median(cpu)
-    return statistics.median(times)
+        for label, code in COMMANDS.items():
+            ms, cpu_ms = one_run(code)
+            wall[label].append(ms)
+            cpu[label].append(cpu_ms)
+    for label, code in COMMANDS.items():
+        CPU_MS[code] = statistics.median(cpu[label])
+    return {label: statistics.median(times) for label, times in wall.items()}
 
 
 # The interpreters' own CPU time (user + system): on a loaded machine, wall time also counts
@@ -95,8 +116,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    median_ms("import llm_worker", 2)  # warm the file cache and the .pyc files
-    results = {label: median_ms(code, args.runs) for label, code in COMMANDS.items()}
+    for _ in range(2):  # warm the file cache and the .pyc files
+        one_run("import llm_worker")
+    results = medians(args.runs)
     for label, ms in results.items():
         base = "a bare asyncio program" if label in REQUESTS else "python -c pass"
         cpu, base_cpu = CPU_MS[COMMANDS[label]], CPU_MS[COMMANDS[base]]
