@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import TypeVar
 
+import aiohttp
 import anyio
 import httpx
 import pytest
@@ -143,6 +144,43 @@ def test_a_plain_environment_sends_through_aiohttp_on_asyncio_and_httpx_on_trio(
     assert seen["after"] == "aiohttp"  # outside a loop: the last request's library
 
 
+WITHOUT_AIOHTTP = """
+import asyncio, sys
+sys.modules["aiohttp"] = None  # as if an install had left it out (--no-deps)
+from llm_worker import Message, Request
+from llm_worker.errors import APIConnectionError
+from llm_worker.providers import OpenAIChatClient, RetryPolicy
+
+client = OpenAIChatClient(model="m", api_key="k", base_url="http://127.0.0.1:9/v1",
+                          retry=RetryPolicy.disabled())
+
+async def main():
+    inside = client.transport.transport
+    try:
+        async for _ in client.stream(Request([Message.user("hi")])):
+            pass
+    except APIConnectionError as exc:
+        print(inside, type(exc.__cause__).__module__.split(".")[0])
+    await client.aclose()
+
+asyncio.run(main())
+"""
+
+
+def test_without_aiohttp_the_default_falls_back_to_httpx() -> None:
+    env = {k: v for k, v in os.environ.items() if k != TRANSPORT_ENV}
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_AIOHTTP],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["httpx", "httpx"]  # chosen, and the request went through it
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("transport", "variable", "expected"),
@@ -186,6 +224,27 @@ async def test_a_lent_httpx_client_decides_under_asyncio_too(
         assert await answer(client) == "lent"
         assert not lent.is_closed
     assert library_of(server.requests[0].headers["user-agent"]) == "httpx"
+
+
+def test_the_default_timeout_is_in_the_type_of_the_loops_library(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(TRANSPORT_ENV, raising=False)
+    client = OpenAIChatClient(model="m", api_key="k", timeout=7)
+    seen: list[object] = []
+
+    async def read() -> None:
+        seen.append(client.transport.timeout)
+
+    trio.run(read)
+    asyncio.run(read())
+    under_trio, under_asyncio = seen
+    assert isinstance(under_trio, httpx.Timeout)
+    assert under_trio.read == 7.0
+    assert isinstance(under_asyncio, aiohttp.ClientTimeout)
+    assert under_asyncio.sock_read == 7.0
+    # Outside any loop: the library used last (aiohttp, under asyncio just now).
+    assert isinstance(client.transport.timeout, aiohttp.ClientTimeout)
 
 
 def test_aiohttp_named_under_trio_is_a_configuration_error() -> None:

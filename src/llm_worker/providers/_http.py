@@ -212,7 +212,11 @@ class Transport:
 
     @property
     def timeout(self) -> object:
-        """The timeouts, in the HTTP library's type (`httpx.Timeout`, `aiohttp.ClientTimeout`)."""
+        """The timeouts, in the HTTP library's type (`httpx.Timeout`, `aiohttp.ClientTimeout`).
+
+        Under `"auto"`, the library of the running loop; outside any loop, the last request's,
+        else aiohttp's (asyncio's default).
+        """
         return self._library().timeout
 
     @property
