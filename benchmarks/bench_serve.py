@@ -1,7 +1,7 @@
 """Memory of many concurrent runs through `llm-worker serve`, per run, and whether it comes back.
 
 Run: `uv run python benchmarks/bench_serve.py [--runs 1000] [--waves 3] [--protocol vercel]
-[--client shared|per-request] [--settle 20] [--tracemalloc]`
+[--client shared|per-request] [--resumable] [--settle 20] [--tracemalloc]`
 
 Three processes, so that each one's memory is its own:
 
@@ -13,7 +13,9 @@ Three processes, so that each one's memory is its own:
   an application shares its client, with a pool large enough for every run to stream at
   once), or with `--client per-request` from a model string (`Worker("openai:m")`, the way
   of examples/web_chat: each Worker makes and closes its own client);
-  `--limit-concurrency` is raised past `--runs`;
+  `--limit-concurrency` is raised past `--runs` (uvicorn counts the connection asking: the
+  default 1,000 serves 999 at once); with `--resumable`, each run's events are kept in its
+  log (and a finished run's for a late reconnect, 300 s);
 - this process, the browsers: `--runs` chat requests at once over aiohttp, one connection
   each, every one reading its stream to the end.
 
@@ -177,15 +179,16 @@ def _free_port() -> int:
 class Serve:
     """`llm-worker serve bench_serve:app` in a child process, and its memory probe."""
 
-    def __init__(self, protocol: str, model_url: str, runs: int, own_client: bool) -> None:
+    def __init__(self, protocol: str, model_url: str, runs: int, flags: argparse.Namespace) -> None:
         self.port = _free_port()
         self.probe = Path(f"/tmp/bench_serve_{os.getpid()}.json")
         env = os.environ | {MODEL_URL: model_url, PROBE: str(self.probe)}
-        if own_client:
+        if flags.client == "per-request":
             env |= {OWN_CLIENT: "1", "OPENAI_BASE_URL": model_url, "OPENAI_API_KEY": "k"}
         command = [sys.executable, "-m", "llm_worker.cli", "serve", "bench_serve:app"]
         command += ["--protocol", protocol, "--port", str(self.port)]
         command += ["--limit-concurrency", str(runs + 100)]
+        command += ["--resumable"] if flags.resumable else []
         # Its log goes to a file (a pipe left unread would block it), shown if it fails.
         self.log = self.probe.with_suffix(".log")
         with self.log.open("wb") as log:
@@ -347,12 +350,13 @@ async def main(args: argparse.Namespace) -> None:
     serve: Serve | None = None
     try:
         model_url = f"http://127.0.0.1:{queue.get(timeout=30)}/v1"
-        serve = Serve(protocol, model_url, runs, own_client)
+        serve = Serve(protocol, model_url, runs, args)
         await serve.ready()
         await wave(serve, model_url, protocol, min(runs, 50), -1)  # warm-up: imports, caches
         print(f"{runs} concurrent runs through `llm-worker serve --protocol {protocol}`,", end=" ")
         client = "a client per request" if own_client else "one shared client"
-        print(f"{DELTAS} deltas each, {client}; load {os.getloadavg()[0]:.2f}")
+        kept = ", resumable" if args.resumable else ""
+        print(f"{DELTAS} deltas each, {client}{kept}; load {os.getloadavg()[0]:.2f}")
         per_run: list[float] = []
         for n in range(waves):
             m = await wave(serve, model_url, protocol, runs, n, settle=settle)
@@ -396,6 +400,7 @@ if __name__ == "__main__":
         default="shared",
         help="one client for all runs, or a Worker made from a model string per request",
     )
+    parser.add_argument("--resumable", action="store_true", help="serve --resumable")
     parser.add_argument(
         "--settle", type=float, default=20.0, help="seconds before the last reading of a wave"
     )
