@@ -13,9 +13,9 @@ Three processes, so that each one's memory is its own:
   an application shares its client, with a pool large enough for every run to stream at
   once), or with `--client per-request` from a model string (`Worker("openai:m")`, the way
   of examples/web_chat: each Worker makes and closes its own client);
-  `--limit-concurrency` is raised past `--runs` (uvicorn counts the connection asking: the
-  default 1,000 serves 999 at once); with `--resumable`, each run's events are kept in its
-  log (and a finished run's for a late reconnect, 300 s);
+  `--limit-concurrency` is the default (1,000), raised to `--runs` past it; with
+  `--resumable`, each run's events are kept in its log (and a finished run's for a late
+  reconnect, 300 s);
 - this process, the browsers: `--runs` chat requests at once over aiohttp, one connection
   each, every one reading its stream to the end.
 
@@ -53,6 +53,8 @@ import time
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Any
+
+from llm_worker.ui._serve import LIMIT_CONCURRENCY
 
 HERE = Path(__file__).parent
 DELTAS = 100  # text deltas per answer; the model server holds each stream after half of them
@@ -187,7 +189,8 @@ class Serve:
             env |= {OWN_CLIENT: "1", "OPENAI_BASE_URL": model_url, "OPENAI_API_KEY": "k"}
         command = [sys.executable, "-m", "llm_worker.cli", "serve", "bench_serve:app"]
         command += ["--protocol", protocol, "--port", str(self.port)]
-        command += ["--limit-concurrency", str(runs + 100)]
+        if runs > LIMIT_CONCURRENCY:
+            command += ["--limit-concurrency", str(runs)]
         command += ["--resumable"] if flags.resumable else []
         # Its log goes to a file (a pipe left unread would block it), shown if it fails.
         self.log = self.probe.with_suffix(".log")

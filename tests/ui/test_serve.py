@@ -82,12 +82,15 @@ async def test_serve_enters_a_factory_lifespan_and_keeps_its_bounds(tmp_path: Pa
             assert (await slow_client(port, True, "/api/chat")).startswith(b"HTTP/1.1 408 ")
             # A path that answers without reading the body closes the connection too.
             assert (await slow_client(port, True, "/elsewhere")).startswith(b"HTTP/1.1 404 ")
-            # --limit-concurrency 2: one connection kept alive, the second's request gets 503.
+            # --limit-concurrency 2: two connections kept alive, the third's request gets 503.
             kept, head = await request(port, "/api/chat/c1/stream")
             answered = time.monotonic()
             assert head.startswith(b"HTTP/1.1 204 ")
-            second, refused = await request(port, "/api/chat/c1/stream")
+            second, head = await request(port, "/api/chat/c1/stream")
+            assert head.startswith(b"HTTP/1.1 204 ")
+            over, refused = await request(port, "/api/chat/c1/stream")
             assert refused.startswith(b"HTTP/1.1 503 ")
+            await over.aclose()
             await second.aclose()
             # --timeout-keep-alive 2: the idle connection is closed (uvicorn's default is 5 s).
             await closed(kept)

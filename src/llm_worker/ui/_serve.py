@@ -282,7 +282,9 @@ def run_server(
         port=port,
         log_level="info",
         lifespan="on",  # a factory's lifespan that fails stops the server ("auto" goes on)
-        limit_concurrency=limit_concurrency,
+        # uvicorn counts the connection asking: at N it refuses the Nth. Past N, as documented
+        # (the default serves 1,000 runs at once, not 999).
+        limit_concurrency=None if limit_concurrency is None else limit_concurrency + 1,
         timeout_keep_alive=timeout_keep_alive,
         timeout_graceful_shutdown=timeout_graceful_shutdown,
     )
