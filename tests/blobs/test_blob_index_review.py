@@ -9,6 +9,7 @@ answered, not crashed on; memory stays bounded on S3 as on a local folder.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +27,14 @@ from blobs.test_object_store_review import (
     local,
 )
 from llm_worker import Content, ToolError
-from llm_worker.blobs._index import _check
+from llm_worker.blobs import InspectTool, OutputPolicy
+from llm_worker.blobs._index import BlobIndex, _check
+from llm_worker.blobs._inspect_window import CountedIndexes, inspect_window
+from llm_worker.blobs._selectors import parse_selector
 from support.blob_stores import make_store, traced_peak
 
 pytestmark = pytest.mark.anyio
 
-# A self-consistent index that disagrees with its blob: no check of the index alone sees it.
-_UNSEEN = {"count-near"}
 _NO_CHECK = {"huge-numbers"}  # past 64 bits: orjson reads them as floats, refused anyway
 
 
@@ -41,18 +43,20 @@ def _rechecked(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-_COUNT_TRUSTED = pytest.mark.xfail(
-    strict=True,
-    reason="the index's check covers only its own fields: an index whose count is short of "
-    "the blob's yet past its last point, with a matching check (a writer's bug, not a torn "
-    "write), is trusted: 'N entries/lines' and slices or lines past that count come back "
-    "short; the tail past the last point is never counted against `count`",
-)
-_HOWS = [
-    pytest.param(how, marks=_COUNT_TRUSTED) if how in _UNSEEN else how
-    for how in TAMPERINGS
-    if how not in _NO_CHECK
-]
+def _miscounted(doc: dict[str, Any], how: str) -> dict[str, Any]:
+    """`doc` tampered `how`: one of `TAMPERINGS`, or a count no index test alone can refute."""
+    if how == "count-over":  # past the real count
+        doc["count"] += 5
+    elif how == "no-points-no-count":  # what an empty blob's index says
+        doc["points"], doc["count"] = [], 0
+    else:
+        _tamper(doc, how)
+    return doc
+
+
+# A count short of the blob's yet past the last point ("count-near"), or past the blob's
+# ("count-over"), fits every test of the index alone: the blob's tail is counted against it.
+_HOWS = [how for how in [*TAMPERINGS, "count-over", "no-points-no-count"] if how not in _NO_CHECK]
 
 
 @pytest.mark.parametrize("kind", ["text", "array"])
@@ -64,7 +68,7 @@ async def test_a_tampered_index_with_its_check_recomputed_gives_no_wrong_answer(
     content = Content.Text(TEXT) if kind == "text" else Content.Structured(ARRAY)
     blob_id = await store.store(content)
     path = tmp_path / f"{blob_id}.idx"
-    doc = _rechecked(_tamper(json.loads(path.read_bytes()), how))
+    doc = _rechecked(_miscounted(json.loads(path.read_bytes()), how))
     path.write_bytes(json.dumps(doc).encode())
     assert await _answers(store, blob_id, kind) == await _expected(kind)
 
@@ -135,3 +139,68 @@ async def test_a_huge_entry_deep_in_a_nested_array_is_paged_in_bounded_memory(
         out, peak = await traced_peak(inspect(store, blob_id, f"slice:1..2@{at}"))
     assert "yyyyyyyyyy" in out, out[:400]
     assert peak < 4 * entry, f"peak {peak >> 20} MiB for an entry of {entry >> 20} MiB"
+
+
+async def test_an_index_counted_once_is_not_counted_again_but_a_changed_one_is(
+    tmp_path: Path,
+) -> None:
+    # A model pages through one output: its index's tail is read at the first inspect only.
+    # An index rewritten since (a writer's bug) is counted again, and read around.
+    store = local(tmp_path)
+    blob_id = await store.store(Content.Text(TEXT))
+    index = await store.blob_index(blob_id)
+    assert index is not None
+    tail = (index.points[-1][1], index.size)
+    reads: list[tuple[int, int]] = []
+    read_range = store.read_range
+
+    def counted(blob: str, index: BlobIndex, start: int, end: int) -> AsyncGenerator[bytes, None]:
+        reads.append((start, end))
+        return read_range(blob, index, start, end)
+
+    store.read_range = counted  # pyright: ignore[reportAttributeAccessIssue]
+    tool = InspectTool(store, OutputPolicy())
+    args = json.dumps({"blob_id": blob_id, "selector": "lines:1-3"})
+    answers = [await tool.execute(args)]
+    first, reads[:] = list(reads), []
+    answers.append(await tool.execute(args))
+    assert tail in first
+    assert tail not in reads
+    path = tmp_path / f"{blob_id}.idx"
+    path.write_bytes(
+        json.dumps(_rechecked(_tamper(json.loads(path.read_bytes()), "count-near"))).encode()
+    )
+    reads[:] = []
+    answers.append(await tool.execute(args))
+    assert tail in reads
+    expected = (await _expected("text"))[0]
+    assert [a.replace(blob_id, "ID") for a in answers] == [expected] * 3
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        Content.Text(TEXT),
+        Content.Text(TEXT.rstrip("\n")),  # no final newline: the last line still counts
+        Content.Text(""),
+        Content.Text("\n\n\n"),
+        Content.Text("é" * 5000 + "\n" + "x\n" * 25),  # a long line, then a few
+        Content.Structured(ARRAY),
+        Content.Structured([]),
+        Content.Structured([1, 2, 3]),
+        Content.Structured([*range(25), {"big": "y" * 20_000}]),  # a long last entry
+    ],
+    ids=["text", "unended", "empty", "newlines", "long-line", "array", "[]", "short", "long"],
+)
+async def test_the_stores_own_index_counts_as_its_blob(tmp_path: Path, content: Content) -> None:
+    # A count the tail belies is read around: the store's own index must never be.
+    store = local(tmp_path)
+    blob_id = await store.store(content)
+    index = await store.blob_index(blob_id)
+    assert index is not None
+    counted = CountedIndexes()
+    out = await inspect_window(
+        store, blob_id, "[blob]", parse_selector(None), 5000, counted=counted
+    )
+    assert out is not None
+    assert (blob_id, index) in counted

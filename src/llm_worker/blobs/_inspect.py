@@ -17,7 +17,11 @@ import orjson
 from llm_worker.blobs._index import IndexedBlobStore
 from llm_worker.blobs._inspect_json import inspect_json
 from llm_worker.blobs._inspect_text import inspect_text, str_chunks
-from llm_worker.blobs._inspect_window import inspect_array_stream, inspect_window
+from llm_worker.blobs._inspect_window import (
+    CountedIndexes,
+    inspect_array_stream,
+    inspect_window,
+)
 from llm_worker.blobs._json_scan import dict_or_none
 from llm_worker.blobs._output import OutputPolicy, StructuredContent, TextContent, parse_blob_id
 from llm_worker.blobs._selectors import Selector, parse_selector
@@ -101,6 +105,7 @@ class InspectTool:
         self._store = store
         self._policy = policy or OutputPolicy()
         self._name = name
+        self._counted = CountedIndexes()  # blob indexes whose count their blob bore out
 
     def __repr__(self) -> str:
         return f"InspectTool({self._store!r}, name={self._name!r})"
@@ -154,7 +159,9 @@ class InspectTool:
         tag = f"[blob:{blob_id}]"
         cap = self._policy.inspect_max_chars
         if isinstance(self._store, IndexedBlobStore):
-            out = await inspect_window(self._store, blob_id, tag, selector, cap)
+            out = await inspect_window(
+                self._store, blob_id, tag, selector, cap, counted=self._counted
+            )
             if out is not None:
                 return out
         if isinstance(self._store, JsonStreamStore):

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import logging
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -24,6 +27,7 @@ from llm_worker.blobs._inspect_json import (
     page_array,
 )
 from llm_worker.blobs._inspect_text import inspect_text
+from llm_worker.blobs._json_pager import page_entries
 from llm_worker.blobs._json_scan import NotJson
 from llm_worker.blobs._selectors import (
     LinesSelector,
@@ -34,16 +38,57 @@ from llm_worker.blobs._selectors import (
 from llm_worker.blobs._store import JsonStreamStore
 from llm_worker.errors import BlobError, ToolError
 
-__all__ = ("inspect_array_stream", "inspect_window")
+__all__ = ("CountedIndexes", "inspect_array_stream", "inspect_window")
+
+_log = logging.getLogger("llm_worker.blobs")
+
+
+class CountedIndexes:
+    """The indexes whose count was checked against their blob, by blob id (the latest few).
+
+    A blob never changes under its id (content addressed), so an index read again that is
+    the one already counted needs no second count: a model paging through one output calls
+    `inspect` again and again. An index written anew is counted again.
+    """
+
+    __slots__ = ("_counted",)
+
+    def __init__(self) -> None:
+        self._counted: OrderedDict[str, bytes] = OrderedDict()
+
+    def __contains__(self, item: tuple[str, BlobIndex]) -> bool:
+        blob_id, index = item
+        return self._counted.get(blob_id) == _fingerprint(index)
+
+    def add(self, blob_id: str, index: BlobIndex) -> None:
+        """Remember `index` of `blob_id` as counted."""
+        self._counted[blob_id] = _fingerprint(index)
+        self._counted.move_to_end(blob_id)
+        while len(self._counted) > _COUNTED:
+            self._counted.popitem(last=False)
+
+
+_COUNTED = 64  # blobs: a fingerprint each (16 bytes)
+
+
+def _fingerprint(index: BlobIndex) -> bytes:
+    return hashlib.blake2b(index.to_json(), digest_size=16).digest()
 
 
 async def inspect_window(
-    store: IndexedBlobStore, blob_id: str, tag: str, selector: Selector, cap: int
+    store: IndexedBlobStore,
+    blob_id: str,
+    tag: str,
+    selector: Selector,
+    cap: int,
+    *,
+    counted: CountedIndexes | None = None,
 ) -> str | None:
     """What `selector` reads of blob `blob_id`, read through its index.
 
-    Returns `None` when the index cannot answer (no index, or a selector that reads the whole
-    blob such as `grep:` or `key:`): the caller then reads the blob as usual.
+    Returns `None` when the index cannot answer (no index, a selector that reads the whole
+    blob such as `grep:` or `key:`, or an index the blob belies): the caller then reads the
+    blob as usual. `counted`: the indexes whose count was checked already.
 
     Raises:
         ToolError: A selector of the wrong kind, or entries that are not JSON.
@@ -52,7 +97,7 @@ async def inspect_window(
     if not isinstance(selector, LinesSelector | SliceSelector | WholeSelector):
         return None
     index = await store.blob_index(blob_id)
-    if index is None:
+    if index is None or not await _count_holds(store, blob_id, index, counted):
         return None
     if index.kind == "text":
         if isinstance(selector, SliceSelector):
@@ -137,7 +182,7 @@ class _Streams:
         self.pending: list[Chunks] = []
         self._opened: list[Chunks] = []
 
-    async def run(self, func: Callable[..., str], *args: Any, **kwargs: Any) -> str:
+    async def run(self, func: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """`func(*args, source, **kwargs)` in a worker thread (`source` placed after `args`)."""
         call = functools.partial(func, *args, self.source, **kwargs)
         return await anyio.to_thread.run_sync(call)
@@ -190,6 +235,57 @@ async def _prepend(first: bytes, rest: Chunks) -> Chunks:
 
 
 _BEFORE_ENTRY = b",[ \t\r\n"
+
+
+async def _count_holds(
+    store: IndexedBlobStore, blob_id: str, index: BlobIndex, counted: CountedIndexes | None
+) -> bool:
+    """Whether the blob holds the lines or entries `index.count` says.
+
+    The index's `check` covers only its own fields, and a count short of the blob's yet
+    past the last point fits every other test: the tail after the last point is counted
+    (at most about `SPAN` bytes or `EVERY` lines or entries, or one long one), once per
+    index read (`counted`).
+    """
+    if counted is not None and (blob_id, index) in counted:
+        return True
+    found = await (_text_tail if index.kind == "text" else _array_tail)(store, blob_id, index)
+    if found != index.count:
+        _log.warning("the index of blob %s does not count its blob: it is read whole", blob_id)
+        return False
+    if counted is not None:
+        counted.add(blob_id, index)
+    return True
+
+
+async def _text_tail(store: IndexedBlobStore, blob_id: str, index: BlobIndex) -> int:
+    """The blob's lines, counted from the index's last point (a final newline ends a line)."""
+    line, offset = index.points[-1] if index.points else (1, 0)
+    newlines, last = 0, b"\n"
+    chunks = store.read_range(blob_id, index, offset, index.size)
+    async with contextlib.aclosing(chunks):
+        async for chunk in chunks:
+            newlines += chunk.count(b"\n")
+            last = chunk[-1:] or last
+    return line - 1 + newlines + (0 if last == b"\n" else 1)
+
+
+async def _array_tail(store: IndexedBlobStore, blob_id: str, index: BlobIndex) -> int | None:
+    """The array's entries, counted from the index's last point; `None` if they do not parse."""
+    number, offset = index.points[-1] if index.points else (None, 0)
+    streams = _Streams(lambda: _opened(store.read_range(blob_id, index, offset, index.size)))
+    try:
+        return await streams.run(_entries_from, number)
+    except NotJson:
+        return None
+    finally:
+        await streams.aclose()
+
+
+def _entries_from(number: int | None, source: Callable[[], Pull]) -> int:
+    """The number after the last entry of the stream (read from entry `number`, or the `[`)."""
+    paged = page_entries(source(), number=number, bounds=(0, 0), window=(0, 0), to_the_end=True)
+    return paged.count
 
 
 async def _starts_at(
