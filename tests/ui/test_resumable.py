@@ -289,6 +289,19 @@ async def test_a_log_keeps_its_bytes_bound() -> None:
     assert log is not None and 0 < log.size <= 400
 
 
+async def test_a_log_counts_the_bytes_it_sends_as_it_keeps_and_drops_events() -> None:
+    # Sizes are worked out again when an event is dropped: UTF-8 bytes, not characters.
+    streams = ResumableStreams(max_events=3)
+    log = streams.open("k", "r")
+    texts = ['data: {"delta":"plain"}\n\n', 'data: {"delta":"é✓😀"}\n\n'] * 3
+    for n, text in enumerate(texts):
+        log.append(text)
+        kept = [f"id: {log.token}-{i}\n{t}" for i, t in enumerate(texts[: n + 1])][-3:]
+        assert log.size == sum(len(k.encode()) for k in kept)
+        assert log.texts() == texts[: n + 1][-3:]
+    assert log.first == 3
+
+
 async def test_a_finished_run_expires() -> None:
     now = [0.0]
     streams = ResumableStreams(keep_seconds=60, clock=lambda: now[0])

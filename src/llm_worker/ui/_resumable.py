@@ -41,7 +41,9 @@ class RunLog:
         self.scope = anyio.CancelScope()
         self.done = False
         self.finished_at = 0.0
-        self._events: deque[tuple[str, int]] = deque()
+        # The framed events alone: their sizes are worked out again when they are dropped (a
+        # (text, size) pair per event was a third of a kept log's memory).
+        self._events: deque[str] = deque()
         self._first = 0  # the number of the oldest event kept
         self._bytes = 0
         self._changed = anyio.Event()
@@ -62,19 +64,18 @@ class RunLog:
     def append(self, text: str) -> None:
         """Add one SSE event (a `data:` line and a blank line), numbered; wake the readers."""
         framed = f"id: {self.token}-{self._first + len(self._events)}\n{text}"
-        size = len(framed.encode())
-        self._events.append((framed, size))
-        self._bytes += size
+        self._events.append(framed)
+        self._bytes += _size(framed)
         while len(self._events) > 1 and (
             len(self._events) > self.max_events or self._bytes > self.max_bytes
         ):
-            self._bytes -= self._events.popleft()[1]
+            self._bytes -= _size(self._events.popleft())
             self._first += 1
         self._wake()
 
     def texts(self) -> list[str]:
         """The events kept, as appended (without their `id:` line)."""
-        return [framed.split("\n", 1)[1] for framed, _ in self._events]
+        return [framed.split("\n", 1)[1] for framed in self._events]
 
     def close(self, now: float) -> None:
         """Mark the run ended: readers stop at the last event."""
@@ -119,7 +120,7 @@ class RunLog:
         while position >= self._first:
             index = position - self._first
             if index < len(self._events):
-                yield self._events[index][0]
+                yield self._events[index]
                 position += 1
             elif self.done:
                 return
@@ -127,6 +128,11 @@ class RunLog:
                 await self._changed.wait()
         for text in behind:
             yield text
+
+
+def _size(framed: str) -> int:
+    """The bytes of an event as sent (UTF-8); an ASCII one's length, without encoding it."""
+    return len(framed) if framed.isascii() else len(framed.encode())
 
 
 class ResumableStreams:
