@@ -14,7 +14,7 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from llm_worker import Decision, Message, RunStatus, ToolUsePart, Worker, tool
+from llm_worker import Decision, Message, RunStatus, TextPart, ToolUsePart, Worker, tool
 from llm_worker.durable import DurableWorker, RecordError
 from llm_worker.errors import ConfigurationError, SessionBusyError
 from llm_worker.sessions import SqliteSession
@@ -31,12 +31,16 @@ def pay(amount: int) -> str:
 
 
 def answer(call: ScriptedRequest) -> ScriptedResponse:
-    """A run's first request pays, its second answers (by its own input's position)."""
+    """A run's input (the request ends with a text) is answered by a call to pay, else a text.
+
+    The wire merges a run's input into the message holding the previous run's last results:
+    the request's last part tells them apart.
+    """
     messages = call.request.messages
-    start = max(i for i, m in enumerate(messages) if m.role == "user" and not m.tool_results)
-    if not any(m.tool_results for m in messages[start:]):
-        return ScriptedResponse([ToolUsePart(f"p{start}", "pay", {"amount": 5})])
-    return ScriptedResponse.text(f"paid, after {start} messages")
+    if isinstance(messages[-1].content[-1], TextPart):
+        calls = sum(len(m.tool_uses) for m in messages)
+        return ScriptedResponse([ToolUsePart(f"p{calls}", "pay", {"amount": 5})])
+    return ScriptedResponse.text(f"paid, after {len(messages)} messages")
 
 
 async def test_a_paused_run_run_again_from_its_start_appends_each_of_its_turns_once(
@@ -59,13 +63,13 @@ async def test_a_paused_run_run_again_from_its_start_appends_each_of_its_turns_o
             # first turn (appended, with the pause) loads and appends nothing new.
             async with DurableWorker(worker, name="s", database_url=url, lease=1.0) as durable:
                 state = await durable.paused("one")
-                assert state is not None and [p.call.id for p in state.pending] == ["p2"]
-                await durable.decide("one", {"p2": Decision.approve()})
+                assert state is not None and [p.call.id for p in state.pending] == ["p0"]
+                await durable.decide("one", {"p0": Decision.approve()})
                 result = await durable.result("one")
         stored = await session.messages()
         assert await session.pause_state() is None
-    assert result.status is RunStatus.FINISHED and result.text == "paid, after 2 messages"
-    assert [m.text for m in stored] == ["hello", "hi", "pay 5", "", "", "paid, after 2 messages"]
+    assert result.status is RunStatus.FINISHED and result.text == "paid, after 5 messages"
+    assert [m.text for m in stored] == ["hello", "hi", "pay 5", "", "", "paid, after 5 messages"]
     assert stored[4].tool_results[0].content == "paid 5"
     assert [m.to_dict() for m in stored] == [m.to_dict() for m in result.messages]
     assert repair(stored)[1] == 0
@@ -192,3 +196,33 @@ async def test_a_temporal_worker_refuses_a_session_rather_than_hang(tmp_path: Pa
         worker = Worker(client, session=session)
         with pytest.raises(ConfigurationError, match="does not keep runs in a session"):
             TemporalWorker(worker, name="t", client=cast("Any", None))
+
+
+async def test_a_paused_run_cancelled_leaves_its_session_unpaused_and_whole(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    async with (
+        SqliteSession("chat", tmp_path / "sessions.db") as session,
+        ScriptedModelServer("anthropic", answer) as server,
+        server.client() as client,
+    ):
+        worker = Worker(client, tools=[pay], session=session)
+        with anyio.fail_after(90):
+            async with DurableWorker(worker, name="s", database_url=url) as durable:
+                await durable.start("pay 5", run_id="one")
+                assert await durable.paused("one") is not None
+                await durable.cancel("one", "the user left")
+                cancelled = await durable.result("one")
+                # The session goes on: its pause was the cancelled run's.
+                await durable.start("pay 6", run_id="two")
+                assert await durable.paused("two", wait=30) is not None
+        stored = await session.messages()
+        kept = await session.pause_state()
+    assert cancelled.status is RunStatus.CANCELLED
+    assert [m.to_dict() for m in stored[:3]] == [m.to_dict() for m in cancelled.messages]
+    [result] = stored[2].tool_results
+    assert result.is_error and "the user left" in result.content
+    assert [m.text for m in stored[3:]] == ["pay 6", ""]
+    assert kept is not None and [p.call.id for p in kept.pending] == ["p1"]
+    assert repair(stored[:3])[1] == 0

@@ -32,6 +32,7 @@ from llm_worker.durable._steps import PROGRESS, Attempt, current
 from llm_worker.errors import ConfigurationError, PauseStateError
 from llm_worker.messages import Message
 from llm_worker.state import RunResult, RunStatus
+from llm_worker.worker._session_run import in_session
 
 if TYPE_CHECKING:
     from llm_worker.durable._store import Store
@@ -391,15 +392,26 @@ def _decisions(message: dict[str, Any], run_id: str) -> Any:
 
 
 async def _discarded(worker: Worker[Any], state: PauseState, reason: str) -> RunResult[Any]:
-    """End a paused run CANCELLED: each call that never started gets an error result."""
-    await worker.discard_pause(reason, state=state)
-    return RunResult(
-        RunStatus.CANCELLED,
-        usage=state.usage,
-        requests=state.requests,
-        reason=reason,
-        request_usage=list(state.request_usage),
-    )
+    """End a paused run CANCELLED: each call that never started gets an error result.
+
+    In a session, as a turn of its own: the results are appended and the session's pause
+    (this run's) cleared, so the next run on the session is not refused as paused.
+    """
+
+    async def discard(_: object = None) -> RunResult[Any]:
+        await worker.discard_pause(reason, state=state)
+        return RunResult(
+            RunStatus.CANCELLED,
+            usage=state.usage,
+            requests=state.requests,
+            reason=reason,
+            request_usage=list(state.request_usage),
+        )
+
+    session = worker._cfg.session  # pyright: ignore[reportPrivateUsage]
+    if session is None:
+        return await discard()
+    return await in_session(session, worker.history, discard)
 
 
 async def _decision(dbos: Any, wait: int, run_id: str) -> dict[str, Any]:
