@@ -15,7 +15,12 @@ consecutive requests (an on_message_send hook), the least of the ten turns up to
    serialization alone (`client.build_body` + `orjson.dumps` of the same request, best of 20),
    measured in the same run: target turn TURNS <= 1.5 x serialization. The same request sent
    by the bare client (body, HTTP, the answer's events; best of 5) is shown beside it: the
-   Worker's own share of a turn is the difference.
+   Worker's own share of a turn is the difference. "in the turn" is the same serialization
+   as the turn itself paid for it (`build_body` + the transport's encoding, timed inside that
+   turn): repeated twenty times on one body, the warm figure gains from caches a turn does
+   not have, so the turn's own figure says how much of a turn is serialization.
+
+TRANSPORT (second argument): `httpx` or `aiohttp`; by default the library's default.
 """
 
 from __future__ import annotations
@@ -51,25 +56,47 @@ def answer(index: int, turns: int) -> ScriptedResponse:
     return ScriptedResponse([ToolUsePart("", "read", {"n": index})], usage=USAGE)
 
 
+SERIALIZING = [0.0]  # CPU spent in build_body and the transport's encoding, so far
+
+
+def timed(fn: Any) -> Any:
+    """`fn`, adding its CPU to SERIALIZING."""
+
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        start = time.process_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            SERIALIZING[0] += time.process_time() - start
+
+    return inner
+
+
 class Clock:
     """Per-turn CPU, and the requests at the turns measured (for their serialization)."""
 
     def __init__(self, keep: set[int]) -> None:
         self.last = time.process_time()
-        self.turns: list[float] = []
+        self.serialized = SERIALIZING[0]
+        self.turns: list[tuple[float, float]] = []  # (the turn, its serialization)
         self.keep = keep
         self.requests: dict[int, Request] = {}
 
     def __call__(self, ctx: MessageSendContext) -> None:
         now = time.process_time()
         if ctx.request_number > 1:
-            self.turns.append(now - self.last)
+            self.turns.append((now - self.last, SERIALIZING[0] - self.serialized))
         if ctx.request_number in self.keep:
             self.requests[ctx.request_number] = ctx.request
+        self.serialized = SERIALIZING[0]
         self.last = time.process_time()  # the hook's own bookkeeping left out
 
     def at(self, turn: int) -> float:
         """The least CPU of the ten turns up to `turn` (the least disturbed by other load)."""
+        return self.least(turn)[0]
+
+    def least(self, turn: int) -> tuple[float, float]:
+        """That turn's CPU and what it spent serializing its request."""
         return min(self.turns[max(turn - 10, 0) : turn])
 
 
@@ -134,30 +161,45 @@ def serialization(client: Any, request: Request) -> float:
 
 async def wire(provider: str, turns: int, marks: tuple[int, ...]) -> None:
     from llm_worker import providers
+    from llm_worker.providers import _http
     from llm_worker.testing import WIRE_PROVIDERS
 
+    encoded = _http.encoded
+    _http.encoded = timed(encoded)  # the body's JSON encoding, as the transport does it
+    try:
+        await _wire(providers, WIRE_PROVIDERS, provider, turns, marks)
+    finally:
+        _http.encoded = encoded
+
+
+async def _wire(
+    providers: Any, wire_providers: Any, provider: str, turns: int, marks: tuple[int, ...]
+) -> None:
     ctx = mp.get_context("spawn")
     queue, stop = ctx.Queue(), ctx.Event()
     process = ctx.Process(target=_serve, args=(provider, turns, queue, stop), daemon=True)
     process.start()
     try:
         port = queue.get(timeout=60)
-        class_name, suffix = WIRE_PROVIDERS[provider]
+        class_name, suffix = wire_providers[provider]
         cls = getattr(providers, class_name)
         async with cls(
             model="m", base_url=f"http://127.0.0.1:{port}{suffix}", api_key="k", **TRANSPORT
         ) as c:
+            c.build_body = timed(c.build_body)
             clock = await run(c, turns, marks)
             cells = []
             for mark in marks:
+                spent, in_turn = clock.least(mark)
                 body = serialization(c, clock.requests[mark])
                 bare = await round_trip(c, clock.requests[mark])
                 cells.append(
-                    f"turn {mark}: {clock.at(mark) * 1e3:.2f} ms "
-                    f"(body {body * 1e3:.2f} ms, {clock.at(mark) / body:.2f}x; "
+                    f"turn {mark}: {spent * 1e3:.2f} ms "
+                    f"(body {body * 1e3:.2f} ms, {spent / body:.2f}x; in the turn "
+                    f"{in_turn * 1e3:.2f} ms, {spent / in_turn:.2f}x; "
                     f"bare client {bare * 1e3:.2f} ms)"
                 )
-        print(f"{provider}: " + "; ".join(cells))
+        print(f"{provider} ({c.transport.transport}): " + "; ".join(cells))
     finally:
         stop.set()
         process.join(timeout=10)
@@ -173,4 +215,6 @@ async def main(turns: int) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        TRANSPORT["transport"] = sys.argv[2]
     asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000))

@@ -30,7 +30,7 @@ from llm_worker.errors import MediaError
 from llm_worker.messages import DocumentPart, ImagePart, MediaPart, Message, ToolResultPart
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable
 
 __all__ = (
     "ANTHROPIC",
@@ -196,21 +196,22 @@ def check_total(messages: Iterable[Message], rules: MediaRules) -> None:
 
 def inline_size(messages: Iterable[Message]) -> int:
     """The base64 bytes of the inline images and documents of `messages`, as a request has them."""
-    return media_size(_inline(messages))
+    # One plain loop: it visits every part of every request's whole history, so a generator
+    # here (a resumption per media part, a frame per message) cost a long run's turns.
+    total = 0
+    for message in messages:
+        for part in message.content:
+            if isinstance(part, ToolResultPart):
+                if part.media:
+                    total += media_size(part.media)
+            elif isinstance(part, _MEDIA_PARTS) and part.data is not None:
+                total += _b64_size(len(part.data))
+    return total
 
 
 def media_size(parts: Iterable[MediaPart]) -> int:
     """The base64 bytes of the parts given inline (a part given by URL weighs nothing)."""
     return sum(_b64_size(len(m.data)) for m in parts if m.data is not None)
-
-
-def _inline(messages: Iterable[Message]) -> Iterator[MediaPart]:
-    for message in messages:
-        for part in message.content:
-            if isinstance(part, ImagePart | DocumentPart):
-                yield part
-            elif isinstance(part, ToolResultPart):
-                yield from part.media
 
 
 def _text_ok(part: DocumentPart, rules: MediaRules) -> frozenset[str]:
@@ -243,6 +244,9 @@ def _check_size(part: MediaPart, limit: int, rules: MediaRules) -> None:
             f"{rules.provider} accepts {part.type}s of at most {limit // _MB} MB (base64); "
             f"this {part.media_type} {part.type} is {size / _MB:.1f} MB: make it smaller"
         )
+
+
+_MEDIA_PARTS = (ImagePart, DocumentPart)
 
 
 def _b64_size(n: int) -> int:
