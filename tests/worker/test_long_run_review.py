@@ -301,3 +301,45 @@ async def test_a_timestamp_put_in_place_into_the_first_message_is_a_miss() -> No
     result = await worker.run("read")
     assert result.status is RunStatus.FINISHED
     assert result.cache_misses and result.cache_misses[0].index == 0
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "gemini"])
+async def test_an_edit_in_place_holds_across_pause_json_resume_over_a_wire(wire: str) -> None:
+    import anyio
+
+    from llm_worker.testing import ScriptedModelServer
+
+    stamps = iter(range(100))
+
+    def stamp(ctx: MessageSendContext) -> None:
+        first = ctx.messages[0].content[0]
+        assert isinstance(first, TextPart)
+        first.text = f"at {next(stamps)}: read"  # the part kept, its text edited in place
+
+    def pause_second(ctx: ToolCallContext) -> Pause | None:
+        return Pause("ok?") if ctx.call.input["n"] == 1 and not ctx.resumed else None
+
+    def step(request: ScriptedRequest) -> ScriptedResponse:
+        if request.index >= 3:
+            return ScriptedResponse([TextPart("done")], usage=USAGE)
+        return ScriptedResponse([ToolUsePart("", "read", {"n": request.index})], usage=USAGE)
+
+    async with ScriptedModelServer(wire, step) as server, server.client() as client:
+        first = Worker(client, tools=[read])
+        first.add_on_message_send_hook(stamp)
+        first.add_before_tool_call_hook(pause_second)
+        with anyio.fail_after(30):
+            paused = await first.run("read")
+        assert paused.status is RunStatus.PAUSED and paused.state is not None
+        assert [m.index for m in paused.cache_misses] == [0]  # request 2, the first message
+        second = Worker(client, tools=[read])
+        second.add_on_message_send_hook(stamp)
+        second.add_before_tool_call_hook(pause_second)
+        with anyio.fail_after(30):
+            done = await second.resume(PauseState.from_json(paused.state.to_json()))
+        assert done.status is RunStatus.FINISHED and done.text == "done"
+        # Numbered on from the paused run: the resumed Worker's first request (3) has no
+        # previous one of its own to compare with; its second (4) does.
+        assert [(m.request, m.index, m.part) for m in done.cache_misses] == [(4, 0, 0)]
+        bodies = [r.body.decode() for r in server.requests]
+        assert all(f"at {i}: read" in body for i, body in enumerate(bodies))
