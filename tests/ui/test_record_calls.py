@@ -7,6 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 from llm_worker import Message, ToolResultPart, ToolUsePart, Worker
@@ -14,7 +15,7 @@ from llm_worker.hooks import ToolCallContext
 from llm_worker.testing import ScriptedResponse
 from llm_worker.ui._record import NO_RECORD, Proven, RecordedResult, call_digest, reconcile
 
-from .conftest import Factory
+from .conftest import Factory, scripted, serve
 from .test_review_adapters import site as review_site
 from .test_security import ADAPTERS, approve, pause, site
 from .test_security_history import post, sent, wire
@@ -74,9 +75,9 @@ def test_arguments_too_deep_to_hash_match_no_entry() -> None:
     assert call_digest("book", {"x": deep}) is None
 
 
-def numbered(city: str) -> ScriptedResponse:
+def numbered(city: str, call_id: str = "call_0") -> ScriptedResponse:
     """A `book` call named `call_0`, as a provider numbering its calls afresh names each."""
-    return ScriptedResponse([ToolUsePart("call_0", "book", {"city": city})])
+    return ScriptedResponse([ToolUsePart(call_id, "book", {"city": city})])
 
 
 def kyoto_then(*cities: str) -> list[Message]:
@@ -101,19 +102,33 @@ async def test_an_approved_calls_recorded_result_wins_over_the_browsers(adapter:
     assert "Atlantis" not in last
 
 
+@pytest.mark.parametrize("provider", ["anthropic", "gemini"])
 @pytest.mark.parametrize("adapter", ADAPTERS)
-async def test_a_regenerated_call_reusing_a_booked_calls_id_is_not_booked(adapter: Any) -> None:
-    # Kyoto is approved and booked under `call_0`; a regenerate drops that answer, and the
-    # new one asks to book Paris under `call_0` again; the user writes on without answering.
-    # The model must not read Kyoto's booking as Paris's.
-    script = [numbered("Kyoto"), ScriptedResponse.text("Booked.")]
-    script += [numbered("Paris"), ScriptedResponse.text("ok")]
-    async with site(adapter, script) as (server, url, http):
-        await approve(adapter, http, url, "c1", await pause(adapter, http, url, "c1"))
-        assert await pause(adapter, http, url, "c1") == "call_0"  # the regenerate
-        await post(http, url, wire(adapter, kyoto_then("Paris"), "So?"))
+async def test_a_regenerated_call_reusing_a_booked_calls_id_is_not_booked(
+    adapter: Any, provider: str
+) -> None:
+    # Kyoto is approved and booked under `call_0` (Gemini's client numbers it
+    # `gemini_call_0`); a regenerate drops that answer, and the new one asks to book Paris
+    # under the same id; the user writes on without answering. The model must not read
+    # Kyoto's booking as Paris's.
+    call_id = "call_0" if provider == "anthropic" else ""  # Gemini sends no ids
+    script = [numbered("Kyoto", call_id), ScriptedResponse.text("Booked.")]
+    script += [numbered("Paris", call_id), ScriptedResponse.text("ok")]
+    async with (
+        scripted(provider, script) as (server, factory),
+        serve(adapter(factory)) as url,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        kyoto = await pause(adapter, http, url, "c1")
+        await approve(adapter, http, url, "c1", kyoto)
+        assert await pause(adapter, http, url, "c1") == kyoto  # the regenerate
+        paris = [
+            Message.user("Book Kyoto"),
+            Message("assistant", [ToolUsePart(kyoto, "book", {"city": "Paris"})]),
+        ]
+        await post(http, url, wire(adapter, paris, "So?"))
         last = sent(server)
-    assert '"Paris"' in last
+    assert "Paris" in last
     assert "booked Kyoto" not in last
 
 
