@@ -81,15 +81,17 @@ async def test_the_messages_a_run_loaded_come_back_unless_a_clear_removed_them(
     assert texts(await fresh.messages_at(loaded.version, 2)) == ["a", "b"]
     assert texts(await session.messages_at(loaded.version, 2)) == ["a", "b"]
     assert await fresh.messages_at(0, 0) == []
+    await session.append(await session.claim(), loaded.version + 1, [], None, key="k")
     await session.clear()
+    assert await session.appended("k") is None  # the keys went with the messages
     token = await session.claim()
-    await session.append(token, loaded.version + 2, [Message.user("x"), Message.user("y")], None)
+    await session.append(token, loaded.version + 3, [Message.user("x"), Message.user("y")], None)
     for reader in (session, store.session("s")):
         with pytest.raises(SessionError, match="cleared since"):
             await reader.messages_at(loaded.version, 2)
-    assert texts(await session.messages_at(loaded.version + 3, 2)) == ["x", "y"]
+    assert texts(await session.messages_at(loaded.version + 4, 2)) == ["x", "y"]
     with pytest.raises(SessionError):
-        await session.messages_at(loaded.version + 3, 5)  # it never held 5
+        await session.messages_at(loaded.version + 4, 5)  # it never held 5
 
 
 async def test_a_store_at_schema_version_1_is_migrated_and_stays_readable(store: Store) -> None:

@@ -413,7 +413,9 @@ class SqlSession:
         return (await self.load()).pause
 
     async def clear(self) -> None:
-        """Delete the session's messages and pause (its id stays, its version moves on).
+        """Delete the session's messages, pause and append keys (its id stays).
+
+        Its version moves on.
 
         Raises:
             SessionBusyError: A run holds the session.
@@ -437,6 +439,12 @@ class SqlSession:
                 )
             d.execute(
                 conn, "DELETE FROM llm_worker_session_messages WHERE session_id = ?", (self._id,)
+            )
+            # The keys go too (the table stays as small as the sessions): a durable run that
+            # appended before the clear and is recovered after it fails at its reload
+            # (`messages_at`: cleared since), before it could append again.
+            d.execute(
+                conn, "DELETE FROM llm_worker_session_appends WHERE session_id = ?", (self._id,)
             )
             d.execute(
                 conn,
