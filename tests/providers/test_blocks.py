@@ -35,7 +35,7 @@ from llm_worker.events import (
     ToolUseMetadata,
     UsageEvent,
 )
-from llm_worker.providers._blocks import BlockEmitter, drive
+from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive
 
 TEXT, THINKING, TOOL = BlockType.TEXT, BlockType.THINKING, BlockType.TOOL_USE
 
@@ -244,7 +244,10 @@ async def chunks_of(
 
 
 async def run(
-    chunks: AsyncIterator[bytes], mapper: Mapper | None = None, *, scrub_secret: str = ""
+    chunks: AsyncIterator[bytes],
+    mapper: StreamMapper | None = None,
+    *,
+    scrub_secret: str = "",
 ) -> tuple[list[Event], BaseException | None]:
     def scrub(text: str) -> str:
         return text.replace(scrub_secret, "***") if scrub_secret else text
@@ -479,3 +482,57 @@ def test_usage_sums_and_overlays_every_counter() -> None:
         cache_creation_1h_input_tokens=5,
         audio_output_tokens=7,
     )
+
+
+@pytest.mark.anyio
+async def test_each_event_is_handed_on_before_the_next_of_the_same_read_is_mapped() -> None:
+    # A bulk read completes many events: holding them all until the read is mapped made the
+    # garbage collector's passes cost more than the parsing (issue 39). One read, three events.
+    log: list[str] = []
+
+    class Logging(Mapper):
+        def on_event(self, event: str, raw: bytes, emitter: BlockEmitter) -> None:
+            log.append(f"map {raw.decode()}")
+            super().on_event(event, raw, emitter)
+
+    body = b"".join(sse('{"text": "a"}', '{"text": "b"}', '{"stop": "end_turn"}'))
+    with anyio.fail_after(5):
+        async for event in drive(chunks_of([body]), Logging(), provider="test"):
+            if isinstance(event, BlockDelta) and isinstance(event.delta, TextDelta):
+                log.append(f"got {event.delta.text}")
+    assert log == ['map {"text": "a"}', "got a", 'map {"text": "b"}', "got b",
+                   'map {"stop": "end_turn"}']  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_started_comes_with_the_first_read_even_when_it_ends_no_event() -> None:
+    pieces = [b'data: {"te', b'xt": "a"}\n\n', *sse('{"stop": "end_turn"}')]
+    seen: list[Event] = []
+
+    async def reads() -> AsyncIterator[bytes]:
+        for piece in pieces:
+            yield piece
+            if piece is pieces[0]:
+                assert seen == [StatusEvent(ResponseStatus.STARTED)]  # before the 2nd read
+
+    with anyio.fail_after(5):
+        async for event in drive(reads(), Mapper(), provider="test"):
+            seen.append(event)
+    assert isinstance(seen[-1], StatusEvent)
+    assert seen[-1].status is ResponseStatus.COMPLETED
+
+
+@pytest.mark.anyio
+async def test_invalid_utf8_in_a_json_event_reaches_the_answer_as_replacement_characters() -> None:
+    from llm_worker.providers.openai_chat import ChatStreamMapper
+
+    body = (
+        b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"caf\xe9 \xff"}}]}\n\n'
+        b'data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    events, error = await run(chunks_of([body]), ChatStreamMapper())
+    assert error is None
+    texts = [e.delta.text for e in events if isinstance(e, BlockDelta)
+             and isinstance(e.delta, TextDelta)]  # fmt: skip
+    assert texts == ["caf\ufffd \ufffd"]

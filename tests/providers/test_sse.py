@@ -6,12 +6,13 @@ import itertools
 import re
 from dataclasses import dataclass
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_worker.errors import MalformedStreamError
-from llm_worker.providers._sse import ServerSentEvent, SSEDecoder
+from llm_worker.providers._sse import ServerSentEvent, SSEDecoder, json_of
 from support import recorded
 
 BOM = b"\xef\xbb\xbf"
@@ -417,3 +418,68 @@ def test_lines_at_the_limit_still_decode() -> None:
     decoder = SSEDecoder(max_event_bytes=1000)
     events = [e for i in range(0, len(body), 10) for e in decoder.feed(body[i : i + 10])]
     assert events == [ServerSentEvent("message", "x" * 994)]
+
+
+def test_a_whole_event_past_the_limit_in_one_chunk_fails() -> None:
+    # The event's line ends in the same chunk: counted when the event ends, not as a tail.
+    with pytest.raises(MalformedStreamError, match="one event of the stream"):
+        SSEDecoder(max_event_bytes=1000).feed(b"data: " + b"x" * 1001 + b"\n\n")
+    with pytest.raises(MalformedStreamError, match="one event of the stream"):
+        SSEDecoder(max_event_bytes=1000).feed(b"event: e\ndata: " + b"x" * 1001 + b"\n\n")
+
+
+def test_the_limit_counts_data_not_the_lfs_that_join_its_lines() -> None:
+    body = b"data: " + b"x" * 500 + b"\ndata: " + b"y" * 500 + b"\n\n"  # 1,000 bytes of data
+    assert decode_with(body, limit=1000) == [
+        ServerSentEvent("message", "x" * 500 + "\n" + "y" * 500)
+    ]
+    with pytest.raises(MalformedStreamError, match="one event of the stream"):
+        decode_with(body.replace(b"y" * 500, b"y" * 501), limit=1000)
+
+
+def decode_with(body: bytes, *, limit: int) -> list[ServerSentEvent]:
+    decoder = SSEDecoder(max_event_bytes=limit)
+    return [*decoder.feed(body), *decoder.flush()]
+
+
+def test_many_event_types_decode_past_the_few_remembered() -> None:
+    # Event types are remembered by their whole line, a bounded few: the rest decode as ever.
+    body = b"".join(b"event: kind%d\ndata: %d\n\n" % (i % 50, i) for i in range(200))
+    events = decode(*split_at(body, list(range(0, len(body), 37))))
+    assert [(e.event, e.data) for e in events] == [(f"kind{i % 50}", str(i)) for i in range(200)]
+
+
+def test_a_remembered_event_line_names_only_its_own_event() -> None:
+    body = b"event: ping\ndata: 1\n\ndata: 2\n\nevent: ping\n\ndata: 3\n\nevent: ping\ndata: 4\n\n"
+    assert [(e.event, e.data) for e in decode(body)] == [
+        ("ping", "1"), ("message", "2"), ("message", "3"), ("ping", "4")
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"data: a\r\ndata: b\nc\r\n\r\n",  # a lone LF among CRLFs
+        b"data: a\rdata: b\r\n\r\n",  # a lone CR among CRLFs
+        b"data: a\r\n\r\ndata: b\r\n\r\n",  # CRLF only: the fast split
+    ],
+    ids=["lone-LF", "lone-CR", "CRLF"],
+)
+def test_crlf_bodies_with_and_without_lone_line_ends(body: bytes) -> None:
+    assert decode(body) == reference(body)
+    assert decode(*[body[i : i + 1] for i in range(len(body))]) == reference(body)
+
+
+def test_raw_events_are_the_type_and_the_undecoded_data() -> None:
+    decoder = SSEDecoder()
+    assert list(decoder.raw(b"event: e\ndata: caf\xc3\xa9\xff\n\ndata: x\n\n")) == [
+        ("e", b"caf\xc3\xa9\xff"),
+        ("message", b"x"),
+    ]
+
+
+def test_json_of_reads_bytes_and_replaces_invalid_utf8() -> None:
+    assert json_of(b'{"a": "caf\xc3\xa9"}') == {"a": "caf\u00e9"}
+    assert json_of(b'{"a": "x\xff"}') == {"a": "x\ufffd"}
+    with pytest.raises(orjson.JSONDecodeError):
+        json_of(b'{"a": ')
