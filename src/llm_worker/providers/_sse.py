@@ -147,11 +147,6 @@ class SSEDecoder:
         # The `retry:` of the event `_dispatch` gave last, until `feed` reads it.
         self._given_retry: int | None = None
 
-    @property
-    def last_id(self) -> str | None:
-        """The last event id seen so far on the stream, if any."""
-        return self._last_id
-
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """Decode a chunk of the stream; return the events it completes, in order."""
         return [self._event_of(kind, data) for kind, data in self.raw(chunk)]
