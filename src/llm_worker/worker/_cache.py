@@ -17,16 +17,27 @@ with their `sent_print` from before the hooks ran.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import logging
+import operator
 import secrets
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 import orjson
 
 from llm_worker._run_events import CacheMiss
-from llm_worker.messages import Part, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+from llm_worker.messages import (
+    Part,
+    ProviderPart,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    ToolUsePart,
+)
 
 if TYPE_CHECKING:
     from llm_worker.messages import Message, Request, ToolSpec
@@ -42,30 +53,71 @@ _MISS_KEY = secrets.token_bytes(16)
 
 _PartPrint: TypeAlias = tuple[Part, str, object]
 SentPrint: TypeAlias = tuple[str, tuple[_PartPrint, ...]]
-"""What a message says, as sent: its role, and per part the part, its text and its ids."""
+"""What a message says, as sent: its role, and per part the part, its text and its fields."""
 
 
 def sent_print(message: Message) -> SentPrint:
     """What `message` says now.
 
-    Another print after an edit in place: a part's text or ids, a part replaced, added or
+    Another print after an edit in place: a part's text or any other field it is sent with
+    (ids, signatures, a result's media, a provider block's data), a part replaced, added or
     taken out.
     """
     return message.role, tuple(map(_part_print, message.content))
 
 
 def _part_print(part: Part) -> _PartPrint:
-    # The part itself (replaced: another object, compared by value), and the fields an edit
-    # in place changes: the strings are the part's own (no copy), a call's input its JSON.
-    if isinstance(part, TextPart):
-        return part, part.text, part.signature
-    if isinstance(part, ThinkingPart):
-        return part, part.text, part.signature
-    if isinstance(part, ToolUsePart):
-        return part, _part_text(part), part.id
-    if isinstance(part, ToolResultPart):
-        return part, part.content, (part.tool_use_id, part.is_error, len(part.media))
-    return part, "", None
+    # The part itself (replaced: another object, compared by value), its text, and its other
+    # fields as they are now. A part compares equal to itself however it was edited, so the
+    # fields are taken out (at C speed): the strings are the part's own (no copy), what is
+    # mutable inside (a call's input, a block's data, a result's media, citations) a copy —
+    # an empty one costs nothing: a hook that reads every message pays this per message.
+    if type(part) is TextPart:
+        rest = _TEXT(part)
+        return part, part.text, (rest, _items(part.citations)) if part.citations else rest
+    if type(part) is ToolResultPart:
+        rest = _RESULT(part)
+        return part, part.content, (rest, _items(part.media)) if part.media else rest
+    if type(part) is ToolUsePart:
+        rest = _CALL(part) if part.caller is None else (_CALL(part), _json(part.caller))
+        return part, _part_text(part), rest
+    if type(part) is ThinkingPart:
+        return part, part.text, _THINKING(part)
+    if type(part) is ProviderPart:
+        return part, _json(part.data), part.origin
+    return part, "", _fields(part)  # an image or a document: edited in place, it is sent so
+
+
+_TEXT = operator.attrgetter("signature", "item_id", "phase", "origin")
+_THINKING = operator.attrgetter("signature", "redacted", "item_id", "origin")
+_CALL = operator.attrgetter("id", "signature", "item_id", "origin")
+_RESULT = operator.attrgetter("tool_use_id", "is_error", "name")
+
+
+def _items(items: Sequence[object]) -> tuple[object, ...]:
+    return tuple(map(_fields, items))
+
+
+def _fields(item: object) -> tuple[object, ...]:
+    """A media part's or citation's fields now (a dict as its JSON)."""
+    values = _getter(type(item))(item)
+    return tuple(_json(cast("object", v)) if isinstance(v, dict) else v for v in values)
+
+
+@functools.cache
+def _getter(kind: type) -> Callable[[object], tuple[object, ...]]:
+    names = [f.name for f in dataclasses.fields(kind)]
+    getter = operator.attrgetter(*names)
+    if len(names) == 1:  # attrgetter of one name gives the value, not a tuple
+        return lambda item: (getter(item),)
+    return getter
+
+
+def _json(data: object) -> str:
+    try:
+        return orjson.dumps(data).decode()
+    except TypeError:  # not JSON data (or a lone surrogate): the request builder will say so
+        return repr(data)
 
 
 @dataclass(slots=True)

@@ -1,0 +1,170 @@
+"""Review probes of the request send path (issue 32): edits in place by on_message_send hooks.
+
+A hook may edit any old message in place — its text, a part's other fields, a tool result's
+media, a provider block's data, a part added, taken out, replaced or moved — or change the
+list itself. Each such request must still be valid, and each edit of what the previous request
+sent must be a `CacheMiss` naming the message and part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from llm_worker import Message, RunStatus, TextPart, ToolResultPart, ToolUsePart, Worker, tool
+from llm_worker.errors import ProviderError
+from llm_worker.events import Event, UsageEvent
+from llm_worker.hooks import MessageSendContext
+from llm_worker.messages import ImagePart, ProviderPart, Request, ThinkingPart
+from llm_worker.testing import ScriptedClient, ScriptedRequest, ScriptedResponse
+
+pytestmark = pytest.mark.anyio
+
+USAGE = UsageEvent(input_tokens=10, output_tokens=5)
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
+
+
+def problems(messages: list[Message]) -> list[str]:
+    """What a provider would refuse: a call without its result, a result without its call."""
+    found: list[str] = []
+    for i, message in enumerate(messages):
+        calls = [c.id for c in message.tool_uses] if message.role == "assistant" else []
+        before = messages[i - 1] if i else None
+        asked = {c.id for c in before.tool_uses} if before and before.role == "assistant" else set()
+        found += [
+            f"orphan {r.tool_use_id}" for r in message.tool_results if r.tool_use_id not in asked
+        ]
+        after = messages[i + 1] if i + 1 < len(messages) else None
+        if calls and after is not None and [r.tool_use_id for r in after.tool_results] != calls:
+            found.append(f"unanswered {calls} at {i}")
+    return found
+
+
+class Strict(ScriptedClient):
+    """A scripted model that refuses a malformed history as a provider does (HTTP 400)."""
+
+    refused: int = 0
+
+    def stream(self, request: Request) -> AsyncIterator[Event]:
+        wrong = problems(request.messages)
+        if wrong:
+            self.refused += 1
+            raise ProviderError(f"invalid history: {wrong}", status_code=400)
+        return super().stream(request)
+
+
+@tool
+async def read(n: int) -> str:
+    """Read page n."""
+    return f"page {n}"
+
+
+def looping(turns: int) -> Strict:
+    def step(request: ScriptedRequest) -> ScriptedResponse:
+        if request.index >= turns - 1:
+            return ScriptedResponse([TextPart("done")], usage=USAGE)
+        return ScriptedResponse(
+            [
+                ThinkingPart("hm", signature="sig"),
+                TextPart("reading"),
+                ToolUsePart("", "read", {"n": request.index, "deep": {"k": [1]}}),
+            ],
+            usage=USAGE,
+        )
+
+    return Strict(step)
+
+
+def _assistant(ctx: MessageSendContext) -> Message:
+    return ctx.messages[1]  # the first answer: thinking, text, a call
+
+
+def _results(ctx: MessageSendContext) -> Message:
+    return ctx.messages[2]  # the first call's result
+
+
+def _call(ctx: MessageSendContext) -> ToolUsePart:
+    part = _assistant(ctx).content[2]
+    assert isinstance(part, ToolUsePart)
+    return part
+
+
+def _result(ctx: MessageSendContext) -> ToolResultPart:
+    part = _results(ctx).content[0]
+    assert isinstance(part, ToolResultPart)
+    return part
+
+
+def _image(ctx: MessageSendContext) -> None:
+    _result(ctx).media[0] = ImagePart(PNG + b"x", "image/png")
+
+
+def _image_url(ctx: MessageSendContext) -> None:
+    image = _result(ctx).media[0]
+    assert isinstance(image, ImagePart)
+    image.data = PNG + b"y"
+
+
+def _provider(ctx: MessageSendContext) -> None:
+    part = ctx.messages[0].content[1]
+    assert isinstance(part, ProviderPart)
+    part.data["kind"] = "edited"
+
+
+def _redacted(ctx: MessageSendContext) -> None:
+    part = _assistant(ctx).content[0]
+    assert isinstance(part, ThinkingPart)
+    part.redacted = "opaque"
+
+
+def _signature(ctx: MessageSendContext) -> None:
+    _call(ctx).signature = "thought"
+
+
+# (what the hook does at request 5, the message and part the miss names)
+EDITS: dict[str, tuple[Callable[[MessageSendContext], object], int, int | None]] = {
+    "text": (lambda c: setattr(_assistant(c).content[1], "text", "edited"), 1, 1),
+    "part appended": (lambda c: _assistant(c).content.append(TextPart("note")), 1, 3),
+    "part deleted": (lambda c: _assistant(c).content.pop(1), 1, 1),
+    "parts reordered": (lambda c: _assistant(c).content.reverse(), 1, 0),
+    "part replaced": (lambda c: _assistant(c).content.__setitem__(1, TextPart("x")), 1, 1),
+    "nested argument": (lambda c: _call(c).input["deep"]["k"].append(2), 1, 2),
+    "call renamed": (lambda c: setattr(_call(c), "name", "other"), 1, 2),
+    "call id forged": (lambda c: setattr(_call(c), "id", "forged"), 1, 2),
+    "result id forged": (lambda c: setattr(_result(c), "tool_use_id", "forged"), 2, 0),
+    "result text": (lambda c: setattr(_result(c), "content", "edited"), 2, 0),
+    "result media replaced": (_image, 2, 0),
+    "result image edited": (_image_url, 2, 0),
+    "provider block data": (_provider, 0, 1),
+    "thinking redacted": (_redacted, 1, 0),
+    "call signature": (_signature, 1, 2),
+    "message deleted": (lambda c: c.messages.pop(2), 2, 0),
+    "messages reordered": (lambda c: c.messages.insert(1, c.messages.pop(3)), 1, 2),
+    "message replaced": (lambda c: c.messages.__setitem__(3, Message.user("hi")), 3, None),
+}
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+async def test_an_old_message_edited_any_way_is_sent_valid_and_told_as_a_miss(edit: str) -> None:
+    do, index, part = EDITS[edit]
+
+    def hook(ctx: MessageSendContext) -> None:
+        if ctx.request_number == 5:
+            do(ctx)
+
+    def with_media(ctx: MessageSendContext) -> None:
+        if ctx.request_number == 2:  # the first result carries an image from the start
+            _result(ctx).media.append(ImagePart(PNG, "image/png"))
+
+    client = looping(8)
+    worker = Worker(client, tools=[read], max_requests=8)
+    worker.add_on_message_send_hook(with_media)
+    worker.add_on_message_send_hook(hook)
+    first = Message("user", [TextPart("read"), ProviderPart({"kind": "x"})])
+    result = await worker.run([first])
+    assert result.status is RunStatus.FINISHED, result
+    assert client.refused == 0
+    assert all(not problems(r.messages) for r in client.requests[4:])
+    misses = [(m.request, m.index, m.part) for m in result.cache_misses]
+    assert misses[-1:] == [(5, index, part)] or (5, index, part) in misses, misses
