@@ -47,13 +47,16 @@ async def in_session(
     try:
         record = await session.load()
         base = len(record.messages)
+        before = list(history)
         try:
             result = await work(record)
         except Exception:
             # A run that failed past its start leaves a valid history (its clean-up repaired
             # it): keep it, so the conversation goes on from what really happened. One that
-            # was refused before it began changes nothing (a pause stays to be resumed).
-            if len(history) > base and history[:base] == record.messages:
+            # was refused before it began changes nothing (a pause stays to be resumed): the
+            # history is still the Worker's own, which a cleared (or another) session must
+            # not be given.
+            if _started(before, history) and history[:base] == record.messages:
                 await session.append(token, record.version, history[base:], None)
             raise
         paused = result.state if result.status is RunStatus.PAUSED else None
@@ -62,6 +65,17 @@ async def in_session(
     finally:
         with anyio.CancelScope(shield=True):
             await session.release(token)
+
+
+def _started(before: list[Message], history: list[Message]) -> bool:
+    """Whether a run changed `history` (`before` is a copy of it from before the run).
+
+    By identity: a run's messages are new objects, so a history the run never touched
+    is the same objects, whatever they hold.
+    """
+    if len(history) != len(before):
+        return True
+    return any(a is not b for a, b in zip(history, before, strict=True))
 
 
 def paused_state(record: SessionRecord, state: PauseState | None, session_id: str) -> PauseState:
