@@ -36,6 +36,7 @@ from llm_worker.worker._session_run import in_session
 
 if TYPE_CHECKING:
     from llm_worker.durable._store import Store
+    from llm_worker.sessions import SessionRecord
     from llm_worker.state import PauseState
     from llm_worker.worker import Worker
 
@@ -395,10 +396,16 @@ async def _discarded(worker: Worker[Any], state: PauseState, reason: str) -> Run
     """End a paused run CANCELLED: each call that never started gets an error result.
 
     In a session, as a turn of its own: the results are appended and the session's pause
-    (this run's) cleared, so the next run on the session is not refused as paused.
+    (this run's) cleared, so the next run on the session is not refused as paused. A
+    session that no longer holds the run's pause (cleared meanwhile) is left as it is: the
+    run's whole history would otherwise be appended to it.
     """
 
-    async def discard(_: object = None) -> RunResult[Any]:
+    async def discard(record: SessionRecord | None = None) -> RunResult[Any]:
+        if record is not None and (
+            record.pause is None or len(record.messages) != len(state.history)
+        ):
+            raise _Dropped  # before the history is touched: in_session appends nothing
         await worker.discard_pause(reason, state=state)
         return RunResult(
             RunStatus.CANCELLED,
@@ -411,7 +418,14 @@ async def _discarded(worker: Worker[Any], state: PauseState, reason: str) -> Run
     session = worker._cfg.session  # pyright: ignore[reportPrivateUsage]
     if session is None:
         return await discard()
-    return await in_session(session, worker.history, discard)
+    try:
+        return await in_session(session, worker.history, discard)
+    except _Dropped:
+        return await discard()
+
+
+class _Dropped(Exception):
+    """The session no longer holds a cancelled run's pause (it was cleared)."""
 
 
 async def _decision(dbos: Any, wait: int, run_id: str) -> dict[str, Any]:
