@@ -7,9 +7,10 @@ differs, so a chunk of unexpected shape is passed over rather than crashing the 
 
 from __future__ import annotations
 
+import re
 from typing import Any, cast
 
-__all__ = ("as_dict", "as_int", "as_list", "as_str")
+__all__ = ("as_dict", "as_int", "as_list", "as_str", "sendable_text")
 
 
 def as_dict(value: object) -> dict[str, Any]:
@@ -31,3 +32,14 @@ def as_str(value: object) -> str | None:
 def as_int(value: object) -> int | None:
     """`value` if it is an integer (not a bool), else `None`."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def sendable_text(text: str) -> str:
+    """`text` as valid Unicode: each lone surrogate U+FFFD, a surrogate pair its character."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    # UTF-16 spells a pair as the character it stands for; a lone one cannot decode.
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from llm_worker._json import sendable_text
 from llm_worker.messages import MediaPart, ToolResultPart
 
 if TYPE_CHECKING:
@@ -79,14 +79,3 @@ class ToolResult:
     def error(cls, tool_use_id: str, content: str, *, name: str = "") -> ToolResult:
         """An `is_error` result answering call `tool_use_id`; `content` says what went wrong."""
         return cls(tool_use_id, name, content, is_error=True)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def sendable_text(text: str) -> str:
-    """`text` as valid Unicode: each lone surrogate U+FFFD, a surrogate pair its character."""
-    if text.isascii() or _SURROGATE.search(text) is None:
-        return text
-    # UTF-16 spells a pair as the character it stands for; a lone one cannot decode.
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
