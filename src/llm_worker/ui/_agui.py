@@ -33,6 +33,7 @@ from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
 from llm_worker.ui._agui_messages import encrypted, messages_to_agui
 from llm_worker.ui._encoder import BlockEncoder, OpenBlock, sse
 from llm_worker.ui._errors import ErrorText, error_code, error_text
+from llm_worker.ui._frontend import awaiting_decision
 from llm_worker.ui._parts import opaque
 
 __all__ = ("HEADERS", "AGUIEncoder", "sse", "to_agui_events")
@@ -60,9 +61,13 @@ class AGUIEncoder(BlockEncoder):
         history: The AG-UI messages the snapshot at the end starts with (those the request
             sent, for instance).
         skip: How many of the run's first messages `history` holds already (the run's input).
+        approval: Names of the Worker's tools that ask for approval: of the calls a pause
+            left undecided after the one it stopped at, only theirs get an interrupt
+            (`None`: every one does). See `approval_tools`.
     """
 
     __slots__ = (
+        "_approval",
         "_frontend",
         "_history",
         "_in_step",
@@ -88,9 +93,11 @@ class AGUIEncoder(BlockEncoder):
         frontend_tools: Collection[str] = (),
         history: list[dict[str, Any]] | None = None,
         skip: int = 0,
+        approval: Collection[str] | None = None,
     ) -> None:
         super().__init__(origin)
         self._skip = skip
+        self._approval = None if approval is None else frozenset(approval)
         self.thread_id, self.run_id = thread_id, run_id
         self._frontend = frozenset(frontend_tools)
         self._history = history or []
@@ -277,15 +284,12 @@ class AGUIEncoder(BlockEncoder):
     def _outcome(self, result: RunResult) -> dict[str, Any]:
         if result.status is RunStatus.CANCELLED:
             return {"type": "cancelled"}
-        pending = (
-            []
-            if result.state is None
-            else [p for p in result.state.pending if p.status == "pending"]
-        )
+        state = result.state
+        pending = [] if state is None else [p for p in state.pending if p.status == "pending"]
+        waiting = [] if state is None else awaiting_decision(state, self._frontend, self._approval)
         interrupts = [
             _interrupt(p.call.id, p.call.name, p.arguments)  # what an approval runs
-            for p in pending
-            if p.call.name not in self._frontend
+            for p in waiting
         ]
         if interrupts:
             return {"type": "interrupt", "interrupts": interrupts}
@@ -352,6 +356,7 @@ def to_agui_events(
     history: list[dict[str, Any]] | None = None,
     skip: int = 0,
     on_error: ErrorText | None = None,
+    approval: Collection[str] | None = None,
 ) -> AsyncIterator[str]:
     """A Worker's run (`worker.stream(...)`) as AG-UI SSE events, `RUN_STARTED` first.
 
@@ -368,5 +373,6 @@ def to_agui_events(
         frontend_tools=frontend_tools,
         history=history,
         skip=skip,
+        approval=approval,
     )
     return encoder.sse_stream(stream, on_error)

@@ -28,7 +28,7 @@ from llm_worker.ui._app import (
     start_run,
 )
 from llm_worker.ui._asgi import BadRequest
-from llm_worker.ui._frontend import FrontendTool, with_frontend_results
+from llm_worker.ui._frontend import FrontendTool, approval_tools, with_frontend_results
 from llm_worker.ui._resumable import RunLog
 from llm_worker.ui._session import (
     AnsweredSession,
@@ -244,6 +244,7 @@ class AGUIAdapter(Endpoint):
             history=before,
             skip=skip,
             on_error=self.on_error,
+            approval=approval_tools(worker),
         )
         return self._started(worker, start, key, run_id, encode, session=session, paused=paused)
 

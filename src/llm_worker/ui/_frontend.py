@@ -12,7 +12,13 @@ from llm_worker.state import PauseState, PendingCall
 from llm_worker.tools import ToolMeta, ToolResult
 from llm_worker.tools._tool import MetaTool
 
-__all__ = ("FrontendTool", "add_frontend_tools", "with_frontend_results")
+__all__ = (
+    "FrontendTool",
+    "add_frontend_tools",
+    "approval_tools",
+    "awaiting_decision",
+    "with_frontend_results",
+)
 
 
 class FrontendTool(MetaTool):
@@ -70,3 +76,39 @@ def with_frontend_results(
         else:
             pending.append(p)
     return dataclasses.replace(state, pending=pending)
+
+
+def awaiting_decision(
+    state: PauseState, frontend: Collection[str], approval: Collection[str] | None
+) -> list[PendingCall]:
+    """The pending calls of `state` a person must decide on (approve or deny).
+
+    A batch stops at the first call that pauses (a hook's `Pause`, a tool that asks for
+    approval, a front-end call): the calls after it are `"pending"` only because no hook
+    saw them yet. Of those, only calls of tools that ask for approval (`approval`) will
+    wait on a decision; the others (a `weather` call) run when the batch goes on, and
+    asking a person about them would show a question nothing waits for. The browser's own
+    tools' calls (`frontend`) wait on their output, never on a decision.
+
+    Args:
+        state: The pause.
+        frontend: Names of the tools the browser runs.
+        approval: Names of the tools that ask for approval (`None`: unknown — then every
+            later pending call is shown as waiting).
+    """
+    waiting: list[PendingCall] = []
+    first = True
+    for p in state.pending:
+        if p.status != "pending":
+            continue
+        asks = first or approval is None or (p.call.name in approval and not p.approved)
+        if asks and p.call.name not in frontend:
+            waiting.append(p)
+        first = False
+    return waiting
+
+
+def approval_tools(worker: Any) -> frozenset[str]:
+    """Names of `worker`'s tools that ask for approval (front-end tools included)."""
+    metas: dict[str, ToolMeta] = dict(worker.tools.metas)
+    return frozenset(name for name, meta in metas.items() if meta.requires_approval)

@@ -35,6 +35,7 @@ from llm_worker.state import PendingCall, RunCompleted, RunResult, RunStatus, To
 from llm_worker.tools import ToolResult
 from llm_worker.ui._encoder import BlockEncoder, sse
 from llm_worker.ui._errors import ErrorText, error_text
+from llm_worker.ui._frontend import awaiting_decision
 from llm_worker.ui._parts import KEY, WITHDRAWN, media_json, opaque, result_mac
 from llm_worker.ui._sign import MAC
 
@@ -87,9 +88,21 @@ class VercelEncoder(BlockEncoder):
             stamps it in its history (so it is sent back only to that provider).
         denied: Call ids a decision denied: their results are `tool-output-denied`.
         frontend: Names of tools the browser runs: their pending calls ask no approval.
+        approval: Names of the Worker's tools that ask for approval: of the calls a pause
+            left undecided after the one it stopped at, only theirs ask for approval
+            (`None`: every one does). See `approval_tools`.
     """
 
-    __slots__ = ("_denied", "_frontend", "_in_step", "_n", "_step_usage", "_token", "message_id")
+    __slots__ = (
+        "_approval",
+        "_denied",
+        "_frontend",
+        "_in_step",
+        "_n",
+        "_step_usage",
+        "_token",
+        "message_id",
+    )
 
     # Our text and reasoning ids are ASCII letters, digits and `_`: safe inside a JSON string.
     _TEXT_HEAD = 'data: {"type":"text-delta","id":"'
@@ -103,9 +116,11 @@ class VercelEncoder(BlockEncoder):
         *,
         denied: Collection[str] = (),
         frontend: Collection[str] = (),
+        approval: Collection[str] | None = None,
     ) -> None:
         super().__init__(origin)
         self._frontend = frozenset(frontend)
+        self._approval = None if approval is None else frozenset(approval)
         self.message_id = message_id
         self._denied = frozenset(denied)
         self._n = 0
@@ -300,11 +315,10 @@ class VercelEncoder(BlockEncoder):
             notice = {"status": result.status.value, "reason": result.reason}
             chunks.append({"type": "data-llm-worker-notice", "data": notice})
         if result.status is RunStatus.PAUSED and result.state is not None:
-            for p in result.state.pending:
-                if p.status == "pending" and p.call.name not in self._frontend:
-                    chunks.extend(_approval_input(p))
-                    approval = {"type": "tool-approval-request", "toolCallId": p.call.id}
-                    chunks.append(approval | {"approvalId": f"approval_{p.call.id}"})
+            for p in awaiting_decision(result.state, self._frontend, self._approval):
+                chunks.extend(_approval_input(p))
+                approval = {"type": "tool-approval-request", "toolCallId": p.call.id}
+                chunks.append(approval | {"approvalId": f"approval_{p.call.id}"})
         meta = {
             KEY: {
                 "status": result.status.value,
@@ -361,6 +375,7 @@ def to_vercel_stream(
     denied: Collection[str] = (),
     frontend: Collection[str] = (),
     on_error: ErrorText | None = None,
+    approval: Collection[str] | None = None,
 ) -> AsyncIterator[str]:
     """A Worker's run (`worker.stream(...)`) as the SSE events of a UI message stream.
 
@@ -379,6 +394,10 @@ def to_vercel_stream(
         denied: Call ids denied by the decisions of a resumed run.
         frontend: Names of tools the browser runs (their pending calls ask no approval).
         on_error: The text the browser shows of the exception that ended the run.
+        approval: Names of the Worker's tools that ask for approval (`approval_tools`); see
+            `VercelEncoder`.
     """
-    encoder = VercelEncoder(message_id, origin or Origin("", ""), denied=denied, frontend=frontend)
+    encoder = VercelEncoder(
+        message_id, origin or Origin("", ""), denied=denied, frontend=frontend, approval=approval
+    )
     return encoder.sse_stream(stream, on_error)

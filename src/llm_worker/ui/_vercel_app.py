@@ -30,7 +30,7 @@ from llm_worker.ui._app import (
 from llm_worker.ui._asgi import BadRequest
 from llm_worker.ui._auth import Authorize
 from llm_worker.ui._errors import ErrorText
-from llm_worker.ui._frontend import FrontendTool, with_frontend_results
+from llm_worker.ui._frontend import FrontendTool, approval_tools, with_frontend_results
 from llm_worker.ui._record import ToolRecord
 from llm_worker.ui._resumable import ResumableStreams, RunLog
 from llm_worker.ui._session import (
@@ -271,6 +271,7 @@ class VercelAIAdapter(Endpoint):
             denied=denied,
             frontend=[t.name for t in self.frontend_tools],
             on_error=self.on_error,
+            approval=approval_tools(worker),
         )
         return self._started(worker, start, key, message_id, encode, session=session, paused=paused)
 

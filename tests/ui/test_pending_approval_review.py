@@ -1,0 +1,111 @@
+"""Review: of a paused batch, only the calls that really wait on a decision ask for one.
+
+A batch stops at the first call that pauses (a front-end call, a tool that asks for
+approval); the calls after it are undecided, not waiting on a person. A `weather` call there
+was shown as "Approve the call of weather?" (an AG-UI interrupt, a Vercel
+`tool-approval-request`): the AG-UI client got an interrupt instead of its
+`pendingToolCallIds`, and the Vercel card asked a question nothing waited for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llm_worker import TextPart, ToolUsePart
+from llm_worker.collectors import ToolCall
+from llm_worker.state import PauseState, PendingCall
+from llm_worker.testing import ScriptedResponse
+from llm_worker.ui._frontend import awaiting_decision
+
+from .conftest import AGUI, VERCEL, consumed
+from .test_session_frontend import AG_TOOL, SPEC
+
+pytestmark = pytest.mark.anyio
+
+
+def asking_then_weather() -> list[ScriptedResponse]:
+    """A front-end `pick_color` call, then a `weather` call, in one answer."""
+    step = ScriptedResponse(
+        [
+            TextPart("Let me ask."),
+            ToolUsePart("", "pick_color", {"of": "car"}),
+            ToolUsePart("", "weather", {"city": "Kyoto"}),
+        ]
+    )
+    return [step, ScriptedResponse.text("Sunny, and red.")]
+
+
+def booking_around_weather() -> list[ScriptedResponse]:
+    """`book`, `weather`, `book` in one answer: the two `book` calls wait for approval."""
+    step = ScriptedResponse(
+        [
+            TextPart("Booking."),
+            ToolUsePart("", "book", {"city": "Kyoto"}),
+            ToolUsePart("", "weather", {"city": "Kyoto"}),
+            ToolUsePart("", "book", {"city": "Oslo"}),
+        ]
+    )
+    return [step, ScriptedResponse.text("Booked both.")]
+
+
+async def test_the_ag_ui_client_gets_its_pending_call_not_an_interrupt_for_weather(
+    node_modules: Path,
+) -> None:
+    plan = [{"send": "Weather and a color?", "tools": [AG_TOOL]}, {"toolResult": "red"}]
+    async with consumed(AGUI, node_modules, "anthropic", asking_then_weather(), plan) as run:
+        out = run[0]
+    first = out["finished"][0]["outcome"]
+    assert first["type"] == "success"
+    assert [i[-6:] for i in first["pendingToolCallIds"]] == ["call_0"]
+
+
+async def test_the_vercel_client_is_asked_no_approval_for_weather(node_modules: Path) -> None:
+    plan: list[dict[str, Any]] = [
+        {"send": "Weather and a color?"},
+        {"clientTool": "red", "tool": "pick_color"},
+    ]
+    script = asking_then_weather()
+    async with consumed(VERCEL, node_modules, "gemini", script, plan, frontend_tools=[SPEC]) as run:
+        out = run[0]
+    assert not [c for c in out["chunks"] if c["type"] == "tool-approval-request"]
+    parts = out["messages"][1]["parts"]
+    weather_part = next(p for p in parts if p["type"] == "tool-weather")
+    assert weather_part["state"] != "approval-requested"
+
+
+@pytest.mark.parametrize("kind", ["vercel", "ag-ui"])
+async def test_only_the_calls_of_tools_asking_approval_are_asked_about(
+    kind: str, node_modules: Path
+) -> None:
+    # book (the pause) - weather (undecided, runs on resume) - book (asks too): two questions.
+    consumer = VERCEL if kind == "vercel" else AGUI
+    plan: list[dict[str, Any]] = [{"send": "Book Kyoto and Oslo"}, {"approve": True}]
+    async with consumed(consumer, node_modules, "anthropic", booking_around_weather(), plan) as run:
+        out, server, _, _ = run
+    if kind == "vercel":
+        asked = [c["toolCallId"] for c in out["chunks"] if c["type"] == "tool-approval-request"]
+        parts = out["messages"][1]["parts"]
+        outputs = {p["toolCallId"][-6:]: p.get("output") for p in parts if "toolCallId" in p}
+    else:
+        asked = [i["toolCallId"] for i in out["finished"][0]["outcome"]["interrupts"]]
+        tools = [m for m in out["messages"] if m["role"] == "tool"]
+        outputs = {m["toolCallId"][-6:]: m["content"] for m in tools}
+    assert [i[-6:] for i in asked] == ["call_0", "call_2"]
+    assert outputs == {
+        "call_0": "booked Kyoto",
+        "call_1": "Kyoto: sunny",
+        "call_2": "booked Oslo",
+    }
+    assert len(server.requests) == 2  # approved once: no second pause for weather
+
+
+def test_without_the_tools_known_every_undecided_call_is_shown() -> None:
+    # A direct user of the encoders who passes no `approval` keeps the former behaviour.
+    calls = [ToolCall(f"c{n}", name, {}) for n, name in enumerate(["book", "weather"])]
+    state = PauseState([], [PendingCall(c) for c in calls])
+    assert [p.call.id for p in awaiting_decision(state, (), None)] == ["c0", "c1"]
+    assert [p.call.id for p in awaiting_decision(state, (), {"book"})] == ["c0"]
+    assert [p.call.id for p in awaiting_decision(state, {"book"}, {"book"})] == []
