@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
+import weakref
 from pathlib import Path
 
 import anyio
@@ -20,9 +22,9 @@ from hypothesis import strategies as st
 from llm_worker.events import BlockDelta, Event, TextDelta
 from llm_worker.messages import Message, Request
 from llm_worker.providers import OpenAIChatClient
-from llm_worker.providers._http import RetryPolicy, _first_byte
+from llm_worker.providers._http import RetryPolicy, Transport, _first_byte
 from llm_worker.providers._sse import BLANK
-from llm_worker.testing import WireResponse, WireServer
+from llm_worker.testing import Chunking, WireResponse, WireServer
 
 pytestmark = pytest.mark.anyio
 
@@ -234,3 +236,42 @@ async def test_the_default_client_streams_150_answers_at_once() -> None:
         await client.aclose()
         listener.close()
     assert texts == ["x"] * 150
+
+
+class _Body(dict[str, object]):
+    """A request body that can be watched with a weak reference."""
+
+
+@pytest.mark.usefixtures("http_transport")
+async def test_a_stream_in_flight_does_not_hold_its_request_body() -> None:
+    # The body's objects (a long conversation: thousands) are encoded once and let go: 1,000
+    # streams in flight held 1,000 bodies, and the garbage collector went over them all.
+    answer = _body("ab") * 20
+    paced = WireResponse(answer, chunking=Chunking(mode="sizes", sizes=(64,)), chunk_delay=0.01)
+    async with WireServer([paced]) as server:
+        transport = Transport(
+            provider="test",
+            base_url=server.base_url + "/v1",
+            headers={"authorization": f"Bearer {API_KEY}"},
+            secret=API_KEY,
+            retry=RetryPolicy.disabled(),
+        )
+        body = _Body(model="m", messages=[{"role": "user", "content": "hi"}])
+        watched = weakref.ref(body)
+        received = b""
+        try:
+            with anyio.fail_after(10):
+                chunks = transport.stream("/chat/completions", body)
+                del body
+                async for chunk in chunks:
+                    if not received:
+                        gc.collect()
+                        assert watched() is None  # mid-stream: the answer goes on
+                    received += chunk
+        finally:
+            await transport.aclose()
+    assert received == answer
+    assert server.requests[0].json() == {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+    }

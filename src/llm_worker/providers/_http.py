@@ -313,6 +313,9 @@ class Transport:
         """
         content = encoded(body)  # (a text no wire can carry fails here: nothing is sent)
         url = self.url(path, params)
+        # Not held for the whole stream: a long conversation's body is thousands of objects
+        # (memory, and the garbage collector's passes over every stream in flight).
+        del body, params
         started = time.monotonic()
         attempt = 0
         while True:
