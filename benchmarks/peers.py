@@ -123,6 +123,7 @@ def _print_table(title: str, rows: dict[str, list[dict]]) -> None:
 
 
 def run_concurrent(args: argparse.Namespace, server: _wire.Server) -> None:
+    """Every subject's streams share one client, its pool and admission cap = the streams."""
     names = [s for s in ("raw_aiohttp", "raw_httpx", "ours_aiohttp", "ours_httpx")
              if s in args.subjects]  # fmt: skip
     model = f"text-{args.stream_events}-0"
@@ -131,16 +132,31 @@ def run_concurrent(args: argparse.Namespace, server: _wire.Server) -> None:
     for _ in range(args.rounds):
         for name in names:
             rows[name].append(measure(name, "chat", model, server.base_url, extra))
+        _concurrent_ratios(rows, names)
     print(f"\n### {args.concurrent} concurrent streams of {args.stream_events} events (chat)\n")
-    print("| subject | CPU µs/event | first event p50 ms | p99 ms | all done s | KiB/stream |")
-    print("|---|---|---|---|---|---|")
+    print("| subject | CPU µs/event | ÷ raw aiohttp | first event p50 ms | p99 ms | p99 ÷ raw "
+          "aiohttp | all done s | KiB/stream |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    keys = ("cpu_us", "ratio", "ttfe_p50", "ttfe_p99", "ratio_p99", "wall_s", "kib")
+    specs = (".1f", ".2f", ".0f", ".0f", ".2f", ".2f", ".0f")
     for name, runs in rows.items():
         errors = [r["error"] for r in runs if "error" in r]
         if errors:
-            print(f"| {name} | failed: {errors[0]} | | | | |")
+            print(f"| {name} | failed: {errors[0]} | | | | | | |")
             continue
-        cells = [_median(runs, k) for k in ("cpu_us", "ttfe_p50", "ttfe_p99", "wall_s", "kib")]
-        print("| {} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.0f} |".format(name, *cells))
+        cells = [_cell(_median(runs, k), f) for k, f in zip(keys, specs, strict=True)]
+        print(f"| {name} | {' | '.join(cells)} |")
+    sys.stdout.flush()
+
+
+def _concurrent_ratios(rows: dict[str, list[dict]], names: list[str]) -> None:
+    """CPU per event and p99 time to first event over raw aiohttp's of the same round."""
+    base = rows.get("raw_aiohttp", [{}])[-1]
+    for name in names:
+        last = rows[name][-1]
+        for key, of in (("ratio", "cpu_us"), ("ratio_p99", "ttfe_p99")):
+            if base.get(of) and of in last:
+                last[key] = last[of] / base[of]
 
 
 def run_imports(args: argparse.Namespace) -> None:
