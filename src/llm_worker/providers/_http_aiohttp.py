@@ -30,6 +30,7 @@ from llm_worker.providers._http_backend import (
 require_extra("aiohttp", "aiohttp", feature='transport="aiohttp"')
 
 import aiohttp  # noqa: E402  (after the check: a missing extra is a MissingExtraError)
+from aiohttp.abc import AbstractStreamWriter  # noqa: E402
 from aiohttp.helpers import (  # noqa: E402
     basicauth_from_netrc,
     get_env_proxy_for_url,
@@ -215,16 +216,40 @@ def _route_of(url: URL, *, authorized: bool) -> _Route:
 
 
 class _Body(aiohttp.payload.BytesPayload):
-    """The request's JSON, written as the bytes it is (one write, no copy).
+    """The request's JSON, written as the bytes it is, in slices the socket takes in turn.
 
     aiohttp's own bytes payload warns (a `ResourceWarning`, an error in the suite) for a
     body over 1 MB, advising a file object, which it reads in a worker thread: aimed at
     files, not at bytes already in memory. A long run's history passes 1 MB.
+
+    It also writes the body in one write, which the event loop's transport copies whole
+    into its buffer when the socket does not take it at once: a request cancelled while
+    its body is sent then still uploaded all of it (closing a transport sends its buffer
+    first), and to a server that stopped reading held the copy and the socket for good.
+    Slices of 64 KiB (views, no copy), each after the last drained, leave at most one
+    slice to send after a cancel.
     """
 
     def __init__(self, value: bytes) -> None:
         aiohttp.payload.Payload.__init__(self, value, content_type="application/json")
         self._size = len(value)
+
+    async def write(self, writer: AbstractStreamWriter) -> None:
+        """Write the whole body."""
+        await self.write_with_length(writer, None)
+
+    async def write_with_length(
+        self, writer: AbstractStreamWriter, content_length: int | None
+    ) -> None:
+        """Write the body (its first `content_length` bytes, if given) a slice at a time."""
+        value = memoryview(self._value)
+        if content_length is not None:
+            value = value[:content_length]
+        for start in range(0, len(value), _SLICE):
+            await writer.write(value[start : start + _SLICE])  # drains past 64 KiB
+
+
+_SLICE: Final = 1 << 16  # aiohttp's writer waits for the socket once it holds 64 KiB
 
 
 class _AiohttpAnswer:
