@@ -109,3 +109,46 @@ def test_without_the_tools_known_every_undecided_call_is_shown() -> None:
     assert [p.call.id for p in awaiting_decision(state, (), None)] == ["c0", "c1"]
     assert [p.call.id for p in awaiting_decision(state, (), {"book"})] == ["c0"]
     assert [p.call.id for p in awaiting_decision(state, {"book"}, {"book"})] == []
+
+
+@pytest.mark.parametrize("auto", [True, False])
+async def test_the_server_call_beside_a_front_end_call_runs_once_its_output_comes(
+    auto: bool, node_modules: Path
+) -> None:
+    # The `weather` call after the browser's call waited undecided; the browser's output
+    # goes on with the paused batch, so weather runs (it was given "interrupted" before, the
+    # browser's output starting a new run). With `auto`, the app's sendAutomaticallyWhen
+    # (lastAssistantMessageIsCompleteWithToolCalls) sends the output on its own: the server
+    # call is not left for the browser to answer.
+    plan: list[dict[str, Any]] = [
+        {"send": "Weather and a color?"},
+        {"clientTool": "red", "tool": "pick_color", "auto": auto},
+    ]
+    script = asking_then_weather()
+    async with consumed(
+        VERCEL, node_modules, "openai_chat", script, plan, frontend_tools=[SPEC]
+    ) as run:
+        out, server, factory, _ = run
+    assert len(server.requests) == 2
+    parts = out["messages"][1]["parts"]
+    tools = {p["type"]: (p["state"], p.get("output")) for p in parts if "toolCallId" in p}
+    assert tools == {
+        "tool-pick_color": ("output-available", "red"),
+        "tool-weather": ("output-available", "Kyoto: sunny"),
+    }
+    results = [(r.name, r.content) for m in factory.workers[1].history for r in m.tool_results]
+    assert results == [("pick_color", "red"), ("weather", "Kyoto: sunny")]
+    assert out["messages"][1]["parts"][-1]["text"] == "Sunny, and red."
+
+
+async def test_the_ag_ui_clients_tool_message_runs_the_server_call_beside_it(
+    node_modules: Path,
+) -> None:
+    plan = [{"send": "Weather and a color?", "tools": [AG_TOOL]}, {"toolResult": "red"}]
+    async with consumed(AGUI, node_modules, "gemini", asking_then_weather(), plan) as run:
+        out, server, factory, _ = run
+    assert len(server.requests) == 2
+    results = [(r.name, r.content) for m in factory.workers[1].history for r in m.tool_results]
+    assert results == [("pick_color", "red"), ("weather", "Kyoto: sunny")]
+    tools = {m["toolCallId"][-6:]: m["content"] for m in out["messages"] if m["role"] == "tool"}
+    assert tools == {"call_0": "red", "call_1": "Kyoto: sunny"}

@@ -28,7 +28,12 @@ from llm_worker.ui._app import (
     start_run,
 )
 from llm_worker.ui._asgi import BadRequest
-from llm_worker.ui._frontend import FrontendTool, approval_tools, with_frontend_results
+from llm_worker.ui._frontend import (
+    FrontendTool,
+    answers_pause,
+    approval_tools,
+    with_frontend_results,
+)
 from llm_worker.ui._resumable import RunLog
 from llm_worker.ui._session import (
     AnsweredSession,
@@ -137,7 +142,10 @@ class AGUIAdapter(Endpoint):
         # A new message leaves an unanswered pause behind; a resume takes it.
         state = await self.store.take(key)
         names = [t.name for t in frontend]
-        if not resume:
+        # The client's tool messages for the calls it waits on go on with the paused batch
+        # (its server calls, undecided, run then); a new run would give those no result.
+        answering = state is not None and answers_pause(state, history, names)
+        if not resume and not answering:
             worker = await self._tooled(body, frontend)
             kept = await self._reconciled(worker, key, history, proven)
             # The snapshot starts with the request's messages (the server's record of them,

@@ -15,6 +15,7 @@ from llm_worker.tools._tool import MetaTool
 __all__ = (
     "FrontendTool",
     "add_frontend_tools",
+    "answers_pause",
     "approval_tools",
     "awaiting_decision",
     "with_frontend_results",
@@ -76,6 +77,19 @@ def with_frontend_results(
         else:
             pending.append(p)
     return dataclasses.replace(state, pending=pending)
+
+
+def answers_pause(state: PauseState, history: list[Message], names: Collection[str]) -> bool:
+    """Whether the browser's messages end with an output for a front-end call `state` waits on.
+
+    Such a request goes on with the paused batch (`with_frontend_results`), whose server
+    calls run then; a new run from the browser's history would give them no result.
+    """
+    last = history[-1] if history else None
+    if last is None or last.role != "user" or not last.tool_results:
+        return False
+    waiting = {p.call.id for p in state.pending if p.status == "pending" and p.call.name in names}
+    return any(r.tool_use_id in waiting for r in last.tool_results)
 
 
 def awaiting_decision(

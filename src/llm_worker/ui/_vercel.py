@@ -31,7 +31,14 @@ from llm_worker.events import (
     UsageEvent,
 )
 from llm_worker.messages import Origin, Part, ProviderPart, TextPart, ThinkingPart, ToolUsePart
-from llm_worker.state import PendingCall, RunCompleted, RunResult, RunStatus, ToolResultReady
+from llm_worker.state import (
+    PauseState,
+    PendingCall,
+    RunCompleted,
+    RunResult,
+    RunStatus,
+    ToolResultReady,
+)
 from llm_worker.tools import ToolResult
 from llm_worker.ui._encoder import BlockEncoder, sse
 from llm_worker.ui._errors import ErrorText, error_text
@@ -315,7 +322,9 @@ class VercelEncoder(BlockEncoder):
             notice = {"status": result.status.value, "reason": result.reason}
             chunks.append({"type": "data-llm-worker-notice", "data": notice})
         if result.status is RunStatus.PAUSED and result.state is not None:
-            for p in awaiting_decision(result.state, self._frontend, self._approval):
+            waiting = awaiting_decision(result.state, self._frontend, self._approval)
+            chunks.extend(_server_side(result.state, waiting, self._frontend))
+            for p in waiting:
                 chunks.extend(_approval_input(p))
                 approval = {"type": "tool-approval-request", "toolCallId": p.call.id}
                 chunks.append(approval | {"approvalId": f"approval_{p.call.id}"})
@@ -337,6 +346,35 @@ class VercelEncoder(BlockEncoder):
             reason = "tool-calls"
         chunks.append({"type": "finish", "finishReason": reason, "messageMetadata": meta})
         return chunks
+
+
+def _server_side(
+    state: PauseState, waiting: Collection[PendingCall], frontend: Collection[str]
+) -> list[Chunk]:
+    """The paused batch's server calls that wait on nothing the browser gives, marked so.
+
+    They run when the batch goes on, yet stay `input-available` meanwhile: the `ai` client's
+    `lastAssistantMessageIsCompleteWithToolCalls` then never sends the browser's outputs on
+    its own. Announced again with `providerExecuted` (the server runs them), the client
+    leaves them out of that check and out of `onToolCall`; their output comes later.
+    """
+    asked = {p.call.id for p in waiting}
+    sent = {u.id: u for u in state.history[-1].tool_uses} if state.history else {}
+    chunks: list[Chunk] = []
+    for p in state.pending:
+        if p.result is not None or p.call.name in frontend or p.call.id in asked:
+            continue
+        given = sent.get(p.call.id)  # the input as the model sent it, as the card shows it
+        chunks.append(
+            {
+                "type": "tool-input-available",
+                "toolCallId": p.call.id,
+                "toolName": p.call.name,
+                "input": p.call.input if given is None else given.input,
+                "providerExecuted": True,
+            }
+        )
+    return chunks
 
 
 def _approval_input(p: PendingCall) -> list[Chunk]:

@@ -30,7 +30,12 @@ from llm_worker.ui._app import (
 from llm_worker.ui._asgi import BadRequest
 from llm_worker.ui._auth import Authorize
 from llm_worker.ui._errors import ErrorText
-from llm_worker.ui._frontend import FrontendTool, approval_tools, with_frontend_results
+from llm_worker.ui._frontend import (
+    FrontendTool,
+    answers_pause,
+    approval_tools,
+    with_frontend_results,
+)
 from llm_worker.ui._record import ToolRecord
 from llm_worker.ui._resumable import ResumableStreams, RunLog
 from llm_worker.ui._session import (
@@ -184,11 +189,15 @@ class VercelAIAdapter(Endpoint):
         history, proven = await off_loop(read_ui, ui)
         if self.session_from is not None and key:
             return await self._in_session(body, key, history, decisions, message_id)
+        names = [t.name for t in self.frontend_tools]
         if not decisions:
             if not history:
                 raise BadRequest(400, "the chat request holds no message to answer")
-            if key:  # a new message leaves an unanswered pause behind
-                await self.store.take(key)
+            # A new message leaves an unanswered pause behind; the browser's outputs for the
+            # calls it waits on take it (its server calls, undecided, run then).
+            state = await self.store.take(key) if key else None
+            if state is not None and answers_pause(state, history, names):
+                return await self._resumed(body, key, state, history, {}, message_id=message_id)
             worker = await self._worker(body, self.frontend_tools)
             history = await self._reconciled(worker, key, history, proven)
             start = lambda: start_run(worker, history)  # noqa: E731
@@ -199,6 +208,19 @@ class VercelAIAdapter(Endpoint):
             text = "no paused run waits for this chat: it was answered already, or the server "
             # Not kept (no key): a repeated answer must not stop the run the first one resumed.
             return Begun(_refused(message_id, text + "restarted"), "", message_id, ())
+        return await self._resumed(body, key, state, history, decisions, message_id=message_id)
+
+    async def _resumed(
+        self,
+        body: dict[str, Any],
+        key: str,
+        state: PauseState,
+        history: list[Message],
+        decisions: dict[str, Decision],
+        *,
+        message_id: str,
+    ) -> Begun:
+        """The run going on from the pause `state` with the browser's answers to it."""
         make = lambda: self._worker(body, self.frontend_tools)  # noqa: E731
         worker = await resuming(
             self.store, key, state, make, decisions, editable=self.editable_tools

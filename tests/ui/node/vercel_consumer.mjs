@@ -1,6 +1,6 @@
 // The `ai` package (6.x) consuming llm-worker's UI message stream, as a browser would.
 // argv: <url> <plan JSON>. The plan: [{send: "text", dropAfter?: "chunk type"} |
-// {approve: true|false, reason?, dropAfter?} | {clientTool: "output", tool?} | {resume: true} |
+// {approve: true|false, reason?, dropAfter?} | {clientTool: "output", tool?, auto?} | {resume: true} |
 // {resumeChat: "chat id"}].
 // `dropAfter` breaks the connection as a network failure would, once a chunk of that type
 // has arrived; `resume` then calls the chat's resumeStream() (GET {api}/{id}/stream);
@@ -8,10 +8,13 @@
 // "chat" mode drives AbstractChat over DefaultChatTransport (each chunk validated by
 // uiMessageChunkSchema); after each step the raw chunks of the same answer are also checked
 // one by one against uiMessageChunkSchema, and readUIMessageStream assembles them.
+// A `clientTool` step with `auto` sends nothing itself: the chat's sendAutomaticallyWhen
+// (lastAssistantMessageIsCompleteWithToolCalls, as apps set it) must send the outputs.
 // Prints {messages, status, errors, chunks, requests, assembled, drops, others} as JSON.
 import {
   AbstractChat,
   DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithToolCalls,
   readUIMessageStream,
   uiMessageChunkSchema,
 } from "ai";
@@ -107,9 +110,13 @@ function validateAndAssemble(body, header, base) {
   });
 }
 
+let autoSend = false;
+let onFinished;
 const chat = new Chat({
   id: "chat-1",
   transport: new DefaultChatTransport({ api: url, fetch: recordingFetch }),
+  sendAutomaticallyWhen: (o) => autoSend && lastAssistantMessageIsCompleteWithToolCalls(o),
+  onFinish: () => { const f = onFinished; onFinished = undefined; if (f) f(); },
   onError: (e) => (e.message === "network error" ? drops : errors).push(`chat: ${e.message}`),
 });
 
@@ -131,12 +138,23 @@ for (const step of plan) {
     // The browser runs the front-end tool calls the answer left waiting (those of `tool`
     // only, when given: an app's onToolCall runs its own tools), then goes on.
     const last = chat.messages[chat.messages.length - 1];
+    autoSend = Boolean(step.auto);
+    const finished = new Promise((r) => { onFinished = r; });
     for (const part of last.parts) {
       if (part.state === "input-available" && (!step.tool || part.type === `tool-${step.tool}`)) {
         await chat.addToolOutput({ tool: part.type.slice(5), toolCallId: part.toolCallId, output: step.clientTool });
       }
     }
-    await chat.sendMessage();
+    if (step.auto) {
+      let timer;
+      const late = new Promise((r) => { timer = setTimeout(() => r("late"), 10000); });
+      if ((await Promise.race([finished, late])) === "late") errors.push("no automatic request");
+      clearTimeout(timer);
+      autoSend = false;
+    } else {
+      onFinished = undefined;
+      await chat.sendMessage();
+    }
   } else {
     dropAfter = step.dropAfter;
     const last = chat.messages[chat.messages.length - 1];
