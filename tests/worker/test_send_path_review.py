@@ -168,3 +168,63 @@ async def test_an_old_message_edited_any_way_is_sent_valid_and_told_as_a_miss(ed
     assert all(not problems(r.messages) for r in client.requests[4:])
     misses = [(m.request, m.index, m.part) for m in result.cache_misses]
     assert misses[-1:] == [(5, index, part)] or (5, index, part) in misses, misses
+
+
+def _answer_every(request: ScriptedRequest) -> ScriptedResponse:
+    if request.index >= 99:
+        return ScriptedResponse([TextPart("done")], usage=USAGE)
+    return ScriptedResponse([ToolUsePart("", "read", {"n": request.index})], usage=USAGE)
+
+
+@pytest.mark.parametrize(
+    "reads",
+    [
+        "tenth",
+        pytest.param(
+            "all",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "a hook that only iterates ctx.messages makes the Worker print every "
+                    "message twice per request (worker/_lent.py: before and after the hooks), "
+                    "so its per-turn CPU grows with the history: 0.28 ms per turn at turn "
+                    "1,000 without such a hook, 7.5 ms with it (the hook's own loop: 0.015 "
+                    "ms; a wire's body serialization at turn 1,000: 4.6-11.5 ms)"
+                ),
+            ),
+        ),
+    ],
+)
+async def test_the_prints_per_request_do_not_grow_with_the_history(
+    reads: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A hook that edits an old message in place every tenth request (read by index), or one
+    # that reads every message (a logger, a token counter) and edits none.
+    from llm_worker.worker import _lent
+
+    prints: list[int] = []
+    real = _lent.sent_print
+
+    def counted(message: Message) -> object:
+        prints[-1] += 1
+        return real(message)
+
+    monkeypatch.setattr(_lent, "sent_print", counted)
+
+    def hook(ctx: MessageSendContext) -> None:
+        prints.append(0)
+        if reads == "all":
+            assert sum(len(m.content) for m in ctx.messages) > 0
+        elif ctx.request_number % 10 == 0:
+            part = ctx.messages[0].content[0]
+            assert isinstance(part, TextPart)
+            part.text = f"at {ctx.request_number}: read"
+
+    worker = Worker(Strict(_answer_every), tools=[read], max_requests=100)
+    worker.add_on_message_send_hook(hook)
+    result = await worker.run("read")
+    assert result.status is RunStatus.FINISHED and len(prints) == 100
+    assert not problems(worker.history)
+    if reads == "tenth":
+        assert [m.request for m in result.cache_misses] == list(range(10, 101, 10))
+    assert max(prints[-20:]) <= 4, prints[-20:]  # a few at the end as at the start
