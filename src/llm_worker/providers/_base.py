@@ -76,8 +76,8 @@ class HttpClient:
             turn (an own HTTP client gets a pool of this size). 1,000 by default, as the
             official SDKs' pools: a stream holds its connection for the whole answer, and a
             lower cap makes the streams past it wait for whole answers to end. `None` removes
-            the cap — set it to your pool size when you pass an `http_client` with more
-            connections.
+            the cap, and an own HTTP client's pool bound with it — set it to your pool size
+            when you pass an `http_client` with more connections.
         max_event_bytes: The most bytes one unfinished event (an SSE line or event, a JSON
             answer) may hold; past it the stream fails (16 MiB; `docs/guarantees.md`).
         transport: The HTTP library: `"auto"` (the default: aiohttp under asyncio, about

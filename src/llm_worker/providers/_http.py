@@ -197,7 +197,9 @@ class Transport:
         self._gate: anyio.Semaphore | None = None
         self._gate_library = ""  # the async library the gate was made under
         name = chosen(transport, http_client, timeout)
-        self._settings = (name, http_client, timeout, max_concurrency or DEFAULT_MAX_CONCURRENCY)
+        # No gate, no pool bound either: a pool of the default size under `None` made the
+        # streams past it wait for a connection until they timed out.
+        self._settings = (name, http_client, timeout, max_concurrency)
         self._backend: Backend | None = None
         if name != "auto" and (http_client is not None or not _seconds(timeout)):
             # Settings in the library's own types: it is imported already, check them now.
@@ -539,9 +541,9 @@ def _first_byte(data: bytes) -> bytes:
 
 
 def make_backend(
-    name: TransportName, http_client: object, timeout: object, pool_size: int
+    name: TransportName, http_client: object, timeout: object, pool_size: int | None
 ) -> Backend:
-    """The backend of the library `name` (imported here).
+    """The backend of the library `name` (imported here); `pool_size` `None`: no bound.
 
     Raises:
         ConfigurationError: An `http_client` or `timeout` of the other library.

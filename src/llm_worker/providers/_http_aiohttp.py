@@ -54,7 +54,7 @@ class AiohttpBackend:
     __slots__ = ("_bound", "_headers", "_owns", "_pool_size", "_routes", "_session", "timeout")
     name: ClassVar[TransportName] = "aiohttp"
 
-    def __init__(self, http_client: object, timeout: object, pool_size: int) -> None:
+    def __init__(self, http_client: object, timeout: object, pool_size: int | None) -> None:
         self._session = http_client if isinstance(http_client, aiohttp.ClientSession) else None
         self._owns = self._session is None
         self._pool_size = pool_size
@@ -75,7 +75,9 @@ class AiohttpBackend:
             # or is closed here if that loop was closed without closing it.
             if self._bound.forget() is not None and session is not None:
                 _abandon(session)
-            connector = aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=0)
+            connector = aiohttp.TCPConnector(
+                limit=self._pool_size or 0, limit_per_host=0
+            )  # 0: none
             # No trust_env: the session would read the proxy variables and .netrc in a worker
             # thread at every request (two thread hand-offs per stream, a third of the CPU of
             # 1,000 concurrent short streams); `_route` reads them once per origin instead.

@@ -29,7 +29,7 @@ class HttpxBackend:
     __slots__ = ("_bound", "_client", "_owns", "_pool_size", "timeout")
     name: ClassVar[TransportName] = "httpx"
 
-    def __init__(self, http_client: object, timeout: object, pool_size: int) -> None:
+    def __init__(self, http_client: object, timeout: object, pool_size: int | None) -> None:
         self._client = http_client if isinstance(http_client, httpx.AsyncClient) else None
         self._owns = self._client is None
         self._pool_size = pool_size

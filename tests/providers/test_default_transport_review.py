@@ -1,0 +1,137 @@
+"""Review probes of the default transport (issue 39): the pool behind `max_concurrency=None`,
+the environment's transport name, and a client shared by event loops in several threads."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import anyio
+import orjson
+import pytest
+
+from llm_worker.errors import ConfigurationError
+from llm_worker.events import BlockDelta, TextDelta
+from llm_worker.messages import Message, Request
+from llm_worker.providers import OpenAIChatClient, RetryPolicy
+from llm_worker.providers import _http
+from llm_worker.providers._http_backend import TRANSPORT_ENV
+
+pytestmark = pytest.mark.anyio
+
+API_KEY = "sk-review-default-0123456789"
+
+
+def _sse() -> bytes:
+    chunk = {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": "ok"}}],
+    }
+    done = {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+    }
+    return (
+        b"data: "
+        + orjson.dumps(chunk)
+        + b"\n\ndata: "
+        + orjson.dumps(done)
+        + b"\n\ndata: [DONE]\n\n"
+    )
+
+
+class _Rendezvous:
+    """An HTTP server that answers no request until `count` requests are in at once.
+
+    A client whose pool holds fewer connections than `count` never gets there: its streams wait.
+    """
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.arrived = 0
+        self.all_in = asyncio.Event()
+        self.server: asyncio.Server | None = None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            await reader.readexactly(length)
+            self.arrived += 1
+            if self.arrived >= self.count:
+                self.all_in.set()
+            await self.all_in.wait()
+            body = _sse()
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                + b"content-length: %d\r\n\r\n" % len(body)
+                + body
+            )
+            await writer.drain()
+        finally:
+            writer.close()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+async def _text(client: OpenAIChatClient) -> str:
+    text = ""
+    async for event in client.stream(Request([Message.user("hi")])):
+        if isinstance(event, BlockDelta) and isinstance(event.delta, TextDelta):
+            text += event.delta.text
+    return text
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+async def test_no_concurrency_limit_means_no_pool_limit_either(
+    transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # max_concurrency=None lifted the client's gate, but its own pool kept the default size:
+    # with the default at 100, the 101st concurrent stream waited for a connection until it
+    # timed out ("did not answer in time"). The default is made 2 here, and 3 streams must
+    # all be in flight at once before the server answers any.
+    monkeypatch.setattr(_http, "DEFAULT_MAX_CONCURRENCY", 2)
+    async with _Rendezvous(3) as base_url:
+        client = OpenAIChatClient(
+            model="m",
+            base_url=base_url,
+            api_key=API_KEY,
+            transport=transport,  # type: ignore[arg-type]
+            max_concurrency=None,
+            retry=RetryPolicy.disabled(),
+        )
+        texts: list[str] = []
+
+        async def one() -> None:
+            texts.append(await _text(client))
+
+        try:
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    for _ in range(3):
+                        tg.start_soon(one)
+        finally:
+            await client.aclose()
+    assert texts == ["ok"] * 3
+
+
+@pytest.mark.parametrize("junk", ["fast", "AIOHTTP", " requests ", "auto,httpx"])
+def test_a_junk_transport_in_the_environment_is_a_configuration_error(
+    junk: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TRANSPORT_ENV, junk)
+    with pytest.raises(ConfigurationError, match=TRANSPORT_ENV) as caught:
+        OpenAIChatClient(model="m", api_key=API_KEY)
+    assert API_KEY not in str(caught.value)
