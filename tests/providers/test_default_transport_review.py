@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import anyio
 import orjson
@@ -13,9 +15,9 @@ import pytest
 from llm_worker.errors import ConfigurationError
 from llm_worker.events import BlockDelta, TextDelta
 from llm_worker.messages import Message, Request
-from llm_worker.providers import OpenAIChatClient, RetryPolicy
-from llm_worker.providers import _http
+from llm_worker.providers import OpenAIChatClient, RetryPolicy, _http
 from llm_worker.providers._http_backend import TRANSPORT_ENV
+from llm_worker.testing import WireResponse, WireServer
 
 pytestmark = pytest.mark.anyio
 
@@ -135,3 +137,73 @@ def test_a_junk_transport_in_the_environment_is_a_configuration_error(
     with pytest.raises(ConfigurationError, match=TRANSPORT_ENV) as caught:
         OpenAIChatClient(model="m", api_key=API_KEY)
     assert API_KEY not in str(caught.value)
+
+
+@contextmanager
+def _server_in_a_thread(count: int) -> Iterator[str]:
+    """A WireServer with `count` answers, run by asyncio in a thread of its own: its base URL."""
+    ready = threading.Event()
+    box: list[tuple[str, asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    async def serve() -> None:
+        async with WireServer([WireResponse(_sse(), chunk_delay=0.001)] * count) as server:
+            stop = asyncio.Event()
+            box.append((server.base_url, asyncio.get_running_loop(), stop))
+            ready.set()
+            await stop.wait()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),))
+    thread.start()
+    try:
+        assert ready.wait(10), "the server did not start"
+        yield box[0][0] + "/v1"
+    finally:
+        if box:
+            box[0][1].call_soon_threadsafe(box[0][2].set)
+        thread.join(10)
+        assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("transport", [None, "aiohttp", "httpx"])
+def test_one_client_serves_event_loops_running_at_once_in_threads(
+    transport: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A client built at start-up and shared by threads that each run a loop (a threaded web
+    # server calling run_sync per request): its one own HTTP client was swapped from loop to
+    # loop, and the requests failed with a bare RuntimeError("Session is closed") (aiohttp,
+    # the default), "Connector is closed" or broken reads (httpx), sockets left unclosed.
+    monkeypatch.delenv(TRANSPORT_ENV, raising=False)
+    threads, streams, rounds = 3, 8, 3
+    with _server_in_a_thread(threads * streams * rounds) as base_url:
+        client = OpenAIChatClient(
+            model="m",
+            base_url=base_url,
+            api_key=API_KEY,
+            transport=transport,  # type: ignore[arg-type]
+            max_concurrency=4,  # a gate that makes streams wait: its waiters are per loop
+            retry=RetryPolicy.disabled(),
+        )
+        texts: list[str] = []
+        errors: list[BaseException] = []
+
+        async def main() -> None:
+            async def one() -> None:
+                texts.append(await _text(client))
+
+            try:
+                with anyio.fail_after(20):
+                    for _ in range(rounds):
+                        async with anyio.create_task_group() as tg:
+                            for _ in range(streams):
+                                tg.start_soon(one)
+            except BaseException as exc:
+                errors.append(exc)
+
+        runners = [threading.Thread(target=anyio.run, args=(main,)) for _ in range(threads)]
+        for runner in runners:
+            runner.start()
+        for runner in runners:
+            runner.join(30)
+        assert not any(runner.is_alive() for runner in runners)
+    assert errors == []
+    assert texts == ["ok"] * (threads * streams * rounds)

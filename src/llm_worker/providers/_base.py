@@ -73,11 +73,12 @@ class HttpClient:
             (`RetryPolicy.disabled()` turns retries off).
         headers: Extra headers sent with every request (beta flags, organization).
         max_concurrency: Requests in flight at once through this client; more wait their
-            turn (an own HTTP client gets a pool of this size). 1,000 by default, as the
-            official SDKs' pools: a stream holds its connection for the whole answer, and a
-            lower cap makes the streams past it wait for whole answers to end. `None` removes
-            the cap, and an own HTTP client's pool bound with it — set it to your pool size
-            when you pass an `http_client` with more connections.
+            turn (an own HTTP client gets a pool of this size). Counted per thread: event
+            loops running at once in threads each get their own pool and count. 1,000 by
+            default, as the official SDKs' pools: a stream holds its connection for the whole
+            answer, and a lower cap makes the streams past it wait for whole answers to end.
+            `None` removes the cap, and an own HTTP client's pool bound with it — set it to
+            your pool size when you pass an `http_client` with more connections.
         max_event_bytes: The most bytes one unfinished event (an SSE line or event, a JSON
             answer) may hold; past it the stream fails (16 MiB; `docs/guarantees.md`).
         transport: The HTTP library: `"auto"` (the default: aiohttp under asyncio, about

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import random
 import re
+import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
@@ -149,10 +150,9 @@ class Transport:
     """
 
     __slots__ = (
-        "_backend",
-        "_gate",
-        "_gate_library",
         "_headers",
+        "_lent",
+        "_local",
         "_prefix",
         "_query",
         "_scrubber",
@@ -194,16 +194,19 @@ class Transport:
         self.retry = retry if retry is not None else RetryPolicy()
         self.max_concurrency = checked_concurrency(max_concurrency)
         self.max_event_bytes = checked_limit(max_event_bytes)
-        self._gate: anyio.Semaphore | None = None
-        self._gate_library = ""  # the async library the gate was made under
+        self._local = _PerThread()
         name = chosen(transport, http_client, timeout)
         # No gate, no pool bound either: a pool of the default size under `None` made the
         # streams past it wait for a connection until they timed out.
         self._settings = (name, http_client, timeout, max_concurrency)
-        self._backend: Backend | None = None
+        self._lent: Backend | None = None  # the backend of a lent client, shared by all threads
         if name != "auto" and (http_client is not None or not _seconds(timeout)):
             # Settings in the library's own types: it is imported already, check them now.
-            self._backend = make_backend(name, http_client, timeout, self._settings[3])
+            backend = make_backend(name, http_client, timeout, self._settings[3])
+            if http_client is not None:
+                self._lent = backend
+            else:
+                self._local.backend = backend
         elif name == "auto":
             _check_either(timeout)
         elif name == "aiohttp" and importlib.util.find_spec("aiohttp") is None:
@@ -232,17 +235,28 @@ class Transport:
         choice = self._settings[0]
         if choice != "auto":
             return choice
-        last = None if self._backend is None else self._backend.name
+        backend = self._backend
+        last = None if backend is None else backend.name
         try:
             return loop_library()
         except sniffio.AsyncLibraryNotFoundError:
             return last or "auto"
 
+    @property
+    def _backend(self) -> Backend | None:
+        """The lent client's backend, else this thread's own, if made yet."""
+        return self._lent or self._local.backend
+
     def _library(self) -> Backend:
         # Made at the first request: a client built at start-up does not pay for importing the
         # HTTP library (100-300 ms) until it is used. Under "auto", made again when the loop
-        # calls for the other library (a client used under asyncio, then under trio).
-        backend = self._backend
+        # calls for the other library (a client used under asyncio, then under trio). An own
+        # client is per thread: event loops running at once in threads (a threaded web
+        # server's `run_sync`) each need their own connections; one shared client was swapped
+        # from loop to loop and failed their requests ("Session is closed", "Connector is
+        # closed", broken reads).
+        local = self._local
+        backend = self._lent or local.backend
         choice, http_client, timeout, pool_size = self._settings
         if backend is not None and choice == "httpx":
             return backend
@@ -250,13 +264,18 @@ class Transport:
         if backend is None or backend.name != name:
             # The other library's own client, if any, belongs to the other loop, which closes
             # it when it ends (`LoopBound`).
-            backend = self._backend = make_backend(name, http_client, timeout, pool_size)
+            backend = local.backend = make_backend(name, http_client, timeout, pool_size)
         return backend
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this transport created it."""
-        if self._backend is not None:
-            await self._backend.aclose()
+        """Close the HTTP client if this transport created it (this thread's).
+
+        A client made in another thread belongs to the event loop there, which closes it as
+        it ends.
+        """
+        backend = self._backend
+        if backend is not None:
+            await backend.aclose()
 
     def scrub(self, text: str) -> str:
         """Mask the client's credentials in a text that may echo them (see `_secrets`)."""
@@ -279,9 +298,8 @@ class Transport:
         copy._prefix = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
         copy._query = parts.query
         copy.base_url = copy._prefix + (f"?{parts.query}" if parts.query else "")
-        copy._gate = None
-        if self._settings[1] is None:  # no http_client passed: this transport's own
-            copy._backend = None
+        # A lent client is shared; an own one, and the gate, are the copy's own.
+        copy._local = _PerThread()
         return copy
 
     def url(self, path: str, params: Mapping[str, str] | None = None) -> str:
@@ -357,15 +375,18 @@ class Transport:
         if self.max_concurrency is None:
             return nullcontext()
         # A gate is of its async library (anyio's asyncio and trio semaphores differ): a
-        # client used under asyncio, then under trio, makes one for each.
+        # client used under asyncio, then under trio, makes one for each. It is per thread,
+        # as the pool: a semaphore's waiters belong to one event loop.
+        local = self._local
         library = sniffio.current_async_library()
-        if self._gate is None or library != self._gate_library:
+        gate = local.gate
+        if gate is None or library != local.gate_library:
             # fast_acquire: a free slot is taken without a pass through the event loop (one
             # more loop iteration per request otherwise); the request's own first await
             # (connecting, sending) lets the other tasks run, and is where a cancel lands.
-            self._gate = anyio.Semaphore(self.max_concurrency, fast_acquire=True)
-            self._gate_library = library
-        return self._gate
+            gate = local.gate = anyio.Semaphore(self.max_concurrency, fast_acquire=True)
+            local.gate_library = library
+        return gate
 
     async def _open(
         self, url: str, content: bytes, whole: Callable[[bytes], bytes] | None
@@ -528,6 +549,14 @@ class Transport:
             provider=self.provider,
             scrub=self.scrub,
         )
+
+
+class _PerThread(threading.local):
+    """A Transport's own HTTP client and admission gate in one thread (its event loop's)."""
+
+    backend: Backend | None = None
+    gate: anyio.Semaphore | None = None
+    gate_library: str = ""  # the async library the gate was made under
 
 
 # The first byte that is not blank: `lstrip` would copy the whole first read (a bulk answer's
