@@ -12,15 +12,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx
 import pytest
 
 from llm_worker import TextPart, ToolUsePart
 from llm_worker.collectors import ToolCall
 from llm_worker.state import PauseState, PendingCall
 from llm_worker.testing import ScriptedResponse
+from llm_worker.ui import AGUIAdapter
 from llm_worker.ui._frontend import awaiting_decision
 
-from .conftest import AGUI, VERCEL, consumed
+from .conftest import AGUI, VERCEL, consumed, scripted, serve
+from .test_review_adapters import chunks
 from .test_session_frontend import AG_TOOL, SPEC
 
 pytestmark = pytest.mark.anyio
@@ -152,3 +156,43 @@ async def test_the_ag_ui_clients_tool_message_runs_the_server_call_beside_it(
     assert results == [("pick_color", "red"), ("weather", "Kyoto: sunny")]
     tools = {m["toolCallId"][-6:]: m["content"] for m in out["messages"] if m["role"] == "tool"}
     assert tools == {"call_0": "red", "call_1": "Kyoto: sunny"}
+
+
+@pytest.mark.parametrize("later", [False, True])
+async def test_an_ag_ui_tool_message_followed_by_a_new_message_starts_a_new_run(
+    later: bool,
+) -> None:
+    # Only a request ending with the outputs alone goes on with the pause; one whose client
+    # wrote a new message after them starts a new run from it, as any new message does.
+    script = [*asking_then_weather(), ScriptedResponse.text("Fine.")]
+    async with (
+        scripted("anthropic", script) as (server, factory),
+        serve(AGUIAdapter(factory)) as url,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        ask = {"threadId": "t1", "runId": "r1", "tools": [AG_TOOL]}
+        first = [{"id": "u1", "role": "user", "content": "Weather and a color?"}]
+        with anyio.fail_after(10):
+            asked = await http.post(url, json={**ask, "messages": first})
+        calls = {
+            c["toolCallName"]: c["toolCallId"]
+            for c in chunks(asked.text)
+            if c["type"] == "TOOL_CALL_START"
+        }
+        tool_calls = [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": "{}"}}
+            for n, i in calls.items()
+        ]
+        history = [
+            *first,
+            {"id": "a1", "role": "assistant", "content": "Let me ask.", "toolCalls": tool_calls},
+            {"id": "t1", "role": "tool", "toolCallId": calls["pick_color"], "content": "red"},
+        ]
+        if later:
+            history.append({"id": "u2", "role": "user", "content": "Never mind the weather."})
+        with anyio.fail_after(10):
+            done = await http.post(url, json={**ask, "runId": "r2", "messages": history})
+        assert done.status_code == 200, done.text
+        request = server.requests[1].body.decode()
+    assert ("Never mind the weather." in request) is later
+    assert ("Kyoto: sunny" in request) is not later

@@ -7,7 +7,7 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from llm_worker.errors import ConfigurationError, ToolError
-from llm_worker.messages import Message
+from llm_worker.messages import Message, ToolResultPart
 from llm_worker.state import PauseState, PendingCall
 from llm_worker.tools import ToolMeta, ToolResult
 from llm_worker.tools._tool import MetaTool
@@ -86,8 +86,10 @@ def answers_pause(state: PauseState, history: list[Message], names: Collection[s
     calls run then; a new run from the browser's history would give them no result.
     """
     last = history[-1] if history else None
-    if last is None or last.role != "user" or not last.tool_results:
+    if last is None or last.role != "user" or not last.content:
         return False
+    if not all(isinstance(p, ToolResultPart) for p in last.content):
+        return False  # a new message too: it starts a new run, as any new message
     waiting = {p.call.id for p in state.pending if p.status == "pending" and p.call.name in names}
     return any(r.tool_use_id in waiting for r in last.tool_results)
 
