@@ -29,7 +29,7 @@ from llm_worker.errors import (
     StreamInterruptedError,
 )
 from llm_worker.providers._http import RetryPolicy, Transport
-from llm_worker.testing import Chunking, WireResponse, WireServer
+from llm_worker.testing import Chunking, RecordedRequest, WireResponse, WireServer
 
 pytestmark = pytest.mark.anyio
 
@@ -233,19 +233,15 @@ async def test_a_lent_client_closed_under_the_transport_is_a_configuration_error
     assert server.requests == []
 
 
-async def _cancel_after(t: Transport, started: anyio.Event | None) -> None:
+async def _cancel_after(t: Transport, started: anyio.Event) -> None:
     async def consume() -> None:
         async for _ in t.stream("/x", {"q": 1}):
-            if started is not None:
-                started.set()
+            started.set()
 
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
             group.start_soon(consume)
-            if started is not None:
-                await started.wait()
-            else:
-                await anyio.sleep(0.2)  # the request is out; the server holds the headers
+            await started.wait()
             group.cancel_scope.cancel()
 
 
@@ -254,15 +250,27 @@ async def _cancel_after(t: Transport, started: anyio.Event | None) -> None:
 async def test_a_cancelled_stream_gives_its_connection_back(where: str) -> None:
     # One connection in the pool: a connection kept by the cancelled stream would make the
     # next request wait for it until the deadline.
-    stalled = (
-        WireResponse(SSE_BODY, first_byte_delay=30.0)
-        if where == "before the headers"
-        else WireResponse(SSE_BODY, chunking=Chunking.random(seed=1, max_size=9), chunk_delay=0.5)
-    )
-    async with WireServer([stalled, WireResponse(SSE_BODY), WireResponse(SSE_BODY)]) as server:
+    started = anyio.Event()
+    answers = [WireResponse(SSE_BODY), WireResponse(SSE_BODY)]
+    if where == "before the headers":
+        # Cancelled once the server holds the request (not after a guessed sleep: under load
+        # the cancel came before the request was out, and the stalled answer went to the
+        # next request, which timed out).
+        def first_stalls(request: RecordedRequest) -> WireResponse:
+            if started.is_set():
+                return answers.pop(0)
+            started.set()
+            return WireResponse(SSE_BODY, first_byte_delay=30.0)
+
+        server = WireServer(handler=first_stalls)
+    else:
+        stalled = WireResponse(
+            SSE_BODY, chunking=Chunking.random(seed=1, max_size=9), chunk_delay=0.5
+        )
+        server = WireServer([stalled, *answers])
+    async with server:
         t = make(server.base_url, max_concurrency=1)
         try:
-            started = anyio.Event() if where == "mid-stream" else None
             await _cancel_after(t, started)
             assert await collect(t, close=False) == SSE_BODY
             assert await collect(t, close=False) == SSE_BODY
