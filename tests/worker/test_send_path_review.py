@@ -228,3 +228,28 @@ async def test_the_prints_per_request_do_not_grow_with_the_history(
     if reads == "tenth":
         assert [m.request for m in result.cache_misses] == list(range(10, 101, 10))
     assert max(prints[-20:]) <= 4, prints[-20:]  # a few at the end as at the start
+
+
+@pytest.mark.parametrize("at", [5, 7])
+async def test_a_hook_that_edits_in_place_and_leaves_a_message_out_keeps_the_history_valid(
+    at: int,
+) -> None:
+    # The request fits (the results left out with their calls), the history does not: its
+    # message 2 answered calls no longer there. It stayed so for good (a resumed Worker, a
+    # session, `worker.history` all carried the orphan result).
+    def hook(ctx: MessageSendContext) -> None:
+        if ctx.request_number == at:
+            old = ctx.messages[1]
+            old.content[:] = [p for p in old.content if not isinstance(p, ToolUsePart)]
+            del ctx.messages[2]
+
+    client = looping(8)
+    worker = Worker(client, tools=[read], max_requests=20)
+    worker.add_on_message_send_hook(hook)
+    result = await worker.run("read")
+    assert result.status is RunStatus.FINISHED and client.refused == 0
+    again = await worker.run("and now?")  # the history checked again before this request
+    assert again.status is RunStatus.FINISHED and client.refused == 0
+    assert not problems(worker.history)
+    # (the requests before the edit share its message object: they read edited now)
+    assert all(not problems(r.messages) for r in client.requests[at - 1 :])

@@ -35,6 +35,8 @@ class Conversation:
     history: Checked = field(default_factory=Checked)
     sent: Checked = field(default_factory=Checked)
     cache: CacheWatch = field(default_factory=CacheWatch)
+    touched: list[tuple[int, Message]] = field(default_factory=lambda: [])
+    """The messages the hooks edited in place since the history's last check (where sent)."""
 
     def repair(self, history: list[Message]) -> int:
         """Repair the Worker's history in place, checking what changed since the last request.
@@ -42,7 +44,9 @@ class Conversation:
         Returns:
             The number of changes made.
         """
-        repaired, changes = self.history.repair(history)
+        touched, self.touched = self.touched, []
+        edited = _found(history, touched) if touched else ()
+        repaired, changes = self.history.repair(history, edited=edited)
         if changes:
             history[:] = repaired
         return changes
@@ -76,10 +80,24 @@ class Conversation:
             edited: The messages in it the hooks edited in place.
         """
         indexes = [edit.index for edit in edited] if edited else ()
-        request.messages, changes = self.sent.repair(messages, edited=indexes)
-        if changes and edited:
-            # The edited messages are the history's own objects: it needs the repair too.
-            self.history = Checked()
+        request.messages = self.sent.repair(messages, edited=indexes)[0]
+        if edited:
+            # The edited messages are the history's own objects: checked there too, with
+            # their neighbours in the history (a hook may also have left one out of the
+            # request, which then fits while the history does not), before the next request.
+            self.touched += [(edit.index, edit.message) for edit in edited]
         if request.prompt_cache is None:  # caching off, or a hook took it off this request
             return None
         return self.cache.check(request, number, edited)
+
+
+def _found(history: list[Message], touched: list[tuple[int, Message]]) -> list[int]:
+    """Where each touched message is in `history` (by identity; at its index when sent, mostly)."""
+    found: list[int] = []
+    for sent_at, message in touched:
+        index = sent_at
+        if not (index < len(history) and history[index] is message):
+            index = next((i for i, m in enumerate(history) if m is message), -1)
+        if index >= 0:
+            found.append(index)
+    return found
