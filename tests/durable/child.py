@@ -18,7 +18,7 @@ a sub-agent with the tools above: `delegate`), `report_pause` (run id: print
 `{"paused": id}` once its pause is recorded), `session` (`{"store": "sqlite" | "postgres",
 "where": file or DSN, "id": ...}`: the Worker keeps its conversation there), `stop_after`
 (`"append"`: once the session's append is written, print `{"stopped": "append"}` and block
-until the process is killed).
+until the process is killed), `after_stop` (run ids to start once an append has stopped).
 It prints one JSON line per event: `{"tool": ...}` when the tool wrote, `{"run": id, "result": ...}`
 per finished run (`{"run": id, "error": name}` per failed one).
 """
@@ -33,6 +33,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from llm_worker import Decision, PauseState, Worker, tool
 from llm_worker.durable import DecisionConflictError, DurableWorker
@@ -100,12 +101,16 @@ def model_clients(config: dict[str, Any]) -> list[HttpClient]:
     return [client, spare]
 
 
+_STOPPED: list[anyio.Event] = []  # set once an append stopped: `after_stop`'s runs start
+
+
 class _Stopping:
     """Blocks (until the process is killed) right after the session's append is written."""
 
     async def append(self, *args: Any, **options: Any) -> None:
         await super().append(*args, **options)  # pyright: ignore[reportAttributeAccessIssue]
         say({"stopped": "append"})
+        _STOPPED[0].set()
         await anyio.sleep_forever()
 
 
@@ -138,6 +143,7 @@ def root_worker(client: LLMClient, config: dict[str, Any]) -> Worker:
 
 
 async def serve(config: dict[str, Any]) -> None:
+    _STOPPED.append(anyio.Event())
     clients = model_clients(config)
     client: LLMClient = clients[0] if len(clients) == 1 else FallbackClient(clients)
     async with AsyncExitStack() as stack:
@@ -177,8 +183,7 @@ async def serve(config: dict[str, Any]) -> None:
                 assert await durable.paused(config["cancel"]) is not None
                 await durable.cancel(config["cancel"], "cancelled from another process")
                 say({"cancelled": config["cancel"]})
-            for run_id in config.get("runs", []):
-                tg.start_soon(_run, durable, run_id, True)
+            await _start(durable, config, tg)
             if "report_pause" in config:  # once the pause is recorded (then the test kills)
                 assert await durable.paused(config["report_pause"]) is not None
                 say({"paused": config["report_pause"]})
@@ -186,6 +191,16 @@ async def serve(config: dict[str, Any]) -> None:
                 tg.start_soon(_run, durable, run_id, False)
             if config.get("serve"):
                 await anyio.sleep_forever()
+
+
+async def _start(durable: DurableWorker, config: dict[str, Any], tg: TaskGroup) -> None:
+    """Start `runs`, then (once an append stopped: the session is free again) `after_stop`."""
+    for run_id in config.get("runs", []):
+        tg.start_soon(_run, durable, run_id, True)
+    if "after_stop" in config:
+        await _STOPPED[0].wait()
+        for run_id in config["after_stop"]:
+            tg.start_soon(_run, durable, run_id, True)
 
 
 def tree_calls(state: PauseState) -> list[str]:

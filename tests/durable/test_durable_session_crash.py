@@ -1,15 +1,17 @@
-"""A durable run with a session, SIGKILLed at its worst points, appends its turn exactly once.
+"""A durable run with a session, stopped at its worst points, appends its turn exactly once.
 
-The child processes (child.py) serve a DurableWorker whose Worker keeps its conversation in a
-session (SQLite beside a SQLite system database, PostgreSQL beside a PostgreSQL one); the
-test kills it at a named point — right after the session's append is written, or while a
-request of the run is in flight (its load recorded) — and this process recovers the run (a
-second process: DBOS recovers the dead executor's runs at launch; one child process less
-keeps the test short). Meanwhile another run, in this process, uses the same session.
+On SQLite, one child process (child.py) serves a DurableWorker whose Worker keeps its
+conversation in a session: its first run is stopped right after the session's append is
+written, its second while a request is in flight (its load recorded); then the process is
+SIGKILLed and this process recovers both (DBOS recovers the dead executor's runs at launch).
+Meanwhile another run, in this process, appends its own turn. On PostgreSQL the run is stopped
+after its append in this process and handed back (the session's state is the same as after a
+kill: the append released the claim), then taken again while another run holds the session.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,7 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
-from scenario import USAGE, child
+from scenario import CHILD, USAGE, child
 
 from llm_worker import Message, RunResult, RunStatus, TextPart, ToolUsePart, Worker, tool
 from llm_worker.durable import DurableWorker
@@ -36,6 +38,19 @@ from llm_worker.worker._history import repair
 from support.postgres import fresh_database
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]  # real processes, a busy CI
+
+
+def _child_module() -> Any:
+    """tests/durable/child.py as a module of its own name (tests/sessions has a child.py too:
+    a plain `import child` takes whichever directory pytest put first on the path)."""
+    spec = importlib.util.spec_from_file_location("durable_child", CHILD)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CHILD_MODULE = _child_module()
 
 BEFORE = [Message.user("hello"), Message.assistant("hi")]
 """The session's history before the durable run."""
@@ -126,12 +141,10 @@ def valid(messages: list[Message]) -> bool:
 @asynccontextmanager
 async def recovering(config: dict[str, Any]) -> AsyncIterator[DurableWorker]:
     """This process, serving as the killed child's executor: DBOS recovers its runs here."""
-    from child import session_of, tools
-
-    session = session_of(config)
+    session = CHILD_MODULE.session_of(config)
     client = AnthropicClient(model="scripted-model", base_url=config["model_url"], api_key="k")
     async with client:
-        worker = Worker(client, tools=tools(config), session=session)
+        worker = Worker(client, tools=CHILD_MODULE.tools(config), session=session)
         durable = DurableWorker(
             worker,
             name=config["name"],
@@ -148,21 +161,66 @@ async def recovering(config: dict[str, Any]) -> AsyncIterator[DurableWorker]:
             await session.aclose()  # pyright: ignore[reportAttributeAccessIssue]
 
 
-async def recovered(config: dict[str, Any]) -> RunResult[Any]:
-    async with recovering(config) as durable:
-        return await durable.result("turn-1")
-
-
-@pytest.mark.parametrize(
-    ("kind", "meanwhile"),
-    [("sqlite", "appended"), ("postgresql", "holding")],
-    ids=["sqlite-another-appended", "pg-another-holds"],
-)
-async def test_a_run_killed_after_its_append_is_recovered_without_appending_it_again(
-    kind: str, meanwhile: str, tmp_path: Path, request: pytest.FixtureRequest
+async def test_runs_killed_after_their_append_and_mid_request_are_recovered_exactly_once(
+    tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """Before it is recovered, another run appends its turn (sqlite) or holds the session."""
-    database_url, where = stores(kind, tmp_path, request)
+    """turn-1 is killed after its append, turn-2 (next on the session) while it streams.
+
+    Before the recovery, another run takes turn-2's dead claim and appends its own turn:
+    turn-1 is recovered without appending again (nor being refused by its own claim, or by
+    the other run's turn); turn-2 goes on from the history it loaded, not the other run's,
+    so its turn cannot follow the other's and is refused whole.
+    """
+    database_url, where = stores("sqlite", tmp_path, request)
+    session = await seeded(where)
+    model = Turns(slow=("turn-2", 0))
+    try:
+        async with ScriptedModelServer("anthropic", model) as server:
+            first = config(database_url, server, tmp_path, where, runs=["turn-1"])
+            stopping = {**first, "stop_after": "append", "after_stop": ["turn-2"]}
+            async with child(stopping) as one:
+                await one.until("stopped")  # turn-1 is in the session; DBOS has no result
+                with anyio.fail_after(60):
+                    await model.event("turn-2", 0).wait()  # its load is recorded
+                one.kill()  # while turn-2's request streams
+            client = ScriptedClient([ScriptedResponse.text("other answer")])
+            with anyio.fail_after(30):  # turn-2's claim died with its process
+                await Worker(client).run("other", session=session)
+            with anyio.fail_after(120):
+                async with recovering(first) as durable:
+                    result = await durable.result("turn-1")
+                    with pytest.raises(SessionBusyError):
+                        await durable.result("turn-2")
+        stored = await session.messages()
+    finally:
+        await session.aclose()
+    assert result.status is RunStatus.FINISHED and result.text == "done turn-1"
+    texts = [m.text for m in stored]
+    assert texts == ["hello", "hi", "turn-1", "", "", "done turn-1", "other", "other answer"]
+    assert [m.to_dict() for m in stored[:6]] == [m.to_dict() for m in result.messages]
+    assert valid(stored)
+    assert [(s, at) for run, s, at in model.seen if run == "turn-1"] == [(0, 2), (1, 2)]
+    # turn-2 asked again from the history it had loaded (6 messages), not the other run's.
+    assert [(s, at) for run, s, at in model.seen if run == "turn-2"] == [(0, 6), (0, 6), (1, 6)]
+    assert (tmp_path / "log").read_text() == "turn-1\nturn-2\n"
+
+
+class _StopsAfterAppend(PostgresSession):
+    """Sets `written` once its append is written, then blocks (until the run is handed back)."""
+
+    written: anyio.Event
+
+    async def append(self, *args: Any, **options: Any) -> None:
+        await super().append(*args, **options)
+        self.written.set()
+        await anyio.sleep_forever()
+
+
+async def test_a_run_stopped_after_its_append_is_taken_again_while_another_holds_the_session(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """On PostgreSQL, taken again from its start while another run holds the session."""
+    database_url, where = stores("postgresql", tmp_path, request)
     session = await seeded(where)
     holding, go = anyio.Event(), anyio.Event()
 
@@ -180,29 +238,37 @@ async def test_a_run_killed_after_its_append_is_recovered_without_appending_it_a
     ]
     other = Worker(ScriptedClient(scripted), tools=[wait_for_recovery], session=other_session)
     model = Turns()
+    stopping = _StopsAfterAppend("chat", where)
+    stopping.written = anyio.Event()
     result: RunResult[Any] | None = None
     try:
         async with ScriptedModelServer("anthropic", model) as server:
-            first = config(database_url, server, tmp_path, where, runs=["turn-1"])
-            async with child({**first, "stop_after": "append"}) as one:
-                await one.until("stopped")  # the turn is in the session; DBOS has no result
-                one.kill()
+            first = config(database_url, server, tmp_path, where)
+            async with server.client() as client:
+                worker = Worker(client, tools=CHILD_MODULE.tools(first), session=stopping)
+                with anyio.fail_after(60):
+                    async with DurableWorker(
+                        worker,
+                        name="chat",
+                        database_url=database_url,
+                        app_version="test",
+                        poll_interval=0.05,
+                        lease=1.0,
+                    ) as durable:
+                        await durable.start("turn-1", run_id="turn-1")
+                        await stopping.written.wait()
+                    # Left: the run, its turn in the session, goes back to its queue.
             with anyio.fail_after(120):
-                if meanwhile == "appended":  # the other run's whole turn, before the recovery
-                    go.set()
-                    await other.run("other")
-                    result = await recovered(first)
-                else:
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(other.run, "other")
-                        await holding.wait()  # it holds the session during the recovery
-                        result = await recovered(first)
-                        go.set()  # then it appends: the recovered run left its claim alone
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(other.run, "other")
+                    await holding.wait()  # it holds the session while turn-1 is taken again
+                    async with recovering(first) as durable:
+                        result = await durable.result("turn-1")
+                    go.set()  # then it appends: the recovered run left its claim alone
         stored = await session.messages()
     finally:
-        await session.aclose()
-        await other_session.aclose()
-    # Not refused by its own claim, nor by the other run's: its turn was written already.
+        for closing in (session, other_session, stopping):
+            await closing.aclose()
     assert result is not None and result.status is RunStatus.FINISHED
     assert result.text == "done turn-1"
     texts = [m.text for m in stored]
@@ -212,37 +278,3 @@ async def test_a_run_killed_after_its_append_is_recovered_without_appending_it_a
     assert valid(stored)
     assert (tmp_path / "log").read_text() == "turn-1\n"
     assert model.seen == [("turn-1", 0, 2), ("turn-1", 1, 2)]  # nothing asked again
-
-
-async def test_a_recovered_run_keeps_the_history_it_loaded_and_another_runs_turn_wins(
-    tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    """Killed between its load and its first step (the first answer streaming)."""
-    database_url, where = stores("sqlite", tmp_path, request)
-    session = await seeded(where)
-    model = Turns(slow=("turn-1", 0))
-    try:
-        async with ScriptedModelServer("anthropic", model) as server:
-            first = config(database_url, server, tmp_path, where, runs=["turn-1"])
-            async with child(first) as one:
-                await one.until("ready")
-                with anyio.fail_after(60):
-                    await model.event("turn-1", 0).wait()  # its load is recorded
-                one.kill()  # while the request streams
-            # The dead run's claim is over: another run appends its turn in the meantime.
-            client = ScriptedClient([ScriptedResponse.text("other answer")])
-            with anyio.fail_after(30):
-                await Worker(client).run("other", session=session)
-            with anyio.fail_after(120):
-                async with recovering(first) as durable:
-                    with pytest.raises(SessionBusyError):
-                        await durable.result("turn-1")
-        stored = await session.messages()
-    finally:
-        await session.aclose()
-    # The recovered run went on from the history it had loaded, not the other run's...
-    assert {start for run, _, start in model.seen if run == "turn-1"} == {2}
-    assert [s for run, s, _ in model.seen if run == "turn-1"] == [0, 0, 1]  # 0 again: cut
-    # ...so its turn cannot follow the other's: refused whole, never interleaved.
-    assert [m.text for m in stored] == ["hello", "hi", "other", "other answer"]
-    assert valid(stored)
