@@ -194,7 +194,9 @@ class Compactor:
         fixed = _fixed_chars(request)
         tokens = await self._tokens(cfg.client, request, view, fixed + view.chars())
         event = None
-        if tokens > max(self.policy.trigger * window, view.rearm):
+        # A compaction at its floor waits for the window: today's, should it have shrunk since
+        # (a model registered again, a state resumed under a smaller model).
+        if tokens > max(self.policy.trigger * window, min(view.rearm, window)):
             event = await self._compact(cfg, view, fixed, tokens, window)
             left = self._estimator.tokens(fixed + view.chars())
             self._hold(view, left, window)
