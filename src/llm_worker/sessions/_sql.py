@@ -275,22 +275,29 @@ class SqlSession:
         return await self._run(lambda conn: self._messages_at(conn, version, count))
 
     def _messages_at(self, conn: Any, version: int, count: int) -> list[Message]:
-        cached = self._cached
-        if cached is not None and cached[0] == version and len(cached[1]) == count:
-            return list(cached[1])
         d = self._dialect
+        cached = self._cached
+        hit = cached is not None and cached[0] == version and len(cached[1]) == count
         with _transaction(d, conn):
+            # Read even when the copy is at hand: a clear by another object since it was read
+            # must fail the run here as it would with no copy.
             row = d.execute(
                 conn, "SELECT version, cleared FROM llm_worker_sessions WHERE id = ?", (self._id,)
             ).fetchone()
-            rows: list[Any] = d.execute(
-                conn,
-                "SELECT message FROM llm_worker_session_messages WHERE session_id = ? AND seq < ?"
-                " ORDER BY seq",
-                (self._id, count),
-            ).fetchall()
+            rows: list[Any] = (
+                []
+                if hit
+                else d.execute(
+                    conn,
+                    "SELECT message FROM llm_worker_session_messages WHERE session_id = ? "
+                    "AND seq < ? ORDER BY seq",
+                    (self._id, count),
+                ).fetchall()
+            )
         with self._readable():
             intact = row is None or (int(row[0]) >= version and int(row[1]) <= version)
+            if intact and hit and cached is not None:
+                return list(cached[1])
             if not intact or len(rows) != count:
                 raise SessionError(
                     f"session {self._id!r} no longer holds the {count} messages it held at "
