@@ -4,11 +4,13 @@ the environment's transport name, and a client shared by event loops in several 
 from __future__ import annotations
 
 import asyncio
+import base64
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import anyio
+import anyio.lowlevel
 import orjson
 import pytest
 
@@ -17,7 +19,7 @@ from llm_worker.events import BlockDelta, TextDelta
 from llm_worker.messages import Message, Request
 from llm_worker.providers import OpenAIChatClient, RetryPolicy, _http
 from llm_worker.providers._http_backend import TRANSPORT_ENV
-from llm_worker.testing import WireResponse, WireServer
+from llm_worker.testing import RecordedRequest, WireResponse, WireServer
 
 pytestmark = pytest.mark.anyio
 
@@ -207,3 +209,127 @@ def test_one_client_serves_event_loops_running_at_once_in_threads(
         assert not any(runner.is_alive() for runner in runners)
     assert errors == []
     assert texts == ["ok"] * (threads * streams * rounds)
+
+
+class _StallThenAnswer:
+    """An HTTP server whose first `stalled` requests get no answer (the connection held open,
+    never a byte back); every later one is answered. `in_` is set once all the stalled are in."""
+
+    def __init__(self, stalled: int, *, head_only: bool = False) -> None:
+        self.stalled = stalled
+        self.head_only = head_only  # the stalled get their headers, then nothing more
+        self.arrived = 0
+        self.in_ = asyncio.Event()
+        self.closing = asyncio.Event()
+        self.server: asyncio.Server | None = None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:  # a kept-alive connection may carry the answered request after
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                await reader.readexactly(length)
+                self.arrived += 1
+                if self.arrived <= self.stalled:
+                    if self.arrived == self.stalled:
+                        self.in_.set()
+                    if self.head_only:
+                        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+                        writer.write(b"transfer-encoding: chunked\r\n\r\n")
+                    await self.closing.wait()
+                    return
+                body = _sse()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                    + b"content-length: %d\r\n\r\n" % len(body)
+                    + body
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0, backlog=2048)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.closing.set()
+        self.server.close()
+        await self.server.wait_closed()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize(("transport", "count"), [(None, 300), ("httpx", 100)])
+@pytest.mark.parametrize("where", ["connecting", "waiting", "streaming"])
+async def test_streams_cancelled_anywhere_free_their_slots_for_one_more(
+    transport: str | None, count: int, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `count` streams fill the client's every slot (max_concurrency=count) and are cancelled:
+    # mid-connect (right as they start), waiting for an answer that never comes, or in a
+    # body that stalls after its headers. One more stream must then still go through.
+    # (1,000 passed too; fewer here for the suite's time.)
+    monkeypatch.delenv(TRANSPORT_ENV, raising=False)
+    server = _StallThenAnswer(count if where != "connecting" else 0, head_only=where == "streaming")
+    async with server as base_url:
+        client = OpenAIChatClient(
+            model="m",
+            base_url=base_url,
+            api_key=API_KEY,
+            transport=transport,  # type: ignore[arg-type]
+            max_concurrency=count,
+            retry=RetryPolicy.disabled(),
+        )
+        try:
+            with anyio.fail_after(15):
+                async with anyio.create_task_group() as tg:
+                    for _ in range(count):
+                        tg.start_soon(_text, client)
+                    if where == "connecting":
+                        await anyio.lowlevel.checkpoint()  # the streams started, none connected yet
+                    else:
+                        await server.in_.wait()
+                    tg.cancel_scope.cancel()
+                assert await _text(client) == "ok"
+        finally:
+            await client.aclose()
+
+
+@pytest.mark.parametrize("transport", [None, "httpx"])
+async def test_credentials_in_the_base_url_beside_a_bearer_key_are_sent_as_with_httpx(
+    transport: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A gateway behind Basic auth named in the base URL (`https://user:pass@gateway/v1`) with
+    # an OpenAI key: on the default (aiohttp) every request failed, aiohttp refusing an
+    # Authorization header beside the URL's credentials — reported as "could not reach"
+    # (an APIConnectionError, so retried). httpx, the default before, sends the URL's
+    # credentials as Basic auth in place of the key: both transports now send the same.
+    monkeypatch.delenv(TRANSPORT_ENV, raising=False)
+    seen: list[str] = []
+
+    def handler(request: RecordedRequest) -> WireResponse:
+        seen.append(request.headers.get("authorization", ""))
+        return WireResponse(_sse())
+
+    async with WireServer(handler=handler) as server:
+        host = server.base_url.removeprefix("http://")
+        client = OpenAIChatClient(
+            model="m",
+            base_url=f"http://gate%20user:{API_KEY}%2F@{host}/v1",
+            api_key="sk-bearer-0123456789",
+            transport=transport,  # type: ignore[arg-type]
+            retry=RetryPolicy.disabled(),
+        )
+        try:
+            with anyio.fail_after(10):
+                assert await _text(client) == "ok"
+        finally:
+            await client.aclose()
+    expected = "Basic " + base64.b64encode(f"gate user:{API_KEY}/".encode()).decode()
+    assert seen == [expected]

@@ -8,6 +8,7 @@ read. It runs on asyncio only.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import math
 import weakref
@@ -89,6 +90,8 @@ class AiohttpBackend:
 
     async def send(self, url: str, content: bytes, headers: Mapping[str, str]) -> _AiohttpAnswer:
         """POST `content` to `url` and return the answer once its headers are in."""
+        if "@" in url:  # (rare: a quick look before parsing the URL)
+            url, headers = _userinfo_as_header(url, headers)
         try:
             http = await self._http()
             route = _LENT if not self._owns else await self._route(url, headers)
@@ -150,6 +153,22 @@ class AiohttpBackend:
             session, self._session = self._session, None
             if await self._bound.release() is not None and session is not None:
                 _abandon(session)
+
+
+def _userinfo_as_header(url: str, headers: Mapping[str, str]) -> tuple[str, Mapping[str, str]]:
+    """The URL's credentials (`user:pass@`) moved into a Basic `Authorization` header.
+
+    As httpx sends them (the default transport before aiohttp): in place of any
+    `Authorization` the client sets (an OpenAI key). aiohttp refuses a request with both,
+    which failed every request of such a client as "could not reach" (and retried it).
+    """
+    parsed = URL(url)
+    if parsed.user is None and parsed.password is None:
+        return url, headers  # an "@" elsewhere (the path, the query)
+    pair = f"{parsed.user or ''}:{parsed.password or ''}".encode()  # UTF-8, as httpx
+    basic = "Basic " + base64.b64encode(pair).decode("ascii")
+    kept = {name: value for name, value in headers.items() if name.lower() != "authorization"}
+    return str(parsed.with_user(None)), {**kept, "Authorization": basic}
 
 
 def _abandon(session: aiohttp.ClientSession) -> None:
