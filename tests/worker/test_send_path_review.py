@@ -253,3 +253,29 @@ async def test_a_hook_that_edits_in_place_and_leaves_a_message_out_keeps_the_his
     assert not problems(worker.history)
     # (the requests before the edit share its message object: they read edited now)
     assert all(not problems(r.messages) for r in client.requests[at - 1 :])
+
+
+async def test_a_state_edited_in_its_json_and_resumed_in_the_same_worker_is_checked_again() -> None:
+    # The same Worker keeps its checks' prefix from before the pause: the resumed history
+    # (new objects, one answer without its calls now) must not be trusted by it.
+    import json
+
+    from llm_worker import PauseState
+    from llm_worker.hooks import Pause, ToolCallContext
+
+    def pause_fifth(ctx: ToolCallContext) -> Pause | None:
+        return Pause("ok?") if ctx.call.input["n"] == 4 and not ctx.resumed else None
+
+    client = looping(8)
+    worker = Worker(client, tools=[read], max_requests=20)
+    worker.add_before_tool_call_hook(pause_fifth)
+    paused = await worker.run("read")
+    assert paused.status is RunStatus.PAUSED and paused.state is not None
+    doc = json.loads(paused.state.to_json())
+    answer = doc["history"][1]
+    answer["content"] = [p for p in answer["content"] if p.get("type") != "tool_use"]
+    done = await worker.resume(PauseState.from_json(json.dumps(doc)))
+    assert done.status is RunStatus.FINISHED and client.refused == 0
+    assert not problems(worker.history)
+    assert all(not problems(r.messages) for r in client.requests[5:])
+    assert [(m.index, m.part) for m in done.cache_misses][:1] == [(1, 2)]
