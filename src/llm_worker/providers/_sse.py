@@ -167,76 +167,7 @@ class SSEDecoder:
         holding them all, with what they map to, made the garbage collector's passes cost
         more than the parsing). Consume it whole before the next chunk.
         """
-        # Whole events at once where the framing is plain: LF only, or CRLF only (Gemini).
-        # Anything else (a lone CR, a CRLF split across reads) takes the line path.
-        if b"\r" not in chunk:
-            separator, newline = b"\n\n", b"\n"
-        elif chunk.count(b"\r") == chunk.count(b"\r\n") == chunk.count(b"\n"):
-            separator, newline = b"\r\n\r\n", b"\r\n"
-        else:
-            yield from self._of_lines(self._lines(chunk))
-            return
-        if not self._clean():
-            # The event the last read left open (or the stream's start, or a CR that may pair
-            # with this read's LF) ends, on the line path, at the first blank line.
-            end = chunk.find(separator)
-            if end < 0:
-                yield from self._of_lines(self._lines(chunk))
-                return
-            end += len(separator)
-            yield from self._of_lines(self._lines(chunk[:end]))
-            chunk = chunk[end:]
-            if not self._clean():
-                yield from self._of_lines(self._lines(chunk))
-                return
-        yield from self._whole(chunk, separator, newline)
-
-    def _clean(self) -> bool:
-        # Between events, with nothing held: a blank-line split of the next read is exact.
-        return (
-            self._started
-            and not self._pending_cr
-            and not self._tail
-            and not self._data
-            and not self._event
-            and not self._unusual
-        )
-
-    def _whole(self, chunk: bytes, separator: bytes, newline: bytes) -> Iterator[tuple[str, bytes]]:
-        # Called between events: each piece but the last is one whole event, whose common
-        # shapes (one `data: ` line, after one known `event:` line or not) are read without
-        # splitting it into lines; any other event (comments, several data lines, `id:` or
-        # `retry:`, no space after a colon, extra blank lines) and the unfinished last piece
-        # take the line path.
-        parts = chunk.split(separator)
-        rest = parts.pop()
-        limit, names = self._limit, self._names
-        for part in parts:
-            if self._unusual:  # a `retry:` without data: the next event carries it
-                yield from self._of_lines([*part.split(newline), b""])
-            elif part[:6] == b"data: " and newline not in part:
-                if len(part) - 6 > limit:
-                    self._too_large("one event of the stream")
-                yield "message", part[6:]
-            else:
-                end = part.find(newline)
-                kind = names.get(part[:end]) if end > 0 else None
-                start = end + len(newline)
-                if (
-                    kind is None
-                    or part[start : start + 6] != b"data: "
-                    or part.find(newline, start) >= 0
-                ):
-                    yield from self._of_lines([*part.split(newline), b""])
-                    continue
-                if len(part) - start - 6 > limit:
-                    self._too_large("one event of the stream")
-                yield kind or "message", part[start + 6 :]
-        if rest:
-            yield from self._of_lines(self._lines(rest))
-
-    def _of_lines(self, lines: list[bytes]) -> Iterator[tuple[str, bytes]]:
-        # The line path: every line of the stream in turn, as the standard reads it.
+        lines = self._lines(chunk)
         if not lines:
             return
         data, limit, names = self._data, self._limit, self._names
