@@ -12,12 +12,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from test_sse import decode, reference, split_at
 
 from llm_worker.errors import MalformedStreamError
 from llm_worker.providers._sse import SSEDecoder
-from test_sse import decode, reference, split_at
 
-NAMED = b"event: delta\ndata: {\"a\":1}\n\nevent: delta\ndata: {\"a\":2}\n\n"
+NAMED = b'event: delta\ndata: {"a":1}\n\nevent: delta\ndata: {"a":2}\n\n'
 BODIES = {
     "plain": b'data: {"a":1}\n\ndata: {"a":2}\n\ndata: [DONE]\n\n',
     "named": NAMED + b"event: stop\ndata: {}\n\n" + NAMED,
@@ -28,7 +28,7 @@ BODIES = {
     "id and retry": b"id: 1\ndata: a\n\nretry: 5\n\ndata: b\n\ndata: c\nretry: 7\n\ndata: d\n\n",
     "empty event type and data": b"event: \ndata: \n\nevent: \ndata: x\n\ndata: \n\n",
     "a BOM": b"\xef\xbb\xbfdata: a\n\ndata: b\n\n",
-    "event line unseen then seen": b"event: a\ndata: 1\n\nevent: a\ndata: 2\n\nevent: b\ndata: 3\n\n",
+    "event seen again": b"event: a\ndata: 1\n\nevent: a\ndata: 2\n\nevent: b\ndata: 3\n\n",
     "field without a colon": b"data\n\ndata: a\n\nevent\ndata: b\n\n",
 }
 BODIES |= {f"{name}, CRLF": body.replace(b"\n", b"\r\n") for name, body in list(BODIES.items())}
@@ -49,7 +49,9 @@ def test_whole_and_split_at_every_byte(name: str) -> None:
         same(body, split_at(body, [cut]))
 
 
-@pytest.mark.parametrize("name", ["named", "two data lines, CRLF", "id and retry", "mixed line ends"])
+@pytest.mark.parametrize(
+    "name", ["named", "two data lines, CRLF", "id and retry", "mixed line ends"]
+)
 def test_split_at_every_pair_of_bytes(name: str) -> None:
     body = BODIES[name]
     for cuts in itertools.combinations(range(1, len(body)), 2):
@@ -84,6 +86,8 @@ def test_an_event_over_the_limit_fails_though_its_type_is_known(named: bool) -> 
     head = b"event: e\n" if named else b""
     decoder = SSEDecoder(max_event_bytes=8)
     # Seen once below the limit, so that the event line is a known one.
-    assert list(decoder.raw(head + b"data: 12345678\n\n")) == [("e" if named else "message", b"12345678")]
+    assert list(decoder.raw(head + b"data: 12345678\n\n")) == [
+        ("e" if named else "message", b"12345678")
+    ]
     with pytest.raises(MalformedStreamError, match="max_event_bytes=8"):
         list(decoder.raw(head + b"data: 123456789\n\n"))
