@@ -46,34 +46,54 @@ def answer(call: ScriptedRequest) -> ScriptedResponse:
 async def test_a_paused_run_run_again_from_its_start_appends_each_of_its_turns_once(
     tmp_path: Path,
 ) -> None:
+    """Beside it (one DBOS launch for both), a run whose recorded load was tampered with
+    fails when it is run again, naming the step."""
     url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     async with (
         SqliteSession("chat", tmp_path / "sessions.db") as session,
+        SqliteSession("tampered", tmp_path / "sessions.db") as tampered,
         ScriptedModelServer("anthropic", answer) as server,
         server.client() as client,
     ):
         token = await session.claim()
         await session.append(token, 0, [Message.user("hello"), Message.assistant("hi")], None)
         worker = Worker(client, tools=[pay], session=session)
+        other = Worker(client, tools=[pay], session=tampered)
+
+        def durables() -> tuple[DurableWorker, DurableWorker]:
+            return (
+                DurableWorker(worker, name="s", database_url=url, lease=1.0),
+                DurableWorker(other, name="t", database_url=url, lease=1.0),
+            )
+
         with anyio.fail_after(90):
-            async with DurableWorker(worker, name="s", database_url=url, lease=1.0) as durable:
+            durable, spoilt = durables()
+            async with durable, spoilt:
                 await durable.start("pay 5", run_id="one")
+                await spoilt.start("pay 5", run_id="two")
                 assert await durable.paused("one") is not None
-            # Left: the run goes back to its queue. Taken again, it runs from its start: its
-            # first turn (appended, with the pause) loads and appends nothing new.
-            async with DurableWorker(worker, name="s", database_url=url, lease=1.0) as durable:
+                assert await spoilt.paused("two") is not None
+            rows = await anyio.to_thread.run_sync(_tamper_load, tmp_path / "runs.sqlite", "two")
+            assert rows == 1
+            # Left: the runs go back to their queue. Taken again, each runs from its start:
+            # its first turn (appended, with the pause) loads and appends nothing new.
+            durable, spoilt = durables()
+            async with durable, spoilt:
                 state = await durable.paused("one")
                 assert state is not None and [p.call.id for p in state.pending] == ["p0"]
                 await durable.decide("one", {"p0": Decision.approve()})
                 result = await durable.result("one")
+                with pytest.raises(RecordError, match="session load 0") as caught:
+                    await spoilt.result("two")
         stored = await session.messages()
         assert await session.pause_state() is None
+    assert caught.value.run_id == "two"
     assert result.status is RunStatus.FINISHED and result.text == "paid, after 5 messages"
     assert [m.text for m in stored] == ["hello", "hi", "pay 5", "", "", "paid, after 5 messages"]
     assert stored[4].tool_results[0].content == "paid 5"
     assert [m.to_dict() for m in stored] == [m.to_dict() for m in result.messages]
     assert repair(stored)[1] == 0
-    assert len(server.requests) == 2  # the first answer was replayed, not asked again
+    assert len(server.requests) == 3  # the first answers were replayed, not asked again
 
 
 async def test_another_durable_run_on_a_held_session_is_refused(tmp_path: Path) -> None:
@@ -144,42 +164,19 @@ async def test_the_same_run_id_from_another_system_database_appends_its_own_turn
         assert [m.text for m in await session.messages()] == ["from a", "ok", "from b", "ok"]
 
 
-async def test_a_tampered_session_load_record_fails_the_run_naming_its_step(
-    tmp_path: Path,
-) -> None:
-    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
-    async with (
-        SqliteSession("chat", tmp_path / "sessions.db") as session,
-        ScriptedModelServer("anthropic", answer) as server,
-        server.client() as client,
-    ):
-        worker = Worker(client, tools=[pay], session=session)
-        with anyio.fail_after(90):
-            async with DurableWorker(worker, name="s", database_url=url, lease=1.0) as durable:
-                await durable.start("pay 5", run_id="one")
-                assert await durable.paused("one") is not None
-            rows = await anyio.to_thread.run_sync(_tamper_load, tmp_path / "runs.sqlite")
-            assert rows == 1
-            async with DurableWorker(worker, name="s", database_url=url, lease=1.0) as durable:
-                with pytest.raises(RecordError, match="session load 0") as caught:
-                    await durable.result("one")
-    assert caught.value.run_id == "one"
-
-
-def _tamper_load(path: Path) -> int:
-    """Make the recorded session load's count a word; the number of rows changed."""
+def _tamper_load(path: Path, run_id: str) -> int:
+    """Make run `run_id`'s recorded session load's count a word; the number of rows changed."""
+    where = "workflow_uuid = ? AND function_name = 'llm-worker session load 0'"
     with sqlite3.connect(path) as db:
         found = db.execute(
-            "SELECT function_id, output FROM operation_outputs "
-            "WHERE function_name = 'llm-worker session load 0'"
+            f"SELECT function_id, output FROM operation_outputs WHERE {where}", (run_id,)
         ).fetchall()
         for function_id, output in found:
             envelope = json.loads(output)
             envelope["json"]["count"] = "many"
             db.execute(
-                "UPDATE operation_outputs SET output = ? WHERE function_id = ? "
-                "AND function_name = 'llm-worker session load 0'",
-                (json.dumps(envelope), function_id),
+                f"UPDATE operation_outputs SET output = ? WHERE function_id = ? AND {where}",
+                (json.dumps(envelope), function_id, run_id),
             )
     return len(found)
 
