@@ -224,24 +224,40 @@ class BlockEncoder:
         # blocks are cleared in place at a new step, never replaced: the name stays valid.
         blocks = self._blocks if self._FAST_PATH else {}
         skip_empty = self._SKIP_EMPTY
+        # The block the last delta went to, held in locals while its deltas follow one another
+        # (most of a run's events): no dict lookup, no attribute load or store per delta. Its
+        # character count is kept in `chars` and added to the block before any other event
+        # is encoded (`encode` may close it, or open another at its index). `index` None: no
+        # block held (no index matches it, a negative one neither); `block` is then the last
+        # one held, or a stand-in, whose count `chars` (0) leaves as it is.
+        block = OpenBlock(BlockType.TEXT, "", None, "")
+        index: int | None = None
+        kind, head, chars = None, "", 0
         try:
             async for event in events:
-                if (
-                    type(event) is BlockDelta
-                    and not event.path
-                    and (block := blocks.get(event.index)) is not None
-                ):
+                if type(event) is BlockDelta and not event.path:
+                    if event.index != index and (found := blocks.get(event.index)) is not None:
+                        block.chars += chars
+                        block, index, kind, head, chars = (
+                            found,
+                            event.index,
+                            found.delta_type,
+                            found.head,
+                            0,
+                        )
                     delta: TextDelta = event.delta  # pyright: ignore[reportAssignmentType]
-                    if type(delta) is block.delta_type:  # then a text or thinking delta
+                    if event.index == index and type(delta) is kind:  # a text or thinking delta
                         text = delta.text
                         if text or not skip_empty:
                             n = len(text)
-                            block.chars += n
+                            chars += n
                             if n < _SHORT and text.isascii():
-                                yield f"{block.head}{encode_basestring(text)}}}\n\n"
+                                yield f"{head}{encode_basestring(text)}}}\n\n"
                             else:
-                                yield f"{block.head}{orjson.dumps(text).decode()}}}\n\n"
+                                yield f"{head}{orjson.dumps(text).decode()}}}\n\n"
                         continue
+                block.chars += chars
+                index, chars = None, 0
                 for payload in encode(event):
                     yield sse(payload)
         except Exception as exc:  # the run's failure is the client's to show, not a broken pipe
