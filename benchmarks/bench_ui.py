@@ -9,6 +9,11 @@ JSON object per chunk), and as AG-UI events (`to_agui_events`). Target: <= 1.3x.
 per turn, the three subjects measured in turn in each round; the ratio is each round's own
 (encoded / bare), the median over rounds reported with its range.
 
+`--floors` adds two subjects that show what any encoder of this shape pays: the Worker's
+events passed through an async generator unchanged (`pass-through`), and one SSE line per
+event made by an f-string around the stdlib's JSON string escaper (`one f-string`), the
+least a text delta's line costs.
+
 `--over http` runs the Worker on `OpenAIChatClient` against a local server in a child
 process (one per subject, so each replays the script from its start), as a served run does:
 the encoding's share of a real run. The default, `ScriptedClient`, is the strictest
@@ -23,6 +28,8 @@ import gc
 import statistics
 import sys
 import time
+from collections.abc import AsyncIterator
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +80,36 @@ async def agui() -> int:
     return n
 
 
+async def passing(events: AsyncIterator[object]) -> AsyncIterator[object]:
+    async for event in events:
+        yield event
+
+
+async def lining(events: AsyncIterator[object]) -> AsyncIterator[str]:
+    head = 'data: {"type":"text-delta","id":"text_0123456789abcdef_1","delta":'
+    async for event in events:
+        text = getattr(getattr(event, "delta", None), "text", "")
+        yield f"{head}{encode_basestring(text)}}}\n\n"
+
+
+async def pass_through() -> int:
+    worker = worker_for("bare")
+    n = 0
+    async with worker.stream("go") as stream:
+        async for _event in passing(stream):
+            n += 1
+    return n
+
+
+async def one_line() -> int:
+    worker = worker_for("bare")
+    n = 0
+    async with worker.stream("go") as stream:
+        async for _text in lining(stream):
+            n += 1
+    return n
+
+
 async def cpu_of(fn: Any, turns: int) -> float:
     gc.collect()  # each subject starts from a clean heap, not with the previous one's garbage
     start = time.process_time()
@@ -81,17 +118,20 @@ async def cpu_of(fn: Any, turns: int) -> float:
     return (time.process_time() - start) / turns
 
 
-async def main(rounds: int, turns: int) -> None:
+async def main(rounds: int, turns: int, floors: bool = False) -> None:
     events = await bare()
     counts = {"Vercel UI stream": await vercel(), "AG-UI": await agui()}
     subjects = {"Worker.stream": bare, "Vercel UI stream": vercel, "AG-UI": agui}
+    if floors:
+        counts |= {"pass-through": await pass_through(), "one f-string": await one_line()}
+        subjects |= {"pass-through": pass_through, "one f-string": one_line}
     costs: dict[str, list[float]] = {name: [] for name in subjects}
     ratios: dict[str, list[float]] = {name: [] for name in counts}
     order = list(subjects)
     for n in range(rounds):
-        # Interleaved, so a busy spell on the machine hits all three alike, and in a rotating
+        # Interleaved, so a busy spell on the machine hits all subjects alike, and in a rotating
         # order: whichever subject runs right after another pays for some of its leftovers.
-        turn = order[n % 3 :] + order[: n % 3]
+        turn = order[n % len(order) :] + order[: n % len(order)]
         cost = {name: await cpu_of(subjects[name], turns) for name in turn}
         for name, value in cost.items():
             costs[name].append(value)
@@ -134,10 +174,13 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=9, help="rounds (the median is reported)")
     parser.add_argument("--turns", type=int, default=20, help="turns per subject and round")
     parser.add_argument(
+        "--floors", action="store_true", help="add the pass-through and one-f-string subjects"
+    )
+    parser.add_argument(
         "--over", choices=["scripted", "http"], default="scripted", help="the Worker's client"
     )
     args = parser.parse_args()
     if args.over == "scripted":
-        asyncio.run(main(args.rounds, args.turns))
+        asyncio.run(main(args.rounds, args.turns, args.floors))
     else:
         asyncio.run(over_http(args.rounds, args.turns))
