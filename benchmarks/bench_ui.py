@@ -28,7 +28,8 @@ import gc
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator
+import types
+from collections.abc import AsyncIterator, Generator
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,48 @@ async def one_line() -> int:
     return n
 
 
+@types.coroutine
+def _rest(step: Any, future: Any) -> Generator[Any, Any, Any]:
+    """Await the rest of a coroutine stepped by hand that yielded `future` (asyncio's wait)."""
+    while True:
+        try:
+            yield future
+        except BaseException as exc:  # a cancellation: the coroutine's to handle
+            try:
+                future = step.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+            continue
+        try:
+            future = step.send(None)
+        except StopIteration as stop:
+            return stop.value
+
+
+async def hand_stepped() -> int:
+    worker = worker_for("bare")
+    n = 0
+    async with worker.stream("go") as stream:
+        take = stream.__anext__
+        while True:
+            batch: list[object] = []
+            while len(batch) < 256:
+                step = take()
+                try:
+                    future = step.send(None)
+                except StopIteration as stop:  # ready now
+                    batch.append(stop.value)
+                    continue
+                except StopAsyncIteration:
+                    return n + len(batch)
+                # Not ready: an encoder would write the batch so far here, then wait.
+                try:
+                    batch.append(await _rest(step, future))
+                except StopAsyncIteration:
+                    return n + len(batch)
+            n += len(batch)
+
+
 async def cpu_of(fn: Any, turns: int) -> float:
     gc.collect()  # each subject starts from a clean heap, not with the previous one's garbage
     start = time.process_time()
@@ -123,8 +166,10 @@ async def main(rounds: int, turns: int, floors: bool = False) -> None:
     counts = {"Vercel UI stream": await vercel(), "AG-UI": await agui()}
     subjects = {"Worker.stream": bare, "Vercel UI stream": vercel, "AG-UI": agui}
     if floors:
-        counts |= {"pass-through": await pass_through(), "one f-string": await one_line()}
-        subjects |= {"pass-through": pass_through, "one f-string": one_line}
+        floor = {"pass-through": pass_through, "one f-string": one_line}
+        floor["hand-stepped"] = hand_stepped
+        counts |= {name: await fn() for name, fn in floor.items()}
+        subjects |= floor
     costs: dict[str, list[float]] = {name: [] for name in subjects}
     ratios: dict[str, list[float]] = {name: [] for name in counts}
     order = list(subjects)
