@@ -222,7 +222,7 @@ class _Reader:
         hidden = _decrypted(message.get("encryptedValue"))
         name = as_str(hidden.get("name")) or self.names.get(call_id)
         error = message.get("error")
-        content = message.get("content")
+        content = _tool_content(message.get("content"), call_id)
         text = content if isinstance(content, str) else _joined(content)
         media = [media_from_agui(as_dict(c)) for c in as_list(content) if _is_media(c)]
         part = ToolResultPart(call_id, text, is_error=error is not None, name=name, media=media)
@@ -294,6 +294,30 @@ def _user_content(content: object) -> list[Part]:
                 f"user content of type {kind!r} is not supported by llm_worker.ui yet"
             )
     return parts
+
+
+def _tool_content(content: object, call_id: str) -> str | list[Any]:
+    """A tool message's content: a string, or a list of text, image and document parts.
+
+    Anything else (a number, an object, parts of another kind) is refused rather than read
+    as an empty output: the model would be told the tool returned nothing.
+
+    Raises:
+        InvalidMessagesError: The content is of no such shape.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        items = cast("list[Any]", content)
+        if all(as_dict(c).get("type") in ("text", "image", "document") for c in items):
+            return items
+    shown = call_id if len(call_id) <= 80 else call_id[:80] + "…"
+    raise InvalidMessagesError(
+        f"the tool message for call {shown!r} has content that is neither a string nor a list"
+        " of text, image and document parts"
+    )
 
 
 def _is_media(item: object) -> bool:
