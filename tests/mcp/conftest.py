@@ -20,6 +20,7 @@ from support.mcp_servers import (
     NPM_PREFIX,
     free_port,
 )
+from support.once import installing
 
 
 @pytest.fixture(scope="session")
@@ -28,12 +29,13 @@ def everything_js() -> Path:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.skip("npm and node are needed for @modelcontextprotocol/server-everything")
-    if not EVERYTHING_JS.exists():
-        spec = f"{EVERYTHING}@{EVERYTHING_VERSION}"
-        cmd = [npm, "install", "--prefix", str(NPM_PREFIX), "--no-audit", "--no-fund", spec]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-        if done.returncode != 0:
-            pytest.skip(f"npm could not install {spec}: {done.stderr[-500:]}")
+    with installing(NPM_PREFIX):
+        if not EVERYTHING_JS.exists():
+            spec = f"{EVERYTHING}@{EVERYTHING_VERSION}"
+            cmd = [npm, "install", "--prefix", str(NPM_PREFIX), "--no-audit", "--no-fund", spec]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+            if done.returncode != 0:
+                pytest.skip(f"npm could not install {spec}: {done.stderr[-500:]}")
     return EVERYTHING_JS
 
 

@@ -18,6 +18,7 @@ import pytest
 from llm_worker import TextPart, ThinkingPart, ToolUsePart, Worker, tool
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 from llm_worker.ui import AGUIAdapter, VercelAIAdapter, messages_from_agui, messages_from_ui
+from support.once import installing
 
 from .agui_events import check_event_fields
 from .vercel_chunks import check_chunk_fields
@@ -42,21 +43,26 @@ def node_modules() -> Path:
     """The npm consumers, installed once into .cache/node (skips where npm is absent)."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("node and npm are needed for the consumer tests (not on PATH)")
-    if not _installed():
-        NODE_DIR.mkdir(parents=True, exist_ok=True)
-        (NODE_DIR / "package.json").write_text('{"name": "llm-worker-consumers", "private": true}')
-        specs = [f"{n}@{v}" for n, v in PACKAGES.items()]
-        done = subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--silent", *specs],
-            cwd=NODE_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.skip(f"npm install of {specs} failed: {done.stderr[-500:]}")
+    with installing(NODE_DIR):
+        if not _installed():
+            _install()
     return NODE_DIR / "node_modules"
+
+
+def _install() -> None:
+    NODE_DIR.mkdir(parents=True, exist_ok=True)
+    (NODE_DIR / "package.json").write_text('{"name": "llm-worker-consumers", "private": true}')
+    specs = [f"{n}@{v}" for n, v in PACKAGES.items()]
+    done = subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--silent", *specs],
+        cwd=NODE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"npm install of {specs} failed: {done.stderr[-500:]}")
 
 
 async def run_node(node_modules: Path, script: str, *args: str) -> Any:
