@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, cast
 
-__all__ = ("as_dict", "as_int", "as_list", "as_str", "sendable_text")
+__all__ = ("as_dict", "as_int", "as_list", "as_str", "sendable_json", "sendable_text")
 
 
 def as_dict(value: object) -> dict[str, Any]:
@@ -43,3 +43,15 @@ def sendable_text(text: str) -> str:
         return text
     # UTF-16 spells a pair as the character it stands for; a lone one cannot decode.
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def sendable_json(value: Any) -> Any:
+    """Parsed JSON `value` with each lone surrogate in its strings (keys too) made U+FFFD."""
+    if isinstance(value, str):
+        return sendable_text(value)
+    if isinstance(value, list):
+        return [sendable_json(item) for item in cast("list[Any]", value)]
+    if isinstance(value, dict):
+        items = cast("dict[str, Any]", value).items()
+        return {sendable_text(key): sendable_json(item) for key, item in items}
+    return value

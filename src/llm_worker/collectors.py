@@ -16,9 +16,9 @@ import json
 import re
 import threading
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
-from llm_worker._json import as_dict, sendable_text
+from llm_worker._json import as_dict, sendable_json
 from llm_worker.events import InputJsonDelta, TextDelta
 from llm_worker.timeline import (
     TextBlockEvent,
@@ -81,7 +81,7 @@ def parse_tool_call(call_id: str, name: str, raw_input: str) -> ToolCall:
             call_id, name, {}, raw_input=raw_input, error=_not_json(name, raw_input, exc)
         )
     if _ESCAPED_SURROGATE.search(raw_input) is not None:
-        value = _sendable(value)
+        value = sendable_json(value)
     arguments = as_dict(value)
     if not arguments and value != {}:
         kind = _json_kind(value)
@@ -96,18 +96,6 @@ def parse_tool_call(call_id: str, name: str, raw_input: str) -> ToolCall:
 # lone one into a lone surrogate, which no wire can carry (every later request of the run
 # would fail). Only then are the arguments walked.
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def _sendable(value: Any) -> Any:
-    """`value` with each lone surrogate in its strings (keys too) made U+FFFD."""
-    if isinstance(value, str):
-        return sendable_text(value)
-    if isinstance(value, list):
-        return [_sendable(item) for item in cast("list[Any]", value)]
-    if isinstance(value, dict):
-        items = cast("dict[str, Any]", value).items()
-        return {sendable_text(key): _sendable(item) for key, item in items}
-    return value
 
 
 def _reject_constant(constant: str) -> Any:

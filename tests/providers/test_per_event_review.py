@@ -202,3 +202,36 @@ async def test_a_read_of_thousands_of_events_is_handed_on_without_holding_their_
     await _peak_while_reading(_chat_body(100))  # imports and caches first
     body = _chat_body(20_000)
     assert await _peak_while_reading(body) < 3 * len(body)
+
+
+def _text(events: list[object]) -> str:
+    return "".join(
+        e.delta.text for e in events if isinstance(e, BlockDelta) and isinstance(e.delta, TextDelta)
+    )
+
+
+@pytest.mark.parametrize(
+    ("api", "name", "before"),
+    [
+        ("anthropic_messages", "plain_text", '"text_delta","text":"'),
+        ("openai_chat", "plain_text_with_usage_chunk", '"content":"'),
+        ("openai_responses", "plain_text", '"delta":"'),
+        ("gemini", "plain_text", '"text": "'),
+    ],
+)
+async def test_a_lone_surrogate_escaped_in_a_text_delta_is_a_replacement_character(
+    api: str, name: str, before: str
+) -> None:
+    # A server cutting a text between the halves of an emoji's pair sends each half escaped
+    # in its own event; orjson refuses a lone one, and the whole answer failed
+    # MalformedStreamError ("no low surrogate in string").
+    body = load(api, name)["response"]["body"]
+    at = body.index(before) + len(before)
+    cut = (body[:at] + "\\ud83d" + body[at:]).encode()
+    plain = _text(await _events(api, [body.encode()]))
+    for reads in ([cut], _cut(cut, random.Random(name))):
+        events = await _events(api, reads)
+        assert not any(isinstance(e, type) for e in events), events[-2:]  # no error
+        got = _text(events)
+        assert got.replace("\ufffd", "", 1) == plain
+        assert "\ufffd" in got

@@ -16,6 +16,7 @@ Memory is bounded: an unfinished line, or the data of an unfinished event, longe
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any, Final, NoReturn
 
 import orjson
 
+from llm_worker._json import sendable_json
 from llm_worker.errors import MalformedStreamError
 
 __all__ = (
@@ -86,7 +88,31 @@ def json_of(data: bytes) -> Any:
     except orjson.JSONDecodeError:
         # orjson refuses bytes that are not UTF-8; the event-stream standard decodes them
         # with replacement characters, and so do we (the rare path: a second parse).
-        return orjson.loads(data.decode("utf-8", "replace"))
+        text = data.decode("utf-8", "replace")
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            if _ESCAPED_SURROGATE.search(text) is None:
+                raise
+            return _with_lone_surrogates(text)
+
+
+# A surrogate spelled as a JSON escape: orjson refuses a lone one, which a server cutting a
+# text between the halves of an emoji's pair sends (each half in its own event).
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _with_lone_surrogates(text: str) -> Any:
+    # The standard parser decodes a lone surrogate; each is made U+FFFD, as invalid UTF-8 is,
+    # rather than failing the whole answer (NaN and Infinity stay refused, as orjson does).
+    try:
+        return sendable_json(json.loads(text, parse_constant=_not_json))
+    except json.JSONDecodeError as exc:  # raised as json_of says: orjson's
+        raise orjson.JSONDecodeError(exc.msg, exc.doc, exc.pos) from None
+
+
+def _not_json(constant: str) -> NoReturn:
+    raise orjson.JSONDecodeError(f"{constant} is not valid JSON", constant, 0)
 
 
 def text_of(data: bytes) -> str:
