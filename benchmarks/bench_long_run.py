@@ -161,15 +161,15 @@ def serialization(client: Any, request: Request) -> float:
 
 async def wire(provider: str, turns: int, marks: tuple[int, ...]) -> None:
     from llm_worker import providers
-    from llm_worker.providers import _http
+    from llm_worker.providers import _body
     from llm_worker.testing import WIRE_PROVIDERS
 
-    encoded = _http.encoded
-    _http.encoded = timed(encoded)  # the body's JSON encoding, as the transport does it
+    encoded = _body.encoded
+    _body.encoded = timed(encoded)  # the body's JSON encoding, as the client does it
     try:
         await _wire(providers, WIRE_PROVIDERS, provider, turns, marks)
     finally:
-        _http.encoded = encoded
+        _body.encoded = encoded
 
 
 async def _wire(

@@ -15,6 +15,7 @@ from llm_worker.errors import ConfigurationError, InvalidMessagesError, Malforme
 from llm_worker.events import Event
 from llm_worker.messages import Request, SpecificTool, ToolChoice
 from llm_worker.providers._blocks import StreamMapper, drive
+from llm_worker.providers._body import encoded_request
 from llm_worker.providers._counting import count_request, read_count
 from llm_worker.providers._http import RetryPolicy, Transport, TransportChoice
 from llm_worker.providers._settings import (
@@ -209,7 +210,7 @@ class HttpClient:
             ProviderError: A typed subclass for every failure, after the abort, error and
                 FAILED status events.
         """
-        body = self.build_body(request)
+        body = encoded_request(self.build_body, request)  # the JSON; no dict alive past it
         chunks = self.transport.stream(self.path(request), body, params=self.params(request))
         return drive(
             chunks,

@@ -2,14 +2,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, cast
+import gc
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
 
 import orjson
 
 from llm_worker.errors import InvalidMessagesError
 
-__all__ = ("encoded",)
+__all__ = ("encoded", "encoded_request")
+
+_R = TypeVar("_R")
+
+
+def encoded_request(build: Callable[[_R], Mapping[str, Any]], request: _R) -> bytes:
+    """`build(request)` as JSON bytes, the body built, encoded and dropped in one stretch.
+
+    A long run's body is thousands of dicts and lists, alive only until it is encoded. Built
+    under the cyclic garbage collector, each of them counted towards its passes: a dozen
+    passes per request walked the body still being built and moved it to the older
+    generations, whose growth then set off full passes over the whole heap (all the history
+    included) — at turn 1,000 a full pass took ~40 ms; 14 % of a 1,000-turn run. None of those
+    objects can be part of a cycle worth collecting (plain JSON data, freed by reference
+    counting the moment the bytes exist), so the collector is paused for this stretch: it
+    is synchronous (no other task runs in it), bounded by one body's size, and the
+    collector is switched on again only if it was on (a caller's `gc.disable()` is kept).
+    Another thread that calls `gc.disable()` or `gc.enable()` within the same few
+    milliseconds may see its call undone; no thread's garbage is lost, only collected after.
+
+    Raises:
+        InvalidMessagesError: As `encoded`.
+    """
+    if not gc.isenabled():
+        return encoded(build(request))
+    gc.disable()
+    try:
+        return encoded(build(request))
+    finally:
+        gc.enable()
 
 _BUFFER = 4096  # orjson's smallest output buffer
 

@@ -20,6 +20,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final, Protocol
 
+import orjson
+
+from llm_worker._json import as_dict
 from llm_worker.errors import ProviderError
 from llm_worker.providers._gemini_framing import SseOrJsonArray
 
@@ -40,7 +43,7 @@ class Resumable(Protocol):
 
 _END_OF_BODY: Final = b"\n\n"
 
-Opener = Callable[[Mapping[str, Any]], AsyncIterator[bytes]]
+Opener = Callable[[Mapping[str, Any] | bytes], AsyncIterator[bytes]]
 
 
 class Hops:
@@ -51,9 +54,7 @@ class Hops:
 
     __slots__ = ("_body", "_count", "_ended", "_hop", "_limit", "_mapper", "_open")
 
-    def __init__(
-        self, body: Mapping[str, Any], open_: Opener, mapper: Resumable, limit: int
-    ) -> None:
+    def __init__(self, body: bytes, open_: Opener, mapper: Resumable, limit: int) -> None:
         self._body = body
         self._open = open_
         self._mapper = mapper
@@ -79,7 +80,8 @@ class Hops:
                     raise StopAsyncIteration
                 await self._hop.aclose()
                 self._count += 1
-                body = {**self._body, "continuationToken": token}
+                # The first request's own JSON, read back: no body kept alive for a rare hop.
+                body = {**as_dict(orjson.loads(self._body)), "continuationToken": token}
                 self._hop = SseOrJsonArray(self._open(body), self._limit)
             try:
                 return await self._hop.__anext__()

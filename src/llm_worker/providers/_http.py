@@ -312,7 +312,7 @@ class Transport:
     async def stream(
         self,
         path: str,
-        body: Mapping[str, Any],
+        body: Mapping[str, Any] | bytes,
         *,
         params: Mapping[str, str] | None = None,
         whole: Callable[[bytes], bytes] | None = None,
@@ -321,7 +321,7 @@ class Transport:
 
         Args:
             path: The path below `base_url`.
-            body: The JSON body.
+            body: The JSON body, or its bytes as JSON (sent as they are).
             params: Query parameters added to the base URL's.
             whole: What to hand on instead of a body that is one JSON object rather than a
                 stream (a server that ignored `stream: true`), read whole up to
@@ -331,7 +331,8 @@ class Transport:
         Raises:
             ProviderError: A typed subclass for every failure; see `llm_worker.errors`.
         """
-        content = encoded(body)  # (a text no wire can carry fails here: nothing is sent)
+        # (a text no wire can carry fails here: nothing is sent)
+        content = body if isinstance(body, bytes) else encoded(body)
         url = self.url(path, params)
         # Not held for the whole stream: a long conversation's body is thousands of objects
         # (memory, and the garbage collector's passes over every stream in flight).

@@ -87,6 +87,7 @@ from llm_worker.events import (
 from llm_worker.messages import Origin, Request
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive, wrong_type
+from llm_worker.providers._body import encoded_request
 from llm_worker.providers._gemini_continuation import CONTINUATION, MAX_HOPS, Hops
 from llm_worker.providers._gemini_ids import CallIds
 from llm_worker.providers._gemini_metadata import (
@@ -178,13 +179,13 @@ class GeminiClient(HttpClient):
         """
         path, params = self.path(request), self.params(request)
 
-        def send(body: Mapping[str, Any]) -> AsyncIterator[bytes]:
+        def send(body: Mapping[str, Any] | bytes) -> AsyncIterator[bytes]:
             return self.transport.stream(path, body, params=params)
 
         mapper = self._mapper(request)
         limit = self.transport.max_event_bytes
         return drive(
-            Hops(self.build_body(request), send, mapper, limit),
+            Hops(encoded_request(self.build_body, request), send, mapper, limit),
             mapper,
             provider=self.provider,
             scrub=self.transport.scrub,

@@ -78,6 +78,7 @@ from llm_worker.events import (
 from llm_worker.messages import Citation, Origin, Request
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, drive, wrong_type
+from llm_worker.providers._body import encoded_request
 from llm_worker.providers._http import error_class
 from llm_worker.providers._openai_chat_request import PROVIDER, THINKING_PART, build_chat_body
 from llm_worker.providers._openai_chat_tools import ToolCalls
@@ -154,7 +155,7 @@ class OpenAIChatClient(HttpClient):
         # SSE event. (An HTML page is refused by the transport, for every client.)
         chunks = self.transport.stream(
             self.path(request),
-            self.build_body(request),
+            encoded_request(self.build_body, request),
             params=self.params(request),
             whole=_whole_body,
         )
