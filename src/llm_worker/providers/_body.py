@@ -22,13 +22,13 @@ def encoded_request(build: Callable[[_R], Mapping[str, Any]], request: _R) -> by
     under the cyclic garbage collector, each of them counted towards its passes: a dozen
     passes per request walked the body still being built and moved it to the older
     generations, whose growth then set off full passes over the whole heap (all the history
-    included) — at turn 1,000 a full pass took ~40 ms; 14 % of a 1,000-turn run. None of those
-    objects can be part of a cycle worth collecting (plain JSON data, freed by reference
-    counting the moment the bytes exist), so the collector is paused for this stretch: it
-    is synchronous (no other task runs in it), bounded by one body's size, and the
+    included): at turn 1,000 one full pass took ~40 ms, and the collector ~14 % of a
+    1,000-turn run's CPU. None of those objects can be in a cycle (plain JSON data, freed by
+    reference counting the moment the bytes exist), so the collector is paused for this
+    stretch: it is synchronous (no other task runs in it), bounded by one body, and the
     collector is switched on again only if it was on (a caller's `gc.disable()` is kept).
-    Another thread that calls `gc.disable()` or `gc.enable()` within the same few
-    milliseconds may see its call undone; no thread's garbage is lost, only collected after.
+    Another thread's `gc.disable()` made within the same few milliseconds is undone; no
+    garbage is lost, only collected after.
 
     Raises:
         InvalidMessagesError: As `encoded`.
