@@ -41,6 +41,7 @@ def encoded_request(build: Callable[[_R], Mapping[str, Any]], request: _R) -> by
     finally:
         gc.enable()
 
+
 _BUFFER = 4096  # orjson's smallest output buffer
 
 
