@@ -300,6 +300,7 @@ class RunStream(Generic[OutputT]):
         if task is None:
             if self._closed:  # closed before it was read: its run never starts
                 raise StopAsyncIteration
+            _check_asyncio()  # before the run's coroutine is made: it would never be awaited
             task = self._task = asyncio.ensure_future(_drive(self._start, self._channel))
         if self._channel.waiter is not None:
             raise _second_reader()
@@ -394,6 +395,22 @@ async def _drive(
         put(exc)
     finally:
         put(None)
+
+
+def _check_asyncio() -> None:
+    """Raise the typed error of a stream read outside asyncio (trio, through anyio).
+
+    Raises:
+        ConfigurationError: No asyncio event loop runs in this thread.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise ConfigurationError(
+            "Worker.stream and resume_stream run on asyncio only (its run is an asyncio "
+            "task): under trio, await worker.run(...) or resume(...) and receive the events "
+            "with the Worker's event handlers (on_..., subscribe)"
+        ) from None
 
 
 def _second_reader() -> ConfigurationError:
