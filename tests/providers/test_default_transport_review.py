@@ -333,3 +333,17 @@ async def test_credentials_in_the_base_url_beside_a_bearer_key_are_sent_as_with_
             await client.aclose()
     expected = "Basic " + base64.b64encode(f"gate user:{API_KEY}/".encode()).decode()
     assert seen == [expected]
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_aiohttp_named_by_the_environment_under_trio_says_to_unset_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # "leave transport out" alone does not cure a client whose aiohttp came from the variable.
+    monkeypatch.setenv(TRANSPORT_ENV, "aiohttp")
+    client = OpenAIChatClient(model="m", base_url="http://127.0.0.1:9/v1", api_key=API_KEY)
+    with pytest.raises(ConfigurationError, match=f"unset {TRANSPORT_ENV}=aiohttp") as caught:
+        with anyio.fail_after(10):
+            await _text(client)
+    assert API_KEY not in str(caught.value)
+    await client.aclose()

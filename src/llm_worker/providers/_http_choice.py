@@ -106,9 +106,12 @@ def resolved(choice: TransportChoice, last: TransportName | None) -> TransportNa
         except sniffio.AsyncLibraryNotFoundError:
             return last or ("aiohttp" if _aiohttp_installed() else "httpx")
     if choice == "aiohttp" and _under_trio():
+        # Named by the environment, "leave transport out" alone would not cure it.
+        named = os.environ.get(TRANSPORT_ENV, "").strip() == "aiohttp"
         raise ConfigurationError(
             "the aiohttp transport runs on asyncio only, and this request runs under trio: "
-            "leave transport out (the default sends through httpx under trio), or pass "
+            + (f"unset {TRANSPORT_ENV}=aiohttp and " if named else "")
+            + "leave transport out (the default sends through httpx under trio), or pass "
             "transport='httpx' and an httpx.AsyncClient as http_client if you lend one"
         )
     return choice
