@@ -18,7 +18,7 @@ import anyio
 import httpx
 import pytest
 
-from llm_worker.errors import ProviderError
+from llm_worker.errors import MalformedStreamError, ProviderError
 from llm_worker.events import BlockDelta, Event, PingEvent, TextDelta, UsageEvent
 from llm_worker.messages import Message, Request
 from llm_worker.providers import (
@@ -235,3 +235,27 @@ async def test_a_lone_surrogate_escaped_in_a_text_delta_is_a_replacement_charact
         got = _text(events)
         assert got.replace("\ufffd", "", 1) == plain
         assert "\ufffd" in got
+
+
+_GEMINI_TEXT = (
+    b'data: {"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"index":0}],'
+    b'"usageMetadata":{"promptTokenCount":15,"candidatesTokenCount":%d,"totalTokenCount":%d},'
+    b'"modelVersion":"m","responseId":"r"}\r\n\r\n'
+)
+
+
+@pytest.mark.parametrize("together", [False, True], ids=["two reads", "one read"])
+async def test_a_gemini_failure_in_the_read_of_its_last_counts_still_reports_them(
+    together: bool,
+) -> None:
+    # Gemini's running usage is reported once per read; an unreadable event in the same read
+    # as the chunk carrying the latest counts dropped them (the failure was reported with
+    # none, or with the counts of an earlier read): the tokens were spent either way.
+    first, last = _GEMINI_TEXT % (3, 18), _GEMINI_TEXT % (4, 19)
+    bad = b"data: [not json\r\n\r\n"
+    reads = [first + last + bad] if together else [first, last + bad]
+    events = await _events("gemini", reads)
+    assert events[-2] is MalformedStreamError
+    usage = [e for e in events if isinstance(e, UsageEvent)]
+    assert usage[-1].output_tokens == 4
+    assert usage[-1].total_tokens == 19

@@ -27,6 +27,7 @@ open block, an `ErrorEvent`, a FAILED status, then raises the typed error.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -391,7 +392,7 @@ async def drive(
         for event in pump.end():
             yield event
     except Exception as exc:
-        failure = _Failure.of(exc, emitter, mapper, provider, scrub)
+        failure = _Failure.of(exc, emitter, mapper, provider, scrub, end_of_read=end_of_read)
         if failure is None:
             raise  # not a stream failure: a bug, or the caller's error
         for event in failure.events:
@@ -420,9 +421,12 @@ class _Failure:
         mapper: StreamMapper,
         provider: str,
         scrub: Callable[[str], str],
+        *,
+        end_of_read: Callable[[BlockEmitter], None],
     ) -> _Failure | None:
         """The failure `exc` is, or `None` when it is no failure of the stream to report."""
         if isinstance(exc, ProviderError):
+            _read_ended(end_of_read, emitter)
             _adopt(exc, provider, scrub)
             events = _failure(emitter, exc, scrub)
             caller_error = getattr(mapper, "caller_error", None)  # optional: see StreamMapper
@@ -430,6 +434,7 @@ class _Failure:
             return cls(events, exc, None) if better is None else cls(events, better, exc)
         if isinstance(exc, LLMWorkerError) or not isinstance(exc, _UNREADABLE):
             return None
+        _read_ended(end_of_read, emitter)
         # orjson.JSONDecodeError is a ValueError; the others come from chunks whose shape
         # differs from the protocol (a missing key, a list where an object should be).
         error = _unreadable(exc, provider, scrub)
@@ -438,6 +443,14 @@ class _Failure:
 
 
 _UNREADABLE = (ValueError, KeyError, TypeError, IndexError, AttributeError)
+
+
+def _read_ended(end_of_read: Callable[[BlockEmitter], None], emitter: BlockEmitter) -> None:
+    # The events of the read mapped before the failure: what a mapper holds until the read
+    # ends (Gemini's running usage) is reported, as it is when the failure comes a read later
+    # (the tokens were spent either way). It must not hide the failure itself.
+    with contextlib.suppress(Exception):
+        end_of_read(emitter)
 
 
 async def _close(chunks: AsyncIterator[bytes]) -> None:
