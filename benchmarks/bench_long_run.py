@@ -16,7 +16,7 @@ consecutive requests (an on_message_send hook), the least of the ten turns up to
    measured in the same run: target turn TURNS <= 1.5 x serialization. The same request sent
    by the bare client (body, HTTP, the answer's events; best of 5) is shown beside it: the
    Worker's own share of a turn is the difference. "in the turn" is the same serialization
-   as the turn itself paid for it (`build_body` + the transport's encoding, timed inside that
+   as the turn itself paid for it (`build_body` + the client's encoding, timed inside that
    turn): repeated twenty times on one body, the warm figure gains from caches a turn does
    not have, so the turn's own figure says how much of a turn is serialization.
 
@@ -56,7 +56,7 @@ def answer(index: int, turns: int) -> ScriptedResponse:
     return ScriptedResponse([ToolUsePart("", "read", {"n": index})], usage=USAGE)
 
 
-SERIALIZING = [0.0]  # CPU spent in build_body and the transport's encoding, so far
+SERIALIZING = [0.0]  # CPU spent in build_body and the client's encoding, so far
 
 
 def timed(fn: Any) -> Any:
