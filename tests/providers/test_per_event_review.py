@@ -29,6 +29,7 @@ from llm_worker.providers import (
     OpenAIResponsesClient,
 )
 from llm_worker.providers._http import RetryPolicy
+from llm_worker.testing import Chunking, WireResponse, WireServer
 from support.recorded import fixture_names, load
 
 pytestmark = pytest.mark.anyio
@@ -259,3 +260,40 @@ async def test_a_gemini_failure_in_the_read_of_its_last_counts_still_reports_the
     usage = [e for e in events if isinstance(e, UsageEvent)]
     assert usage[-1].output_tokens == 4
     assert usage[-1].total_tokens == 19
+
+
+def _longest(api: str) -> str:
+    streams = [name for a, name in (p.values for p in _sse_streams()) if a == api]
+    return max(streams, key=lambda name: len(load(api, name)["response"]["body"]))
+
+
+_SOCKET_CLIENTS: dict[str, Callable[[str], HttpClient]] = {
+    "anthropic_messages": lambda url: AnthropicClient(model="m", api_key="k", base_url=url),
+    "openai_chat": lambda url: OpenAIChatClient(model="m", api_key="k", base_url=url + "/v1"),
+    "openai_responses": lambda url: OpenAIResponsesClient(
+        model="m", api_key="k", base_url=url + "/v1"
+    ),
+    "gemini": lambda url: GeminiClient(model="m", api_key="k", base_url=url + "/v1beta"),
+}
+
+
+@pytest.mark.usefixtures("http_transport")
+@pytest.mark.parametrize("api", list(_CLIENTS))
+async def test_the_longest_recording_over_a_socket_in_random_reads_on_each_transport(
+    api: str,
+) -> None:
+    name = _longest(api)
+    body = load(api, name)["response"]["body"].encode()
+    whole = await _events(api, [body])
+    chunking = Chunking.random(seed=len(body), max_size=2048)
+    response = WireResponse(body, content_type="text/event-stream", chunking=chunking)
+    got: list[Event] = []
+    async with WireServer([response]) as server:
+        client = _SOCKET_CLIENTS[api](server.base_url)
+        try:
+            with anyio.fail_after(30):
+                async for event in client.stream(Request([Message.user("hi")])):
+                    got.append(event)
+        finally:
+            await client.aclose()
+    assert _comparable(got) == whole
