@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -347,3 +349,67 @@ async def test_aiohttp_named_by_the_environment_under_trio_says_to_unset_it(
             await _text(client)
     assert API_KEY not in str(caught.value)
     await client.aclose()
+
+
+_THREAD_LOOP_CLOSED_BY_HAND = """
+import asyncio, gc, sys, threading, warnings
+from llm_worker.providers._http import RetryPolicy, Transport
+from llm_worker.testing import WireResponse, WireServer
+
+warnings.simplefilter("always", ResourceWarning)
+ready, address, stop = threading.Event(), [], []
+
+async def serve():
+    async with WireServer([WireResponse(b"data: x\\n\\n")] * 2) as server:
+        address.append(server.base_url)
+        stop.append((asyncio.get_running_loop(), asyncio.Event()))
+        ready.set()
+        await stop[0][1].wait()
+
+server = threading.Thread(target=asyncio.run, args=(serve(),))
+server.start()
+assert ready.wait(10)
+t = Transport(provider="test", base_url=address[0], headers={}, secret=None,
+              retry=RetryPolicy.disabled(), timeout=5.0, transport=sys.argv[1])
+
+async def one():
+    return b"".join([chunk async for chunk in t.stream("/x", {})]) == b"data: x\\n\\n"
+
+def by_hand():  # a loop closed without shutdown_asyncgens (no asyncio.run), in its own thread
+    loop = asyncio.new_event_loop()
+    print(loop.run_until_complete(one()), flush=True)
+    loop.close()
+
+thread = threading.Thread(target=by_hand)
+thread.start()
+thread.join(10)
+del thread
+gc.collect()
+
+async def main():
+    print(await one(), flush=True)
+    await t.aclose()
+
+asyncio.run(main())
+del t
+gc.collect()
+stop[0][0].call_soon_threadsafe(stop[0][1].set)
+server.join(10)
+"""
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+def test_a_thread_whose_loop_was_closed_by_hand_leaves_no_socket_open(transport: str) -> None:
+    # A client's own HTTP client is per thread: one made under a loop closed by hand (no
+    # asyncio.run to close it) went with its thread, its sockets left to the garbage collector
+    # (a ResourceWarning); they are closed as the thread's backend is dropped. Development
+    # mode reports any socket, transport or aiohttp session left open.
+    result = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", _THREAD_LOOP_CLOSED_BY_HAND, transport],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.stdout.split() == ["True"] * 2, result.stderr[-2000:]
+    assert "nclosed" not in result.stderr, result.stderr[-2000:]

@@ -154,6 +154,14 @@ class AiohttpBackend:
             if await self._bound.release() is not None and session is not None:
                 _abandon(session)
 
+    def __del__(self) -> None:
+        # Dropped with its thread (a Transport's own client is per thread): a session whose
+        # loop was closed by hand, unclosed, has its sockets closed now, as the thread's next
+        # request would have done (`_http`).
+        session = self._session
+        if self._owns and session is not None and self._bound.forget() is not None:
+            _abandon(session)
+
 
 def _userinfo_as_header(url: str, headers: Mapping[str, str]) -> tuple[str, Mapping[str, str]]:
     """The URL's credentials (`user:pass@`) moved into a Basic `Authorization` header.

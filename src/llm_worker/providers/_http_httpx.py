@@ -84,6 +84,16 @@ class HttpxBackend:
             if dead is not None and client is not None:
                 _abandon(client, dead)
 
+    def __del__(self) -> None:
+        # Dropped with its thread (a Transport's own client is per thread): a client whose
+        # loop was closed by hand, unclosed, has its sockets closed now, as the thread's next
+        # request would have done (`_http`).
+        client = self._client
+        if self._owns and client is not None:
+            dead = self._bound.forget()
+            if dead is not None:
+                _abandon(client, dead)
+
 
 def _abandon(client: httpx.AsyncClient, loop: object) -> None:
     """Close the sockets of a client whose event loop was closed under it.
