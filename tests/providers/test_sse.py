@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import tracemalloc
 from dataclasses import dataclass
 
 import orjson
@@ -428,13 +429,15 @@ def test_a_whole_event_past_the_limit_in_one_chunk_fails() -> None:
         SSEDecoder(max_event_bytes=1000).feed(b"event: e\ndata: " + b"x" * 1001 + b"\n\n")
 
 
-def test_the_limit_counts_data_not_the_lfs_that_join_its_lines() -> None:
-    body = b"data: " + b"x" * 500 + b"\ndata: " + b"y" * 500 + b"\n\n"  # 1,000 bytes of data
+def test_the_limit_counts_the_data_as_dispatched_with_the_lfs_that_join_its_lines() -> None:
+    # The LFs count: `data:` lines without data grow an event all the same (uncounted, an
+    # event of empty lines held memory without limit).
+    body = b"data: " + b"x" * 500 + b"\ndata: " + b"y" * 499 + b"\n\n"  # 1,000 bytes of data
     assert decode_with(body, limit=1000) == [
-        ServerSentEvent("message", "x" * 500 + "\n" + "y" * 500)
+        ServerSentEvent("message", "x" * 500 + "\n" + "y" * 499)
     ]
     with pytest.raises(MalformedStreamError, match="one event of the stream"):
-        decode_with(body.replace(b"y" * 500, b"y" * 501), limit=1000)
+        decode_with(body.replace(b"y" * 499, b"y" * 500), limit=1000)
 
 
 def decode_with(body: bytes, *, limit: int) -> list[ServerSentEvent]:
@@ -483,3 +486,36 @@ def test_json_of_reads_bytes_and_replaces_invalid_utf8() -> None:
     assert json_of(b'{"a": "x\xff"}') == {"a": "x\ufffd"}
     with pytest.raises(orjson.JSONDecodeError):
         json_of(b'{"a": ')
+
+
+@pytest.mark.parametrize("read", [6, 4096], ids=["a line per read", "many lines per read"])
+def test_an_event_of_empty_data_lines_is_bounded_too(read: int) -> None:
+    # Each `data:` line without data held an entry and counted nothing: a server sending
+    # them without a blank line grew the decoder's memory without ever failing.
+    decoder = SSEDecoder(max_event_bytes=1000)
+    body = b"data:\n" * 2000
+    reads = [body[at : at + read] for at in range(0, len(body), read)]
+    with pytest.raises(MalformedStreamError, match="one event of the stream"):
+        _feed_all(decoder, reads)
+
+
+def _feed_all(decoder: SSEDecoder, reads: list[bytes]) -> None:
+    for read in reads:
+        decoder.feed(read)
+
+
+def test_an_open_event_of_short_lines_is_held_at_about_its_size() -> None:
+    # An object per line cost ~40 bytes for 3 counted: tens of times the limit was held
+    # before the limit failed the event. Each read's lines are held joined.
+    decoder = SSEDecoder()
+    read = b"data: xy\n" * 7000  # 63 KB, 21 KB of data with its LFs
+    tracemalloc.start()
+    try:
+        for _ in range(30):
+            decoder.feed(read)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held < 2 * 30 * 3 * 7000
+    [event] = decoder.feed(b"\n")
+    assert event.data == "\n".join(["xy"] * 210_000)

@@ -157,9 +157,10 @@ class SSEDecoder:
         self._tail_size = 0
         self._pending_cr = False
         self._started = False
-        # The data lines of the event being read. Its size is counted when it ends, and at the
-        # end of each chunk for an event still open (`_size` of its first `_counted` lines),
-        # so that an event growing over many chunks fails as soon as it passes the limit.
+        # The data lines of the event being read. Its size (with the LFs joining its lines) is
+        # counted when it ends, and at the end of each chunk for an event still open (`_size`
+        # of its first `_counted` entries, each chunk's lines joined in one), so that an event
+        # growing over many chunks fails as soon as it passes the limit.
         self._data: list[bytes] = []
         self._size = 0
         self._counted = 0
@@ -313,13 +314,18 @@ class SSEDecoder:
         raise event_too_large(self._limit, what)
 
     def _count(self) -> None:
-        # An event still open at the end of a chunk: count the data lines it gained.
-        data = self._data
-        self._size += sum(len(value) for value in data[self._counted :])
+        # An event still open at the end of a chunk: count the data lines it gained, each
+        # with the LF that joins it (`data:` lines without data grew an event's memory with
+        # no limit), and hold them joined: an object per short line cost tens of times its
+        # bytes. `_size` is the data as it will be dispatched, plus one.
+        data, counted = self._data, self._counted
+        self._size += sum(len(value) for value in data[counted:]) + len(data) - counted
+        if self._size - 1 > self._limit:
+            self._too_large("one event of the stream")
+        if len(data) - counted > 1:
+            data[counted:] = [b"\n".join(data[counted:])]
         self._counted = len(data)
         self._unusual = True
-        if self._size > self._limit:
-            self._too_large("one event of the stream")
 
     def _field(self, line: bytes) -> None:
         # Every field but `data: ` (with its space) and `event: `, which `raw` reads inline.
@@ -344,7 +350,7 @@ class SSEDecoder:
     def _dispatch(self) -> tuple[str, bytes]:
         data = self._data
         payload = data[0] if len(data) == 1 else b"\n".join(data)
-        if len(payload) - len(data) + 1 > self._limit:  # the data, without the joining LFs
+        if len(payload) > self._limit:
             self._too_large("one event of the stream")
         data.clear()
         self._size = self._counted = 0
