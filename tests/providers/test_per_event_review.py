@@ -18,6 +18,7 @@ import anyio
 import httpx
 import pytest
 
+from llm_worker import Worker
 from llm_worker.errors import MalformedStreamError, ProviderError
 from llm_worker.events import BlockDelta, Event, PingEvent, TextDelta, UsageEvent
 from llm_worker.messages import Message, Request
@@ -297,3 +298,39 @@ async def test_the_longest_recording_over_a_socket_in_random_reads_on_each_trans
         finally:
             await client.aclose()
     assert _comparable(got) == whole
+
+
+_CALL = (
+    b'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"role":"assistant",'
+    b'"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"kid",'
+    b'"arguments":"{\\"input\\": \\"go\\"}"}}]}}]}\n\n'
+    b'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}'
+    b"\n\ndata: [DONE]\n\n"
+)
+
+
+async def test_a_worker_and_its_sub_agent_see_each_delta_of_a_bulk_read_once_in_order() -> None:
+    # Over the wire, each answer in one read of hundreds of events: the parent's stream
+    # carries the child's deltas (path ("c1",)) then its own, each once, in order.
+    bodies = [_CALL, _chat_body(300), _chat_body(200)]
+
+    def handler(_: httpx.Request) -> httpx.Response:
+        body = bodies.pop(0)
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=_Reads([body])
+        )
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+        child = Worker(_CLIENTS["openai_chat"](http), name="kid")
+        parent = Worker(
+            _CLIENTS["openai_chat"](http),
+            tools=[child.as_tool(name="kid", description="A child.")],
+        )
+        texts: list[tuple[tuple[str, ...], str]] = []
+        with anyio.fail_after(30):
+            async with parent.stream("hi") as stream:
+                async for event in stream:
+                    if isinstance(event, BlockDelta) and isinstance(event.delta, TextDelta):
+                        texts.append((event.path, event.delta.text))
+    assert texts == [(("c1",), f"{i} ") for i in range(300)] + [((), f"{i} ") for i in range(200)]
+    assert bodies == []
