@@ -28,7 +28,6 @@ from llm_worker.errors import (
     APIConnectionError,
     APIStatusError,
     APITimeoutError,
-    ConfigurationError,
     MissingExtraError,
     ProviderError,
     StreamInterruptedError,
@@ -42,7 +41,15 @@ from llm_worker.providers._http_backend import (
     ConnectFailed,
     TransportName,
 )
-from llm_worker.providers._http_choice import TransportChoice, chosen, loop_library, resolved
+from llm_worker.providers._http_choice import (
+    TransportChoice,
+    check_either,
+    chosen,
+    loop_library,
+    make_backend,
+    resolved,
+    seconds_only,
+)
 from llm_worker.providers._http_errors import (
     error_class,
     error_from_status,
@@ -200,7 +207,7 @@ class Transport:
         # streams past it wait for a connection until they timed out.
         self._settings = (name, http_client, timeout, max_concurrency)
         self._lent: Backend | None = None  # the backend of a lent client, shared by all threads
-        if name != "auto" and (http_client is not None or not _seconds(timeout)):
+        if name != "auto" and (http_client is not None or not seconds_only(timeout)):
             # Settings in the library's own types: it is imported already, check them now.
             backend = make_backend(name, http_client, timeout, self._settings[3])
             if http_client is not None:
@@ -208,7 +215,7 @@ class Transport:
             else:
                 self._local.backend = backend
         elif name == "auto":
-            _check_either(timeout)
+            check_either(timeout)
         elif name == "aiohttp" and importlib.util.find_spec("aiohttp") is None:
             raise MissingExtraError("aiohttp", 'transport="aiohttp"', "aiohttp is not installed")
 
@@ -568,42 +575,3 @@ _NOT_BLANK: Final = re.compile(b"[^" + re.escape(BLANK) + b"]")
 def _first_byte(data: bytes) -> bytes:
     found = _NOT_BLANK.search(data)
     return b"" if found is None else found.group()
-
-
-def make_backend(
-    name: TransportName, http_client: object, timeout: object, pool_size: int | None
-) -> Backend:
-    """The backend of the library `name` (imported here); `pool_size` `None`: no bound.
-
-    Raises:
-        ConfigurationError: An `http_client` or `timeout` of the other library.
-        MissingExtraError: `"aiohttp"` without aiohttp installed.
-    """
-    if name == "aiohttp":
-        from llm_worker.providers._http_aiohttp import AiohttpBackend
-
-        return AiohttpBackend(http_client, timeout, pool_size)
-    from llm_worker.providers._http_httpx import HttpxBackend
-
-    return HttpxBackend(http_client, timeout, pool_size)
-
-
-def _seconds(timeout: object) -> bool:
-    """Whether `timeout` is the default or a number of seconds: no library type to check."""
-    if timeout is None:
-        return True
-    return isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
-
-
-def _check_either(timeout: object) -> None:
-    """Under `"auto"`: a timeout either library takes (seconds or an `httpx.Timeout`).
-
-    Raises:
-        ConfigurationError: Any other timeout (an `aiohttp.ClientTimeout` chose aiohttp).
-    """
-    if _seconds(timeout) or type(timeout).__module__.startswith("httpx"):
-        return
-    raise ConfigurationError(
-        f"timeout must be a positive number of seconds, an httpx.Timeout or an "
-        f"aiohttp.ClientTimeout, not {type(timeout).__name__}"
-    )

@@ -19,9 +19,18 @@ from typing import Final, Literal, get_args
 import sniffio
 
 from llm_worker.errors import ConfigurationError
-from llm_worker.providers._http_backend import TRANSPORT_ENV, TransportName
+from llm_worker.providers._http_backend import TRANSPORT_ENV, Backend, TransportName
 
-__all__ = ("TransportChoice", "chosen", "library_of", "loop_library", "resolved")
+__all__ = (
+    "TransportChoice",
+    "check_either",
+    "chosen",
+    "library_of",
+    "loop_library",
+    "make_backend",
+    "resolved",
+    "seconds_only",
+)
 
 TransportChoice = Literal["auto", "httpx", "aiohttp"]
 """What `transport=` accepts: a library, or `"auto"` (per event loop: aiohttp on asyncio)."""
@@ -137,3 +146,42 @@ def _aiohttp_installed() -> bool:
             found = False
         _installed.append(found)
     return _installed[0]
+
+
+def make_backend(
+    name: TransportName, http_client: object, timeout: object, pool_size: int | None
+) -> Backend:
+    """The backend of the library `name` (imported here); `pool_size` `None`: no bound.
+
+    Raises:
+        ConfigurationError: An `http_client` or `timeout` of the other library.
+        MissingExtraError: `"aiohttp"` without aiohttp installed.
+    """
+    if name == "aiohttp":
+        from llm_worker.providers._http_aiohttp import AiohttpBackend
+
+        return AiohttpBackend(http_client, timeout, pool_size)
+    from llm_worker.providers._http_httpx import HttpxBackend
+
+    return HttpxBackend(http_client, timeout, pool_size)
+
+
+def seconds_only(timeout: object) -> bool:
+    """Whether `timeout` is the default or a number of seconds: no library type to check."""
+    if timeout is None:
+        return True
+    return isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
+
+
+def check_either(timeout: object) -> None:
+    """Under `"auto"`: a timeout either library takes (seconds or an `httpx.Timeout`).
+
+    Raises:
+        ConfigurationError: Any other timeout (an `aiohttp.ClientTimeout` chose aiohttp).
+    """
+    if seconds_only(timeout) or type(timeout).__module__.startswith("httpx"):
+        return
+    raise ConfigurationError(
+        f"timeout must be a positive number of seconds, an httpx.Timeout or an "
+        f"aiohttp.ClientTimeout, not {type(timeout).__name__}"
+    )
