@@ -281,8 +281,15 @@ def _call(call: dict[str, Any]) -> Part:
 def _user_content(content: object) -> list[Part]:
     if isinstance(content, str):
         return [TextPart(content)]
+    if not isinstance(content, list):
+        # A number, an object, `true` or nothing: read as no parts, the model would be
+        # sent an empty user turn in place of what the browser meant.
+        raise InvalidMessagesError(
+            "a user message's content must be a string or a list of text, image and "
+            f"document parts, not {type(content).__name__}"
+        )
     parts: list[Part] = []
-    for item in as_list(content):
+    for item in cast("list[Any]", content):
         entry = as_dict(item)
         kind = entry.get("type")
         if kind == "text":
