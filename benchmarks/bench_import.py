@@ -12,15 +12,25 @@ local port: the imports, the HTTP client, one refused connection) against a bare
 program, on httpx with and without its command line (`import httpx` loads click, rich and
 pygments when they are installed, as in this project's environment; a plain install has none
 of them), on aiohttp and on the default (`"auto"`: aiohttp under asyncio).
+
+The children import from bytecode, as after `pip install` (which compiles every module when it
+installs): `uv sync` does not compile, and where `PYTHONDONTWRITEBYTECODE` is set (as on the
+project's machine) every import then compiles its module's source again, so a figure measured
+the compiler more than the import (`import aiohttp`: about twice the CPU). The bytecode goes
+to a folder of this run (`PYTHONPYCACHEPREFIX`), written by a warm-up round, so neither the
+checkout nor the environment is touched. `--no-bytecode` measures as before (a fresh compile
+at each import: an install that never wrote bytecode).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 _CLIENT = (
@@ -77,12 +87,24 @@ CLIENTS = (
 REQUESTS = tuple(label for label in COMMANDS if "first request" in label)
 
 
+# The children's environment (`main` sets where their bytecode goes).
+ENV: dict[str, str] = dict(os.environ)
+
+
 def one_run(code: str) -> tuple[float, float]:
     """Wall and CPU milliseconds of `code` in a fresh interpreter."""
     before = _children_cpu()
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, env=ENV)
     return (time.perf_counter() - start) * 1000, (_children_cpu() - before) * 1000
+
+
+def with_bytecode(folder: str) -> None:
+    """Children write and read bytecode in `folder`: imports as after `pip install`."""
+    ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+    ENV["PYTHONPYCACHEPREFIX"] = folder
+    for code in COMMANDS.values():  # the warm-up round writes every module's bytecode
+        one_run(code)
 
 
 def medians(runs: int) -> dict[str, float]:
@@ -115,10 +137,20 @@ def _children_cpu() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument(
+        "--no-bytecode", action="store_true", help="compile every module at each import"
+    )
     args = parser.parse_args()
-    for _ in range(2):  # warm the file cache and the .pyc files
-        one_run("import llm_worker")
-    results = medians(args.runs)
+    with tempfile.TemporaryDirectory(prefix="bench-import-pyc-") as folder:
+        if args.no_bytecode:
+            ENV["PYTHONDONTWRITEBYTECODE"] = "1"
+            ENV.pop("PYTHONPYCACHEPREFIX", None)
+        else:
+            with_bytecode(folder)
+        for _ in range(2):  # warm the file cache
+            one_run("import llm_worker")
+        results = medians(args.runs)
+    print("bytecode:", "none (compiled at each import)" if args.no_bytecode else "read")
     for label, ms in results.items():
         base = "a bare asyncio program" if label in REQUESTS else "python -c pass"
         cpu, base_cpu = CPU_MS[COMMANDS[label]], CPU_MS[COMMANDS[base]]

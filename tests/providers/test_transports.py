@@ -176,7 +176,8 @@ def test_with_aiohttp_httpx_is_never_imported() -> None:
 
 def test_building_clients_imports_no_http_library_and_no_heavy_stdlib() -> None:
     # The HTTP library is imported at the first request; our modules import neither
-    # urllib.request (xml.sax.saxutils pulls it in) nor email (for one Retry-After date).
+    # urllib.request (xml.sax.saxutils pulls it in) nor email (for one Retry-After date),
+    # nor hashlib (OpenSSL: a cooldown's key digest is made at its first use) nor socket.
     code = textwrap.dedent(
         """
         import sys
@@ -186,7 +187,8 @@ def test_building_clients_imports_no_http_library_and_no_heavy_stdlib() -> None:
         for cls in (AnthropicClient, GeminiClient, OpenAIChatClient, OpenAIResponsesClient):
             for transport in ("httpx", "aiohttp"):
                 cls(model="m", api_key="k", transport=transport, timeout=30)
-        heavy = ("httpx", "httpcore", "aiohttp", "urllib.request", "email", "xml.sax")
+        heavy = ("httpx", "httpcore", "aiohttp", "urllib.request", "email", "xml.sax",
+                 "hashlib", "socket")
         print(",".join(m for m in heavy if m in sys.modules))
         """
     )

@@ -55,7 +55,6 @@ When thinking is left off (see above), none of these apply.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -367,6 +366,8 @@ def _call_id(call_id: str) -> str:
     """
     if _VALID_ID.fullmatch(call_id):
         return call_id
+    import hashlib  # here, for the rare foreign id: it loads OpenSSL, not needed at a build
+
     digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]
     return f"{_INVALID_ID_CHARS.sub('_', call_id)}_{digest}"
 

@@ -157,6 +157,7 @@ class Transport:
     """
 
     __slots__ = (
+        "_credentials",
         "_headers",
         "_lent",
         "_local",
@@ -164,8 +165,9 @@ class Transport:
         "_query",
         "_scrubber",
         "_settings",
+        "_tag",
+        "_tagged",
         "base_url",
-        "credential_tag",
         "max_concurrency",
         "max_event_bytes",
         "provider",
@@ -189,8 +191,9 @@ class Transport:
         self.provider = provider
         credentials = [secret, *url_secrets(base_url), *header_secrets(headers)]
         self._scrubber = Scrubber(credentials)
-        # A cooldown's breaker is per key (`_cooldown.client_identity`): never the key itself.
-        self.credential_tag = credential_tag(credentials)
+        self._credentials = tuple(c for c in credentials if c)
+        self._tag: str | None = None
+        self._tagged = False
         if self._scrubber:
             install_log_filter()
         parts = checked_base_url(base_url, self._scrubber.scrub)
@@ -287,6 +290,19 @@ class Transport:
     def scrub(self, text: str) -> str:
         """Mask the client's credentials in a text that may echo them (see `_secrets`)."""
         return self._scrubber.scrub(text)
+
+    @property
+    def credential_tag(self) -> str | None:
+        """A digest of the credentials keyed by a secret of the process (None: none).
+
+        A cooldown's breaker is per key (`_cooldown.client_identity`), never the key itself.
+        Made at its first use, not when the client is built: the digest imports hashlib, which
+        loads OpenSSL (≈ 12 M instructions), and an HTTP library imports it at the first
+        request anyway.
+        """
+        if not self._tagged:
+            self._tag, self._tagged = credential_tag(self._credentials), True
+        return self._tag
 
     def redirected(self, base_url: str) -> Transport:
         """This transport sending to another base URL: a test server standing in for the API.

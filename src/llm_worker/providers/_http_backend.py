@@ -9,7 +9,6 @@ when chosen (`_http.make_backend`): with aiohttp, httpx is never imported.
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Final, Literal, Protocol
@@ -215,6 +214,8 @@ def close_dead_transport(transport: object) -> None:
         known._closed = True
         close_dead_transport(getattr(ssl_protocol, "_transport", None))
         return
+    import socket  # here: a client's build need not load it (its library does, at a request)
+
     sock = getattr(known, "_sock", None)
     if isinstance(sock, socket.socket):
         sock.close()
