@@ -39,6 +39,9 @@ SHAPES: dict[str, tuple[str, ...]] = {
     "ours_httpx": WIRES,
     "worker_aiohttp": WIRES,
     "worker_httpx": WIRES,
+    # Built without transport=: what a plain install gets (aiohttp under asyncio).
+    "ours_default": WIRES,
+    "worker_default": WIRES,
     "openai_sdk": ("chat", "responses"),
     "google_genai": ("gemini",),
     "anthropic_sdk": ("anthropic",),
@@ -47,7 +50,8 @@ SHAPES: dict[str, tuple[str, ...]] = {
     "litellm": ("chat",),
 }
 # Agent loops would run the streamed tool call and ask again: measured on text only.
-TEXT_ONLY = frozenset({"worker_aiohttp", "worker_httpx", "pydantic_ai", "openai_agents"})
+TEXT_ONLY = frozenset({"worker_aiohttp", "worker_httpx", "worker_default", "pydantic_ai",
+                       "openai_agents"})  # fmt: skip
 
 _CLIENT = (
     "from llm_worker.providers import OpenAIChatClient; OpenAIChatClient(model='m', api_key='k'"
@@ -61,6 +65,8 @@ IMPORTS: dict[str, str] = {
     "ours_httpx": f"import llm_worker; {_CLIENT}, transport='httpx')",
     "worker_aiohttp": f"from llm_worker import Worker; {_CLIENT}, transport='aiohttp')",
     "worker_httpx": f"from llm_worker import Worker; {_CLIENT}, transport='httpx')",
+    "ours_default": f"import llm_worker; {_CLIENT})",
+    "worker_default": f"from llm_worker import Worker; {_CLIENT})",
     "openai_sdk": "import openai; openai.AsyncOpenAI(api_key='k')",
     "anthropic_sdk": "import anthropic; anthropic.AsyncAnthropic(api_key='k')",
     "pydantic_ai": "import pydantic_ai, pydantic_ai.models.openai",
@@ -204,7 +210,7 @@ def _ours(base: str, shape: str, model: str, pool: int, transport: Any) -> Any:
     return OpenAIChatClient(model=model, base_url=base + "/v1", **options)
 
 
-async def ours(base: str, shape: str, model: str, pool: int, transport: str) -> Made:
+async def ours(base: str, shape: str, model: str, pool: int, transport: str | None) -> Made:
     from llm_worker import Message, Request
 
     client = _ours(base, shape, model, pool, transport)
@@ -212,7 +218,7 @@ async def ours(base: str, shape: str, model: str, pool: int, transport: str) -> 
     return (lambda: client.stream(request)), client.aclose
 
 
-async def worker(base: str, shape: str, model: str, pool: int, transport: str) -> Made:
+async def worker(base: str, shape: str, model: str, pool: int, transport: str | None) -> Made:
     from llm_worker import Worker
 
     client = _ours(base, shape, model, pool, transport)
@@ -329,7 +335,8 @@ async def _nothing() -> None:
 async def make(subject: str, base: str, shape: str, model: str, pool: int) -> Made:
     if subject.startswith(("ours_", "worker_")):
         kind, transport = subject.split("_")
-        return await (ours if kind == "ours" else worker)(base, shape, model, pool, transport)
+        chosen = None if transport == "default" else transport  # default: no transport=
+        return await (ours if kind == "ours" else worker)(base, shape, model, pool, chosen)
     maker = globals()[subject]
     return await maker(base, shape, model, pool)
 

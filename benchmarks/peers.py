@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import _peer_subjects as subjects
+import _readme_table
 import _wire
 
 STREAMS = {"text": "text-{n}-0", "paced": "text-{n}-1", "tool": "tool-{n}-0"}
@@ -71,7 +72,9 @@ def _median(rows: list[dict], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def run_streams(args: argparse.Namespace, server: _wire.Server) -> None:
+def run_streams(args: argparse.Namespace, server: _wire.Server) -> dict[tuple[str, str], dict]:
+    """Each stream on each wire, printed as it ends; the rows by (stream, wire)."""
+    tables: dict[tuple[str, str], dict] = {}
     for stream in args.streams:
         n = args.events if stream == "text" and args.events else SIZES[stream]
         model = STREAMS[stream].format(n=n)
@@ -87,6 +90,8 @@ def run_streams(args: argparse.Namespace, server: _wire.Server) -> None:
                     rows[name].append(measure(name, shape, model, server.base_url, []))
                 _ratios(rows, names)
             _print_table(f"{stream} ({model}, {shape} shape, {n} events)", rows)
+            tables[(stream, shape)] = rows
+    return tables
 
 
 def _ratios(rows: dict[str, list[dict]], names: list[str]) -> None:
@@ -181,7 +186,7 @@ def _bare_ms() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--subjects", nargs="*", default=list(subjects.SHAPES))
+    parser.add_argument("--subjects", nargs="*", default=None, help="default: all")
     parser.add_argument("--streams", nargs="*", default=list(STREAMS), choices=list(STREAMS))
     parser.add_argument("--wires", nargs="*", default=list(subjects.WIRES),
                         choices=list(subjects.WIRES))  # fmt: skip
@@ -189,7 +194,13 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=0, help="e.g. 1000 (0: skip)")
     parser.add_argument("--stream-events", type=int, default=200)
     parser.add_argument("--import-runs", type=int, default=0, help="e.g. 7 (0: skip)")
+    parser.add_argument("--readme", action="store_true",
+                        help="README's table: its subjects, chat text and paced")  # fmt: skip
     args = parser.parse_args()
+    if args.readme:
+        args.wires, args.streams = ["chat"], ["text", "paced"]
+        args.subjects = args.subjects or list(_readme_table.SUBJECTS)
+    args.subjects = args.subjects or list(subjects.SHAPES)
     missing = [s for s in args.subjects if s not in subjects.SHAPES]
     if missing:
         parser.error(f"unknown subjects {missing}; known: {list(subjects.SHAPES)}")
@@ -200,7 +211,7 @@ def main() -> None:
     print("versions:", subjects.versions())
     server = _wire.start()
     try:
-        run_streams(args, server)
+        tables = run_streams(args, server)
         if args.concurrent:
             run_concurrent(args, server)
     finally:
@@ -208,6 +219,11 @@ def main() -> None:
     if args.import_runs:
         run_imports(args)
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+    if args.readme:
+        print("\nREADME.md's table (Benchmarks):\n")
+        print(_readme_table.table(tables[("text", "chat")], tables[("paced", "chat")],
+                                  when=when, loads=(load, os.getloadavg()[0]),
+                                  rounds=args.rounds))  # fmt: skip
 
 
 if __name__ == "__main__":
