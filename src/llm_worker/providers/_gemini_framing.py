@@ -77,7 +77,9 @@ class JsonArraySplitter:
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._buffer = b""
+        # Grown in place and cut at its front (both amortized O(1) a byte in CPython): an
+        # object over many reads would be copied whole at each one as `bytes`.
+        self._buffer = bytearray()
         self._scanned = 0
         self._depth = 0
         self._level = 1  # the depth at which chunk objects open
@@ -86,7 +88,8 @@ class JsonArraySplitter:
 
     def feed(self, chunk: bytes) -> bytes:
         """Take bytes; return the SSE bytes of the objects they complete."""
-        buffer = self._buffer = self._buffer + chunk
+        buffer = self._buffer
+        buffer += chunk
         events: list[bytes] = []
         pos = self._scanned
         while pos < len(buffer):
@@ -133,9 +136,9 @@ class JsonArraySplitter:
     def _keep(self, pos: int) -> None:
         # Drop what is fully read; keep the object in progress and the unscanned tail.
         cut = pos if self._start < 0 else self._start
-        self._buffer = self._buffer[cut:]
+        del self._buffer[:cut]
         self._scanned = pos - cut
         self._start = min(0, self._start)
         if len(self._buffer) > self._limit:
-            self._buffer = b""
+            self._buffer = bytearray()
             raise event_too_large(self._limit, "one object of the JSON-array stream", _PROVIDER)
