@@ -1,24 +1,31 @@
 """Per-turn cost of a long run: does the Worker's CPU per turn grow with the history?
 
-Run: `uv run python benchmarks/bench_long_run.py [TURNS]` (TURNS: 1000 by default)
+Run: `uv run python benchmarks/bench_long_run.py [TURNS] [TRANSPORT]` (TURNS: 1000 by default)
 
 One run of TURNS requests, one tool call per request, each tool returning 400 characters
 (the history grows by two messages a turn). Per-turn CPU is `time.process_time()` between
-consecutive requests (an on_message_send hook), the least of the ten turns up to turn 10,
-100 and TURNS (the minimum is the least disturbed by other load, as in `_harness`).
+consecutive requests (an on_message_send hook). A figure "at turn N" is the median over the
+turns of a stretch ending at N: the last 50 turns for N = TURNS (`STRETCH`), the last half
+for turns 10 and 100. A median of fifty turns moves less with the machine's load than the
+least of ten did (the least of ten is printed beside it, as `least`).
 
 1. Over `ScriptedClient` (no network, usage given, so the script itself costs nothing per
-   turn): target turn TURNS <= 1.3 x turn 10.
+   turn): target turn TURNS <= 1.3 x turn 10 (best of three runs).
 2. Over each of the four wires, a `ScriptedModelServer` in a child process (so the client's
    CPU alone is measured): the request body must be built and serialized each turn (the
    whole history goes over the wire), so the Worker's per-turn CPU is set against that body's
-   serialization alone (`client.build_body` + `orjson.dumps` of the same request, best of 20),
-   measured in the same run: target turn TURNS <= 1.5 x serialization. The same request sent
-   by the bare client (body, HTTP, the answer's events; best of 5) is shown beside it: the
-   Worker's own share of a turn is the difference. "in the turn" is the same serialization
-   as the turn itself paid for it (`build_body` + the client's encoding, timed inside that
-   turn): repeated twenty times on one body, the warm figure gains from caches a turn does
-   not have, so the turn's own figure says how much of a turn is serialization.
+   serialization alone: target turn TURNS <= 1.5 x serialization. The serialization is
+   measured three ways:
+   - "body": `client.build_body` + `orjson.dumps` of the previous turn's request, once per
+     turn as the client does it (`_body.encoded_request`), in the hook (left out of the turn's CPU), the median over the same stretch: the
+     same load, the same state of the caches as the turns themselves;
+   - "in the turn": the same serialization as the turn itself paid for it (`build_body` and
+     the client's encoding, timed inside that turn), the median over the stretch;
+   - "warm": best of 20 in a loop after the run (the figure earlier sessions reported:
+     repeated on one body it gains from caches a turn does not have, and it swings with the
+     load of the moment).
+   The same request sent by the bare client (body, HTTP, the answer's events; best of 5)
+   is shown beside it: the Worker's own share of a turn is the difference.
 
 TRANSPORT (second argument): `httpx` or `aiohttp`; by default the library's default.
 """
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import statistics
 import sys
 import time
 from typing import Any
@@ -72,36 +80,68 @@ def timed(fn: Any) -> Any:
     return inner
 
 
-class Clock:
-    """Per-turn CPU, and the requests at the turns measured (for their serialization)."""
+STRETCH = 50  # the turns the figure at the last turn is the median of
 
-    def __init__(self, keep: set[int]) -> None:
+
+def stretch(turn: int) -> range:
+    """The turns a figure at `turn` is the median of: the last STRETCH, at most half of them."""
+    return range(turn - min(STRETCH, turn // 2) + 1, turn + 1)
+
+
+class Clock:
+    """Per-turn CPU, its serialization, and the requests at the turns measured."""
+
+    def __init__(
+        self, keep: set[int], client: Any = None, measured: set[int] | None = None
+    ) -> None:
         self.last = time.process_time()
         self.serialized = SERIALIZING[0]
-        self.turns: list[tuple[float, float]] = []  # (the turn, its serialization)
+        # turn -> (the turn's CPU, what it spent serializing its request)
+        self.turns: dict[int, tuple[float, float]] = {}
         self.keep = keep
         self.requests: dict[int, Request] = {}
+        self.client = client  # the body of each turn in `measured` serialized in the hook
+        self.measured = measured or set()
+        self.bodies: dict[int, float] = {}
+        self.previous: Request | None = None
 
     def __call__(self, ctx: MessageSendContext) -> None:
         now = time.process_time()
-        if ctx.request_number > 1:
-            self.turns.append((now - self.last, SERIALIZING[0] - self.serialized))
-        if ctx.request_number in self.keep:
-            self.requests[ctx.request_number] = ctx.request
+        number = ctx.request_number
+        if number > 1:
+            self.turns[number - 1] = (now - self.last, SERIALIZING[0] - self.serialized)
+            if number - 1 in self.measured and self.previous is not None:
+                self.bodies[number - 1] = self._body(self.previous)
+        if number in self.keep:
+            self.requests[number] = ctx.request
+        self.previous = ctx.request  # its messages a plain list once sent
         self.serialized = SERIALIZING[0]
         self.last = time.process_time()  # the hook's own bookkeeping left out
 
-    def at(self, turn: int) -> float:
-        """The least CPU of the ten turns up to `turn` (the least disturbed by other load)."""
-        return self.least(turn)[0]
+    def _body(self, request: Request) -> float:
+        from llm_worker.providers import _body
 
-    def least(self, turn: int) -> tuple[float, float]:
-        """That turn's CPU and what it spent serializing its request."""
-        return min(self.turns[max(turn - 10, 0) : turn])
+        start = time.process_time()
+        _body.encoded_request(self.client.build_body, request)  # as the client encodes it
+        return time.process_time() - start
+
+    def median(self, turn: int) -> tuple[float, float]:
+        """The median CPU of the stretch ending at `turn`, and of its serialization."""
+        cells = [self.turns[t] for t in stretch(turn) if t in self.turns]
+        return statistics.median(c[0] for c in cells), statistics.median(c[1] for c in cells)
+
+    def body(self, turn: int) -> float:
+        """The median serialization of the stretch's bodies, measured in the hook."""
+        return statistics.median(self.bodies[t] for t in stretch(turn) if t in self.bodies)
+
+    def least(self, turn: int) -> float:
+        """The least CPU of the ten turns up to `turn` (the figure earlier sessions gave)."""
+        return min(self.turns[t][0] for t in range(max(turn - 9, 1), turn + 1) if t in self.turns)
 
 
-async def run(client: Any, turns: int, marks: tuple[int, ...]) -> Clock:
-    clock = Clock(set(marks))
+async def run(client: Any, turns: int, marks: tuple[int, ...], measure: bool = False) -> Clock:
+    measured = {t for mark in marks for t in stretch(mark)} if measure else set()
+    clock = Clock(set(marks), client if measure else None, measured)
     worker = Worker(client, tools=[read], max_requests=turns + 1)
     worker.add_on_message_send_hook(clock)
     clock.last = time.process_time()
@@ -112,14 +152,20 @@ async def run(client: Any, turns: int, marks: tuple[int, ...]) -> Clock:
 
 async def scripted(turns: int, marks: tuple[int, ...]) -> None:
     best: dict[int, float] = {}
+    least: dict[int, float] = {}
     for _ in range(3):
         client = ScriptedClient(lambda r: answer(r.index, turns))
         clock = await run(client, turns, marks)
         for mark in marks:
-            best[mark] = min(best.get(mark, float("inf")), clock.at(mark))
+            best[mark] = min(best.get(mark, float("inf")), clock.median(mark)[0])
+            least[mark] = min(least.get(mark, float("inf")), clock.least(mark))
     cells = ", ".join(f"turn {m}: {best[m] * 1e3:.3f} ms" for m in marks)
     ratio = best[marks[-1]] / best[marks[0]]
-    print(f"ScriptedClient: {cells}; turn {marks[-1]} / turn {marks[0]} = {ratio:.2f} (<= 1.3)")
+    old = least[marks[-1]] / least[marks[0]]
+    print(
+        f"ScriptedClient: {cells}; turn {marks[-1]} / turn {marks[0]} = {ratio:.2f} (<= 1.3)"
+        f" (least of ten: {old:.2f})"
+    )
 
 
 def _serve(provider: str, turns: int, port_queue: Any, stop: Any) -> None:
@@ -187,16 +233,18 @@ async def _wire(
             model="m", base_url=f"http://127.0.0.1:{port}{suffix}", api_key="k", **TRANSPORT
         ) as c:
             c.build_body = timed(c.build_body)
-            clock = await run(c, turns, marks)
+            clock = await run(c, turns, marks, measure=True)
             cells = []
             for mark in marks:
-                spent, in_turn = clock.least(mark)
-                body = serialization(c, clock.requests[mark])
+                spent, in_turn = clock.median(mark)
+                body = clock.body(mark)
+                warm = serialization(c, clock.requests[mark])
                 bare = await round_trip(c, clock.requests[mark])
                 cells.append(
                     f"turn {mark}: {spent * 1e3:.2f} ms "
                     f"(body {body * 1e3:.2f} ms, {spent / body:.2f}x; in the turn "
-                    f"{in_turn * 1e3:.2f} ms, {spent / in_turn:.2f}x; "
+                    f"{in_turn * 1e3:.2f} ms, {spent / in_turn:.2f}x; warm {warm * 1e3:.2f} ms, "
+                    f"{spent / warm:.2f}x; least of ten {clock.least(mark) * 1e3:.2f} ms; "
                     f"bare client {bare * 1e3:.2f} ms)"
                 )
         print(f"{provider} ({c.transport.transport}): " + "; ".join(cells))

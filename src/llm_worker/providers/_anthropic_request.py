@@ -91,7 +91,7 @@ from llm_worker.providers._anthropic_thinking import (
     thinking_plan,
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
-from llm_worker.providers._media import ANTHROPIC, check_total
+from llm_worker.providers._media import ANTHROPIC, MediaTotal
 from llm_worker.providers._output import sent_schema
 
 __all__ = (
@@ -177,8 +177,8 @@ def build_body(
         ConfigurationError: The body breaks a rule the API enforces with thinking on
             (see the module docstring).
     """
-    messages = build_messages(request.messages, model=model)
-    check_total(request.messages, ANTHROPIC)  # after each part's own check: a clearer error
+    with MediaTotal(ANTHROPIC):  # the parts' total, after each part's own check
+        messages = build_messages(request.messages, model=model)
     plan = thinking_plan(request.thinking, model) if request.thinking is not None else None
     body: Block = {
         "model": model,

@@ -70,7 +70,7 @@ from llm_worker.providers._base import checked_tool_choice, deep_merge, unsuppor
 from llm_worker.providers._gemini_media import media_part, with_media
 from llm_worker.providers._gemini_metadata import METADATA_KEYS
 from llm_worker.providers._gemini_schema import gemini_schema
-from llm_worker.providers._media import GEMINI, check_total
+from llm_worker.providers._media import GEMINI, MediaTotal
 from llm_worker.providers._output import sent_schema
 
 __all__ = ("SKIP_SIGNATURE", "build_body")
@@ -86,8 +86,9 @@ _ALIAS: Final = re.compile(r"(?:^|/)gemini-[a-z-]*latest\b")
 
 def build_body(request: Request, model: str) -> dict[str, Any]:
     """The Gemini JSON body for a neutral request sent to `model`."""
-    body: dict[str, Any] = {"contents": _contents(request.messages, model)}
-    check_total(request.messages, GEMINI)  # after each part's own check: a clearer error
+    with MediaTotal(GEMINI):  # the parts' total, after each part's own check
+        contents = _contents(request.messages, model)
+    body: dict[str, Any] = {"contents": contents}
     if request.system:
         body["systemInstruction"] = {"parts": [{"text": request.system}]}
     if request.tools:

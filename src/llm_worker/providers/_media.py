@@ -22,6 +22,7 @@ travels and what the APIs measure):
 from __future__ import annotations
 
 import base64
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -31,6 +32,7 @@ from llm_worker.messages import DocumentPart, ImagePart, MediaPart, Message, Too
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from types import TracebackType
 
 __all__ = (
     "ANTHROPIC",
@@ -38,6 +40,7 @@ __all__ = (
     "OPENAI_CHAT",
     "OPENAI_RESPONSES",
     "MediaRules",
+    "MediaTotal",
     "b64",
     "check",
     "check_total",
@@ -174,6 +177,48 @@ def check(part: MediaPart, rules: MediaRules) -> None:
         if part.media_type is not None:
             check_content(part.data, part.media_type, type(part).__name__)
         _check_size(part, limit, rules)
+        total = _COUNTING.get()
+        if total is not None:
+            total.bytes += _b64_size(len(part.data))
+
+
+_COUNTING: ContextVar[MediaTotal | None] = ContextVar("llm_worker_media_total", default=None)
+
+
+class MediaTotal:
+    """Refuse a request whose media, checked while its body is built, pass the limit together.
+
+    `with MediaTotal(rules): ...` around the building of a body's messages: each inline part
+    a request builder sends passes `check` on its way into the body, which adds its base64
+    size here, so the request's total costs nothing beyond the media parts themselves. (A
+    walk over every part of the whole history, `check_total`, cost a long run 0.4-0.6 ms a
+    request at 2,000 messages.) Counted in a context variable: a body is built in one
+    synchronous stretch, and a body built at the same time in another thread or built
+    inside this one keeps a total of its own.
+
+    Raises:
+        MediaError: On leaving the block (not after an error in it), as `check_total`.
+    """
+
+    __slots__ = ("bytes", "rules", "_token")
+
+    def __init__(self, rules: MediaRules) -> None:
+        self.rules = rules
+        self.bytes = 0
+
+    def __enter__(self) -> MediaTotal:
+        self._token = _COUNTING.set(self)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        _COUNTING.reset(self._token)
+        if kind is None:
+            _refuse_over(self.bytes, self.rules)
 
 
 def check_total(messages: Iterable[Message], rules: MediaRules) -> None:
@@ -185,7 +230,10 @@ def check_total(messages: Iterable[Message], rules: MediaRules) -> None:
     Raises:
         MediaError: The base64 of all inline parts is over `rules.max_request_bytes`.
     """
-    total = inline_size(messages)
+    _refuse_over(inline_size(messages), rules)
+
+
+def _refuse_over(total: int, rules: MediaRules) -> None:
     if total > rules.max_request_bytes:
         raise MediaError(
             f"{rules.provider} accepts at most {rules.max_request_bytes // _MB} MB of images "

@@ -50,7 +50,7 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
-from llm_worker.providers._media import OPENAI_CHAT, check_total
+from llm_worker.providers._media import OPENAI_CHAT, MediaTotal
 from llm_worker.providers._openai_media import (
     chat_part,
     chat_result_media,
@@ -90,8 +90,9 @@ def build_chat_body(request: Request, model: str, *, cache_key: bool = False) ->
     `request.options` is deep-merged last (`deep_merge`: lists are joined); an option set to
     `None` removes that field (e.g. `{"stream_options": None}` for a server that rejects it).
     """
-    body: dict[str, Any] = {"model": model, "messages": chat_messages(request, model)}
-    check_total(request.messages, OPENAI_CHAT)  # after each part's own check: a clearer error
+    with MediaTotal(OPENAI_CHAT):  # the parts' total, after each part's own check
+        messages = chat_messages(request, model)
+    body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
         if request.tool_choice is not None:

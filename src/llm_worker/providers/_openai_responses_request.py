@@ -110,7 +110,7 @@ from llm_worker.messages import (
     ToolUsePart,
 )
 from llm_worker.providers._base import checked_tool_choice, deep_merge, unsupported_part
-from llm_worker.providers._media import OPENAI_RESPONSES, check_total
+from llm_worker.providers._media import OPENAI_RESPONSES, MediaTotal
 from llm_worker.providers._openai_media import misplaced, responses_output, responses_part
 from llm_worker.providers._output import sent_schema
 
@@ -170,12 +170,9 @@ def build_body(request: Request, *, model: str) -> dict[str, Any]:
     messages = request.messages
     if request.options.get("previous_response_id") or request.options.get("conversation"):
         messages = _after_last_answer(messages)  # see the module docstring
-    body: dict[str, Any] = {
-        "model": model,
-        "input": input_items(messages, origin=origin, store_false=store_false),
-        "stream": True,
-    }
-    check_total(messages, OPENAI_RESPONSES)  # after each part's own check: a clearer error
+    with MediaTotal(OPENAI_RESPONSES):  # the parts' total, after each part's own check
+        items = input_items(messages, origin=origin, store_false=store_false)
+    body: dict[str, Any] = {"model": model, "input": items, "stream": True}
     if request.system:
         body["instructions"] = request.system
     if request.tools:
