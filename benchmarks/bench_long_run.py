@@ -17,8 +17,9 @@ least of ten did (the least of ten is printed beside it, as `least`).
    serialization alone: target turn TURNS <= 1.5 x serialization. The serialization is
    measured three ways:
    - "body": `client.build_body` + `orjson.dumps` of the previous turn's request, once per
-     turn as the client does it (`_body.encoded_request`), in the hook (left out of the turn's CPU), the median over the same stretch: the
-     same load, the same state of the caches as the turns themselves;
+     turn as the client does it (`_body.encoded_request`), in the hook (left out of the
+     turn's CPU), the median over the same stretch: the same load, the same state of the
+     caches as the turns themselves;
    - "in the turn": the same serialization as the turn itself paid for it (`build_body` and
      the client's encoding, timed inside that turn), the median over the stretch;
    - "warm": best of 20 in a loop after the run (the figure earlier sessions reported:

@@ -200,7 +200,7 @@ class MediaTotal:
         MediaError: On leaving the block (not after an error in it), as `check_total`.
     """
 
-    __slots__ = ("bytes", "rules", "_token")
+    __slots__ = ("_token", "bytes", "rules")
 
     def __init__(self, rules: MediaRules) -> None:
         self.rules = rules
