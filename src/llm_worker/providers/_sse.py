@@ -199,11 +199,10 @@ class SSEDecoder:
             return
         data, limit, names = self._data, self._limit, self._names
         for line in lines:
-            # The hot path, inline: `data: ` (with its space, as every provider sends it) and
-            # the blank line that ends an event of one data line.
-            if line[:6] == b"data: ":
-                data.append(line[6:])
-            elif not line:
+            # The hot path, inline: the blank line that ends an event of one data line (tested
+            # first: the test is cheaper than the slice), and `data: ` (with its space, as
+            # every provider sends it).
+            if not line:
                 if len(data) == 1 and not self._unusual:
                     payload = data.pop()
                     if len(payload) > limit:
@@ -218,6 +217,8 @@ class SSEDecoder:
                     yield self._dispatch()
                 else:
                     self._event = ""
+            elif line[:6] == b"data: ":
+                data.append(line[6:])
             else:
                 # An `event:` line seen before (Anthropic and Responses name every event):
                 # its type without slicing or decoding the line again.

@@ -64,6 +64,7 @@ from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
 
 import orjson
+from orjson import loads as _loads
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker.errors import APIStatusError, MalformedStreamError
@@ -212,20 +213,46 @@ class ChatStreamMapper:
             if event == "error":  # Groq: `event: error` with an error object
                 raise self._error(_loads_error(data))
             return  # not part of the Chat protocol
-        if data == b"[DONE]":
-            self._done = True
-            return
-        if not data:
-            return  # an empty `data:` line: a keep-alive
         # Parsed JSON is Any: the hot path reads it with .get() directly (one call per field);
         # a chunk of another shape raises AttributeError/TypeError, which drive() reports as
         # a MalformedStreamError.
-        chunk: Any = json_of(data)
+        try:
+            chunk: Any = _loads(data)  # inline: `json_of`'s first try, a call less per event
+        except orjson.JSONDecodeError:
+            if data == b"[DONE]":
+                self._done = True
+                return
+            if not data:
+                return  # an empty `data:` line: a keep-alive
+            chunk = json_of(data)
         if chunk.__class__ is not dict:
             raise MalformedStreamError(
                 f"a stream chunk is not a JSON object: {text_of(data[:100])!r}",
                 provider=_PROVIDER,
             )
+        if self._identified and "error" not in chunk:
+            # The hot path, inline: one choice whose delta is only text, nothing else to read
+            # (`_chunk` reads everything else, a present `error` or `x_groq` included).
+            choices = chunk.get("choices")
+            if choices.__class__ is list and len(choices) == 1:
+                choice = choices[0]
+                delta = choice.get("delta")
+                if (
+                    delta
+                    and len(delta) == 1
+                    and not choice.get("index")  # 0 or absent; others come from n > 1
+                    and choice.get("finish_reason") is None
+                    and not choice.get("logprobs")
+                    and self._tools.live is None
+                    and not chunk.get("usage")
+                    and "x_groq" not in chunk
+                    and chunk.get("object") != "chat.completion"
+                ):
+                    text = delta.get("content")
+                    if text.__class__ is str:
+                        if text:
+                            emitter.text(text)
+                        return
         self._chunk(chunk, emitter)
 
     def _chunk(self, chunk: Any, emitter: BlockEmitter) -> None:
@@ -239,18 +266,6 @@ class ChatStreamMapper:
         if choices:
             for choice in choices:
                 if not choice.get("index"):  # 0 or absent; other choices come from n > 1
-                    delta = choice.get("delta")
-                    # The hot path, inline: a delta of only text, nothing else to read.
-                    if delta and len(delta) == 1 and choice.get("finish_reason") is None:
-                        text = delta.get("content")
-                        if (
-                            text.__class__ is str
-                            and self._tools.live is None
-                            and not choice.get("logprobs")
-                        ):
-                            if text:
-                                emitter.text(text)
-                            continue
                     self._choice(choice, emitter)
         if chunk.get("usage") or chunk.get("x_groq"):
             self._usage_of(chunk, emitter)

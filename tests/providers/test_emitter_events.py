@@ -1,0 +1,214 @@
+"""The per-event hot path (issue 39): the events it builds, and the chunks it must leave alone.
+
+`BlockEmitter.text` builds its `BlockDelta(TextDelta)` field by field rather than through the
+dataclass constructors, and the Chat and Anthropic mappers read a plain text delta inline.
+These tests hold that the events built so are the constructed ones (every field set, equal,
+same repr, matched by pattern), and that a chunk carrying anything beside plain text (usage,
+an error, another choice, logprobs, a delta of another block) still takes the full path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from llm_worker.errors import MalformedStreamError, RateLimitError
+from llm_worker.events import (
+    BlockDelta,
+    BlockStart,
+    Event,
+    StatusEvent,
+    TextDelta,
+    TokenLogprob,
+    UsageEvent,
+)
+from llm_worker.messages import Message, Request
+from llm_worker.providers import AnthropicClient, OpenAIChatClient
+from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive
+
+pytestmark = pytest.mark.anyio
+
+_REQUEST = Request([Message.user("hi")])
+
+
+def _every_field(event: object) -> dict[str, Any]:
+    # An unset slot raises AttributeError here: a field added to the class but not to the
+    # emitter's field-by-field build fails this test.
+    assert dataclasses.is_dataclass(event)
+    return {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+
+
+@pytest.mark.parametrize("logprobs", [None, [TokenLogprob("a", -0.5, [("a", -0.5), ("b", -1.0)])]])
+def test_a_text_delta_is_the_constructed_event(logprobs: list[TokenLogprob] | None) -> None:
+    emitter = BlockEmitter()
+    emitter.text("a", logprobs)
+    start, delta = emitter.out
+    expected = BlockDelta(0, TextDelta("a", logprobs))
+    assert isinstance(start, BlockStart)
+    assert type(delta) is BlockDelta
+    assert type(delta.delta) is TextDelta
+    assert _every_field(delta) == _every_field(expected)
+    assert _every_field(delta.delta) == _every_field(expected.delta)
+    assert delta == expected
+    assert repr(delta) == repr(expected)
+    assert delta.path == ()
+    match delta:
+        case BlockDelta(0, TextDelta("a", found)):
+            assert found is logprobs
+        case _:
+            pytest.fail("the built event does not match its class pattern")
+    # Mutable as the constructed one (the Worker stamps `path` on sub-agent events).
+    delta.path = ("sub",)
+    assert delta.path == ("sub",)
+
+
+def test_the_built_deltas_are_separate_objects() -> None:
+    emitter = BlockEmitter()
+    emitter.text("a")
+    emitter.text("b")
+    first, second = emitter.out[1:]
+    assert isinstance(first, BlockDelta)
+    assert isinstance(second, BlockDelta)
+    assert first.delta is not second.delta
+    assert (first.delta, second.delta) == (TextDelta("a"), TextDelta("b"))
+
+
+async def _events(mapper: StreamMapper, body: bytes) -> list[Event]:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield body
+
+    return [event async for event in drive(chunks(), mapper, provider="p")]
+
+
+def _chat_body(*chunks: dict[str, Any]) -> bytes:
+    head = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "m"}
+    lines = [b"data: " + json.dumps({**head, **chunk}).encode() + b"\n\n" for chunk in chunks]
+    return b"".join(lines) + b"data: [DONE]\n\n"
+
+
+def _chat_mapper() -> StreamMapper:
+    return OpenAIChatClient(model="m", api_key="k").mapper(_REQUEST)
+
+
+def _texts(events: list[Event]) -> list[str]:
+    return [
+        e.delta.text for e in events if isinstance(e, BlockDelta) and isinstance(e.delta, TextDelta)
+    ]
+
+
+def _choice(content: str, **more: Any) -> dict[str, Any]:
+    return {"index": 0, "delta": {"content": content}, "finish_reason": None, **more}
+
+
+async def test_chat_text_with_usage_in_the_same_chunk_keeps_both() -> None:
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    body = _chat_body(
+        {"choices": [_choice("a")]},
+        {"choices": [_choice("b")], "usage": usage},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    )
+    events = await _events(_chat_mapper(), body)
+    assert _texts(events) == ["a", "b"]
+    assert [e.output_tokens for e in events if isinstance(e, UsageEvent)] == [2]
+
+
+async def test_chat_text_of_a_second_choice_is_not_the_answer() -> None:
+    second = {"index": 1, "delta": {"content": "other"}, "finish_reason": None}
+    body = _chat_body(
+        {"choices": [_choice("a")]},
+        {"choices": [second]},
+        {"choices": [second, _choice("b")]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    )
+    assert _texts(await _events(_chat_mapper(), body)) == ["a", "b"]
+
+
+async def test_chat_text_with_logprobs_keeps_them() -> None:
+    logprobs = {"content": [{"token": "b", "logprob": -0.25, "top_logprobs": []}]}
+    body = _chat_body(
+        {"choices": [_choice("a")]},
+        {"choices": [_choice("b", logprobs=logprobs)]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    )
+    events = await _events(_chat_mapper(), body)
+    deltas = [e.delta for e in events if isinstance(e, BlockDelta)]
+    assert deltas == [TextDelta("a"), TextDelta("b", [TokenLogprob("b", -0.25)])]
+
+
+async def test_chat_an_error_beside_text_fails_the_stream() -> None:
+    error = {"message": "slow down", "type": "rate_limit_exceeded", "code": 429}
+    body = _chat_body({"choices": [_choice("a")]}, {"choices": [_choice("b")], "error": error})
+    seen: list[Event] = []
+
+    async def read() -> None:
+        async for event in drive(_one(body), _chat_mapper(), provider="p"):
+            seen.append(event)
+
+    with pytest.raises(RateLimitError):
+        await read()
+    assert _texts(seen) == ["a"]
+
+
+async def test_chat_a_whole_answer_with_a_delta_is_complete() -> None:
+    # `object: chat.completion` marks a whole answer: complete without [DONE].
+    chunk = {"object": "chat.completion", "choices": [_choice("a")]}
+    body = b"data: " + json.dumps({"id": "c", "model": "m", **chunk}).encode() + b"\n\n"
+    events = await _events(_chat_mapper(), body)
+    assert _texts(events) == ["a"]
+    assert isinstance(events[-1], StatusEvent)
+
+
+async def test_chat_text_that_is_not_a_string_is_refused() -> None:
+    body = _chat_body({"choices": [_choice("a")]}, {"choices": [_choice(7)]})  # type: ignore[arg-type]
+    with pytest.raises(MalformedStreamError):
+        await _events(_chat_mapper(), body)
+
+
+async def _one(body: bytes) -> AsyncIterator[bytes]:
+    yield body
+
+
+def _anthropic_body(*events: dict[str, Any]) -> bytes:
+    start = {"type": "message_start", "message": {"id": "msg_1", "model": "m", "usage": {}}}
+    stop = [{"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}},
+            {"type": "message_stop"}]  # fmt: skip
+    lines = [
+        f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in [start, *events, *stop]
+    ]
+    return b"".join(lines)
+
+
+def _anthropic_mapper() -> StreamMapper:
+    return AnthropicClient(model="m", api_key="k").mapper(_REQUEST)
+
+
+def _text_delta(index: int, text: object) -> dict[str, Any]:
+    delta = {"type": "text_delta", "text": text}
+    return {"type": "content_block_delta", "index": index, "delta": delta}
+
+
+async def test_anthropic_a_delta_of_no_open_block_is_passed_over() -> None:
+    block = {"type": "content_block_start", "index": 0,
+             "content_block": {"type": "text", "text": ""}}  # fmt: skip
+    body = _anthropic_body(
+        block,
+        _text_delta(0, "a"),
+        _text_delta(5, "not ours"),
+        # No `delta` at all, for a block that is not open: passed over, not read.
+        {"type": "content_block_delta", "index": 6},
+        _text_delta(0, "b"),
+        {"type": "content_block_stop", "index": 0},
+    )
+    assert _texts(await _events(_anthropic_mapper(), body)) == ["a", "b"]
+
+
+async def test_anthropic_text_that_is_not_a_string_is_refused() -> None:
+    block = {"type": "content_block_start", "index": 0,
+             "content_block": {"type": "text", "text": ""}}  # fmt: skip
+    body = _anthropic_body(block, _text_delta(0, ["a"]))
+    with pytest.raises(MalformedStreamError, match=r"delta\.text"):
+        await _events(_anthropic_mapper(), body)
