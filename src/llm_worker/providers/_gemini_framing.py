@@ -1,20 +1,19 @@
 """Gemini's two stream framings: SSE as it is, and a JSON array turned into SSE events.
 
 `streamGenerateContent` without `alt=sse` writes one JSON array incrementally (a proxy that
-drops the query string answers with it; a non-streaming answer is one object). `SseOrJsonArray`
-recognizes the framing by the body's first meaningful byte and hands `drive` SSE bytes either
-way; `JsonArraySplitter` cuts the array's top-level objects out as they complete.
+drops the query string answers with it; a non-streaming answer is one object). `Framing`
+recognizes it by the body's first meaningful byte, so that `drive` gets SSE bytes
+either way; `JsonArraySplitter` cuts the array's top-level objects out as they complete.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from typing import Final
 
 from llm_worker.providers._sse import BOM, event_too_large
 
-__all__ = ("JsonArraySplitter", "SseOrJsonArray")
+__all__ = ("Framing", "JsonArraySplitter")
 
 _PROVIDER: Final = "gemini"
 
@@ -23,45 +22,40 @@ _IN_STRING: Final = re.compile(rb'["\\]')
 _OUTSIDE: Final = re.compile(rb'["{}\[\]]')
 
 
-class SseOrJsonArray:
-    """Passes an SSE body through; turns a JSON-array stream into SSE events.
+class Framing:
+    """Which framing one response body has, and its reads as SSE bytes.
 
-    A class rather than an async generator: on the SSE path it costs one call per network
-    chunk, not a generator hop.
+    The framing is known from the body's first meaningful byte: a JSON array (or one bare
+    object) is cut into SSE events by `JsonArraySplitter`; anything else is SSE and passes
+    through. Synchronous, so that the one reader of the body (`Hops`) pays no coroutine for it:
+    once `sse` is true, the reader hands its reads on without calling it at all.
     """
 
-    __slots__ = ("_chunks", "_json", "_mode")
+    __slots__ = ("_json", "_mode")
 
-    def __init__(self, chunks: AsyncIterator[bytes], limit: int) -> None:
-        self._chunks = chunks
+    def __init__(self, limit: int) -> None:
         self._mode: str | None = None  # None until the first meaningful byte: "sse" / "json"
         self._json = JsonArraySplitter(limit)
 
-    def __aiter__(self) -> SseOrJsonArray:
-        return self
+    @property
+    def sse(self) -> bool:
+        """The body is SSE: its reads go on as they are."""
+        return self._mode == "sse"
 
-    async def aclose(self) -> None:
-        """Close the body now (`drive` does, so the connection is released at once)."""
-        aclose = getattr(self._chunks, "aclose", None)
-        if aclose is not None:
-            await aclose()
+    def feed(self, chunk: bytes) -> bytes:
+        """One read of the body; the SSE bytes it gives (maybe none yet).
 
-    async def __anext__(self) -> bytes:
+        At the end, a cut-off object of a JSON array is left out: the answer is then
+        incomplete.
+        """
+        if self._mode is None:
+            head = chunk.lstrip(_WHITESPACE).removeprefix(BOM).lstrip(_WHITESPACE)
+            if not head:
+                return b""  # nothing meaningful yet; SSE ignores leading blank lines too
+            self._mode = "json" if head[:1] in (b"[", b"{") else "sse"
         if self._mode == "sse":
-            return await self._chunks.__anext__()
-        while True:
-            # At the end, a cut-off object is left out: the answer is then incomplete.
-            chunk = await self._chunks.__anext__()
-            if self._mode is None:
-                head = chunk.lstrip(_WHITESPACE).removeprefix(BOM).lstrip(_WHITESPACE)
-                if not head:
-                    continue  # nothing meaningful yet; SSE ignores leading blank lines too
-                self._mode = "json" if head[:1] in (b"[", b"{") else "sse"
-            if self._mode == "sse":
-                return chunk
-            out = self._json.feed(chunk)
-            if out:
-                return out
+            return chunk
+        return self._json.feed(chunk)
 
 
 class JsonArraySplitter:

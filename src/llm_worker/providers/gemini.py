@@ -200,6 +200,7 @@ class _GeminiMapper:
     __slots__ = (
         "_calls",
         "_carried",
+        "_counts",
         "_emitted",
         "_finish",
         "_finish_message",
@@ -232,7 +233,8 @@ class _GeminiMapper:
         self._calls = 0
         self._signed = -1  # index of the last block that got a signature
         self._usage: Any = None  # the latest usageMetadata
-        self._seen: Any = None  # the usageMetadata last turned into a snapshot
+        self._seen: Any = None  # the usageMetadata last read by `end_of_read`
+        self._counts: _Counts | None = None  # its counts, those of the last snapshot
         self._emitted: UsageEvent | None = None
         self._model = origin.model
         self._resume: str | None = None  # the continuation token of a CONTINUATION finish
@@ -308,18 +310,25 @@ class _GeminiMapper:
         """After the events of one network read: one usage snapshot, if the counts changed.
 
         Gemini repeats its running counts in every chunk; when several chunks arrive in one
-        read, only the latest counts are news.
+        read, only the latest counts are news. Paced, every read is one chunk whose counts
+        changed: this runs per event, so it compares and converts the six counts it reads
+        (raw fields this library does not read may differ) and nothing else.
         """
         usage = self._usage
-        if usage is self._seen or usage == self._seen:
+        if usage is self._seen:
             return
         self._seen = usage
-        event = _usage(as_dict(usage))
+        counts = _counts(usage)
+        if counts == self._counts:
+            return
+        self._counts = counts
+        event = _usage(counts)
         if self._carried is not None:
             event = self._carried + event
-        if event != self._emitted:  # raw fields this library does not read may differ
-            self._emitted = event
-            emitter.out.append(event)
+            if event == self._emitted:
+                return
+        self._emitted = event
+        emitter.out.append(event)
 
     def on_end(self, emitter: BlockEmitter) -> None:
         """Emit the last usage, the citations and the kept metadata, then finish.
@@ -374,9 +383,9 @@ class _GeminiMapper:
         """
         token, self._resume = self._resume, None
         if token is not None and self._usage is not None:
-            hop = _usage(as_dict(self._usage))
+            hop = _usage(_counts(self._usage))
             self._carried = hop if self._carried is None else self._carried + hop
-            self._usage = self._seen = None
+            self._usage = self._seen = self._counts = None
         return token
 
     def _continues(self, candidate: Any) -> bool:
@@ -518,17 +527,42 @@ def _first(candidates: Any) -> Any:
     return {}
 
 
-def _usage(usage: dict[str, Any]) -> UsageEvent:
-    prompt = as_int(usage.get("promptTokenCount"))
-    tool_prompt = as_int(usage.get("toolUsePromptTokenCount"))
-    candidates = as_int(usage.get("candidatesTokenCount"))
-    thoughts = as_int(usage.get("thoughtsTokenCount"))
+_Counts = tuple[int | None, int | None, int | None, int | None, int | None, int | None]
+_NO_COUNTS: Final[_Counts] = (None, None, None, None, None, None)
+
+
+def _counts(usage: Any) -> _Counts:
+    """The six counts of a `usageMetadata` this library reads: integers, else `None`.
+
+    Prompt, tool-use prompt, candidates, thoughts, total, cached content (`as_int`'s rule,
+    inline: it runs once per paced event).
+    """
+    if usage.__class__ is not dict:
+        return _NO_COUNTS
+    get = usage.get
+    prompt, tool_prompt, candidates, thoughts, total, cached = (
+        get("promptTokenCount"),
+        get("toolUsePromptTokenCount"),
+        get("candidatesTokenCount"),
+        get("thoughtsTokenCount"),
+        get("totalTokenCount"),
+        get("cachedContentTokenCount"),
+    )
+    return (
+        prompt if prompt.__class__ is int else None,
+        tool_prompt if tool_prompt.__class__ is int else None,
+        candidates if candidates.__class__ is int else None,
+        thoughts if thoughts.__class__ is int else None,
+        total if total.__class__ is int else None,
+        cached if cached.__class__ is int else None,
+    )
+
+
+def _usage(counts: _Counts) -> UsageEvent:
+    prompt, tool_prompt, candidates, thoughts, total, cached = counts
+    # input = prompt (cached included) + tool-use prompt; output = candidates + thoughts.
     return UsageEvent(
-        input_tokens=_sum(prompt, tool_prompt),
-        output_tokens=_sum(candidates, thoughts),
-        total_tokens=as_int(usage.get("totalTokenCount")),
-        cache_read_input_tokens=as_int(usage.get("cachedContentTokenCount")),
-        reasoning_tokens=thoughts,
+        _sum(prompt, tool_prompt), _sum(candidates, thoughts), total, cached, None, thoughts
     )
 
 
