@@ -252,7 +252,10 @@ class _GeminiMapper:
             return
         # The hot path reads the parsed JSON (Any) directly: a chunk of another shape raises
         # AttributeError / KeyError / TypeError here, which drive() reports as malformed.
-        chunk: Any = json_of(data)
+        try:
+            chunk: Any = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            chunk = json_of(data)  # not UTF-8, a lone surrogate: the rare path
         if not self._identified or "modelStatus" in chunk:
             self._response_fields(chunk, emitter)
         candidates = chunk.get("candidates")
@@ -270,15 +273,17 @@ class _GeminiMapper:
             else:
                 for part in parts:
                     text = part.get("text")
-                    if type(text) is str and len(part) == 1:
-                        if text:  # the common case, inline: a piece of answer text
-                            emitter.text(text)
-                            self._texts.append(text)
+                    if text and text.__class__ is str and len(part) == 1:
+                        # The common case, inline: a piece of answer text. (An empty one,
+                        # nothing to say, is passed over by `_part`.)
+                        emitter.text(text)
+                        self._texts.append(text)
                     else:
                         self._part(as_dict(part), emitter)
         # More than `content` and `index` (either may be absent: a last chunk of only a
         # finish reason, as after thinking spent every token): a finish reason, metadata, …
-        if len(candidate) > ("content" in candidate) + ("index" in candidate):
+        # (`content is not None` for `"content" in candidate`: a null one only costs a look.)
+        if len(candidate) > (content is not None) + ("index" in candidate):
             self._candidate_fields(candidate, emitter)
         usage = chunk.get("usageMetadata")
         if usage is not None:

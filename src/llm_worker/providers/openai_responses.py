@@ -50,6 +50,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
+import orjson
+
 from llm_worker._json import as_dict, as_int, as_list, as_str
 from llm_worker.errors import (
     APIStatusError,
@@ -125,6 +127,8 @@ class OpenAIResponsesClient(HttpClient):
 
 _Handler = Callable[["_ResponsesMapper", dict[str, Any], BlockEmitter], None]
 
+_TEXT_DELTA: Final = "response.output_text.delta"
+
 _INCOMPLETE: Final[dict[str | None, StopReason]] = {
     "max_output_tokens": StopReason.MAX_TOKENS,
     "content_filter": StopReason.CONTENT_FILTER,
@@ -184,8 +188,21 @@ class _ResponsesMapper:
         # After the terminal event nothing belongs to the answer (OpenRouter adds [DONE]).
         if self._complete or not data or data == b"[DONE]":
             return
-        event = json_of(data)
-        handler = _HANDLERS.get(event["type"])
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            event = json_of(data)  # not UTF-8, a lone surrogate: the rare path
+        kind = event["type"]
+        if kind == _TEXT_DELTA and not self._pending:
+            # The hot path, inline (`text_delta`): a text delta of the streaming item.
+            index = event.get("output_index")
+            if index is None or index == self._active:
+                delta = event["delta"]
+                if delta.__class__ is str and not event.get("logprobs"):
+                    emitter.text(delta)  # continues the block `item_added` opened
+                    self._streamed = True
+                    return
+        handler = _HANDLERS.get(kind)
         if handler is None:
             return
         # Inline `_route` for the hot path: one dict read and one compare per delta.
