@@ -1,0 +1,92 @@
+"""Gemini's running usage: one snapshot per network read, when a count it reads changed.
+
+A paced stream is one chunk per read, each repeating the running `usageMetadata`: the
+snapshot is decided by the six counts the client reads (prompt, tool-use prompt, candidates,
+thoughts, total, cached), read with `as_int`'s rule (an integer, else unknown).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from test_gemini_support import replay, replay_bytewise
+
+from llm_worker.events import TextDelta, UsageEvent
+from llm_worker.testing import Chunking, WireResponse
+
+pytestmark = pytest.mark.anyio
+
+
+def _chunk(text: str, usage: Any, *, finish: bool = False) -> bytes:
+    candidate: dict[str, Any] = {"content": {"parts": [{"text": text}], "role": "model"}}
+    if finish:
+        candidate["finishReason"] = "STOP"
+    chunk = {"candidates": [candidate], "usageMetadata": usage, "responseId": "r"}
+    return b"data: " + orjson.dumps(chunk) + b"\r\n\r\n"
+
+
+def _usages(events: list[Any]) -> list[UsageEvent]:
+    return [e for e in events if isinstance(e, UsageEvent)]
+
+
+async def test_a_snapshot_per_read_only_when_a_count_it_reads_changed() -> None:
+    counts = {"promptTokenCount": 5, "candidatesTokenCount": 1, "totalTokenCount": 6}
+    later = {**counts, "candidatesTokenCount": 2, "totalTokenCount": 7}
+    body = b"".join(
+        [
+            _chunk("a", counts),
+            # Fields the client does not read changed, its counts did not: no news.
+            _chunk("b", {**counts, "serviceTier": "standard", "promptTokensDetails": []}),
+            _chunk("c", later),
+            _chunk("d", dict(later), finish=True),  # equal, not the same object
+        ]
+    )
+    events, error = await replay_bytewise(WireResponse(body, content_type="text/event-stream"))
+    assert error is None
+    assert [e.delta.text for e in events if isinstance(getattr(e, "delta", None), TextDelta)] == [
+        "a",
+        "b",
+        "c",
+        "d",
+    ]
+    assert _usages(events) == [
+        UsageEvent(input_tokens=5, output_tokens=1, total_tokens=6),
+        UsageEvent(input_tokens=5, output_tokens=2, total_tokens=7),
+    ]
+    # The same body in one read: only the latest counts.
+    events, error, _ = await replay(WireResponse(body, chunking=Chunking.whole()))
+    assert error is None
+    assert _usages(events) == [UsageEvent(input_tokens=5, output_tokens=2, total_tokens=7)]
+
+
+async def test_every_count_is_read_and_one_of_another_type_is_unknown() -> None:
+    every = {
+        "promptTokenCount": 10,
+        "toolUsePromptTokenCount": 3,
+        "candidatesTokenCount": 4,
+        "thoughtsTokenCount": 6,
+        "totalTokenCount": 23,
+        "cachedContentTokenCount": 8,
+    }
+    wrong = {
+        "promptTokenCount": "10",
+        "candidatesTokenCount": True,
+        "thoughtsTokenCount": 2,
+        "totalTokenCount": 12.0,
+    }
+    body = _chunk("a", every) + _chunk("b", wrong) + _chunk("c", [7], finish=True)
+    events, error = await replay_bytewise(WireResponse(body, content_type="text/event-stream"))
+    assert error is None
+    assert _usages(events) == [
+        UsageEvent(
+            input_tokens=13,
+            output_tokens=10,
+            total_tokens=23,
+            cache_read_input_tokens=8,
+            reasoning_tokens=6,
+        ),
+        UsageEvent(output_tokens=2, reasoning_tokens=2),
+        UsageEvent(),  # a usageMetadata that is no object: nothing known
+    ]
