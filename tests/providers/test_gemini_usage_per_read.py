@@ -13,7 +13,7 @@ import orjson
 import pytest
 from test_gemini_support import replay, replay_bytewise
 
-from llm_worker.events import TextDelta, UsageEvent
+from llm_worker.events import BlockDelta, Event, TextDelta, UsageEvent
 from llm_worker.testing import Chunking, WireResponse
 
 pytestmark = pytest.mark.anyio
@@ -27,7 +27,13 @@ def _chunk(text: str, usage: Any, *, finish: bool = False) -> bytes:
     return b"data: " + orjson.dumps(chunk) + b"\r\n\r\n"
 
 
-def _usages(events: list[Any]) -> list[UsageEvent]:
+def _texts(events: list[Event]) -> list[str]:
+    return [
+        e.delta.text for e in events if isinstance(e, BlockDelta) and isinstance(e.delta, TextDelta)
+    ]
+
+
+def _usages(events: list[Event]) -> list[UsageEvent]:
     return [e for e in events if isinstance(e, UsageEvent)]
 
 
@@ -45,12 +51,7 @@ async def test_a_snapshot_per_read_only_when_a_count_it_reads_changed() -> None:
     )
     events, error = await replay_bytewise(WireResponse(body, content_type="text/event-stream"))
     assert error is None
-    assert [e.delta.text for e in events if isinstance(getattr(e, "delta", None), TextDelta)] == [
-        "a",
-        "b",
-        "c",
-        "d",
-    ]
+    assert _texts(events) == ["a", "b", "c", "d"]
     assert _usages(events) == [
         UsageEvent(input_tokens=5, output_tokens=1, total_tokens=6),
         UsageEvent(input_tokens=5, output_tokens=2, total_tokens=7),
