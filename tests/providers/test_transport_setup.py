@@ -19,11 +19,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_worker.events import BlockDelta, Event, TextDelta
+from llm_worker.events import BlockDelta, Event, ResponseStatus, StatusEvent, TextDelta
 from llm_worker.messages import Message, Request
-from llm_worker.providers import OpenAIChatClient
+from llm_worker.providers import AnthropicClient, OpenAIChatClient
+from llm_worker.providers._blocks import StreamMapper
 from llm_worker.providers._http import RetryPolicy, Transport, _first_byte
 from llm_worker.providers._sse import BLANK
+from llm_worker.providers.openai_chat import ChatStreamMapper
 from llm_worker.testing import Chunking, WireResponse, WireServer
 
 pytestmark = pytest.mark.anyio
@@ -275,3 +277,102 @@ async def test_a_stream_in_flight_does_not_hold_its_request_body() -> None:
         "model": "m",
         "messages": [{"role": "user", "content": "hi"}],
     }
+
+
+class _Held:
+    """Reads each request, then holds its answer back until `release` is set."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.arrived = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            await reader.readexactly(length)
+            self.arrived.set()
+            await self.release.wait()
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(self.body), self.body)
+            )
+            await writer.drain()
+        finally:
+            writer.close()
+
+
+def _anthropic_body(text: str) -> bytes:
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+               "content": [], "usage": {"input_tokens": 1, "output_tokens": 0}}  # fmt: skip
+    block = {"type": "text", "text": ""}
+    delta = {"type": "text_delta", "text": text}
+    events = [
+        {"type": "message_start", "message": message},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {"type": "content_block_delta", "index": 0, "delta": delta},
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 1},
+        },
+        {"type": "message_stop"},
+    ]
+    return b"".join(
+        b"event: %s\ndata: %s\n\n" % (str(e["type"]).encode(), orjson.dumps(e)) for e in events
+    )
+
+
+class _CountedChat(OpenAIChatClient):
+    made = 0
+
+    def mapper(self, request: Request) -> ChatStreamMapper:
+        type(self).made += 1
+        return super().mapper(request)
+
+
+class _CountedAnthropic(AnthropicClient):
+    made = 0
+
+    def mapper(self, request: Request) -> StreamMapper:
+        type(self).made += 1
+        return super().mapper(request)
+
+
+@pytest.mark.usefixtures("http_transport")
+@pytest.mark.parametrize("wire", ["openai_chat", "anthropic"])
+async def test_a_stream_waiting_for_its_answer_holds_no_mapper_yet(wire: str) -> None:
+    # 1,000 streams waiting for their answers: what each holds meanwhile is walked by every
+    # pass of the garbage collector and moved to its older generations. The mapper, the SSE
+    # decoder and the emitter are made when the first bytes arrive (Chat has its own
+    # `stream()`, Anthropic the base class's).
+    chat = wire == "openai_chat"
+    held = _Held(_body("x") if chat else _anthropic_body("x"))
+    listener = await asyncio.start_server(held.handle, "127.0.0.1", 0)
+    base_url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+    kind = _CountedChat if chat else _CountedAnthropic
+    kind.made = 0
+    client = kind(model="m", api_key=API_KEY, base_url=base_url + ("/v1" if chat else ""),
+                  retry=RetryPolicy.disabled())  # fmt: skip
+    try:
+        with anyio.fail_after(10):
+            stream = client.stream(Request([Message.user("hi")]))
+            first = asyncio.ensure_future(anext(stream))
+            await held.arrived.wait()  # the request is sent; its answer is held back
+            await asyncio.sleep(0.05)  # the stream waits for the answer's head
+            assert kind.made == 0
+            held.release.set()
+            events = [await first, *[e async for e in stream]]
+    finally:
+        await client.aclose()
+        listener.close()
+    assert kind.made == 1
+    assert _text_of(events) == "x"
+    assert events[0] == StatusEvent(ResponseStatus.STARTED)
+    assert events[-1].status is ResponseStatus.COMPLETED  # type: ignore[union-attr]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Generator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, cast, runtime_checkable
 
 import orjson
@@ -214,7 +215,7 @@ class HttpClient:
         chunks = self.transport.stream(self.path(request), body, params=self.params(request))
         return drive(
             chunks,
-            self.mapper(request),
+            partial(self.mapper, request),  # made at the first bytes (see `drive`)
             provider=self.provider,
             scrub=self.transport.scrub,
             max_event_bytes=self.transport.max_event_bytes,

@@ -361,7 +361,7 @@ class StreamMapper(Protocol):
 
 async def drive(
     chunks: AsyncIterator[bytes],
-    mapper: StreamMapper,
+    mapper: StreamMapper | Callable[[], StreamMapper],
     *,
     provider: str,
     scrub: Callable[[str], str] = lambda s: s,
@@ -376,14 +376,18 @@ async def drive(
     scrubbed, its provider set), or the error the mapper's `caller_error` makes of it; nothing
     received before the failure is withheld.
 
+    `mapper` may be given as a function that makes it, called when the first bytes arrive
+    (or the stream fails before them): a stream waiting for its answer then holds none of
+    the mapper, the SSE decoder or the emitter (with 1,000 streams in flight, objects that
+    wait are objects every pass of the garbage collector walks and moves to the older
+    generations, whose growth sets off full passes over the whole heap).
+
     `chunks` belongs to the driver: closing this generator (`aclose()`) closes it at once, so
     the HTTP response is released without waiting for garbage collection. An unfinished SSE
     line or event longer than `max_event_bytes` fails the stream (`MalformedStreamError`), an
     answer longer than `max_answer_chars` characters (`AnswerTooLargeError`).
     """
-    pump = _Pump(mapper, provider, max_event_bytes, max_answer_chars)
-    emitter = pump.emitter
-    out, on_event, end_of_read = emitter.out, mapper.on_event, pump.end_of_read
+    pump: _Pump | None = None
     try:
         # Inline, the hot loop: no generator between the reads and the caller but this one
         # (each layer costs a resumption per event). Each SSE event's output is handed on
@@ -391,21 +395,27 @@ async def drive(
         # and holding all of them (with the parsed JSON behind them) made the garbage
         # collector's passes cost more than the parsing.
         async for chunk in chunks:
-            for kind, data in pump.raw(chunk):
+            # The stream's parts are made at its first read (with STARTED), not while it waits.
+            pump = pump or _Pump(mapper, provider, max_event_bytes, max_answer_chars, started=True)
+            emitter, out, on_event = pump.emitter, pump.out, pump.on_event
+            for kind, data in pump.decode(chunk):
                 on_event(kind, data, emitter)
                 if out:
                     for event in out:
                         yield event
                     out.clear()
-            end_of_read(emitter)
+            pump.end_of_read(emitter)
             if out:  # STARTED, when no event ended in the first read; a once-per-read event
                 for event in out:
                     yield event
                 out.clear()
-        for event in pump.end():
+        pump = pump or _Pump(mapper, provider, max_event_bytes, max_answer_chars, started=False)
+        for event in pump.end():  # (no byte at all: no STARTED)
             yield event
     except Exception as exc:
-        failure = _Failure.of(exc, emitter, mapper, provider, scrub, end_of_read=end_of_read)
+        # Failed before the first byte (no STARTED), or later.
+        pump = pump or _Pump(mapper, provider, max_event_bytes, max_answer_chars, started=False)
+        failure = _Failure.of(exc, pump, provider, scrub)
         if failure is None:
             raise  # not a stream failure: a bug, or the caller's error
         for event in failure.events:
@@ -415,7 +425,7 @@ async def drive(
         raise failure.error from failure.cause
     finally:
         await _close(chunks)
-    yield emitter.info
+    yield pump.emitter.info
 
 
 @dataclass(slots=True)
@@ -428,21 +438,15 @@ class _Failure:
 
     @classmethod
     def of(
-        cls,
-        exc: Exception,
-        emitter: BlockEmitter,
-        mapper: StreamMapper,
-        provider: str,
-        scrub: Callable[[str], str],
-        *,
-        end_of_read: Callable[[BlockEmitter], None],
+        cls, exc: Exception, pump: _Pump, provider: str, scrub: Callable[[str], str]
     ) -> _Failure | None:
         """The failure `exc` is, or `None` when it is no failure of the stream to report."""
+        emitter, end_of_read = pump.emitter, pump.end_of_read
         if isinstance(exc, ProviderError):
             _read_ended(end_of_read, emitter)
             _adopt(exc, provider, scrub)
             events = _failure(emitter, exc, scrub)
-            caller_error = getattr(mapper, "caller_error", None)  # optional: see StreamMapper
+            caller_error = getattr(pump.mapper, "caller_error", None)  # optional: StreamMapper
             better = caller_error(exc) if caller_error is not None else None
             return cls(events, exc, None) if better is None else cls(events, better, exc)
         if isinstance(exc, LLMWorkerError) or not isinstance(exc, _UNREADABLE):
@@ -492,40 +496,48 @@ def _adopt(exc: ProviderError, provider: str, scrub: Callable[[str], str]) -> No
 
 
 class _Pump:
-    """Bytes → SSE events → mapper → the emitter's events, one network read at a time."""
+    """One response's parts, made at its first bytes: mapper, SSE decoder, emitter."""
 
     __slots__ = (
         "_decoder",
-        "_mapper",
         "_provider",
-        "_started",
+        "decode",
         "emitter",
         "end_of_read",
+        "mapper",
+        "on_event",
+        "out",
     )
 
     def __init__(
-        self, mapper: StreamMapper, provider: str, max_event_bytes: int, max_answer_chars: int
+        self,
+        mapper: StreamMapper | Callable[[], StreamMapper],
+        provider: str,
+        max_event_bytes: int,
+        max_answer_chars: int,
+        *,
+        started: bool,
     ) -> None:
-        self.emitter = BlockEmitter(max_answer_chars)
-        self._mapper = mapper
+        # A mapper is not callable: a function given in its place makes it (see `drive`).
+        made = mapper() if callable(mapper) else mapper
+        self.mapper = made
+        self.on_event = made.on_event
         self._provider = provider
+        self.emitter = emitter = BlockEmitter(max_answer_chars)
+        self.out = emitter.out
+        if started:
+            self.out.append(StatusEvent(ResponseStatus.STARTED))
         self._decoder = SSEDecoder(max_event_bytes)
-        self._started = False
+        # The SSE events one network read completes.
+        self.decode: Callable[[bytes], Iterator[tuple[str, bytes]]] = self._decoder.raw
         # Optional (see StreamMapper): called once per network read, after its events.
         self.end_of_read: Callable[[BlockEmitter], None] = getattr(
-            mapper, "end_of_read", _no_end_of_read
+            made, "end_of_read", _no_end_of_read
         )
-
-    def raw(self, chunk: bytes) -> Iterator[tuple[str, bytes]]:
-        """The SSE events one network read completes (`SSEDecoder.raw`); STARTED at the first."""
-        if not self._started:
-            self._started = True
-            self.emitter.out.append(StatusEvent(ResponseStatus.STARTED))
-        return self._decoder.raw(chunk)
 
     def end(self) -> list[Event]:
         """The body ended: the last events, or the error of an answer that is not complete."""
-        mapper, emitter = self._mapper, self.emitter
+        mapper, emitter = self.mapper, self.emitter
         for kind, data in self._decoder.raw_flush():
             if mapper.complete:
                 mapper.on_event(kind, data, emitter)

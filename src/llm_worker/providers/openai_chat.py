@@ -59,7 +59,7 @@ A server ignoring `stream: true` that answers with one JSON `chat.completion` is
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
 
@@ -162,7 +162,7 @@ class OpenAIChatClient(HttpClient):
         )
         return drive(
             chunks,
-            self.mapper(request),
+            partial(self.mapper, request),  # made at the first bytes (see `drive`)
             provider=self.provider,
             scrub=self.transport.scrub,
             max_event_bytes=self.transport.max_event_bytes,
