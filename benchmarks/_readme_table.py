@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import subprocess
+from pathlib import Path
 
 # Subject -> its row's label, in the README's order; the default's rows in bold.
 SUBJECTS = {
@@ -39,15 +40,18 @@ def _cells(runs: list[dict]) -> list[str]:
 
 def _commit() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True, check=False)  # fmt: skip
+                          text=True, check=False, cwd=Path(__file__).parent)  # fmt: skip
     return done.stdout.strip() or "?"
+
+
+COMMIT = _commit()  # at import: peers.py imports this module as its run starts
 
 
 def table(text: dict[str, list[dict]], paced: dict[str, list[dict]], *, when: str,
           loads: tuple[float, float], rounds: int) -> str:  # fmt: skip
     """The README's paragraph head and table for the rows of the text and paced streams."""
     lines = [
-        f"`{COMMAND}`, {when} at main `{_commit()}`, median of {rounds} rounds; load average "
+        f"`{COMMAND}`, {when} at main `{COMMIT}`, median of {rounds} rounds; load average "
         f"{loads[0]:.1f} at the start, {loads[1]:.1f} at the end.",
         "",
         "| Chat Completions stream | 20,000 deltas in one write | \u00d7 the limit "
