@@ -5,14 +5,21 @@ Run: `uv run python benchmarks/bench_ui.py [--rounds 9] [--turns 20]`
 The same scripted turn as bench_worker.py (3 requests, 4 tool calls, ~1,500 streamed deltas,
 through `ScriptedClient`: no network noise) is read three ways: the bare `Worker.stream`, the
 stream encoded as the Vercel AI SDK UI message stream (`to_vercel_stream`: SSE text, one
-JSON object per chunk), and as AG-UI events (`to_agui_events`). Target: <= 1.3x. CPU time
-per turn, the three subjects measured in turn in each round; the ratio is each round's own
-(encoded / bare), the median over rounds reported with its range.
+JSON object per chunk), and as AG-UI events (`to_agui_events`). Target (issue 39): <= 1.2x.
+CPU time per turn, the three subjects measured in turn in each round; the ratio is each
+round's own (encoded / bare), the median over rounds reported with its range.
 
-`--floors` adds two subjects that show what any encoder of this shape pays: the Worker's
-events passed through an async generator unchanged (`pass-through`), and one SSE line per
+`--floors` adds three subjects that show what any encoder of this shape pays: the Worker's
+events passed through an async generator unchanged (`pass-through`), one SSE line per
 event made by an f-string around the stdlib's JSON string escaper (`one f-string`), the
-least a text delta's line costs.
+least a text delta's line costs, and the stream read in batches of the events ready now by
+stepping each `__anext__` by hand (`hand-stepped`), what a batching encoder's reading costs.
+
+`--instructions` counts CPU instructions instead of timing (valgrind's callgrind, in child
+processes; needs `valgrind` on PATH): each subject runs `--turns` and twice as many turns
+in a process of its own, and the difference, divided by the extra turns, is one turn's
+count without the start-up. Instruction counts do not depend on the machine's load: the
+load-free ratio beside the timed one (slower: about a minute per child under valgrind).
 
 `--over http` runs the Worker on `OpenAIChatClient` against a local server in a child
 process (one per subject, so each replays the script from its start), as a served run does:
@@ -25,7 +32,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 import types
@@ -194,6 +204,61 @@ async def main(rounds: int, turns: int, floors: bool = False) -> None:
         )
 
 
+SUBJECTS = {
+    "Worker.stream": bare,
+    "Vercel UI stream": vercel,
+    "AG-UI": agui,
+    "pass-through": pass_through,
+    "one f-string": one_line,
+    "hand-stepped": hand_stepped,
+}
+
+
+async def run_only(subject: str, turns: int) -> None:
+    """One subject's turns, after one turn to warm up (a child of `--instructions`)."""
+    fn = SUBJECTS[subject]
+    await fn()
+    for _ in range(turns):
+        await fn()
+
+
+def instructions_of(subject: str, turns: int) -> int:
+    """The instructions one process running `turns` turns of `subject` executes (callgrind)."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        __file__,
+        "--only",
+        subject,
+        "--turns",
+        str(turns),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from valgrind: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def count_instructions(turns: int, floors: bool) -> None:
+    """Per-turn instruction counts of each subject and their ratios to `Worker.stream`."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind on PATH")
+    names = list(SUBJECTS) if floors else ["Worker.stream", "Vercel UI stream", "AG-UI"]
+    per_turn: dict[str, float] = {}
+    for name in names:
+        # The start-up (interpreter, imports, the warm-up turn) is the same in both: the
+        # difference is `turns` turns' own instructions.
+        extra = instructions_of(name, 2 * turns) - instructions_of(name, turns)
+        per_turn[name] = extra / turns
+    base = per_turn["Worker.stream"]
+    print(f"Worker.stream: {base / 1e6:.2f} M instructions per turn")
+    for name in names[1:]:
+        print(f"{name}: {per_turn[name] / 1e6:.2f} M per turn, ratio {per_turn[name] / base:.3f}")
+
+
 async def over_http(rounds: int, turns: int) -> None:
     """`main` with each subject's Worker on the Chat client over its own local server."""
     from _harness import start_script_server
@@ -224,8 +289,18 @@ if __name__ == "__main__":
     parser.add_argument(
         "--over", choices=["scripted", "http"], default="scripted", help="the Worker's client"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions under valgrind (callgrind) instead of timing",
+    )
+    parser.add_argument("--only", choices=list(SUBJECTS), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.over == "scripted":
+    if args.only:
+        asyncio.run(run_only(args.only, args.turns))
+    elif args.instructions:
+        count_instructions(args.turns, args.floors)
+    elif args.over == "scripted":
         asyncio.run(main(args.rounds, args.turns, args.floors))
     else:
         asyncio.run(over_http(args.rounds, args.turns))
