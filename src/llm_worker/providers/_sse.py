@@ -41,7 +41,6 @@ __all__ = (
 DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
 """16 MiB: far above any real event (a large base64 image), far below a memory problem."""
 
-_LINE_END = re.compile(rb"\r\n|\r|\n")
 _NAMES: Final = 32  # event types remembered per stream (a protocol has a dozen or two)
 BOM: Final = b"\xef\xbb\xbf"
 """The UTF-8 byte order mark, which may open a stream."""
@@ -265,17 +264,16 @@ class SSEDecoder:
         return lines
 
     def _split_cr(self, chunk: bytes) -> list[bytes]:
-        # CRLF streams (Gemini) take the fast split when every line ends in CRLF: counting
-        # and bytes.split are several times cheaper than the regex split.
-        lines = chunk.split(b"\r\n")
-        if chunk.count(b"\r") == len(lines) - 1 == chunk.count(b"\n"):
-            return lines  # no CR nor LF but in the CRLF pairs
-        normalized = chunk.replace(b"\r\n", b"\n")
-        if b"\r" not in normalized:
-            return normalized.split(b"\n")
-        # A trailing CR may be the first half of a CRLF split across chunks.
-        self._pending_cr = chunk.endswith(b"\r")
-        return _LINE_END.split(chunk)
+        # A chunk with a CR (Gemini frames every line with CRLF): `bytes.splitlines` breaks
+        # at exactly the event stream's line ends (CRLF, lone CR, LF) in one pass, where
+        # splitting on CRLF and counting that no other CR or LF was left cost three (~2.5x).
+        lines = chunk.splitlines()
+        last = chunk[-1]
+        if last in b"\r\n":
+            lines.append(b"")  # the last line ended: no unfinished rest
+            # A trailing CR may be the first half of a CRLF split across chunks.
+            self._pending_cr = last == 0x0D
+        return lines
 
     def _prepare(self, chunk: bytes) -> bytes:
         # Only at the start of the stream and after a chunk that ended in CR.
