@@ -30,6 +30,12 @@ BODIES = {
     "a BOM": b"\xef\xbb\xbfdata: a\n\ndata: b\n\n",
     "event seen again": b"event: a\ndata: 1\n\nevent: a\ndata: 2\n\nevent: b\ndata: 3\n\n",
     "field without a colon": b"data\n\ndata: a\n\nevent\ndata: b\n\n",
+    # The decoder holds an event's one `data: ` line apart from its other data lines: the
+    # order and the retry must survive every mix of the two.
+    "data lines of both spellings": (
+        b"data:a\ndata: b\n\ndata: c\ndata:d\n\ndata: e\nid: 2\ndata: f\n\n"
+        b"retry: 3\ndata: g\n\ndata: h\n\ndata: i\nretry: 4\ndata: j\n\n"
+    ),
 }
 BODIES |= {f"{name}, CRLF": body.replace(b"\n", b"\r\n") for name, body in list(BODIES.items())}
 BODIES["mixed line ends"] = b"data: a\r\n\r\ndata: b\n\ndata: c\r\rdata: d\r\n\ndata: e\n\r\n"

@@ -193,41 +193,65 @@ class SSEDecoder:
         holding them all, with what they map to, made the garbage collector's passes cost
         more than the parsing). Consume it whole before the next chunk.
         """
+        limit = self._limit
+        # No line of this read can pass the limit when the held line and the chunk together
+        # (and a held piece of a BOM, 3 bytes at most) do not: then no event of one line is
+        # measured. `_hold` bounds the line the chunk leaves unfinished.
+        small = self._tail_size + len(chunk) + len(BOM) <= limit
         lines = self._lines(chunk)
         if not lines:
             return
-        data, limit, names = self._data, self._limit, self._names
+        data, names, plain = self._data, self._names, not self._unusual
+        one: bytes | None = None  # the one `data: ` line of a plain event, while it is one
         for line in lines:
             # The hot path, inline: the blank line that ends an event of one data line (tested
             # first: the test is cheaper than the slice), and `data: ` (with its space, as
-            # every provider sends it).
+            # every provider sends it). An event of one data line is held in `one`, not in
+            # `data`, which holds the rest: several lines, a field read by `_field` (`data:`
+            # without its space, `retry`), an event begun in an earlier read.
             if not line:
-                if len(data) == 1 and not self._unusual:
-                    payload = data.pop()
-                    if len(payload) > limit:
+                if one is not None:
+                    if not small and len(one) > limit:
                         self._too_large("one event of the stream")
-                    kind = self._event
-                    if kind:
-                        self._event = ""
-                        yield kind, payload
-                    else:
-                        yield "message", payload
-                elif data:
-                    yield self._dispatch()
-                else:
+                    kind = self._event or "message"
                     self._event = ""
+                    yield kind, one
+                    one = None
+                else:
+                    yield from self._ended()
+                    plain = not self._unusual
             elif line[:6] == b"data: ":
-                data.append(line[6:])
+                if one is None and plain and not data:
+                    one = line[6:]
+                else:
+                    self._held(one).append(line[6:])
+                    one = None
             else:
                 # An `event:` line seen before (Anthropic and Responses name every event):
                 # its type without slicing or decoding the line again.
                 kind = names.get(line)
                 if kind is None:
+                    self._held(one)  # `_field` may add data after it
+                    one = None
                     self._field(line)
+                    plain = not self._unusual
                 else:
                     self._event = kind
-        if data:
+        if self._held(one):
             self._count()
+
+    def _ended(self) -> Iterator[tuple[str, bytes]]:
+        # A blank line ending anything but an event of one `data: ` line.
+        if self._data:
+            yield self._dispatch()
+        else:
+            self._event = ""
+
+    def _held(self, one: bytes | None) -> list[bytes]:
+        # The event's data lines, its one `data: ` line (if `raw` holds one) added.
+        if one is not None:
+            self._data.append(one)
+        return self._data
 
     def raw_flush(self) -> list[tuple[str, bytes]]:
         """End of stream, as `raw`: the final event even if its blank line never came."""
