@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import orjson
@@ -411,3 +411,55 @@ async def test_both_transports_send_through_the_proxy_the_environment_names(
             await client.aclose()
     assert _text_of(events) == "ab"
     assert len(proxy.requests) == 1
+
+
+async def test_one_timer_watches_silent_and_flowing_bodies_at_once(http_transport: str) -> None:
+    # aiohttp's bodies share one timer for their read timeouts: three bodies fall silent
+    # after their first event while a fourth keeps writing (each gap below the timeout but
+    # the whole longer than it). The silent ones fail, the flowing one is never failed, and
+    # no body stays watched once all have ended.
+    pieces = [_text(w) for w in "abcdef"] + [_FINISH + b"data: [DONE]\n\n"]
+    flowing = WireResponse(
+        b"".join(pieces),
+        chunking=Chunking("sizes", sizes=tuple(len(p) for p in pieces)),
+        chunk_delay=0.1,
+    )
+    first = len(pieces[0])
+    silent = WireResponse(
+        b"".join(pieces), chunking=Chunking("sizes", sizes=(first,)), chunk_delay=1.0
+    )
+    outcomes: list[tuple[str, Exception | None]] = []
+    async with WireServer([flowing, silent, silent, silent]) as server:
+        client = _client(server, timeout=0.3)
+        started = anyio.Event()
+
+        async def one(signal: anyio.Event | None) -> None:
+            events: list[Event] = []
+            try:
+                async for event in client.stream(Request([Message.user("hi")])):
+                    events.append(event)
+                    if signal is not None and _text_of(events):
+                        signal.set()
+            except Exception as exc:
+                outcomes.append((_text_of(events), exc))
+            else:
+                outcomes.append((_text_of(events), None))
+
+        try:
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(one, started)
+                    await started.wait()  # the flowing body is the first request's
+                    for _ in range(3):
+                        group.start_soon(one, None)
+        finally:
+            backend: Any = client.transport._backend  # pyright: ignore[reportPrivateUsage]
+            await client.aclose()
+    assert sorted(text for text, _ in outcomes) == ["a", "a", "a", "abcdef"]
+    for text, error in outcomes:
+        if text == "abcdef":
+            assert error is None, repr(error)
+        else:
+            assert isinstance(error, APITimeoutError), repr(error)
+    if http_transport == "aiohttp":
+        assert not backend._watches._members  # all ended: none is held

@@ -257,7 +257,8 @@ class Transport:
         """The lent client's backend, else this thread's own, if made yet."""
         return self._lent or self._local.backend
 
-    def _library(self) -> Backend:
+    def _library(self, library: str | None = None) -> Backend:
+        # `library`: the running async library, when the caller looked it up (`sniffio`).
         # Made at the first request: a client built at start-up does not pay for importing the
         # HTTP library (100-300 ms) until it is used. Under "auto", made again when the loop
         # calls for the other library (a client used under asyncio, then under trio). An own
@@ -270,7 +271,7 @@ class Transport:
         choice, http_client, timeout, pool_size = self._settings
         if backend is not None and choice == "httpx":
             return backend
-        name = resolved(choice, None if backend is None else backend.name)
+        name = resolved(choice, None if backend is None else backend.name, library)
         if backend is None or backend.name != name:
             # The other library's own client, if any, belongs to the other loop, which closes
             # it when it ends (`LoopBound`).
@@ -360,14 +361,15 @@ class Transport:
         # Not held for the whole stream: a long conversation's body is thousands of objects
         # (memory, and the garbage collector's passes over every stream in flight).
         del body, params
+        library = sniffio.current_async_library()  # looked up once: the gate's and the pool's
         started = time.monotonic()
         attempt = 0
         while True:
             attempt += 1
             received = 0  # bytes handed on: after the first, a failure is never retried
             try:
-                async with self._admission():
-                    answer, chunks, head = await self._open(url, content, whole)
+                async with self._admission(library):
+                    answer, chunks, head = await self._open(url, content, whole, library)
                     # One generator between the library's reads and the caller: each layer
                     # costs a resumption per network read, the main cost of a paced stream.
                     try:
@@ -392,7 +394,7 @@ class Transport:
                 retrying("http", exc, attempt, wait)
             await anyio.sleep(wait)
 
-    def _admission(self) -> AbstractAsyncContextManager[object]:
+    def _admission(self, library: str) -> AbstractAsyncContextManager[object]:
         # httpcore's pool scans every queued request against every connection on each
         # change (encode/httpcore#1035): with 1,000 streams on 100 connections that scan
         # dominated the CPU. Waiting here, in an O(1) semaphore, keeps its queue empty.
@@ -402,7 +404,6 @@ class Transport:
         # client used under asyncio, then under trio, makes one for each. It is per thread,
         # as the pool: a semaphore's waiters belong to one event loop.
         local = self._local
-        library = sniffio.current_async_library()
         gate = local.gate
         if gate is None or library != local.gate_library:
             # fast_acquire: a free slot is taken without a pass through the event loop (one
@@ -413,11 +414,11 @@ class Transport:
         return gate
 
     async def _open(
-        self, url: str, content: bytes, whole: Callable[[bytes], bytes] | None
+        self, url: str, content: bytes, whole: Callable[[bytes], bytes] | None, library: str
     ) -> tuple[Answer, AsyncGenerator[bytes, None], bytes]:
         """Send, check the status, read the body's head: `(answer, rest of the body, head)`."""
         try:
-            answer = await self._library().send(url, content, self._headers)
+            answer = await self._library(library).send(url, content, self._headers)
         except ConnectFailed as failed:
             cause = self._cause(failed.cause)
             if failed.framing:  # the server answered: a broken body, as httpx reports it

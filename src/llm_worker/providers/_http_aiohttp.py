@@ -52,7 +52,16 @@ __all__ = ("AiohttpBackend",)
 class AiohttpBackend:
     """Sends through an `aiohttp.ClientSession`: the caller's, or one made on first use."""
 
-    __slots__ = ("_bound", "_headers", "_owns", "_pool_size", "_routes", "_session", "timeout")
+    __slots__ = (
+        "_bound",
+        "_headers",
+        "_owns",
+        "_pool_size",
+        "_routes",
+        "_session",
+        "_watches",
+        "timeout",
+    )
     name: ClassVar[TransportName] = "aiohttp"
 
     def __init__(self, http_client: object, timeout: object, pool_size: int | None) -> None:
@@ -61,6 +70,8 @@ class AiohttpBackend:
         self._pool_size = pool_size
         self._bound = LoopBound("aiohttp.ClientSession")
         self.timeout = _timeout(timeout)
+        read = self.timeout.sock_read
+        self._watches = _Watches(read) if read else None  # the bodies' read timeouts
         self._routes: dict[str, asyncio.Future[_Route]] = {}
         self._headers: tuple[Mapping[str, str], CIMultiDict[str]] | None = None
 
@@ -116,7 +127,7 @@ class AiohttpBackend:
             raise ConnectFailed(exc, timeout=False, framing=_body_framing(exc)) from exc
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             raise ConnectFailed(exc, timeout=False, framing=_undecodable(exc)) from exc
-        return _AiohttpAnswer(response, self.timeout.sock_read)
+        return _AiohttpAnswer(response, self._watches)
 
     def _prepared(self, headers: Mapping[str, str], route: _Route) -> Mapping[str, str]:
         if route.extra is not None:  # credentials from .netrc or the proxy variable
@@ -282,18 +293,18 @@ _SLICE: Final = 1 << 16  # aiohttp's writer waits for the socket once it holds 6
 
 
 class _AiohttpAnswer:
-    __slots__ = ("_read_timeout", "_response", "headers", "status_code")
+    __slots__ = ("_response", "_watches", "headers", "status_code")
 
-    def __init__(self, response: aiohttp.ClientResponse, read_timeout: float | None) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, watches: _Watches | None) -> None:
         self._response = response
-        self._read_timeout = read_timeout
+        self._watches = watches  # the read timeout's (`None`: no timeout)
         self.status_code = response.status
         self.headers: Mapping[str, str] = response.headers
 
     async def chunks(self) -> AsyncGenerator[bytes, None]:
         """The decoded body as it arrives: what one network read brought."""
         content = self._response.content
-        watch = _SilenceWatch.start(self._response, self._read_timeout)
+        watch = _SilenceWatch.start(self._response, self._watches)
         guard = _FramingGuard.start(self._response)
         try:
             if watch is None:
@@ -334,26 +345,26 @@ class _SilenceWatch:
     bytes received every eighth of the timeout and fails the body once none came for the
     whole timeout while the reader waited for them: after between 1 and 1.125 times the
     timeout of silence. As with httpx, time the caller spends between two reads is not
-    silence (the body may be in the buffer already, or paused by backpressure).
+    silence (the body may be in the buffer already, or paused by backpressure). One timer
+    looks at all the bodies of a backend (`_Watches`).
     """
 
-    __slots__ = ("_content", "_handle", "_last", "_loop", "_seen", "_step", "_timeout", "waiting")
+    __slots__ = ("_content", "_last", "_seen", "_watches", "waiting")
 
-    def __init__(self, content: aiohttp.StreamReader, timeout: float) -> None:
-        self._loop = asyncio.get_running_loop()
+    def __init__(self, watches: _Watches, content: aiohttp.StreamReader, now: float) -> None:
+        self._watches = watches
         self._content = content
-        self._timeout = timeout
-        self._step = timeout / 8
         self._seen = content.total_bytes
-        self._last = self._loop.time()
+        self._last = now
         self.waiting = False  # set by the reader around each read
-        self._handle: asyncio.TimerHandle | None = self._loop.call_later(self._step, self._check)
 
     @classmethod
-    def start(cls, response: aiohttp.ClientResponse, timeout: float | None) -> _SilenceWatch | None:
+    def start(
+        cls, response: aiohttp.ClientResponse, watches: _Watches | None
+    ) -> _SilenceWatch | None:
         """Take the read timeout over from aiohttp for this body (`None`: no timeout)."""
         connection = response.connection
-        if not timeout or connection is None or connection.protocol is None:
+        if watches is None or connection is None or connection.protocol is None:
             return None  # no timeout, or the body is already in
         if response.headers.get("content-encoding", "identity") != "identity":
             # Decoded bytes lag the received ones (a compressed block decodes at its end):
@@ -361,30 +372,69 @@ class _SilenceWatch:
             return None
         # aiohttp does the same for a websocket; the next request sets it again.
         connection.protocol.read_timeout = None
-        return cls(response.content, timeout)
+        return watches.add(response.content)
 
-    def _check(self) -> None:
-        now = self._loop.time()
+    def check(self, now: float, step: float, timeout: float) -> bool:
+        """Whether the body went silent for `timeout` (then it fails); every `step` seconds."""
         total = self._content.total_bytes
         if total != self._seen:
             self._seen, self._last = total, now
         elif not self.waiting:
             # The reader may wait again right after this check: a step of credit keeps the
             # silence it must wait at least the whole timeout.
-            self._last = now + self._step
-        elif now - self._last >= self._timeout:
-            self._handle = None
-            self._content.set_exception(
-                TimeoutError(f"no data from the server for {self._timeout:g} s")
-            )
-            return
-        self._handle = self._loop.call_later(self._step, self._check)
+            self._last = now + step
+        elif now - self._last >= timeout:
+            self._content.set_exception(TimeoutError(f"no data from the server for {timeout:g} s"))
+            return True
+        return False
 
     def stop(self) -> None:
         """The body ended or was abandoned."""
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+        self._watches.discard(self)
+
+
+class _Watches:
+    """The read timeouts of a backend's bodies, all looked at by one timer.
+
+    A timer per body cost each stream a timer made and cancelled (and kept one per stream in
+    flight on the loop's heap: 1,000 streams, 1,000 timers); this one runs while any body
+    is watched, every eighth of the timeout.
+    """
+
+    __slots__ = ("_handle", "_loop", "_members", "_step", "_timeout")
+
+    def __init__(self, timeout: float) -> None:
+        self._timeout = timeout
+        self._step = timeout / 8
+        self._members: set[_SilenceWatch] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handle: asyncio.TimerHandle | None = None
+
+    def add(self, content: aiohttp.StreamReader) -> _SilenceWatch:
+        """Watch one body from now on (until its `stop`)."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a backend's next event loop: the last one's are gone
+            self._loop, self._members, self._handle = loop, set(), None
+        watch = _SilenceWatch(self, content, loop.time())
+        self._members.add(watch)
+        if self._handle is None:
+            self._handle = loop.call_later(self._step, self._tick)
+        return watch
+
+    def discard(self, watch: _SilenceWatch) -> None:
+        """Stop watching a body."""
+        self._members.discard(watch)
+
+    def _tick(self) -> None:
+        loop = self._loop
+        if loop is None or not self._members:
+            self._handle = None  # the next body starts the timer again
+            return
+        now, step, timeout = loop.time(), self._step, self._timeout
+        for watch in list(self._members):
+            if watch.check(now, step, timeout):
+                self._members.discard(watch)  # failed: its reader is woken with the error
+        self._handle = loop.call_later(step, self._tick)
 
 
 class _FramingGuard:

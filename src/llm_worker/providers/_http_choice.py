@@ -89,32 +89,40 @@ def _timeout_library(timeout: object) -> TransportName | None:
     return None
 
 
-def loop_library() -> TransportName:
+def loop_library(library: str | None = None) -> TransportName:
     """The library `"auto"` sends through under the running event loop.
+
+    `library`: the running async library's name, when the caller looked it up already.
 
     Raises:
         sniffio.AsyncLibraryNotFoundError: No event loop is running.
     """
-    if sniffio.current_async_library() == "trio" or not _aiohttp_installed():
+    if library is None:
+        library = sniffio.current_async_library()
+    if library == "trio" or not _aiohttp_installed():
         return "httpx"
     return "aiohttp"
 
 
-def resolved(choice: TransportChoice, last: TransportName | None) -> TransportName:
+def resolved(
+    choice: TransportChoice, last: TransportName | None, library: str | None = None
+) -> TransportName:
     """The library a request sends through now: `choice`'s, or the running loop's for `"auto"`.
 
-    Outside any event loop (a setting read before the first request), `"auto"` is the library
-    of the last request, else the one asyncio would get.
+    `library`: the running async library's name, when the caller looked it up already (a
+    request does, once for its admission and its pool). Outside any event loop (a setting
+    read before the first request), `"auto"` is the library of the last request, else the
+    one asyncio would get.
 
     Raises:
         ConfigurationError: aiohttp under trio (it runs on asyncio only).
     """
     if choice == _AUTO:
         try:
-            return loop_library()
+            return loop_library(library)
         except sniffio.AsyncLibraryNotFoundError:
             return last or ("aiohttp" if _aiohttp_installed() else "httpx")
-    if choice == "aiohttp" and _under_trio():
+    if choice == "aiohttp" and (_under_trio() if library is None else library == "trio"):
         # Named by the environment, "leave transport out" alone would not cure it.
         named = os.environ.get(TRANSPORT_ENV, "").strip() == "aiohttp"
         raise ConfigurationError(
