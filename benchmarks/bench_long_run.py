@@ -6,8 +6,9 @@ One run of TURNS requests, one tool call per request, each tool returning 400 ch
 (the history grows by two messages a turn). Per-turn CPU is `time.process_time()` between
 consecutive requests (an on_message_send hook). A figure "at turn N" is the median over the
 turns of a stretch ending at N: the last 50 turns for N = TURNS (`STRETCH`), the last half
-for turns 10 and 100. A median of fifty turns moves less with the machine's load than the
-least of ten did (the least of ten is printed beside it, as `least`).
+for turns 10 and 100 (over a wire every other turn of it: see "body" below). A median of
+fifty turns moves less with the machine's load than the least of ten did (the least of ten
+is printed beside it, as `least`).
 
 1. Over `ScriptedClient` (no network, usage given, so the script itself costs nothing per
    turn): target turn TURNS <= 1.3 x turn 10 (best of three runs).
@@ -16,10 +17,10 @@ least of ten did (the least of ten is printed beside it, as `least`).
    whole history goes over the wire), so the Worker's per-turn CPU is set against that body's
    serialization alone: target turn TURNS <= 1.5 x serialization. The serialization is
    measured three ways:
-   - "body": `client.build_body` + `orjson.dumps` of the previous turn's request, once per
-     turn as the client does it (`_body.encoded_request`), in the hook (left out of the
-     turn's CPU), the median over the same stretch: the same load, the same state of the
-     caches as the turns themselves;
+   - "body": `client.build_body` + `orjson.dumps` of the previous turn's request as the
+     client does it (`_body.encoded_request`), once in the hook of every other turn of the
+     stretch (those turns, whose build it warmed, left out of the turns' median), the
+     median: the same load, the same state of the caches as the turns' own builds;
    - "in the turn": the same serialization as the turn itself paid for it (`build_body` and
      the client's encoding, timed inside that turn), the median over the stretch;
    - "warm": best of 20 in a loop after the run (the figure earlier sessions reported:
@@ -101,7 +102,10 @@ class Clock:
         self.turns: dict[int, tuple[float, float]] = {}
         self.keep = keep
         self.requests: dict[int, Request] = {}
-        self.client = client  # the body of each turn in `measured` serialized in the hook
+        # At each hook in `measured` the previous request's body is serialized once, which
+        # warms the caches for the build that follows: the turn starting there is left out
+        # of the medians, so turns and bodies alternate in a stretch.
+        self.client = client
         self.measured = measured or set()
         self.bodies: dict[int, float] = {}
         self.previous: Request | None = None
@@ -111,8 +115,8 @@ class Clock:
         number = ctx.request_number
         if number > 1:
             self.turns[number - 1] = (now - self.last, SERIALIZING[0] - self.serialized)
-            if number - 1 in self.measured and self.previous is not None:
-                self.bodies[number - 1] = self._body(self.previous)
+        if number in self.measured and self.previous is not None:
+            self.bodies[number] = self._body(self.previous)
         if number in self.keep:
             self.requests[number] = ctx.request
         self.previous = ctx.request  # its messages a plain list once sent
@@ -128,20 +132,21 @@ class Clock:
 
     def median(self, turn: int) -> tuple[float, float]:
         """The median CPU of the stretch ending at `turn`, and of its serialization."""
-        cells = [self.turns[t] for t in stretch(turn) if t in self.turns]
+        cells = [self.turns[t] for t in stretch(turn) if t in self.turns and t not in self.measured]
         return statistics.median(c[0] for c in cells), statistics.median(c[1] for c in cells)
 
     def body(self, turn: int) -> float:
-        """The median serialization of the stretch's bodies, measured in the hook."""
+        """The median serialization of the stretch's bodies, measured in the hooks."""
         return statistics.median(self.bodies[t] for t in stretch(turn) if t in self.bodies)
 
     def least(self, turn: int) -> float:
         """The least CPU of the ten turns up to `turn` (the figure earlier sessions gave)."""
-        return min(self.turns[t][0] for t in range(max(turn - 9, 1), turn + 1) if t in self.turns)
+        ten = range(max(turn - 9, 1), turn + 1)
+        return min(self.turns[t][0] for t in ten if t in self.turns and t not in self.measured)
 
 
 async def run(client: Any, turns: int, marks: tuple[int, ...], measure: bool = False) -> Clock:
-    measured = {t for mark in marks for t in stretch(mark)} if measure else set()
+    measured = {t for mark in marks for t in stretch(mark) if t % 2 == 0} if measure else set()
     clock = Clock(set(marks), client if measure else None, measured)
     worker = Worker(client, tools=[read], max_requests=turns + 1)
     worker.add_on_message_send_hook(clock)
@@ -257,7 +262,7 @@ async def _wire(
 
 
 async def main(turns: int) -> None:
-    marks = (10, 100, turns)
+    marks = (*(m for m in (10, 100) if m < turns), turns)
     await scripted(turns, marks)
     for provider in WIRES:
         await wire(provider, turns, marks)
