@@ -15,6 +15,7 @@ from llm_worker.messages import Part
 from llm_worker.providers import (
     _anthropic_request,
     _gemini_request,
+    _media,
     _openai_chat_request,
     _openai_responses_request,
 )
@@ -132,3 +133,20 @@ def test_a_failed_build_leaves_no_total_counting(provider: str) -> None:
             BUILDERS[provider](broken)
     assert _COUNTING.get() is None
     BUILDERS[provider](Request([Message.user("look", _png(size))]))
+
+
+@pytest.mark.parametrize("provider", sorted(BUILDERS))
+def test_the_total_needs_no_walk_over_the_history(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A long run builds a body per turn: the total is counted as the parts go in, and the
+    # history's whole walk (`inline_size`, kept for the Worker's check of a tool batch with
+    # media) is not run.
+    def walked(messages: object) -> int:
+        raise AssertionError("the body's build walked the history for the media total")
+
+    monkeypatch.setattr(_media, "inline_size", walked)
+    size, count = SPLIT[provider]
+    BUILDERS[provider](Request(_mixed_history()))
+    with pytest.raises(MediaError, match="per request"):
+        BUILDERS[provider](Request([Message.user("look", *[_png(size)] * count)]))
