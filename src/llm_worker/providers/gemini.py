@@ -248,14 +248,16 @@ class _GeminiMapper:
 
     def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> None:
         """Map one chunk."""
-        if not data or data == b"[DONE]":
-            return
         # The hot path reads the parsed JSON (Any) directly: a chunk of another shape raises
         # AttributeError / KeyError / TypeError here, which drive() reports as malformed.
         try:
             chunk: Any = orjson.loads(data)
         except orjson.JSONDecodeError:
-            chunk = json_of(data)  # not UTF-8, a lone surrogate: the rare path
+            # The rare paths: an empty event or `[DONE]` (nothing), bytes that are not UTF-8
+            # or a lone surrogate (`json_of` reads them).
+            if not data or data == b"[DONE]":
+                return
+            chunk = json_of(data)
         if not self._identified or "modelStatus" in chunk:
             self._response_fields(chunk, emitter)
         candidates = chunk.get("candidates")

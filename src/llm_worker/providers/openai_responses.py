@@ -186,12 +186,16 @@ class _ResponsesMapper:
     def on_event(self, kind: str, data: bytes, emitter: BlockEmitter) -> None:
         """Map one SSE event (a JSON object with a `type`)."""
         # After the terminal event nothing belongs to the answer (OpenRouter adds [DONE]).
-        if self._complete or not data or data == b"[DONE]":
+        if self._complete:
             return
         try:
             event = orjson.loads(data)
         except orjson.JSONDecodeError:
-            event = json_of(data)  # not UTF-8, a lone surrogate: the rare path
+            # The rare paths: an empty event or `[DONE]` (nothing), bytes that are not UTF-8
+            # or a lone surrogate (`json_of` reads them).
+            if not data or data == b"[DONE]":
+                return
+            event = json_of(data)
         kind = event["type"]
         if kind == _TEXT_DELTA and not self._pending:
             # The hot path, inline (`text_delta`): a text delta of the streaming item.
