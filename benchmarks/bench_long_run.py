@@ -223,7 +223,7 @@ async def wire(provider: str, turns: int, marks: tuple[int, ...]) -> None:
     # The clients' modules are imported first: `providers` loads them at first use.
     for class_name, _suffix in WIRE_PROVIDERS.values():
         getattr(providers, class_name)
-    users = [
+    users: list[Any] = [
         module
         for name, module in list(sys.modules.items())
         if name.startswith("llm_worker.providers.")
