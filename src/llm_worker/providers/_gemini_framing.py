@@ -53,6 +53,11 @@ class Framing:
             if not head:
                 return b""  # nothing meaningful yet; SSE ignores leading blank lines too
             self._mode = "json" if head[:1] in (b"[", b"{") else "sse"
+            if self._mode == "sse":
+                # A BOM opening the body: the SSE decoder drops one only at the start of the
+                # whole stream, so a CONTINUATION follow-up's would make its first line
+                # `\ufeffdata: …`, a field of no name we read, and its event silently lost.
+                return chunk.removeprefix(BOM)
         if self._mode == "sse":
             return chunk
         return self._json.feed(chunk)
