@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from llm_worker import ImagePart, Message, Worker
+from llm_worker import ImagePart, Message, PauseState, ToolResultPart, ToolUsePart, Worker
 from llm_worker.errors import MediaError
 from llm_worker.hooks import MessageSendContext
 from llm_worker.messages import Part
@@ -30,6 +30,7 @@ from llm_worker.providers import (
 )
 from llm_worker.providers._anthropic_request import build_body as anthropic_body
 from llm_worker.providers._base import Request
+from llm_worker.providers._body import encoded
 from llm_worker.providers._gemini_request import build_body as gemini_body
 from llm_worker.providers._openai_chat_request import build_chat_body
 from llm_worker.providers._openai_responses_request import build_body as responses_body
@@ -168,3 +169,33 @@ async def test_a_hook_adding_an_image_past_the_limit_is_refused_before_sending(
     assert len(server.requests) == 1
     sent = decode_request(provider, server.requests[0].json(), model="m").messages
     assert _media.inline_size(sent) == 2 * SIZE  # the old message's image and the input's
+
+
+def _long_history(turns: int) -> list[Message]:
+    # A long run's history: one tool call a turn, an image in every 50th turn's result.
+    history = [Message.user("read every page", IMAGE)]
+    for n in range(turns):
+        history.append(Message("assistant", [ToolUsePart(f"c{n}", "read", {"n": n})]))
+        media = [IMAGE] if n % 50 == 0 else []
+        result = ToolResultPart(f"c{n}", "r" * 40, name="read", media=list(media))
+        history.append(Message("user", [result]))
+    return history
+
+
+@pytest.mark.parametrize("provider", sorted(BUILDERS))
+def test_a_history_through_pause_json_sends_the_same_body_and_total(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Paused at turn 500 and resumed from JSON in a fresh Worker: the restored history's body
+    # is the same bytes, and its media total the same (exactly at the limit it goes, one
+    # image more in the new input refuses it, before and after the round trip).
+    history = _long_history(500)
+    restored = PauseState.from_json(PauseState(history=history).to_json()).history
+    images = _media.inline_size(history) // SIZE
+    assert images == 11
+    _limit(monkeypatch, provider, images)
+    build = BUILDERS[provider]
+    assert encoded(build(Request(restored))) == encoded(build(Request(history)))
+    for messages in (history, restored):
+        with pytest.raises(MediaError, match="per request"):
+            build(Request([*messages, Message.user("and this", IMAGE)]))
