@@ -27,18 +27,14 @@ open block, an `ErrorEvent`, a FAILED status, then raises the typed error.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
 
 from llm_worker.errors import (
     AnswerTooLargeError,
-    LLMWorkerError,
     MalformedStreamError,
-    ProviderError,
     StreamInterruptedError,
 )
 from llm_worker.events import (
@@ -49,7 +45,6 @@ from llm_worker.events import (
     BlockStop,
     BlockType,
     CitationDelta,
-    ErrorEvent,
     Event,
     InputJsonDelta,
     ProviderMetadata,
@@ -65,9 +60,9 @@ from llm_worker.events import (
     ToolUseMetadata,
 )
 from llm_worker.messages import Citation
-from llm_worker.providers._secrets import chain_leaks, scrub_error
 from llm_worker.providers._settings import DEFAULT_MAX_ANSWER_CHARS
 from llm_worker.providers._sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder
+from llm_worker.providers._stream_failure import Failure
 
 __all__ = ("BlockEmitter", "StreamMapper", "drive", "wrong_type")
 
@@ -133,6 +128,14 @@ class BlockEmitter:
 
     def text(self, text: str, logprobs: list[TokenLogprob] | None = None) -> None:
         """Append answer text, starting a text block if none is open."""
+        self.out.append(self.text_event(text, logprobs))
+
+    def text_event(self, text: str, logprobs: list[TokenLogprob] | None = None) -> BlockDelta:
+        """Answer text as its event, not yet in `out`: starting a text block if none is open.
+
+        `drive` hands it on itself, after `out` (which holds the start of the block, if this
+        text opened one): the text a mapper returns from `on_event`.
+        """
         room = self._room - len(text)  # inline: this runs once per delta
         self._room = room
         if room < 0:
@@ -150,7 +153,7 @@ class BlockEmitter:
         event.index = self._index
         event.delta = delta
         event.path = ()
-        self.out.append(event)
+        return event
 
     def citation(self, citation: Citation, *, charged: bool = False) -> None:
         """Attach a citation to the open text block (starting one if none is open).
@@ -342,10 +345,14 @@ class StreamMapper(Protocol):
     the failure events.
     """
 
-    def on_event(self, event: str, data: bytes, emitter: BlockEmitter, /) -> None:
+    def on_event(self, event: str, data: bytes, emitter: BlockEmitter, /) -> str | None:
         """Map one SSE event: its type and its data, UTF-8 bytes (`_sse.json_of` parses them).
 
-        Raise a `ProviderError` for a provider error event.
+        Raise a `ProviderError` for a provider error event. Return a fragment of answer text
+        (not empty, without logprobs) rather than passing it to `emitter.text`, where the
+        event is no more than that: `drive` makes its event after what the mapper emitted,
+        as `emitter.text` would, without the emitter's event list (the hot path of a stream
+        of text deltas). Return `None` otherwise.
         """
         ...
 
@@ -398,76 +405,38 @@ async def drive(
             # The stream's parts are made at its first read (with STARTED), not while it waits.
             pump = pump or _Pump(mapper, provider, max_event_bytes, max_answer_chars, started=True)
             emitter, out, on_event = pump.emitter, pump.out, pump.on_event
+            text_event = emitter.text_event
             for kind, data in pump.decode(chunk):
-                on_event(kind, data, emitter)
+                text = on_event(kind, data, emitter)
+                if text is not None:  # answer text, the hot path: its event is handed on
+                    delta = text_event(text)  # here, not through `out`
+                    if not out:
+                        yield delta
+                        continue
+                    out.append(delta)  # after what the mapper emitted, the block's start
                 if out:
                     for event in out:
                         yield event
                     out.clear()
-            pump.end_of_read(emitter)
-            if out:  # STARTED, when no event ended in the first read; a once-per-read event
-                for event in out:
-                    yield event
-                out.clear()
+            for event in pump.read_ended():
+                yield event
         pump = pump or _Pump(mapper, provider, max_event_bytes, max_answer_chars, started=False)
         for event in pump.end():  # (no byte at all: no STARTED)
             yield event
     except Exception as exc:
         # Failed before the first byte (no STARTED), or later.
         pump = pump or _Pump(mapper, provider, max_event_bytes, max_answer_chars, started=False)
-        failure = _Failure.of(exc, pump, provider, scrub)
+        failure = Failure.of(
+            exc, pump.emitter, pump.mapper, pump.end_of_read, provider=provider, scrub=scrub
+        )
         if failure is None:
             raise  # not a stream failure: a bug, or the caller's error
         for event in failure.events:
             yield event
-        if failure.error is exc:
-            raise
-        raise failure.error from failure.cause
+        failure.throw(exc)
     finally:
         await _close(chunks)
     yield pump.emitter.info
-
-
-@dataclass(slots=True)
-class _Failure:
-    """What a failed stream yields last (abort, error, FAILED), and the error it raises."""
-
-    events: list[Event]
-    error: Exception
-    cause: BaseException | None
-
-    @classmethod
-    def of(
-        cls, exc: Exception, pump: _Pump, provider: str, scrub: Callable[[str], str]
-    ) -> _Failure | None:
-        """The failure `exc` is, or `None` when it is no failure of the stream to report."""
-        emitter, end_of_read = pump.emitter, pump.end_of_read
-        if isinstance(exc, ProviderError):
-            _read_ended(end_of_read, emitter)
-            _adopt(exc, provider, scrub)
-            events = _failure(emitter, exc, scrub)
-            caller_error = getattr(pump.mapper, "caller_error", None)  # optional: StreamMapper
-            better = caller_error(exc) if caller_error is not None else None
-            return cls(events, exc, None) if better is None else cls(events, better, exc)
-        if isinstance(exc, LLMWorkerError) or not isinstance(exc, _UNREADABLE):
-            return None
-        _read_ended(end_of_read, emitter)
-        # orjson.JSONDecodeError is a ValueError; the others come from chunks whose shape
-        # differs from the protocol (a missing key, a list where an object should be).
-        error = _unreadable(exc, provider, scrub)
-        cause = None if chain_leaks(exc, scrub) else exc
-        return cls(_failure(emitter, error, scrub), error, cause)
-
-
-_UNREADABLE = (ValueError, KeyError, TypeError, IndexError, AttributeError)
-
-
-def _read_ended(end_of_read: Callable[[BlockEmitter], None], emitter: BlockEmitter) -> None:
-    # The events of the read mapped before the failure: what a mapper holds until the read
-    # ends (Gemini's running usage) is reported, as it is when the failure comes a read later
-    # (the tokens were spent either way). It must not hide the failure itself.
-    with contextlib.suppress(Exception):
-        end_of_read(emitter)
 
 
 async def _close(chunks: AsyncIterator[bytes]) -> None:
@@ -476,23 +445,6 @@ async def _close(chunks: AsyncIterator[bytes]) -> None:
     aclose = getattr(chunks, "aclose", None)
     if aclose is not None:
         await aclose()
-
-
-def _unreadable(exc: Exception, provider: str, scrub: Callable[[str], str]) -> MalformedStreamError:
-    """The error of a stream whose data a mapper could not read, naming what it tripped on."""
-    return MalformedStreamError(
-        f"unreadable data in the stream: {type(exc).__name__}: {scrub(str(exc))[:300]}",
-        provider=provider,
-        streamed=True,
-    )
-
-
-def _adopt(exc: ProviderError, provider: str, scrub: Callable[[str], str]) -> None:
-    # Errors raised by the emitter or a mapper may lack the provider, and a provider's error
-    # event may echo the API key: the raised error must read as well as the ErrorEvent.
-    if exc.provider is None:
-        exc.provider = provider
-    scrub_error(exc, scrub)
 
 
 class _Pump:
@@ -535,15 +487,28 @@ class _Pump:
             made, "end_of_read", _no_end_of_read
         )
 
+    def read_ended(self) -> list[Event]:
+        """After a read's events: what the mapper emits once per read, taken out of `out`.
+
+        STARTED too, when no event ended in the first read.
+        """
+        self.end_of_read(self.emitter)
+        out = self.out
+        if not out:
+            return out
+        events = out.copy()
+        out.clear()
+        return events
+
     def end(self) -> list[Event]:
         """The body ended: the last events, or the error of an answer that is not complete."""
         mapper, emitter = self.mapper, self.emitter
         for kind, data in self._decoder.raw_flush():
             if mapper.complete:
-                mapper.on_event(kind, data, emitter)
+                _text(mapper.on_event(kind, data, emitter), emitter)
                 continue
             try:
-                mapper.on_event(kind, data, emitter)
+                _text(mapper.on_event(kind, data, emitter), emitter)
             except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
                 # An event without its blank line at the end of an unfinished stream is most
                 # likely cut in the middle: the stream was interrupted, not malformed.
@@ -563,38 +528,14 @@ class _Pump:
         return emitter.out
 
 
+def _text(text: str | None, emitter: BlockEmitter) -> None:
+    # The text an `on_event` returned, where `drive` does not hand it on itself.
+    if text is not None:
+        emitter.text(text)
+
+
 def _no_end_of_read(emitter: BlockEmitter) -> None:
     """A mapper without `end_of_read`: nothing to add after a read."""
-
-
-def _failure(emitter: BlockEmitter, exc: ProviderError, scrub: Callable[[str], str]) -> list[Event]:
-    events: list[Event] = list(emitter.out)
-    emitter.out.clear()
-    emitter.abort(scrub(exc.message))
-    events.extend(emitter.out)
-    emitter.out.clear()
-    events.append(ErrorEvent(exc.error_type or _code(exc), scrub(exc.message)))
-    info = emitter.info
-    events.append(
-        StatusEvent(
-            ResponseStatus.FAILED,
-            info.response_id,
-            info.model,
-            info.service_tier,
-            info.system_fingerprint,
-        )
-    )
-    return events
-
-
-def _code(exc: ProviderError) -> str:
-    if isinstance(exc, AnswerTooLargeError):
-        return "answer_too_large"
-    if isinstance(exc, StreamInterruptedError):
-        return "stream_interrupted"
-    if isinstance(exc, MalformedStreamError):
-        return "malformed_stream"
-    return type(exc).__name__
 
 
 def _size(data: dict[str, Any]) -> int:

@@ -72,6 +72,7 @@ from llm_worker.providers._anthropic_request import (
     cache_settings,
     interleaved_thinking,
 )
+from llm_worker.providers._anthropic_usage import INPUT_KEYS, cache_split, compaction_usage
 from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, wrong_type
 from llm_worker.providers._http import RetryPolicy, TransportChoice, error_class
@@ -258,13 +259,16 @@ class _MessagesStream:
     def on_end(self, emitter: BlockEmitter) -> None:
         """Nothing is held: the answer was finished at `message_stop`."""
 
-    def on_event(self, event: str, raw: bytes, emitter: BlockEmitter) -> None:
-        """Map one SSE event (dispatched on the JSON `type`, which every event carries)."""
+    def on_event(self, event: str, raw: bytes, emitter: BlockEmitter) -> str | None:
+        """Map one SSE event (dispatched on the JSON `type`, which every event carries).
+
+        A text delta of the open block is returned (see `StreamMapper`).
+        """
         if self._complete:
-            return
+            return None
         if event == "ping":
             emitter.out.append(PingEvent(time.time()))
-            return
+            return None
         try:
             data = _loads(raw)  # inline: `json_of`'s first try, a call less per event
         except orjson.JSONDecodeError:
@@ -277,12 +281,11 @@ class _MessagesStream:
                 text = delta["text"]
                 if text.__class__ is not str:
                     raise wrong_type(_DELTA, "delta.text", text)
-                if text:
-                    emitter.text(text)
-                return
+                return text or None
             self._delta(data, emitter)
         else:
             self._other(kind, data, emitter)
+        return None
 
     def _other(self, kind: Any, data: Any, emitter: BlockEmitter) -> None:
         # Every event but a block's delta.
@@ -471,7 +474,7 @@ class _MessagesStream:
         if not fields:
             return
         raw = self._input
-        for n, key in enumerate(_INPUT_KEYS):
+        for n, key in enumerate(INPUT_KEYS):
             value = as_int(fields.get(key))
             if value is not None:
                 raw[n] = value
@@ -479,13 +482,13 @@ class _MessagesStream:
         iterations = as_list(fields.get("iterations"))
         # A compaction's own sampling is left out of the top-level counts (the API's usage
         # docs): added here, so that the usage is what the answer cost.
-        for n, extra in enumerate(_compaction_usage(iterations)):
+        for n, extra in enumerate(compaction_usage(iterations)):
             if extra:
                 totals[n] = (totals[n] or 0) + extra
         uncached, read, created, output = totals
         known = uncached is not None or read is not None or created is not None
         input_tokens = (uncached or 0) + (read or 0) + (created or 0) if known else None
-        five_minutes, one_hour = _cache_split(fields, iterations)
+        five_minutes, one_hour = cache_split(fields, iterations)
         details = as_dict(fields.get("output_tokens_details"))
         tools = as_dict(fields.get("server_tool_use"))
         emitter.out.append(
@@ -506,43 +509,6 @@ class _MessagesStream:
                 web_fetch_requests=as_int(tools.get("web_fetch_requests")),
             )
         )
-
-
-_INPUT_KEYS: Final = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-# Usage iterations of the answer's own model (an advisor's are another model's tokens).
-_OWN_ITERATIONS: Final = frozenset({"message", "compaction", "fallback_message"})
-
-
-def _compaction_usage(iterations: list[Any]) -> list[int]:
-    """Uncached input, cache read, cache creation and output of the compaction iterations."""
-    sums = [0, 0, 0, 0]
-    for entry in iterations:
-        item = as_dict(entry)
-        if item.get("type") != "compaction":
-            continue
-        for n, key in enumerate((*_INPUT_KEYS, "output_tokens")):
-            sums[n] += as_int(item.get(key)) or 0
-    return sums
-
-
-def _cache_split(fields: dict[str, Any], iterations: list[Any]) -> tuple[int | None, int | None]:
-    """Cache writes by lifetime (5 minutes, 1 hour): the iterations' sum, when listed."""
-    if not iterations:
-        split = as_dict(fields.get("cache_creation"))
-        return (
-            as_int(split.get("ephemeral_5m_input_tokens")),
-            as_int(split.get("ephemeral_1h_input_tokens")),
-        )
-    five_minutes: int | None = None
-    one_hour: int | None = None
-    for entry in iterations:
-        item = as_dict(entry)
-        split = as_dict(item.get("cache_creation"))
-        if item.get("type") not in _OWN_ITERATIONS or not split:
-            continue
-        five_minutes = (five_minutes or 0) + (as_int(split.get("ephemeral_5m_input_tokens")) or 0)
-        one_hour = (one_hour or 0) + (as_int(split.get("ephemeral_1h_input_tokens")) or 0)
-    return five_minutes, one_hour
 
 
 def _stop_message(details: dict[str, Any]) -> str | None:

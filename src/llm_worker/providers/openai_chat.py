@@ -207,12 +207,12 @@ class ChatStreamMapper:
         """`[DONE]` arrived, or the answer's finish reason did (see the module docstring)."""
         return self._done or self._finish is not None
 
-    def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> None:
-        """Map one SSE event."""
+    def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> str | None:
+        """Map one SSE event; a delta of only text is returned (see `StreamMapper`)."""
         if event != "message":
             if event == "error":  # Groq: `event: error` with an error object
                 raise self._error(_loads_error(data))
-            return  # not part of the Chat protocol
+            return None  # not part of the Chat protocol
         # Parsed JSON is Any: the hot path reads it with .get() directly (one call per field);
         # a chunk of another shape raises AttributeError/TypeError, which drive() reports as
         # a MalformedStreamError.
@@ -221,9 +221,9 @@ class ChatStreamMapper:
         except orjson.JSONDecodeError:
             if data == b"[DONE]":
                 self._done = True
-                return
+                return None
             if not data:
-                return  # an empty `data:` line: a keep-alive
+                return None  # an empty `data:` line: a keep-alive
             chunk = json_of(data)
         if chunk.__class__ is not dict:
             raise MalformedStreamError(
@@ -250,10 +250,9 @@ class ChatStreamMapper:
                 ):
                     text = delta.get("content")
                     if text.__class__ is str:
-                        if text:
-                            emitter.text(text)
-                        return
+                        return text or None
         self._chunk(chunk, emitter)
+        return None
 
     def _chunk(self, chunk: Any, emitter: BlockEmitter) -> None:
         if not self._identified:
