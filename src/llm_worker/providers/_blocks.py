@@ -379,16 +379,10 @@ async def drive(
 
     Yields `StatusEvent(STARTED)` when the answer's first bytes arrive and
     `StatusEvent(COMPLETED)` last. On any failure yields the abort of the open block, an
-    `ErrorEvent` and `StatusEvent(FAILED)`, then raises a `ProviderError` subclass (its message
-    scrubbed, its provider set), or the error the mapper's `caller_error` makes of it; nothing
-    received before the failure is withheld.
-
-    `mapper` may be given as a function that makes it, called when the first bytes arrive
-    (or the stream fails before them): a stream waiting for its answer then holds none of
-    the mapper, the SSE decoder or the emitter (with 1,000 streams in flight, objects that
-    wait are objects every pass of the garbage collector walks and moves to the older
-    generations, whose growth sets off full passes over the whole heap).
-
+    `ErrorEvent` and `StatusEvent(FAILED)`, then raises a `ProviderError` subclass (scrubbed,
+    its provider set) or the mapper's `caller_error` of it; nothing received is withheld.
+    `mapper` may be a function making it, called at the first bytes (a waiting stream holds
+    no mapper, decoder nor emitter: objects every pass of the garbage collector walks).
     `chunks` belongs to the driver: closing this generator (`aclose()`) closes it at once, so
     the HTTP response is released without waiting for garbage collection. An unfinished SSE
     line or event longer than `max_event_bytes` fails the stream (`MalformedStreamError`), an
@@ -396,20 +390,16 @@ async def drive(
     """
     pump: _Pump | None = None
     try:
-        # Inline, the hot loop: no generator between the reads and the caller but this one
-        # (each layer costs a resumption per event). Each SSE event's output is handed on
-        # before the next is decoded: a read of a bulk stream completes a thousand events,
-        # and holding all of them (with the parsed JSON behind them) made the garbage
-        # collector's passes cost more than the parsing.
+        # Inline, the hot loop: no generator layer but this one; each event's output is
+        # handed on before the next is decoded (a thousand held made the GC cost most).
         async for chunk in chunks:
-            # The stream's parts are made at its first read (with STARTED), not while it waits.
             pump = pump or _Pump(mapper, provider, max_event_bytes, max_answer_chars, started=True)
             emitter, out, on_event = pump.emitter, pump.out, pump.on_event
             text_event = emitter.text_event
             for kind, data in pump.decode(chunk):
                 text = on_event(kind, data, emitter)
-                if text is not None:  # answer text, the hot path: its event is handed on
-                    delta = text_event(text)  # here, not through `out`
+                if text is not None:  # answer text: its event handed on here, not in `out`
+                    delta = text_event(text)
                     if not out:
                         yield delta
                         continue
@@ -424,7 +414,6 @@ async def drive(
         for event in pump.end():  # (no byte at all: no STARTED)
             yield event
     except Exception as exc:
-        # Failed before the first byte (no STARTED), or later.
         pump = pump or _Pump(mapper, provider, max_event_bytes, max_answer_chars, started=False)
         failure = Failure.of(
             exc, pump.emitter, pump.mapper, pump.end_of_read, provider=provider, scrub=scrub
