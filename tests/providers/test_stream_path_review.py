@@ -73,3 +73,70 @@ async def test_a_gemini_follow_up_opening_with_a_bom_keeps_its_first_event(
     assert _texts(events) == "Once upon a time."
     usage = [(u.input_tokens, u.output_tokens) for u in events if isinstance(u, UsageEvent)]
     assert usage[-1] == (8, 4)
+
+
+_WIRES: dict[str, tuple[str, str]] = {
+    # wire: (its recording of a plain answer, the base URL's path)
+    "openai_chat": ("finish_length", "/v1"),
+    "anthropic_messages": ("plain_text", ""),
+    "openai_responses": ("plain_text", "/v1"),
+    "gemini": ("plain_text", "/v1beta"),
+}
+
+
+def _client(wire: str, base_url: str) -> Any:
+    from llm_worker.providers import (
+        AnthropicClient,
+        GeminiClient,
+        OpenAIChatClient,
+        OpenAIResponsesClient,
+    )
+
+    kinds: dict[str, Any] = {
+        "openai_chat": OpenAIChatClient,
+        "anthropic_messages": AnthropicClient,
+        "openai_responses": OpenAIResponsesClient,
+        "gemini": GeminiClient,
+    }
+    return kinds[wire](
+        model="m",
+        api_key="k-0123456789abcdef",
+        base_url=base_url + _WIRES[wire][1],
+        retry=RetryPolicy.disabled(),
+        max_concurrency=1,  # a slot a cancelled stream kept would make the next one wait
+    )
+
+
+@pytest.mark.parametrize("wire", sorted(_WIRES))
+async def test_a_stream_closed_at_every_event_frees_its_connection(
+    http_transport: str, wire: str
+) -> None:
+    # The lazy parts (mapper, decoder, emitter made at the first bytes) and the inline hot
+    # paths: a stream closed after any number of its events (none included: abandoned
+    # before its first byte) releases its connection and its admission slot at once; the
+    # client's next stream (one slot) then runs whole. Every wait bounded.
+    import anyio
+
+    name = _WIRES[wire][0]
+    full = streams.recorded_response(wire, name, Chunking.random(seed=7, max_size=48))
+    async with WireServer([full] * 200) as server:
+        client = _client(wire, server.base_url)
+        try:
+            whole, error = await streams.collect(client, Request([Message.user("hi")]))
+            assert error is None, repr(error)
+            for cut in range(len(whole) + 1):
+                with anyio.fail_after(10):
+                    stream = client.stream(Request([Message.user("hi")]))
+                    seen = 0
+                    if cut:  # 0: closed before it was read at all
+                        async for _ in stream:
+                            seen += 1
+                            if seen == cut:
+                                break
+                    await stream.aclose()
+                    assert seen == cut
+            again, error = await streams.collect(client, Request([Message.user("hi")]))
+        finally:
+            await client.aclose()
+    assert error is None, repr(error)
+    assert [type(e) for e in again] == [type(e) for e in whole]
