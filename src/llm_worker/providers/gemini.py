@@ -73,8 +73,8 @@ from urllib.parse import quote
 
 import orjson
 
-from llm_worker._json import as_dict, as_int, as_list, as_str
-from llm_worker.errors import ContentFilterError, MalformedStreamError
+from llm_worker._json import as_dict, as_str
+from llm_worker.errors import MalformedStreamError
 from llm_worker.events import (
     BlockType,
     Event,
@@ -89,6 +89,7 @@ from llm_worker.providers._base import HttpClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive, wrong_type
 from llm_worker.providers._body import encoded_request
 from llm_worker.providers._gemini_continuation import CONTINUATION, MAX_HOPS, Hops
+from llm_worker.providers._gemini_errors import check_prompt, filtered, stream_error
 from llm_worker.providers._gemini_ids import CallIds
 from llm_worker.providers._gemini_metadata import (
     CandidateMetadata,
@@ -97,7 +98,6 @@ from llm_worker.providers._gemini_metadata import (
 )
 from llm_worker.providers._gemini_partial import PartialCall, starts_partial_call
 from llm_worker.providers._gemini_request import build_body
-from llm_worker.providers._http import error_class
 from llm_worker.providers._sse import json_of
 
 __all__ = ("GeminiClient",)
@@ -294,11 +294,11 @@ class _GeminiMapper:
     def _no_candidate(self, chunk: Any, emitter: BlockEmitter) -> None:
         if "error" in chunk:
             self.end_of_read(emitter)
-            raise _stream_error(as_dict(chunk["error"]))
+            raise stream_error(as_dict(chunk["error"]))
         if "promptFeedback" in chunk:
             self._usage = chunk.get("usageMetadata", self._usage)
             self.end_of_read(emitter)
-            _check_prompt(as_dict(chunk["promptFeedback"]))
+            check_prompt(as_dict(chunk["promptFeedback"]))
         usage = chunk.get("usageMetadata")
         if usage is not None:
             self._usage = usage
@@ -416,7 +416,7 @@ class _GeminiMapper:
         self._finish_message = as_str(candidate.get("finishMessage")) or self._finish_message
         if self._finish in _FILTERED and emitter.index < 0:
             self.end_of_read(emitter)
-            raise _filtered(self._finish, as_dict(candidate))
+            raise filtered(self._finish, as_dict(candidate))
 
     def _part(self, part: dict[str, Any], emitter: BlockEmitter) -> None:
         # Every block other than text appends `None` to `_texts`: the next text starts a
@@ -577,46 +577,3 @@ def _sum(a: int | None, b: int | None) -> int | None:
     if a is None:
         return b
     return a if b is None else a + b
-
-
-def _stream_error(error: dict[str, Any]) -> Exception:
-    code = as_int(error.get("code"))
-    status = as_str(error.get("status"))
-    message = as_str(error.get("message")) or "Gemini reported an error in the stream"
-    cls = error_class(code, status)
-    return cls(message, provider=_PROVIDER, status_code=code, error_type=status, streamed=True)
-
-
-def _check_prompt(feedback: dict[str, Any]) -> None:
-    reason = as_str(feedback.get("blockReason"))
-    if reason is None:
-        return
-    detail = as_str(feedback.get("blockReasonMessage"))
-    categories = _blocked_categories(feedback)
-    raise ContentFilterError(
-        f"the prompt was blocked (blockReason {reason}{categories})"
-        + (f": {detail}" if detail else ""),
-        provider=_PROVIDER,
-        error_type=reason,
-        streamed=True,
-    )
-
-
-def _filtered(reason: str, candidate: dict[str, Any]) -> ContentFilterError:
-    detail = as_str(candidate.get("finishMessage"))
-    return ContentFilterError(
-        f"the answer was blocked before any content (finishReason {reason}"
-        f"{_blocked_categories(candidate)})" + (f": {detail}" if detail else ""),
-        provider=_PROVIDER,
-        error_type=reason,
-        streamed=True,
-    )
-
-
-def _blocked_categories(holder: dict[str, Any]) -> str:
-    blocked = [
-        str(as_dict(r).get("category"))
-        for r in as_list(holder.get("safetyRatings"))
-        if as_dict(r).get("blocked")
-    ]
-    return f"; blocked: {', '.join(blocked)}" if blocked else ""
