@@ -176,7 +176,7 @@ class Batch:
         """Take out of each result the media the provider would refuse (the model reads why)."""
         owner = self.owner
         results = [p.result for p in self.pending]
-        checked = sendable_results(results, owner.cfg.client.provider, owner.history)
+        checked = sendable_results(results, owner.cfg.client.provider, _beside(owner))
         for pending, result in zip(self.pending, checked, strict=True):
             pending.result = result
 
@@ -374,7 +374,7 @@ class Batch:
             for index, p in enumerate(self.pending)
         ]
         provider = self.owner.cfg.client.provider
-        checked = sendable_results(kept, provider, self.owner.history)
+        checked = sendable_results(kept, provider, _beside(self.owner))
         parts: list[Part] = []
         for index, pending in enumerate(self.pending):
             result = checked[index]
@@ -407,6 +407,16 @@ class Batch:
 
 async def _refused(call: ToolCall, why: str) -> ToolResult:
     return ToolResult(call.id, call.name, why, is_error=True, input=call.input)
+
+
+def _beside(run: Run) -> list[Message]:
+    """The messages a batch's results will be sent with: the run's last request's, or history.
+
+    The history for a batch resumed before any request of its run. A `ContextPolicy` sends
+    fewer messages than the history holds (a summary's turns leave with their images), so
+    the history's media would refuse images the next request has room for.
+    """
+    return run.history if run.sent is None else run.sent
 
 
 def _outcome(pending: PendingCall) -> ToolOutcome:

@@ -28,9 +28,11 @@ def sendable_results(
 ) -> list[ToolResult | None]:
     """Each of a batch's `results` as `sendable_result` leaves it, in one request with `history`.
 
-    The next request carries the history's media and every result's: the provider's limit
-    per request holds for all of them together, not for each result alone. A batch without
-    media needs no look at the history (a long run's turns stay flat in cost).
+    `history`: the messages the results will be sent with (the last request's, which a
+    `ContextPolicy` may have cut, else the Worker's history). The next request carries their
+    media and every result's: the provider's limit per request holds for all of them
+    together, not for each result alone. A batch without media needs no look at them (a
+    long run's turns stay flat in cost).
     """
     if not any(result is not None and result.media for result in results):
         return list(results)

@@ -62,6 +62,7 @@ def sending(
             messages = messages.copy()  # a plain list again (at C speed, unlike list())
         edited = edited_in(messages, changed) if changed else None
     miss = run.conversation.sending(request, messages, run.requests, edited)
+    run.sent = request.messages
     if miss is not None:
         run.cache_misses.append(miss)
         for sink in run.cfg.sinks:
@@ -79,6 +80,7 @@ def rechecked(run: Run, request: Request, error: ProviderError) -> bool:
     if error.status_code != _REJECTED:
         return False
     if run.conversation.recheck(run.history, request):
+        run.sent = request.messages
         _log.warning(
             "request %d was refused (HTTP 400) over a history edited in place; sent again "
             "after a full check",

@@ -112,6 +112,9 @@ class Run:
     """The input guardrails of a fresh run, while they are checked beside its first request."""
     conversation: Conversation = field(default_factory=Conversation)
     """What the Worker keeps between requests, across its runs (the checks made so far)."""
+    sent: list[Message] | None = None
+    """The messages of this run's last request: a tool batch's media are checked beside
+    them (a `ContextPolicy` sends fewer than the history holds); `None` before the first."""
     cache_misses: list[CacheMiss] = field(default_factory=lambda: [])
     """The requests that did not start as the conversation's previous one (prompt cache)."""
     budget: Budget | None = None  # the `Limits` the run is charged to (the Worker's, its own)
