@@ -375,3 +375,38 @@ async def test_the_inline_text_paths_give_what_the_general_paths_give(
         made = await _events(fast(), body, random.Random(seed))
         expected = await _events(general(), body, random.Random(seed))
         assert made == expected, (case, body[:600])
+
+
+async def test_a_gemini_snapshot_comes_only_when_the_counts_it_holds_change() -> None:
+    # Broken: the snapshot was decided by the six raw counts, not the ones it holds (input =
+    # prompt + tool-use prompt, output = candidates + thoughts): a count moved between two
+    # that add up made a second snapshot equal to the first (the snapshot before the cut
+    # compared the events).
+    def chunk(text: str, **usage: Any) -> bytes:
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": [{"text": text}]}}
+        if text == "d":
+            candidate["finishReason"] = "STOP"
+        data = {"candidates": [candidate], "usageMetadata": usage}
+        return b"data: " + orjson.dumps(data) + b"\n\n"
+
+    reads = [
+        chunk("a", promptTokenCount=3, candidatesTokenCount=1),
+        chunk("b", promptTokenCount=2, toolUsePromptTokenCount=1, candidatesTokenCount=1),
+        chunk("c", promptTokenCount=2, toolUsePromptTokenCount=1, candidatesTokenCount=1.0),
+        chunk("d", promptTokenCount=3, candidatesTokenCount=2, thoughtsTokenCount=0),
+    ]
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for read in reads:  # one chunk per read: a snapshot may come after each
+            yield read
+
+    mapper = GeminiClient(model="g", api_key="k").mapper(Request([Message.user("hi")]))
+    usage: list[UsageEvent] = []
+    async for event in drive(chunks(), mapper, provider="gemini"):
+        if isinstance(event, UsageEvent):
+            usage.append(event)
+    assert [(u.input_tokens, u.output_tokens, u.reasoning_tokens) for u in usage] == [
+        (3, 1, None),
+        (3, None, None),  # a count of another type is unknown
+        (3, 2, 0),
+    ]

@@ -534,15 +534,18 @@ def _first(candidates: Any) -> Any:
     return {}
 
 
-_Counts = tuple[int | None, int | None, int | None, int | None, int | None, int | None]
-_NO_COUNTS: Final[_Counts] = (None, None, None, None, None, None)
+_Counts = tuple[int | None, int | None, int | None, int | None, int | None]
+_NO_COUNTS: Final[_Counts] = (None, None, None, None, None)
 
 
 def _counts(usage: Any) -> _Counts:
-    """The six counts of a `usageMetadata` this library reads: integers, else `None`.
+    """The counts a usage snapshot holds, from the six of a `usageMetadata` this library reads.
 
-    Prompt, tool-use prompt, candidates, thoughts, total, cached content (`as_int`'s rule,
-    inline: it runs once per paced event).
+    Input (prompt, cached included, + tool-use prompt), output (candidates + thoughts),
+    total, cached content, thoughts; a count that is no integer is `None` (`as_int`'s rule,
+    inline: it runs once per paced event). The snapshot's own values, not the six raw
+    counts: raw counts that change while their sums stay (a count moved from the prompt to
+    the tool-use prompt) are no new snapshot.
     """
     if usage.__class__ is not dict:
         return _NO_COUNTS
@@ -555,22 +558,22 @@ def _counts(usage: Any) -> _Counts:
         get("totalTokenCount"),
         get("cachedContentTokenCount"),
     )
+    prompt = prompt if prompt.__class__ is int else None
+    tool_prompt = tool_prompt if tool_prompt.__class__ is int else None
+    candidates = candidates if candidates.__class__ is int else None
+    thoughts = thoughts if thoughts.__class__ is int else None
     return (
-        prompt if prompt.__class__ is int else None,
-        tool_prompt if tool_prompt.__class__ is int else None,
-        candidates if candidates.__class__ is int else None,
-        thoughts if thoughts.__class__ is int else None,
+        _sum(prompt, tool_prompt) if tool_prompt is not None else prompt,
+        _sum(candidates, thoughts) if thoughts is not None else candidates,
         total if total.__class__ is int else None,
         cached if cached.__class__ is int else None,
+        thoughts,
     )
 
 
 def _usage(counts: _Counts) -> UsageEvent:
-    prompt, tool_prompt, candidates, thoughts, total, cached = counts
-    # input = prompt (cached included) + tool-use prompt; output = candidates + thoughts.
-    return UsageEvent(
-        _sum(prompt, tool_prompt), _sum(candidates, thoughts), total, cached, None, thoughts
-    )
+    input_tokens, output_tokens, total, cached, thoughts = counts
+    return UsageEvent(input_tokens, output_tokens, total, cached, None, thoughts)
 
 
 def _sum(a: int | None, b: int | None) -> int | None:
