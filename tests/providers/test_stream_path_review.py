@@ -410,3 +410,28 @@ async def test_a_gemini_snapshot_comes_only_when_the_counts_it_holds_change() ->
         (3, None, None),  # a count of another type is unknown
         (3, 2, 0),
     ]
+
+
+@pytest.mark.parametrize("limit", [2, 10, 64])
+def test_an_event_of_exactly_max_event_bytes_passes_wherever_its_line_is_split(
+    limit: int,
+) -> None:
+    # Broken: an unfinished line was bounded at the limit with its `data: ` counted, a whole
+    # one not at all: an event of exactly the limit passed when its line came in one read
+    # and failed when the network split it past the limit's byte. One byte more fails at
+    # every split.
+    from llm_worker.errors import MalformedStreamError
+    from llm_worker.providers._sse import SSEDecoder
+
+    for size, fits in ((limit, True), (limit + 1, False)):
+        for eol in (b"\n", b"\r\n"):
+            body = b"event: e" + eol + b"data: " + b"x" * size + eol + eol
+            for cut in range(len(body) + 1):
+                decoder = SSEDecoder(limit)
+                try:
+                    events = [*decoder.raw(body[:cut]), *decoder.raw(body[cut:])]
+                except MalformedStreamError:
+                    assert not fits, (size, eol, cut)
+                else:
+                    assert fits, (size, eol, cut)
+                    assert events == [("e", b"x" * size)]

@@ -9,9 +9,10 @@ One deliberate difference from the standard: at end of stream, `flush()` dispatc
 event that lacks its terminating blank line instead of discarding it, because the provider did
 send that data and losing it would silently truncate an answer.
 
-Memory is bounded: an unfinished line, or the data of an unfinished event, longer than
-`max_event_bytes` fails the stream with `MalformedStreamError` as soon as the limit is passed
-(not when the stream ends), so a server that never sends a line break cannot exhaust memory.
+Memory is bounded: an unfinished line (its `data: ` aside), or the data of an unfinished
+event, longer than `max_event_bytes` fails the stream with `MalformedStreamError` as soon as
+the limit is passed (not when the stream ends), so a server that never sends a line break
+cannot exhaust memory.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
 """16 MiB: far above any real event (a large base64 image), far below a memory problem."""
 
 _NAMES: Final = 32  # event types remembered per stream (a protocol has a dozen or two)
+_FIELD: Final = len(b"data: ")  # what a line holds beside an event's data
 BOM: Final = b"\xef\xbb\xbf"
 """The UTF-8 byte order mark, which may open a stream."""
 BLANK: Final = b" \t\r\n" + BOM
@@ -326,7 +328,9 @@ class SSEDecoder:
         # Keep a piece of the unfinished line; `size` is the line's length with it.
         self._tail.append(piece)
         self._tail_size = size
-        if size > self._limit:
+        # The line of an event of `limit` bytes is `data: ` and those bytes: bounded at the
+        # limit alone, the event failed or passed by where the network split its line.
+        if size > self._limit + _FIELD:
             self._too_large("one line of the event stream")
 
     def _too_large(self, what: str) -> NoReturn:
