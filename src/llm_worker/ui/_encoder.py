@@ -161,7 +161,8 @@ class BlockEncoder:
         raise NotImplementedError
 
     def _usage(self, event: UsageEvent) -> list[Payload]:
-        self._asm.feed(event)
+        # Not fed to the assembler: its usage is never read here (each protocol takes the
+        # run's or the step's own), and merging a snapshot rebuilds every counter.
         return []
 
     def _result_ready(self, event: ToolResultReady) -> list[Payload]:
@@ -213,7 +214,8 @@ class BlockEncoder:
             return f"{block.head}{encode_basestring(text)}}}\n\n"
         return f"{block.head}{orjson.dumps(text).decode()}}}\n\n"
 
-    async def sse_stream(
+    # The per-delta steps are inlined on purpose (each call or helper costs per event).
+    async def sse_stream(  # noqa: C901
         self, events: AsyncIterable[object], on_error: ErrorText | None = None
     ) -> AsyncIterator[str]:
         """The run's events as SSE events: `start()` first, `error()` if the run raises."""
@@ -223,7 +225,7 @@ class BlockEncoder:
         # `fast_delta` inlined: its call was a fifth of the encoding's cost per delta. The
         # blocks are cleared in place at a new step, never replaced: the name stays valid.
         blocks = self._blocks if self._FAST_PATH else {}
-        skip_empty = self._SKIP_EMPTY
+        skip_empty, short = self._SKIP_EMPTY, _SHORT
         # The block the last delta went to, held in locals while its deltas follow one another
         # (most of a run's events): no dict lookup, no attribute load or store per delta. Its
         # character count is kept in `chars` and added to the block before any other event
@@ -236,7 +238,17 @@ class BlockEncoder:
         try:
             async for event in events:
                 if type(event) is BlockDelta and not event.path:
-                    if event.index != index and (found := blocks.get(event.index)) is not None:
+                    delta: TextDelta = event.delta  # pyright: ignore[reportAssignmentType]
+                    # One test for the held block's own deltas (nearly every event); the look
+                    # for another open block only when it fails.
+                    if event.index != index or type(delta) is not kind:
+                        found = blocks.get(event.index)
+                        if found is None or type(delta) is not found.delta_type:
+                            block.chars += chars
+                            index, chars = None, 0
+                            for payload in encode(event):
+                                yield sse(payload)
+                            continue
                         block.chars += chars
                         block, index, kind, head, chars = (
                             found,
@@ -245,17 +257,15 @@ class BlockEncoder:
                             found.head,
                             0,
                         )
-                    delta: TextDelta = event.delta  # pyright: ignore[reportAssignmentType]
-                    if event.index == index and type(delta) is kind:  # a text or thinking delta
-                        text = delta.text
-                        if text or not skip_empty:
-                            n = len(text)
-                            chars += n
-                            if n < _SHORT and text.isascii():
-                                yield f"{head}{encode_basestring(text)}}}\n\n"
-                            else:
-                                yield f"{head}{orjson.dumps(text).decode()}}}\n\n"
-                        continue
+                    text = delta.text  # a text or thinking delta of the held block
+                    if text or not skip_empty:
+                        n = len(text)
+                        chars += n
+                        if n < short and text.isascii():
+                            yield f"{head}{encode_basestring(text)}}}\n\n"
+                        else:
+                            yield f"{head}{orjson.dumps(text).decode()}}}\n\n"
+                    continue
                 block.chars += chars
                 index, chars = None, 0
                 for payload in encode(event):

@@ -132,7 +132,7 @@ class VercelEncoder(BlockEncoder):
         self._denied = frozenset(denied)
         self._n = 0
         self._in_step = False
-        self._step_usage = UsageEvent()
+        self._step_usage: UsageEvent | None = None
         # Our own ids, never the client's: the fast path writes them into JSON unescaped.
         self._token = secrets.token_hex(8)
 
@@ -162,8 +162,10 @@ class VercelEncoder(BlockEncoder):
         return self._block_abort(event, ident)
 
     def _usage(self, event: UsageEvent) -> list[Chunk]:
-        self._asm.feed(event)
-        self._step_usage = self._step_usage.updated(event)
+        # The step's first snapshot is kept as it is (a root event: its `path` is empty), a
+        # later one overlaid on it: the assembler's copy is never read (see `BlockEncoder`).
+        before = self._step_usage
+        self._step_usage = event if before is None else before.updated(event)
         return []
 
     def _result_ready(self, event: ToolResultReady) -> list[Chunk]:
@@ -270,7 +272,7 @@ class VercelEncoder(BlockEncoder):
         if event.status is ResponseStatus.STARTED:
             self._new_step(event.source)
             self._in_step = True
-            self._step_usage = UsageEvent()
+            self._step_usage = None
             return [{"type": "start-step"}]
         self._in_step = False
         chunks: list[Chunk] = []
@@ -279,7 +281,7 @@ class VercelEncoder(BlockEncoder):
             # the run fails): the Worker keeps none of it, not even its completed blocks, so
             # `messages_from_ui` must drop them from the message the browser sends back.
             chunks.append({"type": WITHDRAWN, "data": {}})
-        if usage := usage_dict(self._step_usage):
+        if self._step_usage is not None and (usage := usage_dict(self._step_usage)):
             data = {"usage": usage, "model": event.model}
             chunks.append({"type": "data-llm-worker-usage", "data": data, "transient": True})
         chunks.append({"type": "finish-step"})
