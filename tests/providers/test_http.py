@@ -758,3 +758,21 @@ def test_a_short_key_is_no_secret_and_is_not_cut_out_of_messages() -> None:
 
 def transport_for_scrub() -> Transport:
     return Transport(provider="test", base_url="http://127.0.0.1:1", headers={}, secret=SECRET)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("content_type", ["text/event-stream", "text/plain", ""])
+async def test_an_error_object_with_status_200_under_any_content_type_keeps_its_message(
+    content_type: str,
+) -> None:
+    # Under a stream's content type the SSE decoder passed the object over as no field at all:
+    # the stream ended "interrupted" and the provider's message was lost (Anthropic, Responses).
+    body = {"error": {"type": "overloaded_error", "message": "Overloaded, try later"}}
+    response = WireResponse(
+        b"\n" + orjson.dumps(body), status=200, content_type=content_type,
+        chunking=Chunking.bytewise(),
+    )  # fmt: skip
+    async with WireServer([response]) as server:
+        error = await failure(transport(server))
+    assert isinstance(error, OverloadedError)
+    assert error.message == "Overloaded, try later"

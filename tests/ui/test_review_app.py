@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -282,6 +284,17 @@ async def test_a_resumed_run_cut_off_in_its_tool_leaves_the_chat_usable(resumabl
     assert "Hello again." in "".join(c.get("delta", "") for c in chunks(after.text))
 
 
+@contextmanager
+def _held(base_url: str) -> Iterator[None]:
+    # Bound and not listening: a connection to the port is refused, and the port is not free
+    # for another server to listen on (SO_REUSEADDR: the closed server's connections may still
+    # be in TIME_WAIT on it).
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", urlsplit(base_url).port or 80))
+        yield
+
+
 @pytest.mark.parametrize("adapter", ADAPTERS)
 @pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("resumable", [False, True])
@@ -292,13 +305,17 @@ async def test_an_unreachable_provider_shows_a_fixed_sentence_and_no_address(
 
     async with ScriptedModelServer(provider, []) as model:
         client = model.client(api_key="sk-secret-key-1234", retry=RetryPolicy.disabled())
-    # the model server is gone: connecting to its port is refused
+        base_url = model.base_url
+    # the model server is gone: connecting to its port is refused — while this socket holds
+    # the port (bound, not listening), so no other test's server can take it meanwhile (one
+    # did under load: the request reached it and came back a 422)
     body = {**BODIES[adapter], "id": "c1"}
-    async with client:
-        app = adapter(lambda: Worker(client), resumable=resumable)
-        async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
-            with anyio.fail_after(10):
-                response = await http.post(url, json=body)
+    with _held(base_url):
+        async with client:
+            app = adapter(lambda: Worker(client), resumable=resumable)
+            async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+                with anyio.fail_after(10):
+                    response = await http.post(url, json=body)
     text = response.text
     assert "could not be reached" in text
     assert "sk-secret" not in text and "127.0.0.1" not in text

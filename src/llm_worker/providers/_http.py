@@ -465,7 +465,7 @@ class Transport:
                 first = _first_byte(head)
                 if first == b"<":
                     raise await self._status_error(answer, chunks, head, "text/html")
-                if first == b"{" and (whole or content_type.startswith("application/json")):
+                if first == b"{":  # no SSE stream starts so, whatever its content type says
                     return await self._whole(answer, chunks, head, content_type, whole)
                 if first or len(head) >= _MAX_ERROR_BODY:
                     return head
@@ -493,7 +493,11 @@ class Transport:
             if size > self.max_event_bytes:
                 raise event_too_large(self.max_event_bytes, "a JSON answer", self.provider)
         raw = b"".join(pieces).lstrip(BLANK)  # orjson refuses a BOM; it starts with "{"
-        if content_type.startswith("application/json") and is_error_body(raw):
+        # An error object sent with status 200 surfaces with its own message, also under a
+        # stream's content type (the SSE decoder would pass it over as no field at all); a
+        # client that reads a whole answer itself (`whole`) gets any other content type's.
+        json = content_type.startswith("application/json")
+        if (json or whole is None) and is_error_body(raw):
             raise error_from_status(
                 answer.status_code,
                 raw,
