@@ -106,15 +106,12 @@ class Run:
     """Each answer's usage (a broken attempt's too), with the provider and model to price it."""
     offered: frozenset[str] | None = None  # tools offered for this answer (None: every one)
     tree: Below = field(default_factory=Below)  # sub-agents' records, pauses, resumes, handoff
-    queue: SteerQueue | None = None
-    """The Worker's queue of steers and follow-ups (set when the run starts)."""
+    queue: SteerQueue | None = None  # the Worker's steers and follow-ups (set at the start)
     gate: InputGate | None = None
     """The input guardrails of a fresh run, while they are checked beside its first request."""
     conversation: Conversation = field(default_factory=Conversation)
     """What the Worker keeps between requests, across its runs (the checks made so far)."""
-    sent: list[Message] | None = None
-    """The messages of this run's last request: a tool batch's media are checked beside
-    them (a `ContextPolicy` sends fewer than the history holds); `None` before the first."""
+    sent: list[Message] | None = None  # the last request's messages (a batch's media limit)
     cache_misses: list[CacheMiss] = field(default_factory=lambda: [])
     """The requests that did not start as the conversation's previous one (prompt cache)."""
     budget: Budget | None = None  # the `Limits` the run is charged to (the Worker's, its own)
