@@ -136,11 +136,21 @@ async def test_guardrails_trip_on_the_wire_and_the_history_goes_on(provider: str
         ran.append(str(amount))
         return "moved"
 
+    wires: list[Any] = []
+
     @input_guardrail
     async def no_transfers(ctx: InputGuardrailContext) -> Trip | None:
-        for _ in range(50):  # slower than the answer: the call has arrived meanwhile
+        if "transfer" not in ctx.text:
+            return None
+        # Not before the server has the run's request: a trip before it was sent left the
+        # script's call to the next run, whose input passes (under load it did: the call ran
+        # there). Then slower than the answer: the call has arrived meanwhile.
+        with anyio.fail_after(TIMEOUT):
+            while not wires[0].server.requests:
+                await anyio.lowlevel.checkpoint()
+        for _ in range(50):
             await anyio.lowlevel.checkpoint()
-        return Trip("no transfers today") if "transfer" in ctx.text else None
+        return Trip("no transfers today")
 
     @output_guardrail(hold=8)
     def no_codes(ctx: OutputGuardrailContext) -> Trip | None:
@@ -152,6 +162,7 @@ async def test_guardrails_trip_on_the_wire_and_the_history_goes_on(provider: str
         ScriptedResponse.text("Hello again."),
     ]
     async with serve(provider, script) as wire:
+        wires.append(wire)
         worker = Worker(
             wire.client(),
             tools=[transfer],
