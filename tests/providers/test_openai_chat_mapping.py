@@ -549,3 +549,24 @@ def test_from_string_picks_this_client() -> None:
 
     client = from_string("openai:gpt-4o-mini", api_key="sk-x")
     assert isinstance(client, OpenAIChatClient) and client.model == "gpt-4o-mini"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        [{"type": "text", "text": "SEEN"}, "UNSEEN"],
+        [{"type": "text", "text": "SEEN"}, ["UNSEEN"]],
+        [{"type": "text", "text": "SEEN"}, {"type": "text", "text": 7}],
+        [{"type": "text", "text": "SEEN"}, {"type": "text", "text": ["UNSEEN"]}],
+        {"type": "text", "text": "UNSEEN"},
+        7,
+    ],
+)
+async def test_content_parts_of_the_wrong_shape_are_a_typed_error(content: object) -> None:
+    body = chunk({"content": content}) + chunk(finish="stop") + END
+    events, error, _ = await replay(WireResponse(body))
+    check_invariants(events, error)
+    assert isinstance(error, MalformedStreamError)
+    # The message names the field and its JSON type, never the model's content.
+    assert "content" in str(error) or "text" in str(error)
+    assert "SEEN" not in str(error)

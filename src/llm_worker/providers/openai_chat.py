@@ -420,22 +420,25 @@ class ChatStreamMapper:
         return _STOP_REASONS.get(self._finish, StopReason.OTHER)
 
 
-def _content_parts(content: object) -> list[dict[str, Any]]:
-    """Content given as a list of parts, each a JSON object."""
+def _content_parts(content: object, field: str = "content") -> list[dict[str, Any]]:
+    """Content given as a list of parts, each a JSON object whose `text`, if any, is text."""
+    if content.__class__ is not list:
+        raise wrong_type("a chunk's delta", field, content, "text or a list of parts")
     parts = as_list(content)
-    if not parts and content != []:
-        raise MalformedStreamError(
-            f"`content` is neither text nor a list of parts: {str(content)[:100]!r}",
-            provider=_PROVIDER,
-        )
-    return [as_dict(part) for part in parts]
+    for part in parts:
+        if part.__class__ is not dict:
+            raise wrong_type("a content part", "part", part, "an object")
+        text = part.get("text")
+        if text is not None and text.__class__ is not str:
+            raise wrong_type("a content part", "text", text)
+    return parts
 
 
 def _thinking_text(thinking: object) -> str:
     """The text of a Mistral thinking part: its `text` chunks (`reference` chunks have none)."""
     if type(thinking) is str:
         return thinking  # lenient: a server that flattened the chunks
-    texts = [as_str(part.get("text")) for part in _content_parts(thinking)]
+    texts = [as_str(part.get("text")) for part in _content_parts(thinking, "thinking")]
     return "".join(t for t in texts if t)
 
 
