@@ -7,22 +7,30 @@ The raw baselines parse each `data:` payload with orjson and nothing more. `raw_
 split into lines with `bytes.split`. `raw_aiohttp_lines` and `raw_httpx_lines` use the
 library's own line reader (`async for line in response.content`, `aiter_lines()`).
 
-Run by peers.py as `python _peer_subjects.py SUBJECT SHAPE MODEL BASE_URL [--streams N]`; it
-prints one JSON line. A subject makes a stream factory (one stream per call, all sharing one
-client and its connection pool); a warm-up stream runs before the measured one(s). Every
-subject uses its library's lightest documented streaming call.
+Run by peers.py as `python _peer_subjects.py SUBJECT SHAPE MODEL BASE_URL [--streams N]
+[--serve] [--cpu C]`. A subject makes a stream factory (one stream per call, all sharing one
+client and its connection pool); one whole stream warms it up, then it measures one stream
+(or `--streams N` at once) and prints one JSON line. With `--serve` it prints `ready` after
+the warm-up and then measures once per `go` line on stdin, a JSON line each, until stdin
+ends: peers.py keeps every subject of a round alive so and takes their measurements in turn,
+A B A B, each one next in time to the others'. Every subject uses its library's lightest
+documented streaming call.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib.metadata
 import json
+import os
 import resource
 import statistics
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
 
 Factory = Callable[[], AsyncIterator[Any]]
@@ -346,16 +354,27 @@ def _rss_kib() -> int:
         return int(f.read().split()[1]) * resource.getpagesize() // 1024
 
 
+def _counters() -> tuple[float, float, int, int, int]:
+    """CPU and wall clocks, minor page faults, context switches, GC passes: one reading."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    passes = sum(generation["collections"] for generation in gc.get_stats())
+    return (time.process_time(), time.perf_counter(), usage.ru_minflt,
+            usage.ru_nvcsw + usage.ru_nivcsw, passes)  # fmt: skip
+
+
 async def single(factory: Factory, n: int) -> dict[str, float]:
-    wall, cpu = time.perf_counter(), time.process_time()
+    """One measured stream read to its end: per event CPU and wall, and what disturbed it."""
+    before = _counters()
     items = 0
     async for _ in factory():
         items += 1
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"wall_us": wall / n * 1e6, "cpu_us": cpu / n * 1e6, "items": items}
+    cpu, wall, faults, switches, passes = (a - b for a, b in zip(_counters(), before, strict=True))
+    return {"cpu_us": cpu / n * 1e6, "wall_us": wall / n * 1e6, "items": items,
+            "minflt": faults, "switches": switches, "gc": passes}  # fmt: skip
 
 
 async def many(factory: Factory, n: int, streams: int) -> dict[str, float]:
+    """`streams` streams at once; `kib` counts only in a process's first measurement."""
     firsts: list[float] = []
     start = time.perf_counter()
 
@@ -383,27 +402,37 @@ async def main() -> None:
     parser.add_argument("model")
     parser.add_argument("base_url")
     parser.add_argument("--streams", type=int, default=0)
+    parser.add_argument("--serve", action="store_true", help="one measurement per `go` line")
+    parser.add_argument("--cpu", type=int, default=None, help="run on this CPU only")
     args = parser.parse_args()
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
     n = int(args.model.split("-")[1])
     pool = max(args.streams, 10)
     factory, close = await make(args.subject, args.base_url, args.shape, args.model, pool)
-    if n > 2000:
-        # A long stream is warmed up by a short one of its own client (imports, code paths):
-        # the measured stream then opens its connection, a share below 1 % of its time.
-        warm, done = await make(args.subject, args.base_url, args.shape, "text-20-0", pool)
-        async for _ in warm():
-            pass
-        await done()
+    # The warm-up is one whole stream of the measured client: imports, code paths, its pooled
+    # connection, and the memory a stream of this size touches (the allocator's arenas and
+    # glibc's adaptive mmap threshold), so that no measurement pays a first touch.
+    async for _ in factory():
+        pass
+    measure = (
+        partial(many, factory, n, args.streams) if args.streams else partial(single, factory, n)
+    )
+    if args.serve:
+        print("ready", flush=True)
+        # Blocking reads: between two measurements this process waits, using no CPU, while
+        # the other subjects of the round take their turn.
+        while sys.stdin.readline().strip() == "go":
+            print(json.dumps(await _with_rss(measure())), flush=True)
     else:
-        async for _ in factory():  # warm-up: connection, imports, code paths
-            pass
-    if args.streams:
-        out = await many(factory, n, args.streams)
-    else:
-        out = await single(factory, n)
-    out["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(await _with_rss(measure())))
     await close()
-    print(json.dumps(out))
+
+
+async def _with_rss(measured: Awaitable[dict[str, float]]) -> dict[str, float]:
+    out = await measured
+    out["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
 
 
 if __name__ == "__main__":

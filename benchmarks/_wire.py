@@ -293,6 +293,11 @@ class Server:
     _process: Any
     _stop: Any
 
+    @property
+    def pid(self) -> int:
+        """The server process's id (to pin it to a CPU of its own)."""
+        return self._process.pid
+
     def close(self) -> None:
         self._stop.set()
         self._process.join(timeout=10)
