@@ -39,6 +39,7 @@ MODEL = (
     "llm_worker._cost",
     "llm_worker._secrets",
     "llm_worker._tokens",
+    "llm_worker._media_tokens",
     "llm_worker._models_builtin",
     "llm_worker.models",
 )

@@ -14,7 +14,10 @@ from typing import Literal, TypeAlias
 
 import orjson
 
+from llm_worker._media_tokens import media_tokens
 from llm_worker.messages import (
+    DocumentPart,
+    ImagePart,
     Message,
     Part,
     ProviderPart,
@@ -29,6 +32,8 @@ __all__ = (
     "CountSource",
     "TokenCount",
     "TokenEstimator",
+    "media_chars",
+    "media_provider",
     "message_chars",
     "request_chars",
 )
@@ -74,8 +79,15 @@ class TokenEstimator:
     (4 characters a token before any). Bounded: only the last 16 observations count.
     `observe_request` is O(1): a request's characters are counted when an estimate needs
     them, so calibrating after every answer costs nothing until something is estimated.
+
+    Images and PDFs count as the tokens their provider bills (`media_chars`), at 4
+    characters a token: the ratio learned on requests with media is a mean of the text's
+    own ratio and 4, so text is never estimated further off than at the default ratio
+    (a ratio learned from their base64 size would have been tens of characters a token).
     """
 
+    provider: str | None = None
+    """The client's provider, whose figures count images and PDFs (None: the largest)."""
     _chars: list[int] = field(default_factory=lambda: [])
     _tokens: list[int] = field(default_factory=lambda: [])
     _pending: list[tuple[Request, int]] = field(default_factory=lambda: [])
@@ -105,7 +117,7 @@ class TokenEstimator:
         if pending:
             self._pending = []
             for request, tokens in pending:
-                self.observe(request_chars(request), tokens)
+                self.observe(request_chars(request, self.provider), tokens)
 
     @property
     def calibrated(self) -> bool:
@@ -128,21 +140,24 @@ class TokenEstimator:
     def estimate(self, request: Request) -> TokenCount:
         """The estimated input tokens of a request, saying whether the ratio was learned."""
         source: CountSource = "calibrated" if self.calibrated else "estimate"
-        return TokenCount(self.tokens(request_chars(request)), source)
+        return TokenCount(self.tokens(request_chars(request, self.provider)), source)
 
 
-def request_chars(request: Request) -> int:
+def request_chars(request: Request, provider: str | None = None) -> int:
     """The characters of what a request says, the same whichever wire it goes over.
 
     Counted: the system prompt; each message's text, thinking, tool calls (name and
-    arguments' JSON) and tool results (name and content); an image or document by its size
-    inline (4/3 of its bytes, as base64) or its URL; the tools' names, descriptions and their
-    schemas' property names and descriptions; the output schema's likewise. Ids, item ids,
-    signatures and schema keywords, which each wire spells its own way, do not count.
+    arguments' JSON) and tool results (name and content); an image or a PDF as the tokens
+    `provider` bills for it (`_media_tokens`: from its pixels or pages, not its bytes) at
+    4 characters a token, a plain-text document as its text; the tools' names, descriptions
+    and their schemas' property names and descriptions; the output schema's likewise. Ids,
+    item ids, signatures and schema keywords, which each wire spells its own way, do not
+    count. `provider`: the client's (`"anthropic"`, `"openai_chat"`, ...); None or another
+    name takes the largest of the providers' figures for media.
     """
     chars = len(request.system or "")
     for message in request.messages:
-        chars += message_chars(message)
+        chars += message_chars(message, provider)
     for spec in request.tools:
         chars += len(spec.name) + len(spec.description) + schema_chars(spec.input_schema)
     if request.output_schema is not None:
@@ -150,23 +165,37 @@ def request_chars(request: Request) -> int:
     return chars
 
 
-def message_chars(message: Message) -> int:
+def message_chars(message: Message, provider: str | None = None) -> int:
     """The characters one message adds to `request_chars`."""
-    return sum(part_chars(part) for part in message.content)
+    return sum(part_chars(part, provider) for part in message.content)
 
 
-def part_chars(part: Part) -> int:
-    """The characters one part adds to `request_chars`."""
+def part_chars(part: Part, provider: str | None = None) -> int:
+    """The characters one part adds to `request_chars` (media: see `media_chars`)."""
     if isinstance(part, TextPart | ThinkingPart):
         return len(part.text)
     if isinstance(part, ToolUsePart):
         return len(part.name) + len(orjson.dumps(part.input))
     if isinstance(part, ToolResultPart):
-        return len(part.name or "") + len(part.content) + sum(map(part_chars, part.media))
+        media = sum(media_chars(m, provider) for m in part.media) if part.media else 0
+        return len(part.name or "") + len(part.content) + media
     if isinstance(part, ProviderPart):
         return 0  # opaque data of one provider's wire, spelled its own way
-    data = part.data
-    return len(data) * 4 // 3 if data is not None else len(part.url or "")
+    return media_chars(part, provider)
+
+
+def media_chars(part: ImagePart | DocumentPart, provider: str | None = None) -> int:
+    """An image's or document's characters: its billed tokens at 4 characters a token.
+
+    The tokens come from its pixels or pages (`_media_tokens.media_tokens`), never from its
+    bytes: a 200 KB screenshot is ~1,600 tokens, not the ~67,000 of its base64 text. They
+    are turned into characters at the default ratio, so a calibrated ratio learned on
+    requests with media stays between the text's own ratio and 4 (see `TokenEstimator`).
+    A plain-text document is its text (UTF-8 bytes: at least its characters).
+    """
+    if part.type == "document" and part.media_type == "text/plain" and part.data is not None:
+        return len(part.data)
+    return round(media_tokens(part, provider) * DEFAULT_CHARS_PER_TOKEN)
 
 
 def schema_chars(schema: object) -> int:
@@ -189,3 +218,15 @@ def schema_chars(schema: object) -> int:
             elif isinstance(value, dict | list):
                 stack.append(value)  # pyright: ignore[reportUnknownArgumentType]
     return chars
+
+
+def media_provider(client: object) -> str | None:
+    """The provider whose media figures count a client's requests (None: the largest).
+
+    A `FallbackClient` may send a request to any of its clients: one provider if they all
+    share it, else None.
+    """
+    clients: tuple[object, ...] = getattr(client, "clients", None) or (client,)
+    providers = {getattr(one, "provider", None) for one in clients}
+    provider = providers.pop() if len(providers) == 1 else None
+    return provider if isinstance(provider, str) else None

@@ -182,7 +182,7 @@ async def test_parallel_calls_errors_and_media_keep_their_pairs_on_each_wire(wir
             result = await worker.run("Read and look.")
     assert result.status is RunStatus.FINISHED
     assert {"tool_results", "summary"} <= stages
-    assert max(prompt_tokens(r) for r in model.requests) <= WINDOW
+    assert max(prompt_tokens(r, wire) for r in model.requests) <= WINDOW
     assert all(pairs_valid(r.messages) for r in model.requests)
     # The failed calls' results are sent as they are wherever they are (never stored).
     last = model.requests[-1]

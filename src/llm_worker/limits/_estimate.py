@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from llm_worker._tokens import request_chars
+from llm_worker._tokens import media_provider, request_chars
 from llm_worker.messages import Request
 
 if TYPE_CHECKING:
@@ -48,13 +48,14 @@ async def estimate_input(client: LLMClient, request: Request) -> Estimate:
         else:
             source = getattr(counted, "source", "provider")
             return Estimate(tokens, f"input by {type(client).__name__}.count_tokens ({source})")
-    return Estimate(chars_estimate(request), "input estimated at 4 characters a token")
+    tokens = chars_estimate(request, media_provider(client))
+    return Estimate(tokens, "input estimated at 4 characters a token")
 
 
-def chars_estimate(request: Request) -> int:
+def chars_estimate(request: Request, provider: str | None = None) -> int:
     """Input tokens at 4 characters a token (at least 1), over what the request says.
 
     The characters are `request_chars`' (the same count the calibrated estimate and the
     scripted servers' usage use), so a budget and a context policy agree on a request's size.
     """
-    return request_chars(request) // CHARS_PER_TOKEN + 1
+    return request_chars(request, provider) // CHARS_PER_TOKEN + 1

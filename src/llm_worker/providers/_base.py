@@ -120,7 +120,7 @@ class HttpClient:
     ) -> None:
         """Create a client; the class docstring describes the arguments and errors."""
         self._model = model
-        self.estimator = TokenEstimator()
+        self.estimator = TokenEstimator(self.provider)
         """`count_tokens`' estimate where the provider has no counting endpoint; a Worker
         calibrates it with each answer's usage (`estimator.observe_request(request, tokens)`
         does it by hand)."""

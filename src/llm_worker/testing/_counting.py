@@ -54,4 +54,5 @@ def count_answer(provider: str, http: RecordedRequest, model: str) -> WireRespon
     except Exception as exc:  # a body the scripted model cannot read: the client's 400
         error = {"type": "invalid_request_error", "message": f"unreadable count request: {exc}"}
         return WireResponse({"error": error}, status=400, content_type="application/json")
-    return WireResponse(answer(body, prompt_tokens(request)), content_type="application/json")
+    count = prompt_tokens(request, provider)
+    return WireResponse(answer(body, count), content_type="application/json")

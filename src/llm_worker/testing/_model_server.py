@@ -299,7 +299,9 @@ class ScriptedModelServer(WireServer, Generic[ClientT]):
             response = play(step, ScriptedRequest(request, self._next, http), self._count())
         if response.usage is not None:
             return response
-        usage = response.resolved_usage(request, prompt_chars=len(http.body))
+        usage = response.resolved_usage(
+            request, prompt_chars=len(http.body), provider=self.provider
+        )
         return dataclasses.replace(response, usage=usage)
 
     def _encoded(self, response: ScriptedResponse) -> bytes:

@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 import anyio
 import orjson
 
-from llm_worker._tokens import TokenCount, request_chars
+from llm_worker._tokens import TokenCount, media_provider, request_chars
 from llm_worker.errors import ConfigurationError, LLMWorkerError, ProviderError
 from llm_worker.events import (
     BlockType,
@@ -122,18 +122,19 @@ class ScriptedResponse:
         return StopReason.END_TURN
 
     def resolved_usage(
-        self, request: Request | None = None, *, prompt_chars: int = 0
+        self, request: Request | None = None, *, prompt_chars: int = 0, provider: str | None = None
     ) -> UsageEvent:
         """The usage, defaulted to a rough count: 4 characters a token.
 
         Input tokens count the request (see `prompt_tokens`), or else `prompt_chars`
         characters of it; output tokens count the answer's parts. Neither is 0 with a
         request: an offline cost or budget test sees usage that grows with the conversation.
+        `provider` bills the request's images and PDFs (None: the largest figures).
         """
         if self.usage is not None:
             return self.usage
         if request is not None:
-            prompt = prompt_tokens(request)
+            prompt = prompt_tokens(request, provider)
         else:
             prompt = prompt_chars // 4 + 1 if prompt_chars else 0
         output = sum(len(_part_text(p)) for p in self.parts) // 4 + 1
@@ -181,18 +182,19 @@ ScriptStep: TypeAlias = ScriptedResponse | Callable[[ScriptedRequest], ScriptedR
 blob id back, as a real model would)."""
 
 
-def prompt_tokens(request: Request) -> int:
+def prompt_tokens(request: Request, provider: str | None = None) -> int:
     """A rough count of a request's input tokens: a token for every 4 characters.
 
     The characters are those of what the request says, not of how a wire or the neutral
     form's JSON spells it: the system prompt; each message's text, thinking, tool calls
-    (name and arguments' JSON) and tool results (name and content); an image or document by
-    its size inline (4/3 of its bytes, as base64) or its URL; the tools' names, descriptions
+    (name and arguments' JSON) and tool results (name and content); an image or PDF as the
+    tokens `provider` bills for it (from its pixels or pages; None: the largest of the
+    providers' figures), a plain-text document as its text; the tools' names, descriptions
     and their schemas' property names and descriptions; the output schema's likewise. So the
     same conversation counts the same whichever of the four wires it came over (ids, item
     ids, signatures and schema keywords, which each wire spells its own way, do not count).
     """
-    return request_chars(request) // 4 + 1
+    return request_chars(request, provider) // 4 + 1
 
 
 def split_script(
@@ -340,7 +342,7 @@ class ScriptedClient:
         The same count an answer without `usage` reports, so a context policy or budget sees
         what the scripted usage will say. Plays no script step and records nothing.
         """
-        return TokenCount(prompt_tokens(request), "provider")
+        return TokenCount(prompt_tokens(request, media_provider(self)), "provider")
 
     def stream(self, request: Request) -> AsyncIterator[Event]:
         """Yield the next scripted answer as events.
@@ -382,7 +384,7 @@ class ScriptedClient:
             yield ErrorEvent(response.fail_with.error_type, response.fail_with.message)
             yield StatusEvent(ResponseStatus.FAILED)
             raise response.fail_with
-        yield response.resolved_usage(request)
+        yield response.resolved_usage(request, provider=media_provider(self))
         emitter.finish(response.resolved_stop_reason(), None)
         for event in emitter.out:
             yield event

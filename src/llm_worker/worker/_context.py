@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from llm_worker._tokens import TokenEstimator, message_chars, request_chars
+from llm_worker._tokens import TokenEstimator, media_provider, message_chars, request_chars
 from llm_worker.errors import ConfigurationError, LLMWorkerError
 from llm_worker.messages import Message, Request
 from llm_worker.models import catalog_generation
@@ -54,6 +54,7 @@ class _View:
     """What one history's requests send (see the module docstring)."""
 
     history: list[Message]
+    provider: str | None = None  # whose figures count images and PDFs (None: the largest)
     seen: list[Message] = field(default_factory=lambda: [])
     prefix: list[int] = field(default_factory=lambda: [0])
     sent: dict[int, Message] = field(default_factory=lambda: {})
@@ -77,7 +78,7 @@ class _View:
         if len(history) < len(seen) or seen != history[: len(seen)]:
             self.reset()
         for message in history[len(self.seen) :]:
-            self.prefix.append(self.prefix[-1] + message_chars(message))
+            self.prefix.append(self.prefix[-1] + message_chars(message, self.provider))
         self.seen = list(history)  # equal messages: keep the newest objects
 
     def reset(self) -> None:
@@ -128,6 +129,7 @@ class Compactor:
         "_window",
         "handlers",
         "policy",
+        "provider",
     )
 
     def __init__(self, policy: ContextPolicy) -> None:
@@ -138,6 +140,8 @@ class Compactor:
         self._probed = False
         self._floor_told = False
         self._window: tuple[LLMClient, int, int] | None = None  # (client, generation, window)
+        # Whose figures count images and PDFs: the client's, set by `check` (None: the largest).
+        self.provider: str | None = None
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -173,6 +177,7 @@ class Compactor:
                 OpenAI Responses.
         """
         self.window(client)
+        self.provider = media_provider(client)
         if self.policy.server and client.provider not in _SERVER:
             raise ConfigurationError(
                 f"ContextPolicy(server=True) needs a provider with server-side compaction "
@@ -265,7 +270,7 @@ class Compactor:
         key = id(history)
         view = self._views.get(key)
         if view is None or view.history is not history:
-            view = self._views[key] = _View(history)
+            view = self._views[key] = _View(history, self.provider)
             while len(self._views) > _MAX_VIEWS:
                 self._views.popitem(last=False)
         self._views.move_to_end(key)
@@ -363,7 +368,7 @@ class Compactor:
                     plan.stages.append("thinking")
             if message is not view.history[i]:
                 plan.sent[i] = message
-                plan.sent_chars[i] = message_chars(message)
+                plan.sent_chars[i] = message_chars(message, view.provider)
         plan.boundary = max(plan.boundary, upto)
 
     async def _replace(
@@ -458,7 +463,7 @@ class Compactor:
             del plan.sent[i], plan.sent_chars[i]
         view.boundary, view.sent, view.sent_chars = plan.boundary, plan.sent, plan.sent_chars
         view.cut, view.lead, view.summary = plan.cut, plan.lead, plan.summary
-        view.lead_chars = message_chars(plan.lead) if plan.lead is not None else 0
+        view.lead_chars = message_chars(plan.lead, view.provider) if plan.lead else 0
         view.old_chars = _span_chars(view, plan, plan.cut, plan.boundary)
 
 
@@ -468,7 +473,7 @@ def _span_chars(view: _View, plan: _Plan, start: int, end: int) -> int:
 
 
 def _plan_chars(view: _View, plan: _Plan) -> int:
-    lead = message_chars(plan.lead) if plan.lead is not None else 0
+    lead = message_chars(plan.lead, view.provider) if plan.lead is not None else 0
     return lead + _span_chars(view, plan, plan.cut, len(view.history))
 
 

@@ -54,16 +54,16 @@ def restore(view: _View, data: dict[str, Any]) -> bool:
         view.reset()
         view.seen = list(view.history[:length])
         for message in view.seen:
-            view.prefix.append(view.prefix[-1] + message_chars(message))
+            view.prefix.append(view.prefix[-1] + message_chars(message, view.provider))
         view.boundary, view.cut, view.rearm = boundary, cut, rearm
         view.sent = sent
-        view.sent_chars = {i: message_chars(m) for i, m in sent.items()}
+        view.sent_chars = {i: message_chars(m, view.provider) for i, m in sent.items()}
         view.lead = None if lead is None else Message.from_dict(lead)
         view.summary = as_str(body.get("summary"))
     except (KeyError, TypeError, ValueError):
         view.reset()
         return False
-    view.lead_chars = message_chars(view.lead) if view.lead is not None else 0
+    view.lead_chars = message_chars(view.lead, view.provider) if view.lead is not None else 0
     view.old_chars = sum(
         view.sent_chars.get(i, view.own_chars(i)) for i in range(view.cut, view.boundary)
     )

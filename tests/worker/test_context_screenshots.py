@@ -1,0 +1,158 @@
+"""A screenshot run (computer use, browser agents) under a ContextPolicy.
+
+Each screenshot counted as its base64 size at 4 characters a token: a 177 KB full-HD PNG
+was ~59,000 "tokens" (Anthropic bills ~1,600), so a policy compacted on nearly every request
+of such a run and warned it was over the window when it was far from it. Now a screenshot
+counts as its provider bills it: the run compacts when its text warrants it, not before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from llm_worker import (
+    ContextPolicy,
+    MemoryBlobStore,
+    OutputPolicy,
+    PauseState,
+    RunStatus,
+    Worker,
+    tool,
+)
+from llm_worker._media_tokens import image_tokens
+from llm_worker._tokens import request_chars
+from llm_worker.hooks import Pause, ToolCallContext
+from llm_worker.messages import ImagePart, Request, ToolUsePart
+from llm_worker.testing import (
+    ScriptedClient,
+    ScriptedModelServer,
+    ScriptedRequest,
+    ScriptedResponse,
+)
+from llm_worker.testing._script import prompt_tokens
+from support.long_runs import pairs_valid
+from support.media import screenshot
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT = 120
+SHOT = screenshot()  # 1920 x 1080, ~177 KB: 1,600 tokens on Anthropic
+WINDOW = 200_000  # Claude's
+TURNS = 60
+DENSE_FROM = 45  # from this turn on, each screen comes with 10,000 tokens of page text
+DENSE = "dense page text " * 2_500
+
+
+@tool
+async def look(n: int) -> list[Any]:
+    """Take a screenshot (with the page's text, on dense pages)."""
+    text = f"screen {n}" if n < DENSE_FROM else f"screen {n}: {DENSE}"
+    return [text, ImagePart.from_bytes(SHOT)]
+
+
+def clicker(turns: int) -> Any:
+    def step(ask: ScriptedRequest) -> ScriptedResponse:
+        if ask.index >= turns:
+            return ScriptedResponse.text("done")
+        return ScriptedResponse([ToolUsePart("", "look", {"n": ask.index})])
+
+    return step
+
+
+def worker_on(client: Any, compactions: list[int], window: int = WINDOW) -> Worker:
+    worker = Worker(
+        client,
+        tools=[look],
+        blob_store=MemoryBlobStore(),
+        output_policy=OutputPolicy(inline_threshold=100_000),  # the page text goes inline
+        max_requests=200,
+        context=ContextPolicy(window_tokens=window),
+    )
+    requests: list[Any] = getattr(client, "requests", [])
+    worker.on_context_compacted(lambda event: compactions.append(len(requests)))
+    return worker
+
+
+async def test_a_screenshot_run_compacts_when_its_text_warrants_it_not_before() -> None:
+    client = ScriptedClient(clicker(TURNS), provider="anthropic")
+    compactions: list[int] = []
+    with anyio.fail_after(TIMEOUT):
+        result = await worker_on(client, compactions).run("Fill in the form.")
+    assert result.status is RunStatus.FINISHED
+    sent = [prompt_tokens(r, "anthropic") for r in client.requests]
+    # 45 screenshots are ~72,000 tokens, far under the trigger (160,000): nothing compacted
+    # (from their bytes' size the third request was over it). The dense pages then pass it.
+    assert sent[DENSE_FROM] < 0.5 * WINDOW
+    assert compactions and min(compactions) > DENSE_FROM
+    assert max(sent) <= WINDOW
+    assert all(pairs_valid(r.messages) for r in client.requests)
+    # The screenshots of the recent turns are still sent as they are.
+    images = [p for m in client.requests[-1].messages for r in m.tool_results for p in r.media]
+    assert images and all(isinstance(p, ImagePart) and p.data == SHOT for p in images)
+
+
+def pause_at(n: int) -> Any:
+    def approval(ctx: ToolCallContext) -> Pause | None:
+        return Pause("ok?") if ctx.call.input.get("n") == n and not ctx.resumed else None
+
+    return approval
+
+
+async def test_pause_json_resume_keeps_the_screenshots_estimate() -> None:
+    client = ScriptedClient(clicker(TURNS), provider="anthropic")
+    compactions: list[int] = []
+    worker = worker_on(client, compactions)
+    worker.add_before_tool_call_hook(pause_at(55))
+    with anyio.fail_after(TIMEOUT):
+        paused = await worker.run("Fill in the form.")
+    assert paused.status is RunStatus.PAUSED and paused.state is not None and compactions
+    saved = paused.state.to_json()
+    assert orjson.loads(saved)["context"] is not None  # the compaction goes with the state
+    state = PauseState.from_json(saved)
+    # The pixels survive the JSON: the history counts the same, image for image.
+    before = request_chars(Request(list(paused.state.history)), "anthropic")
+    assert request_chars(Request(list(state.history)), "anthropic") == before
+
+    fresh = ScriptedClient(ScriptedResponse.text("done"), provider="anthropic")
+    again: list[int] = []
+    resumed = worker_on(fresh, again)
+    resumed.add_before_tool_call_hook(pause_at(55))
+    with anyio.fail_after(TIMEOUT):
+        result = await resumed.resume(state)
+    assert result.status is RunStatus.FINISHED
+    assert again == []  # the pausing Worker's compaction is reused: no new one
+    last = client.requests[-1].messages
+    first = fresh.requests[0].messages
+    assert first[: len(last)] == last  # the same request, then the paused call's result
+    assert prompt_tokens(fresh.requests[0], "anthropic") <= WINDOW
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "gemini"])
+async def test_each_wire_counts_screenshots_by_its_provider(wire: str) -> None:
+    # 8 screenshots: 12,800 tokens on Anthropic, 12,384 on Gemini; the trigger is 16,000.
+    window, turns = 20_000, 8
+    per_image = image_tokens((1920, 1080), wire)
+    compactions: list[int] = []
+    async with (
+        ScriptedModelServer(wire, clicker(turns)) as server,
+        server.client() as client,
+    ):
+        worker = worker_on(client, compactions, window)
+        with anyio.fail_after(TIMEOUT):
+            result = await worker.run("Fill in the form.")
+        reported = [r.json() for r in server.requests]
+    assert result.status is RunStatus.FINISHED
+    assert len(reported) == turns + 1
+    assert compactions == []
+    # What the server reports (its usage) is the provider's figure per screenshot.
+    usage = result.usage.input_tokens or 0
+    assert turns * per_image <= usage <= sum(k * per_image + 500 for k in range(turns + 1))
+    # The client's calibrated estimate of the next request agrees with the server's count.
+    history = Request(list(worker.history))
+    estimate = client.estimator.estimate(history).input_tokens
+    assert abs(estimate - prompt_tokens(history, wire)) <= 0.05 * estimate
+    assert estimate >= turns * per_image
