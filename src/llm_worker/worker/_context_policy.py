@@ -41,8 +41,10 @@ class ContextPolicy:
     follow it. Tool calls and their results are never separated. Each compaction is a
     `ContextCompacted` event (`Worker.stream()`, `Worker.on_context_compacted`, and a span
     event when tracing is on). Tokens are estimated from characters at the ratio the
-    answers' usage shows (`llm_worker.models.TokenEstimator`); the provider's count is asked
-    once (`client.count_tokens`) when the first estimate comes near the trigger.
+    answers' usage shows (`llm_worker.models.TokenEstimator`), images and PDFs as the
+    client's provider bills them (from their pixels and pages: `docs/models.md`); the
+    provider's count is asked once (`client.count_tokens`) when the first estimate comes
+    near the trigger.
 
     Attributes:
         trigger: The share of the window past which a request is compacted (0 < trigger <= 1).
