@@ -183,18 +183,21 @@ class _ResponsesMapper:
         """Whether `response.completed` or `response.incomplete` arrived."""
         return self._complete
 
-    def on_event(self, kind: str, data: bytes, emitter: BlockEmitter) -> None:
-        """Map one SSE event (a JSON object with a `type`)."""
+    def on_event(self, kind: str, data: bytes, emitter: BlockEmitter) -> str | None:
+        """Map one SSE event (a JSON object with a `type`).
+
+        A text delta of the streaming item is returned (see `StreamMapper`).
+        """
         # After the terminal event nothing belongs to the answer (OpenRouter adds [DONE]).
         if self._complete:
-            return
+            return None
         try:
             event = orjson.loads(data)
         except orjson.JSONDecodeError:
             # The rare paths: an empty event or `[DONE]` (nothing), bytes that are not UTF-8
             # or a lone surrogate (`json_of` reads them).
             if not data or data == b"[DONE]":
-                return
+                return None
             event = json_of(data)
         kind = event["type"]
         if kind == _TEXT_DELTA and not self._pending:
@@ -203,22 +206,24 @@ class _ResponsesMapper:
             if index is None or index == self._active:
                 delta = event["delta"]
                 if delta.__class__ is str and not event.get("logprobs"):
-                    emitter.text(delta)  # continues the block `item_added` opened
+                    # Handed to `drive`, which makes its event: it continues the block
+                    # `item_added` opened (an empty delta too, as `emitter.text` did).
                     self._streamed = True
-                    return
+                    return delta
         handler = _HANDLERS.get(kind)
         if handler is None:
-            return
+            return None
         # Inline `_route` for the hot path: one dict read and one compare per delta.
         index = event.get("output_index")
         if index is not None and index != self._active and not self._claim(index, event):
-            return
+            return None
         handler(self, event, emitter)
         while self._pending and self._active is None:
             # The streaming item is done: play the next held item, in arrival order.
             held = self._pending.pop(next(iter(self._pending)))
             for event in held:
                 self._route(event, emitter)
+        return None
 
     def on_end(self, emitter: BlockEmitter) -> None:
         """Nothing is held at the end: the terminal event already finished the answer."""
