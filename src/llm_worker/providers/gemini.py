@@ -246,8 +246,8 @@ class _GeminiMapper:
         """A finish reason was seen."""
         return self._finish is not None
 
-    def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> None:
-        """Map one chunk."""
+    def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> str | None:
+        """Map one chunk; a chunk of one piece of answer text returns it (see `StreamMapper`)."""
         # The hot path reads the parsed JSON (Any) directly: a chunk of another shape raises
         # AttributeError / KeyError / TypeError here, which drive() reports as malformed.
         try:
@@ -256,14 +256,14 @@ class _GeminiMapper:
             # The rare paths: an empty event or `[DONE]` (nothing), bytes that are not UTF-8
             # or a lone surrogate (`json_of` reads them).
             if not data or data == b"[DONE]":
-                return
+                return None
             chunk = json_of(data)
         if not self._identified or "modelStatus" in chunk:
             self._response_fields(chunk, emitter)
         candidates = chunk.get("candidates")
         if not candidates:
             self._no_candidate(chunk, emitter)
-            return
+            return None
         candidate = candidates[0]
         if candidate.get("index", 0) != 0:
             candidate = _first(candidates)
@@ -272,6 +272,19 @@ class _GeminiMapper:
             parts = content.get("parts") or ()
             if "logprobsResult" in candidate:
                 self._scored(parts, candidate["logprobsResult"], emitter)
+            elif len(parts) == 1 and len(candidate) == 1 + ("index" in candidate):
+                # The hot path: one part and a candidate of only `content` (and `index`): no
+                # finish reason nor metadata to emit after it, so a piece of answer text is
+                # handed to `drive`, which makes its event (no append to `out` per chunk).
+                part = parts[0]
+                text = part.get("text")
+                if text and text.__class__ is str and len(part) == 1:
+                    self._texts.append(text)
+                    usage = chunk.get("usageMetadata")
+                    if usage is not None:
+                        self._usage = usage
+                    return text
+                self._part(as_dict(part), emitter)
             else:
                 for part in parts:
                     text = part.get("text")
@@ -290,6 +303,7 @@ class _GeminiMapper:
         usage = chunk.get("usageMetadata")
         if usage is not None:
             self._usage = usage
+        return None
 
     def _no_candidate(self, chunk: Any, emitter: BlockEmitter) -> None:
         if "error" in chunk:
