@@ -29,6 +29,7 @@ from llm_worker.events import (
 from llm_worker.messages import Message, Request
 from llm_worker.providers import AnthropicClient, OpenAIChatClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive
+from llm_worker.providers.openai_chat import ChatStreamMapper
 
 pytestmark = pytest.mark.anyio
 
@@ -212,3 +213,81 @@ async def test_anthropic_text_that_is_not_a_string_is_refused() -> None:
     body = _anthropic_body(block, _text_delta(0, ["a"]))
     with pytest.raises(MalformedStreamError, match=r"delta\.text"):
         await _events(_anthropic_mapper(), body)
+
+
+# The Chat mapper reads a chunk of exactly the keys of the last plain text-delta chunk by
+# subscript (`ChatStreamMapper._learn`). Each stream below keeps every chunk's keys (and its
+# choice's) the same and changes one value after two plain chunks: the events must be those
+# of the full path, which the mapper takes when it has learned nothing.
+_PLAIN = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion.chunk",
+    "created": 1,
+    "model": "m",
+    "system_fingerprint": "fp",
+    "usage": None,
+}
+_USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+_TOKEN = {"content": [{"token": "c", "logprob": -0.5, "top_logprobs": []}]}
+_ERROR = {"message": "slow down", "type": "rate_limit_exceeded", "code": 429}
+_ODD: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "usage": ({"usage": _USAGE}, {}),
+    "whole answer": ({"object": "chat.completion"}, {}),
+    "second choice": ({}, {"index": 1}),
+    "finish": ({}, {"finish_reason": "stop"}),
+    "logprobs": ({}, {"logprobs": _TOKEN}),
+    "a delta with a role": ({}, {"delta": {"role": "assistant", "content": "c"}}),
+    "text not a string": ({}, {"delta": {"content": 7}}),
+    "error in place of a key": ({"error": _ERROR}, {}),
+}
+
+
+def _same_keys_body(odd: str) -> bytes:
+    top, choice_more = _ODD[odd]
+    chunks: list[dict[str, Any]] = []
+    for text in ("a", "b", "c", "d"):
+        choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": None}
+        chunk: dict[str, Any] = {**_PLAIN, "choices": [choice]}
+        if text == "c":  # the third chunk: the odd one
+            choice.update(choice_more)
+            chunk.update(top)
+            if "error" in top:
+                del chunk["system_fingerprint"]  # as many keys as a plain chunk
+        chunks.append(chunk)
+    last = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}
+    chunks.append({**_PLAIN, "choices": [last]})
+    lines = [b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks]
+    return b"".join(lines) + b"data: [DONE]\n\n"
+
+
+async def _outcome(mapper: StreamMapper, body: bytes) -> tuple[list[Event], str]:
+    seen: list[Event] = []
+    try:
+        async for event in drive(_one(body), mapper, provider="p"):
+            seen.append(event)
+    except Exception as exc:  # the failure itself is compared
+        return seen, type(exc).__name__
+    return seen, ""
+
+
+@pytest.mark.parametrize("odd", sorted(_ODD))
+async def test_chat_a_chunk_of_the_plain_keys_is_read_as_the_full_path_reads_it(
+    odd: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = _same_keys_body(odd)
+    learning = _chat_mapper()
+    fast = await _outcome(learning, body)
+    assert learning._plain is not None  # pyright: ignore[reportAttributeAccessIssue]
+    monkeypatch.setattr(ChatStreamMapper, "_learn", lambda *_: None)
+    full = await _outcome(_chat_mapper(), body)
+    assert fast == full
+    assert _texts(fast[0])[:2] == ["a", "b"]
+
+
+async def test_chat_the_plain_keys_carry_usage_and_a_whole_answer() -> None:
+    # Two values the subscript path must still read, with their effect checked directly.
+    events, failure = await _outcome(_chat_mapper(), _same_keys_body("usage"))
+    assert failure == ""
+    assert [e.output_tokens for e in events if isinstance(e, UsageEvent)] == [2]
+    _, failure = await _outcome(_chat_mapper(), _same_keys_body("error in place of a key"))
+    assert failure == "RateLimitError"
