@@ -215,10 +215,10 @@ async def test_anthropic_text_that_is_not_a_string_is_refused() -> None:
         await _events(_anthropic_mapper(), body)
 
 
-# The Chat mapper reads a chunk of exactly the keys of the last plain text-delta chunk by
-# subscript (`ChatStreamMapper._learn`). Each stream below keeps every chunk's keys (and its
+# The Chat mapper reads a plain chunk's choice by subscript while every choice carries its
+# four keys (`ChatStreamMapper._keyed`). Each stream below keeps every chunk's keys (and its
 # choice's) the same and changes one value after two plain chunks: the events must be those
-# of the full path, which the mapper takes when it has learned nothing.
+# of the `.get` path, which the mapper takes once a choice lacked a key.
 _PLAIN = {
     "id": "chatcmpl-1",
     "object": "chat.completion.chunk",
@@ -270,18 +270,31 @@ async def _outcome(mapper: StreamMapper, body: bytes) -> tuple[list[Event], str]
     return seen, ""
 
 
+def _keyed(keyed: bool) -> ChatStreamMapper:
+    mapper = _chat_mapper()
+    assert isinstance(mapper, ChatStreamMapper)
+    mapper._keyed = keyed  # pyright: ignore[reportPrivateUsage]
+    return mapper
+
+
 @pytest.mark.parametrize("odd", sorted(_ODD))
-async def test_chat_a_chunk_of_the_plain_keys_is_read_as_the_full_path_reads_it(
-    odd: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_chat_a_chunk_of_the_plain_keys_is_read_as_the_get_path_reads_it(odd: str) -> None:
     body = _same_keys_body(odd)
-    learning = _chat_mapper()
-    fast = await _outcome(learning, body)
-    assert learning._plain is not None  # pyright: ignore[reportAttributeAccessIssue]
-    monkeypatch.setattr(ChatStreamMapper, "_learn", lambda *_: None)
-    full = await _outcome(_chat_mapper(), body)
-    assert fast == full
+    keyed = _keyed(True)
+    fast = await _outcome(keyed, body)
+    assert keyed._keyed  # pyright: ignore[reportPrivateUsage]
+    assert fast == await _outcome(_keyed(False), body)
     assert _texts(fast[0])[:2] == ["a", "b"]
+
+
+async def test_chat_a_choice_without_logprobs_is_read_by_get() -> None:
+    # Many third-party servers leave `logprobs` out: the first such choice turns the
+    # subscript path off for the stream, and its text is not lost.
+    body = _chat_body({"choices": [_choice("a")]}, {"choices": [_choice("b")]})
+    mapper = _keyed(True)
+    events, failure = await _outcome(mapper, body)
+    assert (_texts(events), failure) == (["a", "b"], "")
+    assert not mapper._keyed  # pyright: ignore[reportPrivateUsage]
 
 
 async def test_chat_the_plain_keys_carry_usage_and_a_whole_answer() -> None:

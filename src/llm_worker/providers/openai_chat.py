@@ -175,10 +175,6 @@ def _whole_body(body: bytes) -> bytes:
     return b"".join(b"data: " + line + b"\n" for line in body.splitlines()) + b"\n"
 
 
-# Every key the subscript path reads from a plain chunk's choice.
-_CHOICE_KEYS = frozenset(("delta", "finish_reason", "index", "logprobs"))
-
-
 class ChatStreamMapper:
     """Maps one Chat Completions stream onto a `BlockEmitter` (the `StreamMapper` protocol)."""
 
@@ -186,10 +182,8 @@ class ChatStreamMapper:
         "_done",
         "_finish",
         "_identified",
+        "_keyed",
         "_origin",
-        "_plain",
-        "_plain_choice",
-        "_plain_usage",
         "_refused",
         "_scrub",
         "_stop_string",
@@ -208,11 +202,9 @@ class ChatStreamMapper:
         self._stop_string = False
         self._refused = False
         self._tools = ToolCalls()
-        # The keys of the last plain text-delta chunk and of its choice (see `_learn`): a
-        # chunk with exactly these keys is read by subscript, its other keys known absent.
-        self._plain: frozenset[str] | None = None
-        self._plain_choice: frozenset[str] | None = None
-        self._plain_usage = False  # the plain chunk had `usage` (null): still read per chunk
+        # OpenAI's choice carries `index`, `delta`, `logprobs` and `finish_reason` in every
+        # chunk: read by subscript until one lacks a key (then `.get`, for the stream).
+        self._keyed = True
 
     @property
     def complete(self) -> bool:
@@ -242,36 +234,36 @@ class ChatStreamMapper:
                 f"a stream chunk is not a JSON object: {text_of(data[:100])!r}",
                 provider=_PROVIDER,
             )
-        if chunk.keys() == self._plain:
-            # The hottest path: a chunk of exactly the keys of a plain text-delta chunk seen
-            # before (`_learn`: identified, no `error` nor `x_groq`, `usage` only if it was
-            # null), so no absent key is looked up and the present ones by subscript. The
-            # values are still checked as below; anything else falls through to below.
-            if (
-                not (self._plain_usage and chunk["usage"])
-                and chunk["object"] != "chat.completion"
-                and self._tools.live is None
-            ):
-                choices = chunk["choices"]
-                if choices.__class__ is list and len(choices) == 1:
-                    choice = choices[0]
-                    if choice.keys() == self._plain_choice:
-                        delta = choice["delta"]
-                        if (
-                            delta
-                            and len(delta) == 1
-                            and not choice["index"]
-                            and choice["finish_reason"] is None
-                            and not choice["logprobs"]
-                        ):
-                            text = delta.get("content")
-                            if text.__class__ is str:
-                                return text or None
         if self._identified and "error" not in chunk:
             # The hot path, inline: one choice whose delta is only text, nothing else to read
             # (`_chunk` reads everything else, a present `error` or `x_groq` included).
             choices = chunk.get("choices")
-            if choices.__class__ is list and len(choices) == 1:
+            if choices.__class__ is list and len(choices) == 1 and self._keyed:
+                choice = choices[0]
+                # The same checks by subscript (no method call per read, ~100 instructions
+                # each); `x_groq` and `usage` are tested for presence first, as they are
+                # absent from nearly every chunk. A missing key: the full path reads it.
+                try:
+                    delta = choice["delta"]
+                    if (
+                        delta
+                        and len(delta) == 1
+                        and not choice["index"]  # 0; others come from n > 1
+                        and choice["finish_reason"] is None
+                        and not choice["logprobs"]
+                        and self._tools.live is None
+                        and ("usage" not in chunk or not chunk["usage"])
+                        and "x_groq" not in chunk
+                        and chunk["object"] != "chat.completion"
+                    ):
+                        text = delta.get("content")
+                        if text.__class__ is str:
+                            return text or None
+                except KeyError:
+                    self._keyed = False  # a provider leaving a key out: `.get` from now on
+                    self._chunk(chunk, emitter)
+                    return None
+            elif choices.__class__ is list and len(choices) == 1:
                 choice = choices[0]
                 delta = choice.get("delta")
                 if (
@@ -287,21 +279,9 @@ class ChatStreamMapper:
                 ):
                     text = delta.get("content")
                     if text.__class__ is str:
-                        self._learn(chunk, choice)
                         return text or None
         self._chunk(chunk, emitter)
         return None
-
-    def _learn(self, chunk: Any, choice: Any) -> None:
-        # A plain text-delta chunk, every check above passed: remember its keys (and its
-        # choice's) for the subscript path, if they hold every key that path reads by
-        # subscript. Learned again whenever this path runs, so a stream whose plain chunks
-        # change shape keeps the last one's.
-        if "object" in chunk:
-            self._plain = frozenset(chunk)
-            self._plain_usage = "usage" in chunk
-        if choice.keys() >= _CHOICE_KEYS:
-            self._plain_choice = frozenset(choice)
 
     def _chunk(self, chunk: Any, emitter: BlockEmitter) -> None:
         if not self._identified:
