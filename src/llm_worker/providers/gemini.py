@@ -270,9 +270,7 @@ class _GeminiMapper:
         content = candidate.get("content")
         if content:
             parts = content.get("parts") or ()
-            if "logprobsResult" in candidate:
-                self._scored(parts, candidate["logprobsResult"], emitter)
-            elif len(parts) == 1 and len(candidate) == 1 + ("index" in candidate):
+            if len(parts) == 1 and len(candidate) == 1 + ("index" in candidate):
                 # The hot path: one part and a candidate of only `content` (and `index`): no
                 # finish reason nor metadata to emit after it, so a piece of answer text is
                 # handed to `drive`, which makes its event (no append to `out` per chunk).
@@ -284,17 +282,7 @@ class _GeminiMapper:
                     if usage is not None:
                         self._usage = usage
                     return text
-                self._part(as_dict(part), emitter)
-            else:
-                for part in parts:
-                    text = part.get("text")
-                    if text and text.__class__ is str and len(part) == 1:
-                        # The common case, inline: a piece of answer text. (An empty one,
-                        # nothing to say, is passed over by `_part`.)
-                        emitter.text(text)
-                        self._texts.append(text)
-                    else:
-                        self._part(as_dict(part), emitter)
+            self._parts(parts, candidate, emitter)
         # More than `content` and `index` (either may be absent: a last chunk of only a
         # finish reason, as after thinking spent every token): a finish reason, metadata, …
         # (`content is not None` for `"content" in candidate`: a null one only costs a look.)
@@ -304,6 +292,21 @@ class _GeminiMapper:
         if usage is not None:
             self._usage = usage
         return None
+
+    def _parts(self, parts: Any, candidate: Any, emitter: BlockEmitter) -> None:
+        # A candidate's parts, but for one piece of text `on_event` hands on itself.
+        if "logprobsResult" in candidate:
+            self._scored(parts, candidate["logprobsResult"], emitter)
+            return
+        for part in parts:
+            text = part.get("text")
+            if text and text.__class__ is str and len(part) == 1:
+                # The common case, inline: a piece of answer text. (An empty one, nothing
+                # to say, is passed over by `_part`.)
+                emitter.text(text)
+                self._texts.append(text)
+            else:
+                self._part(as_dict(part), emitter)
 
     def _no_candidate(self, chunk: Any, emitter: BlockEmitter) -> None:
         if "error" in chunk:

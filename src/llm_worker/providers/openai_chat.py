@@ -214,21 +214,16 @@ class ChatStreamMapper:
     def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> str | None:
         """Map one SSE event; a delta of only text is returned (see `StreamMapper`)."""
         if event != "message":
-            if event == "error":  # Groq: `event: error` with an error object
-                raise self._error(_loads_error(data))
-            return None  # not part of the Chat protocol
+            return self._named(event, data)
         # Parsed JSON is Any: the hot path reads it with .get() directly (one call per field);
         # a chunk of another shape raises AttributeError/TypeError, which drive() reports as
         # a MalformedStreamError.
         try:
             chunk: Any = _loads(data)  # inline: `json_of`'s first try, a call less per event
         except orjson.JSONDecodeError:
-            if data == b"[DONE]":
-                self._done = True
+            chunk = self._unparsed(data)
+            if chunk is None:
                 return None
-            if not data:
-                return None  # an empty `data:` line: a keep-alive
-            chunk = json_of(data)
         if chunk.__class__ is not dict:
             raise MalformedStreamError(
                 f"a stream chunk is not a JSON object: {text_of(data[:100])!r}",
@@ -264,23 +259,45 @@ class ChatStreamMapper:
                     self._chunk(chunk, emitter)
                     return None
             elif choices.__class__ is list and len(choices) == 1:
-                choice = choices[0]
-                delta = choice.get("delta")
-                if (
-                    delta
-                    and len(delta) == 1
-                    and not choice.get("index")  # 0 or absent; others come from n > 1
-                    and choice.get("finish_reason") is None
-                    and not choice.get("logprobs")
-                    and self._tools.live is None
-                    and not chunk.get("usage")
-                    and "x_groq" not in chunk
-                    and chunk.get("object") != "chat.completion"
-                ):
-                    text = delta.get("content")
-                    if text.__class__ is str:
-                        return text or None
+                text = self._text_by_get(chunk, choices[0])
+                if text is not None:
+                    return text or None
         self._chunk(chunk, emitter)
+        return None
+
+    def _named(self, event: str, data: bytes) -> None:
+        # An event with an `event:` name, which Chat does not send but Groq's errors.
+        if event == "error":  # Groq: `event: error` with an error object
+            raise self._error(_loads_error(data))
+        # Any other: not part of the Chat protocol.
+
+    def _unparsed(self, data: bytes) -> Any:
+        # Data orjson refused: `[DONE]` or a keep-alive (None), else `json_of`'s reading.
+        if data == b"[DONE]":
+            self._done = True
+            return None
+        if not data:
+            return None  # an empty `data:` line: a keep-alive
+        return json_of(data)
+
+    def _text_by_get(self, chunk: Any, choice: Any) -> str | None:
+        # The hot path's checks by `.get`, for a provider that leaves a key out: the text of
+        # a choice whose delta is only text, nothing else to read; None for anything else.
+        delta = choice.get("delta")
+        if (
+            delta
+            and len(delta) == 1
+            and not choice.get("index")  # 0 or absent; others come from n > 1
+            and choice.get("finish_reason") is None
+            and not choice.get("logprobs")
+            and self._tools.live is None
+            and not chunk.get("usage")
+            and "x_groq" not in chunk
+            and chunk.get("object") != "chat.completion"
+        ):
+            text = delta.get("content")
+            if text.__class__ is str:
+                return text
         return None
 
     def _chunk(self, chunk: Any, emitter: BlockEmitter) -> None:
