@@ -254,8 +254,10 @@ class ChatStreamMapper:
                         text = delta.get("content")
                         if text.__class__ is str:
                             return text or None
-                except KeyError:
-                    self._keyed = False  # a provider leaving a key out: `.get` from now on
+                except (KeyError, TypeError):
+                    # A provider leaving a key out: `.get` from now on. (A choice that is not
+                    # an object: the full path fails it, with its own message.)
+                    self._keyed = False
                     self._chunk(chunk, emitter)
                     return None
             elif choices.__class__ is list and len(choices) == 1:
