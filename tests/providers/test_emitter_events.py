@@ -20,6 +20,7 @@ from llm_worker.errors import MalformedStreamError, RateLimitError
 from llm_worker.events import (
     BlockDelta,
     BlockStart,
+    BlockStop,
     Event,
     StatusEvent,
     TextDelta,
@@ -27,7 +28,7 @@ from llm_worker.events import (
     UsageEvent,
 )
 from llm_worker.messages import Message, Request
-from llm_worker.providers import AnthropicClient, OpenAIChatClient
+from llm_worker.providers import AnthropicClient, GeminiClient, OpenAIChatClient
 from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive
 from llm_worker.providers.openai_chat import ChatStreamMapper
 
@@ -304,3 +305,46 @@ async def test_chat_the_plain_keys_carry_usage_and_a_whole_answer() -> None:
     assert [e.output_tokens for e in events if isinstance(e, UsageEvent)] == [2]
     _, failure = await _outcome(_chat_mapper(), _same_keys_body("error in place of a key"))
     assert failure == "RateLimitError"
+
+
+# Gemini hands a chunk's one text part to `drive` when its candidate holds nothing else;
+# a candidate with more (a finish reason, a second part, a call) takes the parts loop.
+def _gemini_body(*candidates: dict[str, Any]) -> bytes:
+    usage = {"promptTokenCount": 3, "candidatesTokenCount": 1, "totalTokenCount": 4}
+    chunks = [
+        {"candidates": [c], "usageMetadata": usage, "modelVersion": "m", "responseId": "r"}
+        for c in candidates
+    ]
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks)
+
+
+def _text_part(*texts: str) -> dict[str, Any]:
+    return {"content": {"parts": [{"text": t} for t in texts], "role": "model"}, "index": 0}
+
+
+async def test_gemini_a_lone_text_part_and_the_parts_loop_keep_the_order() -> None:
+    call = {"functionCall": {"name": "f", "args": {}}}
+    body = _gemini_body(
+        _text_part("a"),
+        _text_part("b", "c"),  # two parts: the loop
+        {"content": {"parts": [{"text": "d"}], "role": "model"}},  # no index: still lone
+        {"content": {"parts": [call], "role": "model"}, "index": 0},  # a lone part, not text
+        {**_text_part("e"), "finishReason": "STOP"},  # the text, then the finish
+    )
+    mapper = GeminiClient(model="m", api_key="k").mapper(_REQUEST)
+    events, failure = await _outcome(mapper, body)
+    assert failure == ""
+    assert _texts(events) == ["a", "b", "c", "d", "e"]
+    kinds = [type(e).__name__ for e in events if isinstance(e, BlockStart | BlockStop)]
+    assert kinds == [
+        "BlockStart",
+        "BlockStop",
+        "BlockStart",
+        "BlockStop",
+        "BlockStart",
+        "BlockStop",
+    ]
+    last_text = max(i for i, e in enumerate(events) if isinstance(e, BlockDelta))
+    last_stop = max(i for i, e in enumerate(events) if isinstance(e, BlockStop))
+    assert last_text < last_stop  # "e" before its block's stop
+    assert [e.input_tokens for e in events if isinstance(e, UsageEvent)] == [3]
