@@ -217,9 +217,9 @@ async def test_anthropic_text_that_is_not_a_string_is_refused() -> None:
 
 
 # The Chat mapper reads a plain chunk's choice by subscript while every choice carries its
-# four keys (`ChatStreamMapper._keyed`). Each stream below keeps every chunk's keys (and its
-# choice's) the same and changes one value after two plain chunks: the events must be those
-# of the `.get` path, which the mapper takes once a choice lacked a key.
+# keys (`ChatStreamMapper._keyed`; `logprobs` may be absent). Each stream below keeps every
+# chunk's keys (and its choice's) the same and changes one value after two plain chunks: the
+# events must be those of the `.get` path, which the mapper takes once a choice lacked a key.
 _PLAIN = {
     "id": "chatcmpl-1",
     "object": "chat.completion.chunk",
@@ -243,11 +243,14 @@ _ODD: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 }
 
 
-def _same_keys_body(odd: str) -> bytes:
+def _same_keys_body(odd: str, logprobs: bool = True) -> bytes:
+    # `logprobs=False`: the choices lack the key, as many third-party servers send them.
     top, choice_more = _ODD[odd]
     chunks: list[dict[str, Any]] = []
     for text in ("a", "b", "c", "d"):
         choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": None}
+        if not logprobs:
+            del choice["logprobs"]
         chunk: dict[str, Any] = {**_PLAIN, "choices": [choice]}
         if text == "c":  # the third chunk: the odd one
             choice.update(choice_more)
@@ -278,9 +281,12 @@ def _keyed(keyed: bool) -> ChatStreamMapper:
     return mapper
 
 
+@pytest.mark.parametrize("logprobs", [True, False], ids=["logprobs", "no logprobs key"])
 @pytest.mark.parametrize("odd", sorted(_ODD))
-async def test_chat_a_chunk_of_the_plain_keys_is_read_as_the_get_path_reads_it(odd: str) -> None:
-    body = _same_keys_body(odd)
+async def test_chat_a_chunk_of_the_plain_keys_is_read_as_the_get_path_reads_it(
+    odd: str, logprobs: bool
+) -> None:
+    body = _same_keys_body(odd, logprobs)
     keyed = _keyed(True)
     fast = await _outcome(keyed, body)
     assert keyed._keyed  # pyright: ignore[reportPrivateUsage]
@@ -288,13 +294,14 @@ async def test_chat_a_chunk_of_the_plain_keys_is_read_as_the_get_path_reads_it(o
     assert _texts(fast[0])[:2] == ["a", "b"]
 
 
-async def test_chat_a_choice_without_logprobs_is_read_by_get() -> None:
-    # Many third-party servers leave `logprobs` out: the first such choice turns the
-    # subscript path off for the stream, and its text is not lost.
-    body = _chat_body({"choices": [_choice("a")]}, {"choices": [_choice("b")]})
+async def test_chat_a_choice_without_a_finish_reason_is_read_by_get() -> None:
+    # A choice lacking a key the subscript path reads turns that path off for the stream,
+    # and its text is not lost. (`logprobs` alone may be absent: see above.)
+    lacking = {"index": 0, "delta": {"content": "b"}}
+    body = _chat_body(*({"choices": [choice]} for choice in (_choice("a"), lacking, _choice("c"))))
     mapper = _keyed(True)
     events, failure = await _outcome(mapper, body)
-    assert (_texts(events), failure) == (["a", "b"], "")
+    assert (_texts(events), failure) == (["a", "b", "c"], "")
     assert not mapper._keyed  # pyright: ignore[reportPrivateUsage]
 
 

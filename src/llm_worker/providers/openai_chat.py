@@ -202,8 +202,9 @@ class ChatStreamMapper:
         self._stop_string = False
         self._refused = False
         self._tools = ToolCalls()
-        # OpenAI's choice carries `index`, `delta`, `logprobs` and `finish_reason` in every
-        # chunk: read by subscript until one lacks a key (then `.get`, for the stream).
+        # OpenAI's choice carries `index`, `delta` and `finish_reason` in every chunk (and
+        # `logprobs`, which others leave out): read by subscript until one lacks a key (then
+        # `.get`, for the stream).
         self._keyed = True
 
     @property
@@ -236,8 +237,9 @@ class ChatStreamMapper:
             if choices.__class__ is list and len(choices) == 1 and self._keyed:
                 choice = choices[0]
                 # The same checks by subscript (no method call per read, ~100 instructions
-                # each); `x_groq` and `usage` are tested for presence first, as they are
-                # absent from nearly every chunk. A missing key: the full path reads it.
+                # each); `logprobs`, `x_groq` and `usage` are tested for presence first:
+                # the last two are absent from nearly every chunk, and many third-party
+                # servers leave `logprobs` out. A missing key: the full path reads it.
                 try:
                     delta = choice["delta"]
                     if (
@@ -245,7 +247,7 @@ class ChatStreamMapper:
                         and len(delta) == 1
                         and not choice["index"]  # 0; others come from n > 1
                         and choice["finish_reason"] is None
-                        and not choice["logprobs"]
+                        and ("logprobs" not in choice or not choice["logprobs"])
                         and self._tools.live is None
                         and ("usage" not in chunk or not chunk["usage"])
                         and "x_groq" not in chunk
