@@ -16,10 +16,13 @@ least a text delta's line costs, and the stream read in batches of the events re
 stepping each `__anext__` by hand (`hand-stepped`), what a batching encoder's reading costs.
 
 `--instructions` counts CPU instructions instead of timing (valgrind's callgrind, in child
-processes; needs `valgrind` on PATH): each subject runs `--turns` and twice as many turns
-in a process of its own, and the difference, divided by the extra turns, is one turn's
-count without the start-up. Instruction counts do not depend on the machine's load: the
-load-free ratio beside the timed one (slower: about a minute per child under valgrind).
+processes; needs `valgrind` on PATH): each subject runs in a process of its own, one turn to
+warm up and then `--turns` turns inside `sys.call_tracing` (a C function of its own, which
+callgrind's `--toggle-collect` counts alone: no start-up, no warm-up), with
+`PYTHONHASHSEED=0` (the same dict and set layouts in every child): the count over the turns
+is one turn's. Instruction counts do not depend on the machine's load: the load-free ratio
+beside the timed one (slower: a few minutes per child under valgrind). `--check` counts each
+subject at `--turns` and twice as many: the two per-turn counts agree when the count is steady.
 
 `--over http` runs the Worker on `OpenAIChatClient` against a local server in a child
 process (one per subject, so each replays the script from its start), as a served run does:
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import re
 import shutil
 import statistics
@@ -214,20 +218,34 @@ SUBJECTS = {
 }
 
 
-async def run_only(subject: str, turns: int) -> None:
-    """One subject's turns, after one turn to warm up (a child of `--instructions`)."""
-    fn = SUBJECTS[subject]
-    await fn()
+async def turns_of(fn: Any, turns: int) -> None:
     for _ in range(turns):
         await fn()
 
 
+def run_only(subject: str, turns: int) -> None:
+    """One subject's turns, after one turn to warm up (a child of `--instructions`).
+
+    The measured turns run inside `sys.call_tracing`, the C function the parent's callgrind
+    counts alone (`--toggle-collect`); with no tracer set it only calls its argument.
+    """
+    fn = SUBJECTS[subject]
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(fn())
+        gc.collect()
+        sys.call_tracing(loop.run_until_complete, (turns_of(fn, turns),))
+    finally:
+        loop.close()
+
+
 def instructions_of(subject: str, turns: int) -> int:
-    """The instructions one process running `turns` turns of `subject` executes (callgrind)."""
+    """The instructions `turns` turns of `subject` execute in a process of their own."""
     command = [
         "valgrind",
         "--tool=callgrind",
         "--callgrind-out-file=/dev/null",
+        "--toggle-collect=sys_call_tracing",
         sys.executable,
         __file__,
         "--only",
@@ -235,24 +253,26 @@ def instructions_of(subject: str, turns: int) -> int:
         "--turns",
         str(turns),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise RuntimeError(f"no instruction count from valgrind: {done.stderr[-500:]}")
     return int(found.group(1))
 
 
-def count_instructions(turns: int, floors: bool) -> None:
+def count_instructions(turns: int, floors: bool, check: bool) -> None:
     """Per-turn instruction counts of each subject and their ratios to `Worker.stream`."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind on PATH")
     names = list(SUBJECTS) if floors else ["Worker.stream", "Vercel UI stream", "AG-UI"]
     per_turn: dict[str, float] = {}
     for name in names:
-        # The start-up (interpreter, imports, the warm-up turn) is the same in both: the
-        # difference is `turns` turns' own instructions.
-        extra = instructions_of(name, 2 * turns) - instructions_of(name, turns)
-        per_turn[name] = extra / turns
+        per_turn[name] = instructions_of(name, turns) / turns
+        if check:
+            twice = instructions_of(name, 2 * turns) / (2 * turns)
+            once = per_turn[name] / 1e6
+            print(f"{name}: {once:.3f} M at {turns} turns, {twice / 1e6:.3f} M at {2 * turns}")
     base = per_turn["Worker.stream"]
     print(f"Worker.stream: {base / 1e6:.2f} M instructions per turn")
     for name in names[1:]:
@@ -294,12 +314,15 @@ if __name__ == "__main__":
         action="store_true",
         help="count instructions under valgrind (callgrind) instead of timing",
     )
+    parser.add_argument(
+        "--check", action="store_true", help="with --instructions: count at 2x turns as well"
+    )
     parser.add_argument("--only", choices=list(SUBJECTS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.only:
-        asyncio.run(run_only(args.only, args.turns))
+        run_only(args.only, args.turns)
     elif args.instructions:
-        count_instructions(args.turns, args.floors)
+        count_instructions(args.turns, args.floors, args.check)
     elif args.over == "scripted":
         asyncio.run(main(args.rounds, args.turns, args.floors))
     else:

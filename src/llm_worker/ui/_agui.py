@@ -28,9 +28,9 @@ from llm_worker.events import (
     ToolUseMetadata,
     UsageEvent,
 )
-from llm_worker.messages import Message, Origin, Part, ThinkingPart, ToolUsePart
+from llm_worker.messages import Origin, Part, ThinkingPart, ToolUsePart
 from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
-from llm_worker.ui._agui_messages import encrypted, messages_to_agui
+from llm_worker.ui._agui_messages import encrypted, layout_of, messages_to_agui
 from llm_worker.ui._encoder import BlockEncoder, OpenBlock, sse
 from llm_worker.ui._errors import ErrorText, error_code, error_text
 from llm_worker.ui._frontend import awaiting_decision
@@ -228,13 +228,8 @@ class AGUIEncoder(BlockEncoder):
             out.extend(self._stop(block, None))
         self._blocks.clear()
         if self._text_used or self._asm.calls:  # the client holds this step's message
-            layout = messages_to_agui([Message("assistant", self._asm.parts)])[-1]
-            out.append(
-                {
-                    **_encrypted("message", self._message_id, {}),
-                    "encryptedValue": layout["encryptedValue"],
-                }
-            )
+            layout = layout_of(self._asm.parts)  # messages_to_agui's, without the rest
+            out.append({**_encrypted("message", self._message_id, {}), "encryptedValue": layout})
         return [*out, {"type": "STEP_FINISHED", "stepName": name}]
 
     def _result(self, event: ToolResultReady) -> list[Event]:

@@ -32,7 +32,7 @@ from llm_worker.ui._parts import KEY, opaque, rebuild, result_mac, result_proven
 from llm_worker.ui._record import Proven
 from llm_worker.ui._sign import MAC
 
-__all__ = ("encrypted", "messages_from_agui", "messages_to_agui", "read_agui")
+__all__ = ("encrypted", "layout_of", "messages_from_agui", "messages_to_agui", "read_agui")
 
 
 def encrypted(data: dict[str, Any]) -> str:
@@ -122,6 +122,26 @@ def _assistant(message: Message, ident: str) -> list[dict[str, Any]]:
     body["encryptedValue"] = encrypted({"layout": layout})
     out.append(body)
     return out
+
+
+def layout_of(parts: Sequence[Part]) -> str:
+    """The `encryptedValue` `messages_to_agui` writes for an assistant message of these parts.
+
+    The layout alone, as the AG-UI encoder writes it at each step's end: the calls' arguments
+    and the thinking's and calls' signed fields, which the layout does not hold, are not
+    worked out (a tool call's MAC and its arguments' JSON are most of a step's layout cost).
+    """
+    layout: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, ThinkingPart):
+            layout.append({"type": "thinking"})
+        elif isinstance(part, TextPart):
+            layout.append({"type": "text", "length": len(part.text), **opaque(part)})
+        elif isinstance(part, ToolUsePart):
+            layout.append({"type": "tool_use", "id": part.id})
+        elif isinstance(part, ProviderPart):
+            layout.append({"type": "provider", "data": part.data, **opaque(part)})
+    return encrypted({"layout": layout})
 
 
 def tool_call(part: ToolUsePart) -> dict[str, Any]:
