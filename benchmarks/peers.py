@@ -44,9 +44,11 @@ import _wire
 
 STREAMS = {"text": "text-{n}-0", "paced": "text-{n}-1", "tool": "tool-{n}-0"}
 SIZES = {"text": 20_000, "paced": 2_000, "tool": 200}
-# Measurements per subject and round (`--samples` sets them all): a bulk stream is ~50 ms of
-# CPU, a paced one 2 s of wall time, 1,000 concurrent streams about a second.
-SAMPLES = {"text": 7, "paced": 3, "tool": 7, "concurrent": 3}
+# Measurements per subject and round (`--samples` sets them all). A bulk stream is ~50 ms of
+# CPU, a paced one 2 s of wall time, 1,000 concurrent streams about a second; with fewer
+# bulk samples a round's ratio still swings by 0.2-1.0 under load (docs/benchmarks.md,
+# "steady timed ratios").
+SAMPLES = {"text": 15, "paced": 5, "tool": 15, "concurrent": 5}
 # litellm fetches a price list from GitHub at import unless told to use its own copy.
 ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
