@@ -100,7 +100,8 @@ def spread(values: tuple[float, ...], unit: str = "x") -> str:
     """`median (min-max)` of the values, or the one value, or `—`."""
     if not values:
         return "—"
-    digits = 0 if unit == " ms" else 2 if unit == "x" else 3
+    # Ratios to three places: a verdict must not hang on a digit the table does not show.
+    digits = {" ms": 0, " KiB": 1}.get(unit, 3)
     median = f"{statistics.median(values):.{digits}f}{unit}"
     if len(values) == 1:
         return median

@@ -36,7 +36,7 @@ def test_a_bound_is_settled_only_when_every_round_is_on_one_side_of_it(
     assert verdict(1.43, 1.48, 1.54) == "unsettled"
     assert verdict() == "no figure"
     line = issue39.Figure("2", "chat bulk", (1.54, 1.43, 1.48), 1.5).line()
-    assert line == "| 2 | chat bulk | 1.48x (1.43-1.54) | ≤ 1.5x | **unsettled** |"
+    assert line == "| 2 | chat bulk | 1.480x (1.430-1.540) | ≤ 1.5x | **unsettled** |"
     check = issue39.Check("1", "the default's library", "httpx", "aiohttp").line()
     assert check.endswith("| httpx | aiohttp | **not met** |")
 
