@@ -1,6 +1,6 @@
 """Issue 39's four targets in one run: each figure with its spread, the bound, met or not.
 
-Run (the whole report takes about 10 minutes on a quiet machine):
+Run (the whole report: about 10 minutes on a quiet machine, estimated from its parts):
 
     uv sync --group bench
     uv run --group bench python benchmarks/issue39.py [--only import wires concurrent web]
@@ -261,6 +261,8 @@ def main() -> None:
     parser.add_argument("--ui-instructions", action="store_true",
                         help="count the encoders' instructions (valgrind)")  # fmt: skip
     args = parser.parse_args()
+    if args.rounds < 1 or args.samples < 0:
+        parser.error("--rounds must be at least 1, --samples at least 0 (0: the defaults)")
     start, load = time.perf_counter(), os.getloadavg()[0]
     print(f"issue 39's targets: {' '.join(args.only)}; {os.cpu_count()} cores, load average "
           f"{load:.1f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")  # fmt: skip

@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import platform
+import select
 import statistics
 import subprocess
 import sys
@@ -49,6 +50,8 @@ SIZES = {"text": 20_000, "paced": 2_000, "tool": 200}
 # bulk samples a round's ratio still swings by 0.2-1.0 under load (docs/benchmarks.md,
 # "steady timed ratios").
 SAMPLES = {"text": 15, "paced": 5, "tool": 15, "concurrent": 5}
+# How long a warm-up or one measurement may take before its subject counts as failed.
+WAIT = 600.0
 # litellm fetches a price list from GitHub at import unless told to use its own copy.
 ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
@@ -98,14 +101,22 @@ class Live:
         self._log.close()
 
     def _line(self) -> str:
-        assert self._process.stdout is not None
-        return self._process.stdout.readline().strip() if self.error is None else ""
+        """The child's next line; a child silent for `WAIT` seconds has failed (killed)."""
+        stdout = self._process.stdout
+        assert stdout is not None
+        if self.error is not None:
+            return ""
+        # One line per request and nothing more, so none waits in the reader's buffer unseen.
+        if not select.select([stdout], [], [], WAIT)[0]:
+            self._fail(f"no answer in {WAIT:g} s")
+            return ""
+        return stdout.readline().strip()
 
-    def _fail(self) -> None:
+    def _fail(self, why: str | None = None) -> None:
         self._process.kill()
         self._process.wait()
         self._log.seek(0)
-        self.error = ((self._log.read().strip().splitlines() or ["?"])[-1])[:120]
+        self.error = why or ((self._log.read().strip().splitlines() or ["?"])[-1])[:120]
 
 
 def one_round(names: list[str], spec: tuple[str, str, str], extra: list[str],
@@ -323,6 +334,8 @@ def main() -> None:
     parser.add_argument("--readme", action="store_true",
                         help="README's table: its subjects, chat text and paced")  # fmt: skip
     args = parser.parse_args()
+    if args.rounds < 1 or args.samples < 0:
+        parser.error("--rounds must be at least 1, --samples at least 0 (0: the defaults)")
     if args.readme:
         args.wires, args.streams = ["chat"], ["text", "paced"]
         args.subjects = args.subjects or list(_readme_table.SUBJECTS)
