@@ -27,7 +27,7 @@ open block, an `ErrorEvent`, a FAILED status, then raises the typed error.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 import orjson
@@ -101,7 +101,9 @@ class BlockEmitter:
         # What the provider said about the response itself; drive() puts it on the closing
         # StatusEvent.
         self.info = StatusEvent(ResponseStatus.COMPLETED)
-        self._call_ids: set[str] = set()
+        # The answer's tool call ids, made at its first call: most answers have none, and an
+        # object fewer per stream in flight is one fewer for every pass of the collector.
+        self._call_ids: set[str] | None = None
 
     @property
     def open_type(self) -> BlockType | None:
@@ -209,13 +211,16 @@ class BlockEmitter:
             raise MalformedStreamError(
                 f"a tool call without {missing} (id {call_id!r}, name {name!r})", streamed=True
             )
-        if call_id in self._call_ids:
+        ids = self._call_ids
+        if ids is None:
+            ids = self._call_ids = set()
+        elif call_id in ids:
             raise MalformedStreamError(
                 f"the answer has two tool calls with the id {call_id!r}: each call needs an id "
                 "of its own (the tool would run twice and the provider rejects duplicate ids)",
                 streamed=True,
             )
-        self._call_ids.add(call_id)
+        ids.add(call_id)
         return self.start(BlockType.TOOL_USE, ToolUseMetadata(call_id, name, item_id, caller))
 
     def input_json(self, fragment: str, *, charged: int = 0) -> None:
@@ -377,16 +382,14 @@ async def drive(
 ) -> AsyncIterator[Event]:
     """Run one response: bytes → SSE events → mapper → normalized events.
 
-    Yields `StatusEvent(STARTED)` when the answer's first bytes arrive and
-    `StatusEvent(COMPLETED)` last. On any failure yields the abort of the open block, an
-    `ErrorEvent` and `StatusEvent(FAILED)`, then raises a `ProviderError` subclass (scrubbed,
-    its provider set) or the mapper's `caller_error` of it; nothing received is withheld.
-    `mapper` may be a function making it, called at the first bytes (a waiting stream holds
-    no mapper, decoder nor emitter: objects every pass of the garbage collector walks).
-    `chunks` belongs to the driver: closing this generator (`aclose()`) closes it at once, so
-    the HTTP response is released without waiting for garbage collection. An unfinished SSE
-    line or event longer than `max_event_bytes` fails the stream (`MalformedStreamError`), an
-    answer longer than `max_answer_chars` characters (`AnswerTooLargeError`).
+    Yields `StatusEvent(STARTED)` at the answer's first bytes, `StatusEvent(COMPLETED)` last.
+    On any failure yields the abort of the open block, an `ErrorEvent`, `StatusEvent(FAILED)`,
+    then raises a `ProviderError` subclass (scrubbed, its provider set) or the mapper's
+    `caller_error` of it; nothing received is withheld. `mapper` may be a function making it,
+    called at the first bytes (a waiting stream holds no mapper, decoder nor emitter).
+    `chunks` belongs to the driver: closing this generator (`aclose()`) closes it at once. An
+    SSE line or event longer than `max_event_bytes` fails the stream (`MalformedStreamError`),
+    an answer longer than `max_answer_chars` characters (`AnswerTooLargeError`).
     """
     pump: _Pump | None = None
     try:
@@ -394,9 +397,10 @@ async def drive(
         # handed on before the next is decoded (a thousand held made the GC cost most).
         async for chunk in chunks:
             pump = pump or _Pump(mapper, provider, max_event_bytes, max_answer_chars, started=True)
+            mapper = pump.mapper  # made: the function that made it (and its request) let go
             emitter, out, on_event = pump.emitter, pump.out, pump.on_event
             text_event = emitter.text_event
-            for kind, data in pump.decode(chunk):
+            for kind, data in pump.decoder.raw(chunk):
                 text = on_event(kind, data, emitter)
                 if text is not None:  # answer text: its event handed on here, not in `out`
                     delta = text_event(text)
@@ -440,9 +444,8 @@ class _Pump:
     """One response's parts, made at its first bytes: mapper, SSE decoder, emitter."""
 
     __slots__ = (
-        "_decoder",
         "_provider",
-        "decode",
+        "decoder",
         "emitter",
         "end_of_read",
         "mapper",
@@ -468,9 +471,7 @@ class _Pump:
         self.out = emitter.out
         if started:
             self.out.append(StatusEvent(ResponseStatus.STARTED))
-        self._decoder = SSEDecoder(max_event_bytes)
-        # The SSE events one network read completes.
-        self.decode: Callable[[bytes], Iterator[tuple[str, bytes]]] = self._decoder.raw
+        self.decoder = SSEDecoder(max_event_bytes)
         # Optional (see StreamMapper): called once per network read, after its events.
         self.end_of_read: Callable[[BlockEmitter], None] = getattr(
             made, "end_of_read", _no_end_of_read
@@ -492,7 +493,7 @@ class _Pump:
     def end(self) -> list[Event]:
         """The body ended: the last events, or the error of an answer that is not complete."""
         mapper, emitter = self.mapper, self.emitter
-        for kind, data in self._decoder.raw_flush():
+        for kind, data in self.decoder.raw_flush():
             if mapper.complete:
                 _text(mapper.on_event(kind, data, emitter), emitter)
                 continue

@@ -172,7 +172,15 @@ class Transport:
         "max_event_bytes",
         "provider",
         "retry",
+        "scrub",
     )
+    scrub: Callable[[str], str]
+    """Mask the client's credentials in a text that may echo them (see `_secrets`).
+
+    The scrubber's own method, looked up once: every stream's driver and mapper hold it, and
+    a method looked up per stream is one more object per stream in flight for the garbage
+    collector to walk.
+    """
 
     def __init__(
         self,
@@ -191,6 +199,7 @@ class Transport:
         self.provider = provider
         credentials = [secret, *url_secrets(base_url), *header_secrets(headers)]
         self._scrubber = Scrubber(credentials)
+        self.scrub = self._scrubber.scrub
         self._credentials = tuple(c for c in credentials if c)
         self._tag: str | None = None
         self._tagged = False
@@ -288,10 +297,6 @@ class Transport:
         if backend is not None:
             await backend.aclose()
 
-    def scrub(self, text: str) -> str:
-        """Mask the client's credentials in a text that may echo them (see `_secrets`)."""
-        return self._scrubber.scrub(text)
-
     @property
     def credential_tag(self) -> str | None:
         """A digest of the credentials keyed by a secret of the process (None: none).
@@ -372,12 +377,11 @@ class Transport:
                     answer, head = await self._open(url, content, whole, library)
                     # One generator between the library's reads and the caller: each layer
                     # costs a resumption per network read, the main cost of a paced stream.
-                    read = answer.read
                     try:
                         if head:
                             received = len(head)
                             yield head
-                        while chunk := await read():
+                        while chunk := await answer.read():
                             received += len(chunk)
                             yield chunk
                     except BodyFailed as failed:
