@@ -190,14 +190,38 @@ def _jpeg(data: bytes) -> tuple[int, int] | None:
     return None
 
 
+# A PDF's page count by (hash, length) of its bytes: a history re-sends the same PDF every
+# turn and a budget's estimate counts the whole request each turn, so without this a 32 MB
+# PDF was scanned again on every turn (~90 ms each: a history of 1,000 turns with one in
+# each took ~90 s an estimate). A bytes object keeps its hash once computed, so a hit costs
+# O(1); the key holds no reference to the bytes. Bounded, oldest out first.
+_PAGES_CACHED: dict[tuple[int, int], int | None] = {}
+_PAGES_CACHE_SIZE: Final = 256
+_PAGES_CACHE_FROM: Final = 65_536  # smaller PDFs are scanned in microseconds
+
+
 def pdf_pages(data: bytes) -> int | None:
     """The pages of a PDF by its page objects (at most 1,000); None when none are visible.
 
     Page objects inside compressed object streams (PDF 1.5+) are not visible: None then.
+    A large PDF is scanned once: its count is kept by its bytes' hash and length.
     """
     if not data.startswith(b"%PDF-"):
         return None
-    # `bytes.count` runs in C at memory speed: a 32 MB PDF costs milliseconds.
+    if len(data) < _PAGES_CACHE_FROM:
+        return _scan_pages(data)
+    key = (hash(data), len(data))
+    pages = _PAGES_CACHED.get(key, -1)
+    if pages != -1:
+        return pages
+    pages = _PAGES_CACHED[key] = _scan_pages(data)
+    if len(_PAGES_CACHED) > _PAGES_CACHE_SIZE:
+        _PAGES_CACHED.pop(next(iter(_PAGES_CACHED), key), None)
+    return pages
+
+
+def _scan_pages(data: bytes) -> int | None:
+    # `bytes.count` runs in C at memory speed: a 32 MB PDF costs ~90 ms (4 passes).
     pages = sum(data.count(spelling) for spelling in (b"/Type/Page", b"/Type /Page"))
     pages -= sum(data.count(spelling) for spelling in (b"/Type/Pages", b"/Type /Pages"))
     return min(pages, _MAX_PAGES) if pages > 0 else None
