@@ -1,0 +1,196 @@
+"""Review of Chat's plain-delta subscript path (issue 39): hostile values in plain-keyed chunks.
+
+A chunk whose keys are those of a plain text delta but whose values are not what they seem
+must give exactly what the general path (`_chunk`) gives: the same events, the same typed
+error with the same message.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+
+from llm_worker.errors import ProviderError
+from llm_worker.messages import Origin
+from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive
+from llm_worker.providers._sse import json_of
+from llm_worker.providers.openai_chat import ChatStreamMapper
+from support import recorded
+
+pytestmark = pytest.mark.anyio
+
+_BASE: dict[str, Any] = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion.chunk",
+    "created": 1,
+    "model": "gpt-x",
+    "system_fingerprint": "fp",
+}
+
+
+def _plain(text: str) -> dict[str, Any]:
+    choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": None}
+    return {**_BASE, "choices": [choice]}
+
+
+def _with(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    chunk = _plain("h")
+    at: Any = chunk
+    for key in path[:-1]:
+        at = at[key]
+    at[path[-1]] = value
+    return chunk
+
+
+_CHOICE = ("choices", 0)
+_ODD: list[Any] = [
+    None, 0, 1, -1, 2**70, 1.5, 0.0, True, False, "", "0", "x", "\ud800", [], ["x"], {}, {"a": 1},
+]  # fmt: skip
+
+
+def _hostile() -> list[dict[str, Any]]:
+    chunks: list[dict[str, Any]] = []
+    for value in _ODD:
+        chunks.append(_with(("choices",), [value]))
+        chunks.append(_with((*_CHOICE, "delta"), value))
+        chunks.append(_with((*_CHOICE, "index"), value))
+        chunks.append(_with((*_CHOICE, "delta", "content"), value))
+        chunks.append(_with((*_CHOICE, "logprobs"), value))
+        chunks.append(_with((*_CHOICE, "finish_reason"), value))
+        chunks.append(_with(("object",), value))
+        chunks.append(_with(("usage",), value))
+        chunks.append(_with(("x_groq",), value))
+        chunks.append(_with(("error",), value))
+        chunks.append(_with(("id",), value))
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    chunks.append(_with(("usage",), usage))
+    chunks.append(_with((*_CHOICE, "finish_reason"), "stop"))
+    chunks.append(_with(("error",), {"message": "overloaded", "code": 503}))
+    two = _plain("a")
+    two["choices"].append({"index": 1, "delta": {"content": "b"}, "finish_reason": None})
+    chunks.append(two)
+    reordered = _plain("r")
+    reordered = {"choices": reordered.pop("choices"), **reordered}
+    reordered["choices"][0] = dict(reversed(list(reordered["choices"][0].items())))
+    chunks.append(reordered)
+    chunks.append({**_plain("u"), "unknown": {"k": 1}, "service_tier": "default"})
+    extra = _plain("e")
+    extra["choices"][0]["delta"]["refusal"] = None
+    chunks.append(extra)
+    for key in ("logprobs", "finish_reason", "index", "delta"):
+        missing = _plain("m")
+        del missing["choices"][0][key]
+        chunks.append(missing)
+    return chunks
+
+
+class _GeneralChat(ChatStreamMapper):
+    """Chat without its inline text path: every chunk read by `_chunk`."""
+
+    __slots__ = ()
+
+    def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> str | None:
+        if event != "message" or data in (b"", b"[DONE]"):
+            return super().on_event(event, data, emitter)
+        chunk = json_of(data)
+        if chunk.__class__ is not dict:
+            return super().on_event(event, data, emitter)
+        self._chunk(chunk, emitter)
+        return None
+
+
+def _body(chunks: list[dict[str, Any]]) -> bytes:
+    role = {**_BASE, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    end = {**_BASE, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    every = [role, _plain("a"), _plain("b"), *chunks, _plain("c"), end]
+    lines = (b"data: " + orjson.dumps(c, option=orjson.OPT_PASSTHROUGH_DATACLASS) for c in every)
+    return b"".join(line + b"\n\n" for line in lines) + b"data: [DONE]\n\n"
+
+
+def _dumps_ok(chunk: dict[str, Any]) -> bool:
+    try:
+        orjson.dumps(chunk)
+    except orjson.JSONEncodeError:
+        return False
+    return True
+
+
+async def _events(mapper: StreamMapper, body: bytes, size: int) -> list[str]:
+    async def chunks() -> AsyncIterator[bytes]:
+        for at in range(0, len(body), size):
+            yield body[at : at + size]
+
+    seen: list[str] = []
+    try:
+        async for event in drive(chunks(), mapper, provider="p", max_answer_chars=10**9):
+            seen.append(repr(event))
+    except ProviderError as exc:
+        seen.append(f"{type(exc).__name__}: {exc}")
+    return seen
+
+
+async def test_each_hostile_value_in_a_plain_keyed_chunk_gives_the_general_paths_result() -> None:
+    origin = Origin("p", "gpt-x")
+    for chunk, size in itertools.product(_hostile(), (10_000, 7)):
+        body = _body([chunk]) if _dumps_ok(chunk) else None
+        if body is None:
+            continue
+        fast = await _events(ChatStreamMapper(origin=origin), body, size)
+        general = await _events(_GeneralChat(origin=origin), body, size)
+        assert fast == general, chunk
+
+
+async def test_a_lone_surrogate_in_plain_text_is_what_the_general_path_gives() -> None:
+    origin = Origin("p", "gpt-x")
+    good = orjson.dumps(_plain("X")).decode()
+    hostile = good.replace('"X"', '"\\ud800"').encode()
+    body = _body([_plain("X")]).replace(good.encode(), hostile)
+    fast = await _events(ChatStreamMapper(origin=origin), body, 10_000)
+    general = await _events(_GeneralChat(origin=origin), body, 10_000)
+    assert fast == general
+
+
+def _recorded_streams() -> list[tuple[str, bytes]]:
+    streams: list[tuple[str, bytes]] = []
+    for name in recorded.fixture_names("openai_chat"):
+        response = recorded.load("openai_chat", name)["response"]
+        if response["status"] == 200 and "event-stream" in response["content_type"]:
+            streams.append((name, response["body"].encode()))
+    return streams
+
+
+def _third_party(body: bytes, drop: str) -> bytes:
+    # The same stream as a server that leaves a key out of every chunk (or choice) sends it.
+    lines: list[bytes] = []
+    for line in body.split(b"\n"):
+        if not line.startswith(b"data: {"):
+            lines.append(line)
+            continue
+        chunk = orjson.loads(line[6:])
+        chunk.pop(drop, None)
+        for choice in chunk.get("choices") or []:
+            choice.pop(drop, None)
+        lines.append(b"data: " + orjson.dumps(chunk))
+    return b"\n".join(lines)
+
+
+async def test_every_recorded_stream_and_its_third_party_shapes_in_many_chunkings() -> None:
+    # Chunks of 5 bytes, of two seeded random sizes and the whole body: the fast path and
+    # the general one agree on every recorded Chat stream, as recorded and with logprobs /
+    # object / index / system_fingerprint left out (third-party servers' shapes).
+    origin = Origin("p", "m")
+    rng = random.Random(40)
+    streams = _recorded_streams()
+    assert len(streams) >= 15
+    for name, body in streams:
+        for drop in ("", "logprobs", "object", "index", "system_fingerprint"):
+            shaped = _third_party(body, drop) if drop else body
+            for size in (5, rng.randint(6, 64), rng.randint(64, 4096), 10**6):
+                fast = await _events(ChatStreamMapper(origin=origin), shaped, size)
+                general = await _events(_GeneralChat(origin=origin), shaped, size)
+                assert fast == general, (name, drop, size)
