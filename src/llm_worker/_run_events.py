@@ -178,7 +178,8 @@ class ContextCompacted:
         window_tokens: The context window the policy keeps to.
         stages: What was done, in order: `"tool_results"` (old results sent as their blob
             summaries), `"thinking"` (old thinking dropped), `"summary"` (the oldest turns
-            replaced by an LLM summary), `"dropped"` (the oldest turns left out).
+            replaced by an LLM summary), `"dropped"` (the oldest turns left out), `"media"`
+            (old images and documents sent as notes: the provider's media limit per request).
         tool_results: Old tool results now sent as blob summaries (this compaction's).
         thinking_parts: Thinking parts dropped (this compaction's).
         messages_replaced: History messages the summary or the omission note stands for

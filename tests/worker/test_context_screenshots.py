@@ -27,6 +27,7 @@ from llm_worker._media_tokens import image_tokens
 from llm_worker._tokens import request_chars
 from llm_worker.hooks import Pause, ToolCallContext
 from llm_worker.messages import ImagePart, Request, ToolUsePart
+from llm_worker.providers._media import inline_size
 from llm_worker.testing import (
     ScriptedClient,
     ScriptedModelServer,
@@ -156,3 +157,84 @@ async def test_each_wire_counts_screenshots_by_its_provider(wire: str) -> None:
     estimate = client.estimator.estimate(history).input_tokens
     assert abs(estimate - prompt_tokens(history, wire)) <= 0.05 * estimate
     assert estimate >= turns * per_image
+
+
+BIG = screenshot(noise=2_000_000)  # ~2 MB: ~2.7 MB as base64
+LIMITS = {"gemini": 20 * 1024 * 1024, "anthropic": 32 * 1024 * 1024}  # media per request
+
+
+@tool
+async def capture(n: int) -> list[Any]:
+    """Take a large screenshot."""
+    return [f"capture {n}", ImagePart.from_bytes(BIG)]
+
+
+def capturer(turns: int) -> Any:
+    def step(ask: ScriptedRequest) -> ScriptedResponse:
+        if ask.index >= turns:
+            return ScriptedResponse.text("done")
+        return ScriptedResponse([ToolUsePart("", "capture", {"n": ask.index})])
+
+    return step
+
+
+def capture_worker(client: Any, stages: list[tuple[int, tuple[str, ...]]]) -> Worker:
+    worker = Worker(
+        client,
+        tools=[capture],
+        max_requests=100,
+        context=ContextPolicy(window_tokens=1_000_000, keep_recent_turns=2),
+    )
+    worker.on_context_compacted(lambda e: stages.append((len(client.requests), e.stages)))
+    return worker
+
+
+@pytest.mark.parametrize(("provider", "turns"), [("gemini", 14), ("anthropic", 20)])
+async def test_old_screenshots_leave_as_notes_rather_than_the_newest_being_refused(
+    provider: str, turns: int
+) -> None:
+    # Screenshots of ~2.7 MB (base64) pass Gemini's 20 MB per request after 7 (Anthropic's
+    # 32 MB after 12): the newest was refused (an error result: the model never saw it).
+    # Now the oldest, outside the 2 kept turns, leave the request as notes, down to the
+    # policy's target share of the limit.
+    client = ScriptedClient(capturer(turns), provider=provider)
+    stages: list[tuple[int, tuple[str, ...]]] = []
+    with anyio.fail_after(TIMEOUT):
+        result = await capture_worker(client, stages).run("Watch the screen.")
+    assert result.status is RunStatus.FINISHED
+    results = [p for m in result.messages for p in m.tool_results]
+    assert len(results) == turns and not any(p.is_error for p in results)
+    assert all(len(p.media) == 1 for p in results)  # the history keeps every screenshot
+    assert all(inline_size(r.messages) <= LIMITS[provider] for r in client.requests)
+    assert stages and all(s == ("media",) for _, s in stages)
+    assert len(stages) <= turns // 3  # each compaction makes room for several screenshots
+    # The last request: the newest screenshots as they are, the oldest as notes.
+    last = [p for m in client.requests[-1].messages for p in m.tool_results]
+    assert last[-1].media and last[-1].media[0].data == BIG and last[-2].media
+    assert not last[0].media and "left out of this request" in last[0].content
+    # Between two compactions each request is the last one plus the new messages.
+    compacted_at = {at for at, _ in stages}
+    for i in range(1, len(client.requests)):
+        if i not in compacted_at:
+            before, now = client.requests[i - 1].messages, client.requests[i].messages
+            assert now[: len(before)] == before
+
+
+async def test_the_media_notes_survive_pause_json_and_resume() -> None:
+    client = ScriptedClient(capturer(12), provider="gemini")
+    stages: list[tuple[int, tuple[str, ...]]] = []
+    worker = capture_worker(client, stages)
+    worker.add_before_tool_call_hook(pause_at(10))
+    with anyio.fail_after(TIMEOUT):
+        paused = await worker.run("Watch the screen.")
+    assert paused.status is RunStatus.PAUSED and paused.state is not None and stages
+    fresh = ScriptedClient(ScriptedResponse.text("done"), provider="gemini")
+    again: list[tuple[int, tuple[str, ...]]] = []
+    resumed = capture_worker(fresh, again)
+    resumed.add_before_tool_call_hook(pause_at(10))
+    with anyio.fail_after(TIMEOUT):
+        result = await resumed.resume(PauseState.from_json(paused.state.to_json()))
+    assert result.status is RunStatus.FINISHED
+    last = client.requests[-1].messages
+    assert fresh.requests[0].messages[: len(last)] == last  # the same notes, the same request
+    assert inline_size(fresh.requests[0].messages) <= LIMITS["gemini"]

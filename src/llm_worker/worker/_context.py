@@ -20,7 +20,9 @@ from llm_worker.errors import ConfigurationError, LLMWorkerError
 from llm_worker.messages import Message, Request
 from llm_worker.models import catalog_generation
 from llm_worker.providers._base import deep_merge
+from llm_worker.providers._media import inline_size, rules_for
 from llm_worker.state import ContextCompacted
+from llm_worker.worker._context_media import fit_media
 from llm_worker.worker._context_policy import ContextPolicy
 from llm_worker.worker._context_stages import (
     marked,
@@ -199,10 +201,15 @@ class Compactor:
         fixed = _fixed_chars(request)
         tokens = await self._tokens(cfg.client, request, view, fixed + view.chars())
         event = None
+        rules = rules_for(cfg.client.provider)
+        limit = rules.max_request_bytes if rules is not None else None
         # A compaction at its floor waits for the window: today's, should it have shrunk since
-        # (a model registered again, a state resumed under a smaller model).
-        if tokens > max(self.policy.trigger * window, min(view.rearm, window)):
-            event = await self._compact(cfg, view, fixed, tokens, window)
+        # (a model registered again, a state resumed under a smaller model). Media over the
+        # provider's limit per request compact too (the media stage).
+        heavy = limit is not None and inline_size(view.messages()) > limit
+        if heavy or tokens > max(self.policy.trigger * window, min(view.rearm, window)):
+            media = round(limit * self.policy.target) if heavy and limit else None
+            event = await self._compact(cfg, view, (fixed, tokens, window), media)
             left = self._estimator.tokens(fixed + view.chars())
             self._hold(view, left, window)
             if left > window:
@@ -307,15 +314,22 @@ class Compactor:
     # -- a compaction ----------------------------------------------------------------------
 
     async def _compact(
-        self, cfg: WorkerConfig, view: _View, fixed: int, tokens: int, window: int
+        self, cfg: WorkerConfig, view: _View, sizes: tuple[int, int, int], media: int | None
     ) -> ContextCompacted | None:
-        """The stages in order, as far as needed; None when none could take anything out."""
+        """The stages in order, as far as needed; None when none could take anything out.
+
+        `sizes`: the request's characters besides its messages, its tokens, the window;
+        `media`: the inline media bytes to bring the request down to (None: media fit).
+        """
+        fixed, tokens, window = sizes
         plan = _Plan(
             view.boundary, dict(view.sent), dict(view.sent_chars), view.cut, view.lead, view.summary
         )
         n = len(view.history)
         keep = _keep_from(view.history, self.policy.keep_recent_turns)
         await self._reversible(cfg, view, plan, keep)
+        if media is not None and fit_media(view, plan, keep, media):
+            plan.stages.append("media")
         target = self.policy.target * window
         # Past a compaction that could not get under target, a summary (a request to the
         # summarizer, a new lead) is worth it only when storing results did not get back

@@ -37,6 +37,12 @@ class ContextPolicy:
        later requests reuse until the next compaction extends it; without a summarizer
        (or when it fails) they are left out, the message saying how many.
 
+    Inline images and documents have a limit of their own: a request whose media would pass
+    the provider's megabytes per request (Anthropic 32 MB, Gemini 20 MB, OpenAI 50 MB) is
+    compacted too — the media of turns older than `keep_recent_turns` leave it, oldest
+    first, as short text notes, down to `target` of the limit (the history keeps them), so
+    a screenshot run goes on rather than the newest screenshot being refused.
+
     A turn here is one answer of the model with the tool results or user messages that
     follow it. Tool calls and their results are never separated. Each compaction is a
     `ContextCompacted` event (`Worker.stream()`, `Worker.on_context_compacted`, and a span

@@ -48,7 +48,7 @@ from llm_worker.worker._carry import CallKey, Carried, call_key
 from llm_worker.worker._decisions import not_json
 from llm_worker.worker._guard import input_gate_open
 from llm_worker.worker._intercept import ToolStep, intercepted
-from llm_worker.worker._media_check import sendable_results
+from llm_worker.worker._media_check import media_keep, sendable_results
 from llm_worker.worker._steering import skipped_result
 from llm_worker.worker._tree import children_paused
 
@@ -176,7 +176,8 @@ class Batch:
         """Take out of each result the media the provider would refuse (the model reads why)."""
         owner = self.owner
         results = [p.result for p in self.pending]
-        checked = sendable_results(results, owner.cfg.client.provider, _beside(owner))
+        keep = media_keep(owner.cfg)
+        checked = sendable_results(results, owner.cfg.client.provider, _beside(owner), keep)
         for pending, result in zip(self.pending, checked, strict=True):
             pending.result = result
 
@@ -374,7 +375,7 @@ class Batch:
             for index, p in enumerate(self.pending)
         ]
         provider = self.owner.cfg.client.provider
-        checked = sendable_results(kept, provider, _beside(self.owner))
+        checked = sendable_results(kept, provider, _beside(self.owner), media_keep(self.owner.cfg))
         parts: list[Part] = []
         for index, pending in enumerate(self.pending):
             result = checked[index]

@@ -13,18 +13,36 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from llm_worker.providers._media import inline_size, media_size, rules_for, sendable
+from llm_worker.worker._context_media import kept_media
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from llm_worker.messages import Message
     from llm_worker.tools import ToolResult
+    from llm_worker.worker._config import WorkerConfig
 
-__all__ = ("sendable_result", "sendable_results")
+__all__ = ("media_keep", "sendable_result", "sendable_results")
+
+
+def media_keep(cfg: WorkerConfig) -> int | None:
+    """The turns whose media a Worker's `ContextPolicy` keeps in a request (None: no policy).
+
+    With a policy (compacting on this side), the media of older turns leave a request that
+    would pass the provider's limit per request (the media stage): only the kept turns'
+    media can refuse a new result's.
+    """
+    context = cfg.context
+    if context is None or context.policy.server:
+        return None
+    return context.policy.keep_recent_turns
 
 
 def sendable_results(
-    results: Sequence[ToolResult | None], provider: str, history: Sequence[Message]
+    results: Sequence[ToolResult | None],
+    provider: str,
+    history: Sequence[Message],
+    keep_turns: int | None = None,
 ) -> list[ToolResult | None]:
     """Each of a batch's `results` as `sendable_result` leaves it, in one request with `history`.
 
@@ -32,11 +50,13 @@ def sendable_results(
     `ContextPolicy` may have cut, else the Worker's history). The next request carries their
     media and every result's: the provider's limit per request holds for all of them
     together, not for each result alone. A batch without media needs no look at them (a
-    long run's turns stay flat in cost).
+    long run's turns stay flat in cost). `keep_turns` (a `ContextPolicy`'s, `media_keep`):
+    only the opening message's and the kept turns' media count, the older ones leave the
+    request as notes when it would not fit.
     """
     if not any(result is not None and result.media for result in results):
         return list(results)
-    used = inline_size(history)
+    used = inline_size(history) if keep_turns is None else kept_media(history, keep_turns)
     checked: list[ToolResult | None] = []
     for result in results:
         fit = None if result is None else sendable_result(result, provider, used)
