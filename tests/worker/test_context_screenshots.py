@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from llm_worker import (
+    ContextCompacted,
     ContextPolicy,
     MemoryBlobStore,
     OutputPolicy,
@@ -26,7 +27,15 @@ from llm_worker import (
 from llm_worker._media_tokens import image_tokens
 from llm_worker._tokens import request_chars
 from llm_worker.hooks import Pause, ToolCallContext
-from llm_worker.messages import ImagePart, Request, ToolUsePart
+from llm_worker.messages import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    Request,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+)
 from llm_worker.providers._media import inline_size
 from llm_worker.testing import (
     ScriptedClient,
@@ -35,6 +44,7 @@ from llm_worker.testing import (
     ScriptedResponse,
 )
 from llm_worker.testing._script import prompt_tokens
+from llm_worker.worker._context_media import NOTE, without_media
 from support.long_runs import pairs_valid
 from support.media import screenshot
 
@@ -238,3 +248,56 @@ async def test_the_media_notes_survive_pause_json_and_resume() -> None:
     last = client.requests[-1].messages
     assert fresh.requests[0].messages[: len(last)] == last  # the same notes, the same request
     assert inline_size(fresh.requests[0].messages) <= LIMITS["gemini"]
+
+
+@tool
+async def capture_page(n: int) -> list[Any]:
+    """Take a large screenshot, with the page's text."""
+    return [f"capture {n}: " + "word " * 1_400, ImagePart.from_bytes(BIG)]
+
+
+async def test_a_compaction_for_media_alone_leaves_the_turns_and_the_summary_be() -> None:
+    # 8 screenshots with their pages' text: ~21.5 MB of media (over Gemini's 20) and ~32,000
+    # tokens, under the trigger (32,000 of 40,000); once 4 screenshots are notes, ~25,800:
+    # still over the target (24,000). Only media leave: no summary, every turn sent.
+    summarizer = ScriptedClient(ScriptedResponse.text("Screens were watched."))
+    client = ScriptedClient(
+        lambda ask: (
+            ScriptedResponse.text("done")
+            if ask.index >= 8
+            else ScriptedResponse([ToolUsePart("", "capture_page", {"n": ask.index})])
+        ),
+        provider="gemini",
+    )
+    compactions: list[ContextCompacted] = []
+    worker = Worker(
+        client,
+        tools=[capture_page],
+        output_policy=OutputPolicy(inline_threshold=100_000),
+        context=ContextPolicy(window_tokens=40_000, keep_recent_turns=2, summarizer=summarizer),
+    )
+    worker.on_context_compacted(compactions.append)
+    with anyio.fail_after(TIMEOUT):
+        result = await worker.run("Watch the screen. " + "context " * 2_300)
+    assert result.status is RunStatus.FINISHED
+    assert [e.stages for e in compactions] == [("media",)]
+    assert compactions[0].tokens_before < 32_000 < compactions[0].tokens_after + 8_000
+    assert compactions[0].tokens_after > 24_000  # over the target: a token compaction would cut
+    assert summarizer.requests == []
+    sent = client.requests[-1].messages
+    assert len(sent) == len(result.messages) - 1  # every turn sent: none replaced
+
+
+def test_a_message_without_its_media_names_each_and_keeps_urls() -> None:
+    url = ImagePart.from_url("https://example.com/a.png")
+    pdf = DocumentPart.from_bytes(b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj\n%%EOF\n")
+    result = ToolResultPart("c1", "two shots", name="look", media=[ImagePart.from_bytes(SHOT), url])
+    message = Message("user", [result, TextPart("and"), pdf])
+    stripped, size = without_media(message)
+    assert size == inline_size([message]) > 0 and inline_size([stripped]) == 0
+    part = stripped.content[0]
+    assert isinstance(part, ToolResultPart) and part.media == [url]
+    assert part.content == "two shots\n" + NOTE.format(what="an image (image/png, 172 KB)")
+    assert stripped.content[2] == TextPart(NOTE.format(what="a document (application/pdf, 1 KB)"))
+    assert without_media(message) == (stripped, size)  # the same notes each time
+    assert without_media(stripped) == (stripped, 0)

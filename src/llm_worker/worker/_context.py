@@ -22,7 +22,7 @@ from llm_worker.models import catalog_generation
 from llm_worker.providers._base import deep_merge
 from llm_worker.providers._media import inline_size, rules_for
 from llm_worker.state import ContextCompacted
-from llm_worker.worker._context_media import fit_media
+from llm_worker.worker._context_media import fit_media, keep_from
 from llm_worker.worker._context_policy import ContextPolicy
 from llm_worker.worker._context_stages import (
     marked,
@@ -205,13 +205,15 @@ class Compactor:
         limit = rules.max_request_bytes if rules is not None else None
         # A compaction at its floor waits for the window: today's, should it have shrunk since
         # (a model registered again, a state resumed under a smaller model). Media over the
-        # provider's limit per request compact too (the media stage).
+        # provider's limit per request compact too (the media stage), not the tokens.
         heavy = limit is not None and inline_size(view.messages()) > limit
-        if heavy or tokens > max(self.policy.trigger * window, min(view.rearm, window)):
+        over = tokens > max(self.policy.trigger * window, min(view.rearm, window))
+        if heavy or over:
             media = round(limit * self.policy.target) if heavy and limit else None
-            event = await self._compact(cfg, view, (fixed, tokens, window), media)
+            event = await self._compact(cfg, view, (fixed, tokens, window), media, over=over)
             left = self._estimator.tokens(fixed + view.chars())
-            self._hold(view, left, window)
+            if over:  # (a compaction for media alone leaves the tokens' schedule as it was)
+                self._hold(view, left, window)
             if left > window:
                 # What is left cannot be compacted (the system prompt, tools, the newest
                 # messages): the provider will likely refuse the request. Said, not hidden.
@@ -314,19 +316,26 @@ class Compactor:
     # -- a compaction ----------------------------------------------------------------------
 
     async def _compact(
-        self, cfg: WorkerConfig, view: _View, sizes: tuple[int, int, int], media: int | None
+        self,
+        cfg: WorkerConfig,
+        view: _View,
+        sizes: tuple[int, int, int],
+        media: int | None,
+        *,
+        over: bool = True,
     ) -> ContextCompacted | None:
         """The stages in order, as far as needed; None when none could take anything out.
 
         `sizes`: the request's characters besides its messages, its tokens, the window;
-        `media`: the inline media bytes to bring the request down to (None: media fit).
+        `media`: the inline media bytes to bring the request down to (None: media fit);
+        `over`: the tokens passed the trigger (else only media and the reversible stages).
         """
         fixed, tokens, window = sizes
         plan = _Plan(
             view.boundary, dict(view.sent), dict(view.sent_chars), view.cut, view.lead, view.summary
         )
         n = len(view.history)
-        keep = _keep_from(view.history, self.policy.keep_recent_turns)
+        keep = keep_from(view.history, self.policy.keep_recent_turns)
         await self._reversible(cfg, view, plan, keep)
         if media is not None and fit_media(view, plan, keep, media):
             plan.stages.append("media")
@@ -334,8 +343,8 @@ class Compactor:
         # Past a compaction that could not get under target, a summary (a request to the
         # summarizer, a new lead) is worth it only when storing results did not get back
         # under the trigger: else each compaction would ask for one.
-        goal = self.policy.trigger * window if view.rearm else target
-        if self._estimate(view, plan, fixed) > goal:
+        goal = self.policy.trigger * window if view.rearm or not over else target
+        if over and self._estimate(view, plan, fixed) > goal:
             await self._replace(view, plan, fixed, target, keep)
         if self._estimate(view, plan, fixed) > self.policy.trigger * window and keep < n:
             await self._reversible(cfg, view, plan, n)  # the recent turns are too large
@@ -562,19 +571,6 @@ def _fixed_chars(request: Request) -> int:
     return request_chars(
         Request([], system=request.system, tools=request.tools, output_schema=request.output_schema)
     )
-
-
-def _keep_from(history: list[Message], turns: int) -> int:
-    """Where the last `turns` turns (answers and what follows them) begin."""
-    if turns == 0:
-        return len(history)
-    seen = 0
-    for i in range(len(history) - 1, -1, -1):
-        if history[i].role == "assistant":
-            seen += 1
-            if seen == turns:
-                return i
-    return 0
 
 
 def _first_assistant(history: list[Message]) -> int:

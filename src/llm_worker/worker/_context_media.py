@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from llm_worker.messages import MediaPart
     from llm_worker.worker._context import _Plan, _View  # pyright: ignore[reportPrivateUsage]
 
-__all__ = ("NOTE", "fit_media", "kept_media", "without_media")
+__all__ = ("NOTE", "fit_media", "keep_from", "kept_media", "without_media")
 
 NOTE = "[llm-worker: {what} left out of this request: the provider's media limit per request]"
 """The text an image or document left out stands as (`{what}`: its kind, type and size)."""
@@ -62,17 +62,21 @@ def kept_media(history: Sequence[Message], keep_turns: int) -> int:
     stands for it) and what follows the last `keep_turns - 1` answers — the answer being
     acted on now is the newest of the next request's `keep_turns` turns.
     """
-    start = len(history)
-    if keep_turns > 1:
-        seen = 0
-        start = 0
-        for i in range(len(history) - 1, -1, -1):
-            if history[i].role == "assistant":
-                seen += 1
-                if seen == keep_turns - 1:
-                    start = i
-                    break
+    start = keep_from(history, max(keep_turns - 1, 0))
     return inline_size(history[:1]) + inline_size(history[max(start, 1) :])
+
+
+def keep_from(history: Sequence[Message], turns: int) -> int:
+    """Where the last `turns` turns (answers and what follows them) begin."""
+    if turns == 0:
+        return len(history)
+    seen = 0
+    for i in range(len(history) - 1, -1, -1):
+        if history[i].role == "assistant":
+            seen += 1
+            if seen == turns:
+                return i
+    return 0
 
 
 def fit_media(view: _View, plan: _Plan, keep: int, limit: int) -> int:
