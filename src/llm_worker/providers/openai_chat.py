@@ -17,8 +17,10 @@ Completions sends no block starts or stops, only deltas, so blocks are synthesiz
 - `annotations` (`url_citation`: OpenAI's search models, OpenRouter's web plugin) become
   citations of the text block (`Citation`, `origin` this client's); indexes count in the
   message's content.
-- `refusal` deltas (structured outputs) are kept visibly as text, and an answer that refused
-  stops with `StopReason.REFUSAL` (the raw `finish_reason`, usually `stop`, stays on the stop).
+- `refusal` deltas (structured outputs) and `refusal` content parts are kept visibly as
+  text, and an answer that refused stops with `StopReason.REFUSAL` (the raw `finish_reason`,
+  usually `stop`, stays on the stop). Content parts without text (`image_url`, Mistral's
+  `reference`) add nothing to the text.
 - the legacy `function_call` delta (the `functions` API) is read as tool call 0 (an id is
   made up; it goes back as a `tool_calls` entry), unless its delta has `tool_calls` too.
 - tool calls arrive by `index`, several per response and several in one chunk, with `id` and
@@ -396,11 +398,22 @@ class ChatStreamMapper:
     def _parts(self, content: object, emitter: BlockEmitter) -> None:
         # Content as a list of parts: `{"type": "text", "text": …}`, and Mistral's reasoning
         # (Magistral) as `{"type": "thinking", "thinking": [{"type": "text", "text": …}]}`.
+        # A `refusal` part is `delta.refusal` spelled as a part: visible text and a refusal
+        # stop (was passed over: the refusal lost). Parts without text (`image_url`,
+        # Mistral's `reference`) have nothing to add to the answer's text.
         for part in _content_parts(content):
-            if part.get("type") == "thinking":
+            kind = part.get("type")
+            if kind == "thinking":
                 text = _thinking_text(part.get("thinking"))
                 if text:
                     self._thinking(text, _CHUNKED, emitter)
+            elif kind == "refusal":
+                refusal = part.get("refusal")
+                if refusal is not None and refusal.__class__ is not str:
+                    raise wrong_type("a content part", "refusal", refusal)
+                if refusal:
+                    self._refused = True
+                    self._text(refusal, emitter, None)
             else:
                 text = as_str(part.get("text"))
                 if text:
