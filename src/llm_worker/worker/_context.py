@@ -68,6 +68,7 @@ class _View:
     lead_chars: int = 0
     old_chars: int = 0  # of the messages from `cut` to `boundary`, as sent
     last_chars: int = 0  # the last request's characters, for calibration
+    media: int = 0  # the history's inline media bytes: a bound on any request's
     # Tokens past which the next compaction runs, when the last one could not get under
     # `target` (0: the policy's trigger): compacting again at the trigger would ask for a
     # summary on nearly every request and take out next to nothing each time.
@@ -81,11 +82,12 @@ class _View:
             self.reset()
         for message in history[len(self.seen) :]:
             self.prefix.append(self.prefix[-1] + message_chars(message, self.provider))
+        self.media += inline_size(history[len(self.seen) :])
         self.seen = list(history)  # equal messages: keep the newest objects
 
     def reset(self) -> None:
         self.seen, self.prefix, self.sent, self.sent_chars = [], [0], {}, {}
-        self.boundary = self.cut = self.lead_chars = self.old_chars = self.rearm = 0
+        self.boundary = self.cut = self.lead_chars = self.old_chars = self.rearm = self.media = 0
         self.lead = self.summary = None
 
     def own_chars(self, i: int) -> int:
@@ -206,7 +208,8 @@ class Compactor:
         # A compaction at its floor waits for the window: today's, should it have shrunk since
         # (a model registered again, a state resumed under a smaller model). Media over the
         # provider's limit per request compact too (the media stage), not the tokens.
-        heavy = limit is not None and inline_size(view.messages()) > limit
+        # (the history's media bound any request's: a run without many skips the count)
+        heavy = limit is not None and view.media > limit and inline_size(view.messages()) > limit
         over = tokens > max(self.policy.trigger * window, min(view.rearm, window))
         if heavy or over:
             media = round(limit * self.policy.target) if heavy and limit else None

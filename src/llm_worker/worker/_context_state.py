@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from llm_worker._json import as_dict, as_int, as_str
 from llm_worker._tokens import message_chars
 from llm_worker.messages import Message
+from llm_worker.providers._media import inline_size
 
 if TYPE_CHECKING:
     from llm_worker.worker._context import _View  # pyright: ignore[reportPrivateUsage]
@@ -53,6 +54,7 @@ def restore(view: _View, data: dict[str, Any]) -> bool:
             return False
         view.reset()
         view.seen = list(view.history[:length])
+        view.media = inline_size(view.seen)
         for message in view.seen:
             view.prefix.append(view.prefix[-1] + message_chars(message, view.provider))
         view.boundary, view.cut, view.rearm = boundary, cut, rearm
