@@ -23,6 +23,7 @@ from llm_worker.events import (
     BlockStop,
     Event,
     StatusEvent,
+    StopReason,
     TextDelta,
     TokenLogprob,
     UsageEvent,
@@ -355,3 +356,67 @@ async def test_gemini_a_lone_text_part_and_the_parts_loop_keep_the_order() -> No
     last_stop = max(i for i, e in enumerate(events) if isinstance(e, BlockStop))
     assert last_text < last_stop  # "e" before its block's stop
     assert [e.input_tokens for e in events if isinstance(e, UsageEvent)] == [3]
+
+
+# `drive` builds the event of returned text itself while a text block is open and the answer
+# has room (`BlockEmitter.text_event`'s common case); anything else goes through the method.
+# A scripted mapper returns each data's text, or sends it through `emitter.text` (the general
+# path) or opens a thinking block (`~`): the two must give the same events and the same failure.
+class _Scripted:
+    def __init__(self, returned: bool) -> None:
+        self._returned = returned
+        self._done = False
+
+    @property
+    def complete(self) -> bool:
+        return self._done
+
+    def on_event(self, event: str, data: bytes, emitter: BlockEmitter, /) -> str | None:
+        text = data.decode()
+        if text == "END":
+            self._done = True
+        elif text.startswith("~"):
+            emitter.thinking(text)
+        elif self._returned:
+            return text
+        else:
+            emitter.text(text)
+        return None
+
+    def on_end(self, emitter: BlockEmitter) -> None:
+        emitter.finish(StopReason.END_TURN, "end_turn")
+
+
+_SCRIPTS = {
+    "first text opens the block": ["ab", "c", "END"],
+    "text after thinking": ["~x", "ab", "~y", "c", "d", "END"],
+    "answer exactly at the bound": ["abc", "defg", "hij", "END"],
+    "one past the bound": ["abc", "defg", "hijk", "END"],
+    "the first text past the bound": ["abcdefghijk", "END"],
+}
+
+
+@pytest.mark.parametrize("script", sorted(_SCRIPTS))
+async def test_drive_builds_returned_text_as_the_emitter_does(script: str) -> None:
+    body = b"".join(b"data: " + line.encode() + b"\n\n" for line in _SCRIPTS[script])
+
+    async def outcome(returned: bool) -> tuple[list[Event], str]:
+        seen: list[Event] = []
+        try:
+            async for event in drive(
+                _one(body), _Scripted(returned), provider="p", max_answer_chars=10
+            ):
+                seen.append(event)
+        except Exception as exc:  # the failure itself is compared
+            return seen, type(exc).__name__
+        return seen, ""
+
+    inline = await outcome(True)
+    assert inline == await outcome(False)
+    texts = [text for text in _SCRIPTS[script][:-1] if not text.startswith("~")]
+    assert _texts(inline[0]) == (texts[:-1] if "past" in script else texts)
+    for event in inline[0]:  # every field set, as the constructors set them
+        if isinstance(event, BlockDelta) and isinstance(event.delta, TextDelta):
+            assert _every_field(event) == _every_field(BlockDelta(event.index, event.delta))
+            assert _every_field(event.delta) == _every_field(TextDelta(event.delta.text))
+    assert inline[1] == ("AnswerTooLargeError" if "past" in script else "")

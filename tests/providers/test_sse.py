@@ -461,6 +461,20 @@ def test_a_remembered_event_line_names_only_its_own_event() -> None:
     ]  # fmt: skip
 
 
+def test_the_event_line_read_last_names_only_its_own_events() -> None:
+    # An `event:` line is compared with the one read last before it is looked up: the same
+    # type again, two types of one length alternating, repeats past the few remembered, a
+    # type without data (forgotten), the line as a data value; whole and split in pieces.
+    names = [b"delta", b"delta", b"stops", b"delta", b"stops", b"stops"]
+    names += [b"k%02d" % i for i in range(40)] + [b"delta", b"delta", b"k39", b"k39"]
+    body = b"".join(b"event: %s\ndata: %d\n\n" % (name, i) for i, name in enumerate(names))
+    body += b"event: delta\n\ndata: plain\n\ndata: event: delta\n\nevent: delta\ndata: x\n\n"
+    expected = reference(body)
+    assert [e.event for e in expected][-4:] == ["k39", "message", "message", "delta"]
+    for piece in (len(body), 1, 7, 26):
+        assert decode(*split_at(body, list(range(0, len(body), piece)))) == expected
+
+
 @pytest.mark.parametrize(
     "body",
     [

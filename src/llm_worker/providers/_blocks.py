@@ -25,9 +25,13 @@ the rules of the event model for all of them:
 open block, an `ErrorEvent`, a FAILED status, then raises the typed error.
 """
 
+# `drive` reads and sets the emitter's text state inline (a call per delta cost more than
+# the rest of its hand-off): the emitter's protected fields are this module's to use.
+# pyright: reportPrivateUsage=false
+
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol
 
 import orjson
@@ -393,17 +397,24 @@ async def drive(
     """
     pump: _Pump | None = None
     try:
-        # Inline, the hot loop: no generator layer but this one; each event's output is
-        # handed on before the next is decoded (a thousand held made the GC cost most).
+        # Inline, the hot loop: each event's output handed on before the next is decoded
+        # (a thousand held made the GC cost most); the emitter's text state read in place.
         async for chunk in chunks:
             pump = pump or _Pump(mapper, provider, max_event_bytes, max_answer_chars, started=True)
             mapper = pump.mapper  # made: the function that made it (and its request) let go
             emitter, out, on_event = pump.emitter, pump.out, pump.on_event
-            text_event = emitter.text_event
             for kind, data in pump.decoder.raw(chunk):
                 text = on_event(kind, data, emitter)
                 if text is not None:  # answer text: its event handed on here, not in `out`
-                    delta = text_event(text)
+                    room = emitter._room - len(text)  # `text_event`'s common case
+                    if room < 0 or emitter._open is not _TEXT:
+                        delta = emitter.text_event(text)  # a block to open, or too long
+                    else:
+                        emitter._room = room
+                        piece = _new(TextDelta)
+                        piece.text, piece.logprobs = text, None
+                        delta = _new(BlockDelta)
+                        delta.index, delta.delta, delta.path = emitter._index, piece, ()
                     if not out:
                         yield delta
                         continue
@@ -419,14 +430,8 @@ async def drive(
             yield event
     except Exception as exc:
         pump = pump or _Pump(mapper, provider, max_event_bytes, max_answer_chars, started=False)
-        failure = Failure.of(
-            exc, pump.emitter, pump.mapper, pump.end_of_read, provider=provider, scrub=scrub
-        )
-        if failure is None:
-            raise  # not a stream failure: a bug, or the caller's error
-        for event in failure.events:
+        for event in pump.failed(exc, scrub):  # then raises
             yield event
-        failure.throw(exc)
     finally:
         await _close(chunks)
     yield pump.emitter.info
@@ -489,6 +494,19 @@ class _Pump:
         events = out.copy()
         out.clear()
         return events
+
+    def failed(self, exc: Exception, scrub: Callable[[str], str]) -> Iterator[Event]:
+        """A failure's last events (abort, error, FAILED), then its error raised.
+
+        `exc` itself when it is no failure of the stream: a bug, or the caller's error.
+        """
+        failure = Failure.of(
+            exc, self.emitter, self.mapper, self.end_of_read, provider=self._provider, scrub=scrub
+        )
+        if failure is None:
+            raise exc
+        yield from failure.events
+        failure.throw(exc)
 
     def end(self) -> list[Event]:
         """The body ended: the last events, or the error of an answer that is not complete."""

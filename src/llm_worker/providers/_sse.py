@@ -140,6 +140,7 @@ class SSEDecoder:
         "_given_retry",
         "_last_id",
         "_limit",
+        "_named",
         "_names",
         "_pending_cr",
         "_retry",
@@ -168,6 +169,8 @@ class SSEDecoder:
         self._event = ""
         # Whole `event:` lines and the types they name, the first few kinds a stream uses.
         self._names: dict[bytes, str] = {}
+        # The last of them read, and its type (no line holds a LF: none equals it at first).
+        self._named: tuple[bytes, str] = (b"\n", "")
         self._last_id: str | None = None
         self._retry: int | None = None
         # The event being read set `retry`, or outlasted a chunk: `_dispatch` ends it.
@@ -204,6 +207,7 @@ class SSEDecoder:
         if not lines:
             return
         data, names, plain = self._data, self._names, not self._unusual
+        named, named_kind = self._named
         one: bytes | None = None  # the one `data: ` line of a plain event, while it is one
         for line in lines:
             # The hot path, inline: the blank line that ends an event of one data line (tested
@@ -222,6 +226,10 @@ class SSEDecoder:
                 else:
                     yield from self._ended()
                     plain = not self._unusual
+            elif line == named:
+                # The `event:` line read last, again (Anthropic and Responses name every
+                # event, a run of deltas by one type): a compare costs less than a hash.
+                self._event = named_kind
             elif line[:6] == b"data: ":
                 if one is None and plain and not data:
                     one = line[6:]
@@ -229,8 +237,8 @@ class SSEDecoder:
                     self._held(one).append(line[6:])
                     one = None
             else:
-                # An `event:` line seen before (Anthropic and Responses name every event):
-                # its type without slicing or decoding the line again.
+                # An `event:` line seen before: its type without slicing or decoding the
+                # line again.
                 kind = names.get(line)
                 if kind is None:
                     self._held(one)  # `_field` may add data after it
@@ -239,6 +247,7 @@ class SSEDecoder:
                     plain = not self._unusual
                 else:
                     self._event = kind
+                    named, named_kind = self._named = line, kind
         if self._held(one):
             self._count()
 
