@@ -178,6 +178,44 @@ def measure_concurrent(args: argparse.Namespace, server: _wire.Server) -> list[F
     ]
 
 
+def count_wires(wires: list[str], server: _wire.Server, n: int) -> list[Figure]:
+    """Bulk by instructions (load-free): the default client over the limit, each wire.
+
+    Each subject runs as peers.py runs it (`_peer_subjects.py`: a warm-up stream, then one
+    measured; over HTTP from the same server) under valgrind's callgrind, with `n` and `2n`
+    deltas; the difference is `2n` events' instructions, start-up and imports cancelled.
+    """
+    figures = []
+    for shape in wires:
+        per_event = {}
+        what = f"{shape} bulk by instructions ÷ the limit"
+        try:
+            for subject in (LIMIT, DEFAULT):
+                counts = [_instructions(subject, shape, k, server.base_url) for k in (n, 2 * n)]
+                per_event[subject] = (counts[1] - counts[0]) / (2 * n)
+        except (OSError, subprocess.CalledProcessError, RuntimeError) as exc:
+            print(f"{shape} bulk by instructions: failed ({exc})")
+            figures.append(Figure("2", what, (), 1.5))
+            continue
+        ratio = per_event[DEFAULT] / per_event[LIMIT]
+        print(f"{shape} bulk by instructions: the limit {per_event[LIMIT]:,.0f} an event, "
+              f"the default {per_event[DEFAULT]:,.0f}: {ratio:.3f}x")  # fmt: skip
+        figures.append(Figure("2", what, (ratio,), 1.5))
+    return figures
+
+
+def _instructions(subject: str, shape: str, n: int, base_url: str) -> int:
+    script = str(HERE / "_peer_subjects.py")
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+               script, subject, shape, f"text-{n}-0", base_url]  # fmt: skip
+    env = {**peers.ENV, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from valgrind: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
 def ratios(rows: list[dict], key: str) -> tuple[float, ...]:
     """One value per round that measured it (a failed round has none)."""
     return tuple(row[key] for row in rows if key in row)
@@ -258,6 +296,8 @@ def main() -> None:
     parser.add_argument("--import-runs", type=int, default=9)
     parser.add_argument("--serve-runs", type=int, default=1000)
     parser.add_argument("--serve-waves", type=int, default=2)
+    parser.add_argument("--instructions", type=int, default=0, metavar="N",
+                        help="bulk also by instructions (valgrind), N and 2N deltas")  # fmt: skip
     parser.add_argument("--ui-instructions", action="store_true",
                         help="count the encoders' instructions (valgrind)")  # fmt: skip
     args = parser.parse_args()
@@ -275,6 +315,8 @@ def main() -> None:
         try:
             if "wires" in args.only:
                 figures += measure_wires(args, server)
+                if args.instructions:
+                    figures += count_wires(args.wires, server, args.instructions)
             if "concurrent" in args.only:
                 figures += measure_concurrent(args, server)
         finally:
