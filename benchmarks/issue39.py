@@ -4,7 +4,8 @@ Run (the whole report: about 10 minutes on a quiet machine, estimated from its p
 
     uv sync --group bench
     uv run --group bench python benchmarks/issue39.py [--only import wires concurrent web]
-        [--rounds 3] [--samples N] [--wires chat …] [--pin] [--ui-instructions]
+        [--rounds 3] [--samples N] [--wires chat …] [--pin] [--instructions N]
+        [--ui-instructions]
 
 It runs the existing benchmarks, the same code as when they run alone:
 
@@ -14,7 +15,9 @@ It runs the existing benchmarks, the same code as when they run alone:
    request's cost is shown beside it (stated by the issue, not bounded).
 2. `wires` — peers.py's `text` (20,000 deltas in one write; ≤ 1.5x) and `paced` (2,000 one
    per millisecond; ≤ 1.3x) streams on each wire: the default client (`ours_default`, built
-   without `transport=`) against the hand-split limit (`raw_aiohttp`), CPU per event.
+   without `transport=`) against the hand-split limit (`raw_aiohttp`), CPU per event; with
+   `--instructions N` also bulk by instructions (valgrind's callgrind at N and 2N deltas:
+   load-free, a minute or two per subject and wire).
 3. `concurrent` — peers.py's 1,000 concurrent streams of 200 Chat deltas: CPU per event ≤
    1.3x raw aiohttp, p99 time to first event ≤ 2x.
 4. `web` — bench_serve.py's 1,000 concurrent runs through `llm-worker serve` (≤ 0.5 MiB per
