@@ -1,10 +1,12 @@
-"""Review: a ContextPolicy's calibration on a FallbackClient of several providers, with images.
+"""Review: a ContextPolicy on a FallbackClient of several providers, with images and PDFs.
 
 With the provider mixed, images count by the largest provider's figure (the safe side for a
 first estimate): a 100 px crop is 258 tokens, where Anthropic bills 14. The policy learned
 its characters-per-token ratio from such requests: ~40 characters a token after a run of
 button crops, so text was then estimated ~10 times under and the compaction trigger would
 fire only far past the window. The ratio learned there is now never above the default.
+Its media stage fitted requests to the first client's per-request limit, not to the
+smallest of the clients' it may fall back to.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import anyio
 import pytest
 
 from llm_worker import ContextPolicy, MemoryBlobStore, RunStatus, Worker, tool
-from llm_worker.messages import ImagePart, ToolUsePart
+from llm_worker.messages import DocumentPart, ImagePart, ToolUsePart
 from llm_worker.providers import FallbackClient
+from llm_worker.providers._media import inline_size
 from llm_worker.testing import ScriptedClient, ScriptedRequest, ScriptedResponse
 from support.media import png
 
@@ -71,3 +74,39 @@ async def test_one_providers_calibration_is_left_as_it_learns() -> None:
         await worker.run("Find the submit button.")
     compactor: Any = worker._cfg.context  # pyright: ignore[reportPrivateUsage]
     assert 3.5 <= compactor._estimator.chars_per_token <= 4.5
+
+
+# -- the media stage on a FallbackClient of several providers ---------------------------------
+
+BIG = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj\n" + b"%" * 2_000_000  # ~2.7 MB as base64
+GEMINI_LIMIT = 20 * 1024 * 1024
+
+
+@tool
+async def report(n: int) -> list[Any]:
+    """Fetch a large report."""
+    return [f"report {n}", DocumentPart(BIG, "application/pdf")]
+
+
+def reader(ask: ScriptedRequest) -> ScriptedResponse:
+    if ask.index >= 12:
+        return ScriptedResponse.text("done")
+    return ScriptedResponse([ToolUsePart("", "report", {"n": ask.index})])
+
+
+async def test_a_mixed_fallbacks_media_stage_fits_the_smallest_limit() -> None:
+    # Anthropic first (32 MB a request), Gemini behind it (20 MB): a request the fallback
+    # may send to Gemini must fit Gemini's limit. The stage took the first client's limit:
+    # requests of ~30 MB, which Gemini would refuse were Anthropic down.
+    first = ScriptedClient(reader, provider="anthropic")
+    second = ScriptedClient(reader, provider="gemini")
+    worker = Worker(
+        FallbackClient([first, second]),
+        tools=[report],
+        max_requests=50,
+        context=ContextPolicy(window_tokens=1_000_000, keep_recent_turns=2),
+    )
+    with anyio.fail_after(60):
+        result = await worker.run("Read the reports.")
+    assert result.status is RunStatus.FINISHED
+    assert max(inline_size(r.messages) for r in first.requests) <= GEMINI_LIMIT

@@ -26,9 +26,9 @@ from llm_worker.errors import ConfigurationError, LLMWorkerError
 from llm_worker.messages import Message, Request
 from llm_worker.models import catalog_generation
 from llm_worker.providers._base import deep_merge
-from llm_worker.providers._media import inline_size, rules_for
+from llm_worker.providers._media import inline_size
 from llm_worker.state import ContextCompacted
-from llm_worker.worker._context_media import fit_media, keep_from
+from llm_worker.worker._context_media import fit_media, keep_from, media_limit
 from llm_worker.worker._context_policy import ContextPolicy
 from llm_worker.worker._context_stages import (
     marked,
@@ -209,8 +209,7 @@ class Compactor:
         fixed = _fixed_chars(request)
         tokens = await self._tokens(cfg.client, request, view, fixed + view.chars())
         event = None
-        rules = rules_for(cfg.client.provider)
-        limit = rules.max_request_bytes if rules is not None else None
+        limit = media_limit(cfg.client)
         # A compaction at its floor waits for the window: today's, should it have shrunk since
         # (a model registered again, a state resumed under a smaller model). Media over the
         # provider's limit per request compact too (the media stage), not the tokens.

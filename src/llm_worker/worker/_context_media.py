@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from llm_worker._tokens import message_chars
 from llm_worker.messages import DocumentPart, ImagePart, Message, Part, TextPart, ToolResultPart
-from llm_worker.providers._media import inline_size
+from llm_worker.providers._media import inline_size, rules_for
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from llm_worker.messages import MediaPart
     from llm_worker.worker._context import _Plan, _View  # pyright: ignore[reportPrivateUsage]
 
-__all__ = ("NOTE", "fit_media", "keep_from", "kept_media", "without_media")
+__all__ = ("NOTE", "fit_media", "keep_from", "kept_media", "media_limit", "without_media")
 
 NOTE = "[llm-worker: {what} left out of this request: the provider's media limit per request]"
 """The text an image or document left out stands as (`{what}`: its kind, type and size)."""
@@ -35,6 +35,21 @@ def _named(part: MediaPart) -> str:
     size = len(part.data or b"")
     shown = f"{size / 1_048_576:.1f} MB" if size >= 1_048_576 else f"{max(1, size // 1024)} KB"
     return f"{kind} ({part.media_type or 'unknown type'}, {shown})"
+
+
+def media_limit(client: object) -> int | None:
+    """The inline media bytes (base64) one request may carry to `client` (None: not known).
+
+    A `FallbackClient` may send a request to any of its clients: the smallest of their
+    limits (Anthropic first and Gemini behind it: Gemini's 20 MB, not Anthropic's 32 MB).
+    """
+    clients: tuple[object, ...] = getattr(client, "clients", None) or (client,)
+    limits = [
+        rules.max_request_bytes
+        for one in clients
+        if (rules := rules_for(str(getattr(one, "provider", "")))) is not None
+    ]
+    return min(limits, default=None)
 
 
 def without_media(message: Message) -> tuple[Message, int]:
