@@ -32,6 +32,7 @@ __all__ = (
     "CountSource",
     "TokenCount",
     "TokenEstimator",
+    "leaf_clients",
     "media_chars",
     "media_provider",
     "message_chars",
@@ -226,7 +227,25 @@ def media_provider(client: object) -> str | None:
     A `FallbackClient` may send a request to any of its clients: one provider if they all
     share it, else None.
     """
-    clients: tuple[object, ...] = getattr(client, "clients", None) or (client,)
-    providers = {getattr(one, "provider", None) for one in clients}
+    providers = {getattr(one, "provider", None) for one in leaf_clients(client)}
     provider = providers.pop() if len(providers) == 1 else None
     return provider if isinstance(provider, str) else None
+
+
+def leaf_clients(client: object) -> list[object]:
+    """The clients a request to `client` may reach: a `FallbackClient`'s, nested ones too.
+
+    (A nested fallback's own `provider` is its first client's: Gemini behind it was missed.)
+    """
+    out: list[object] = []
+    stack: list[object] = [client]
+    for _ in range(256):  # bounded: a client listing itself cannot loop forever
+        if not stack:
+            break
+        one = stack.pop()
+        inner: tuple[object, ...] | None = getattr(one, "clients", None)
+        if inner:
+            stack.extend(reversed(inner))
+        else:
+            out.append(one)
+    return out

@@ -17,10 +17,12 @@ import anyio
 import pytest
 
 from llm_worker import ContextPolicy, MemoryBlobStore, RunStatus, Worker, tool
+from llm_worker._tokens import leaf_clients, media_provider
 from llm_worker.messages import DocumentPart, ImagePart, ToolUsePart
 from llm_worker.providers import FallbackClient
 from llm_worker.providers._media import inline_size
 from llm_worker.testing import ScriptedClient, ScriptedRequest, ScriptedResponse
+from llm_worker.worker._context_media import media_limit
 from support.media import png
 
 pytestmark = pytest.mark.anyio
@@ -110,3 +112,27 @@ async def test_a_mixed_fallbacks_media_stage_fits_the_smallest_limit() -> None:
         result = await worker.run("Read the reports.")
     assert result.status is RunStatus.FINISHED
     assert max(inline_size(r.messages) for r in first.requests) <= GEMINI_LIMIT
+
+
+async def test_a_nested_fallbacks_clients_count_too() -> None:
+    # Fallback(Fallback(Anthropic, Gemini), Anthropic): Gemini is reachable, so its limit
+    # holds and the media count as the largest figure (a nested fallback's own provider is
+    # its first client's: Gemini was missed).
+    inner = FallbackClient(
+        [ScriptedClient(reader, provider="anthropic"), ScriptedClient(reader, provider="gemini")]
+    )
+    client = FallbackClient([inner, ScriptedClient(reader, provider="anthropic")])
+    assert media_provider(client) is None and media_limit(client) == GEMINI_LIMIT
+    assert media_provider(FallbackClient([ScriptedClient(reader, provider="gemini")])) == "gemini"
+    assert media_limit(ScriptedClient(reader, provider="scripted")) is None
+
+
+def test_a_client_listing_itself_ends() -> None:
+    class Loop:
+        provider = "gemini"
+
+        @property
+        def clients(self) -> tuple[object, ...]:
+            return (self, self)
+
+    assert leaf_clients(Loop()) == []

@@ -15,13 +15,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from llm_worker._tokens import (
-    DEFAULT_CHARS_PER_TOKEN,
-    TokenEstimator,
-    media_provider,
-    message_chars,
-    request_chars,
-)
+from llm_worker._tokens import DEFAULT_CHARS_PER_TOKEN as _RATIO
+from llm_worker._tokens import TokenEstimator, media_provider, message_chars, request_chars
 from llm_worker.errors import ConfigurationError, LLMWorkerError
 from llm_worker.messages import Message, Request
 from llm_worker.models import catalog_generation
@@ -286,9 +281,8 @@ class Compactor:
         if view.provider is None and usage.input_tokens:
             # Media counted by the largest provider's figure (a FallbackClient of several
             # providers) over-count on the one that answered (a 100 px image: 258 tokens,
-            # Anthropic bills 14): the ratio learned from them would under-count text ~10
-            # times after a run of small images. Never learned above the default ratio.
-            chars = min(chars, round(usage.input_tokens * DEFAULT_CHARS_PER_TOKEN))
+            # Anthropic bills 14): a ratio learned above the default under-counts text.
+            chars = min(chars, round(usage.input_tokens * _RATIO))
         self._estimator.observe(chars, usage.input_tokens)
 
     def _view(self, history: list[Message]) -> _View:

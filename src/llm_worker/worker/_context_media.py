@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from llm_worker._tokens import message_chars
+from llm_worker._tokens import leaf_clients, message_chars
 from llm_worker.messages import DocumentPart, ImagePart, Message, Part, TextPart, ToolResultPart
 from llm_worker.providers._media import inline_size, rules_for
 
@@ -43,10 +43,9 @@ def media_limit(client: object) -> int | None:
     A `FallbackClient` may send a request to any of its clients: the smallest of their
     limits (Anthropic first and Gemini behind it: Gemini's 20 MB, not Anthropic's 32 MB).
     """
-    clients: tuple[object, ...] = getattr(client, "clients", None) or (client,)
     limits = [
         rules.max_request_bytes
-        for one in clients
+        for one in leaf_clients(client)
         if (rules := rules_for(str(getattr(one, "provider", "")))) is not None
     ]
     return min(limits, default=None)
