@@ -1,11 +1,11 @@
 """What a stream holds while it runs, and lets go when it ends (the per-stream cost, issue 39).
 
 With a thousand streams in flight, every object a stream holds is walked by each pass of the
-garbage collector, and every async generator layer costs a resumption per network read: the
-Transport reads the backend's answer by awaiting `read()`, not through a generator of its
-own. These tests hold the layers to two (the driver and the Transport's stream) and check
-that the read timeout's watch and the framing guard, made with the answer, end with it
-whichever way the stream ends.
+garbage collector, and every async generator layer costs a resumption per network read.
+These tests hold the layers to three (the driver, the Transport's stream and the backend's
+body: a `read()` coroutine in place of the body's generator was tried and cost more per read,
+docs/benchmarks.md, S40) and check that the read timeout's watch and the framing guard end
+with the body whichever way the stream ends.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _our_generators() -> list[str]:
     )
 
 
-async def test_a_stream_reading_its_body_has_two_generator_layers() -> None:
+async def test_a_stream_reading_its_body_has_three_generator_layers() -> None:
     # Paced (one event per write): the stream is held between two of its reads.
     paced = WireResponse(_BODY, chunking=_BY_EVENT, chunk_delay=0.05)
     async with WireServer([WireResponse(_BODY), paced]) as server:
@@ -89,7 +89,7 @@ async def test_a_stream_reading_its_body_has_two_generator_layers() -> None:
         finally:
             await client.aclose()
     assert _texts(events) == "abcd"
-    assert layers == ["Transport.stream", "drive"]
+    assert layers == ["Transport.stream", "_AiohttpAnswer.chunks", "drive"]
 
 
 # Each way a stream ends: (the answer, how many events the caller reads before it closes the

@@ -14,7 +14,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -374,19 +374,20 @@ class Transport:
             received = 0  # bytes handed on: after the first, a failure is never retried
             try:
                 async with self._admission(library):
-                    answer, head = await self._open(url, content, whole, library)
+                    answer, chunks, head = await self._open(url, content, whole, library)
                     # One generator between the library's reads and the caller: each layer
                     # costs a resumption per network read, the main cost of a paced stream.
                     try:
                         if head:
                             received = len(head)
                             yield head
-                        while chunk := await answer.read():
+                        async for chunk in chunks:
                             received += len(chunk)
                             yield chunk
                     except BodyFailed as failed:
                         raise self._broken(failed, received) from self._cause(failed.cause)
                     finally:
+                        await chunks.aclose()
                         await answer.aclose()
                 return
             except ProviderError as exc:
@@ -419,8 +420,8 @@ class Transport:
 
     async def _open(
         self, url: str, content: bytes, whole: Callable[[bytes], bytes] | None, library: str
-    ) -> tuple[Answer, bytes]:
-        """Send, check the status, read the body's head: `(answer, head)`; the rest unread."""
+    ) -> tuple[Answer, AsyncGenerator[bytes, None], bytes]:
+        """Send, check the status, read the body's head: `(answer, rest of the body, head)`."""
         try:
             answer = await self._library(library).send(url, content, self._headers)
         except ConnectFailed as failed:
@@ -428,12 +429,14 @@ class Transport:
             if failed.framing:  # the server answered: a broken body, as httpx reports it
                 raise self._misframed(failed.cause, 0) from cause
             raise self._unreachable(failed.cause, timeout=failed.timeout) from cause
+        chunks = answer.chunks()
         try:
             content_type = answer.headers.get("content-type", "")
             if not 200 <= answer.status_code < 300 or content_type.startswith("text/html"):
-                raise await self._status_error(answer)
-            return answer, await self._head(answer, content_type, whole)
+                raise await self._status_error(answer, chunks)
+            return answer, chunks, await self._head(answer, chunks, content_type, whole)
         except BaseException:
+            await chunks.aclose()
             await answer.aclose()
             raise
 
@@ -451,6 +454,7 @@ class Transport:
     async def _head(
         self,
         answer: Answer,
+        chunks: AsyncIterator[bytes],
         content_type: str,
         whole: Callable[[bytes], bytes] | None,
     ) -> bytes:
@@ -461,13 +465,13 @@ class Transport:
         """
         head = b""
         try:
-            while chunk := await answer.read():
+            async for chunk in chunks:
                 head += chunk
                 first = _first_byte(head)
                 if first == b"<":
-                    raise await self._status_error(answer, head, "text/html")
+                    raise await self._status_error(answer, chunks, head, "text/html")
                 if first == b"{":  # no SSE stream starts so, whatever its content type says
-                    return await self._whole(answer, head, content_type, whole)
+                    return await self._whole(answer, chunks, head, content_type, whole)
                 if first or len(head) >= _MAX_ERROR_BODY:
                     return head
         except BodyFailed as failed:
@@ -478,6 +482,7 @@ class Transport:
     async def _whole(
         self,
         answer: Answer,
+        chunks: AsyncIterator[bytes],
         head: bytes,
         content_type: str,
         whole: Callable[[bytes], bytes] | None,
@@ -487,7 +492,7 @@ class Transport:
         # its own message. (A JSON array, Gemini's array stream, is handed on as it arrives.)
         pieces = [head]
         size = len(head)
-        while chunk := await answer.read():
+        async for chunk in chunks:
             pieces.append(chunk)
             size += len(chunk)
             if size > self.max_event_bytes:
@@ -559,11 +564,12 @@ class Transport:
     async def _status_error(
         self,
         answer: Answer,
+        chunks: AsyncIterator[bytes],
         raw: bytes = b"",
         content_type: str | None = None,
     ) -> APIStatusError:
         try:
-            while chunk := await answer.read():
+            async for chunk in chunks:
                 raw += chunk
                 if len(raw) >= _MAX_ERROR_BODY:
                     break

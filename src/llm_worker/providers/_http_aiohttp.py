@@ -12,7 +12,7 @@ import base64
 import contextlib
 import math
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -293,46 +293,47 @@ _SLICE: Final = 1 << 16  # aiohttp's writer waits for the socket once it holds 6
 
 
 class _AiohttpAnswer:
-    __slots__ = ("_content", "_guard", "_response", "_watch", "headers", "status_code")
+    __slots__ = ("_response", "_watches", "headers", "status_code")
 
     def __init__(self, response: aiohttp.ClientResponse, watches: _Watches | None) -> None:
         self._response = response
-        self._content = response.content
+        self._watches = watches  # the read timeout's (`None`: no timeout)
         self.status_code = response.status
         self.headers: Mapping[str, str] = response.headers
-        # Watched from now until `aclose`, which the Transport always awaits: the read
-        # timeout's watch (`None`: no timeout, or the body is in) and the framing guard.
-        self._watch = _SilenceWatch.start(response, watches)
-        self._guard = _FramingGuard.start(response)
 
-    async def read(self) -> bytes:
-        """The decoded body's next piece, what one network read brought; `b""` at its end."""
-        watch = self._watch
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
+        """The decoded body as it arrives: what one network read brought."""
+        content = self._response.content
+        watch = _SilenceWatch.start(self._response, self._watches)
+        guard = _FramingGuard.start(self._response)
         try:
             if watch is None:
-                return await self._content.readany()
-            # Silence counts only while we wait for bytes: a caller slower than the timeout
-            # (bytes buffered, or the whole body in) is not a silent server.
-            watch.waiting = True
-            chunk = await self._content.readany()
-            watch.waiting = False
-            return chunk
+                while chunk := await content.readany():
+                    yield chunk
+            else:
+                # Silence counts only while we wait for bytes: a caller slower than the timeout
+                # (bytes buffered, or the whole body in) is not a silent server.
+                while True:
+                    watch.waiting = True
+                    chunk = await content.readany()
+                    watch.waiting = False
+                    if not chunk:
+                        break
+                    yield chunk
         except TimeoutError as exc:
             raise BodyFailed(exc, timeout=True) from exc
         except HttpProcessingError as exc:  # the pure-Python parser raises it as it is
             raise BodyFailed(_telling(exc), timeout=False, framing=True) from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise BodyFailed(exc, timeout=False, framing=_undecodable(exc)) from exc
+        finally:
+            if watch is not None:
+                watch.stop()
+            if guard is not None:
+                guard.stop()
 
     async def aclose(self) -> None:
         """Release the connection: back to the pool if the body was read to its end."""
-        watch, guard = self._watch, self._guard
-        if watch is not None:
-            self._watch = None
-            watch.stop()
-        if guard is not None:
-            self._guard = None
-            guard.stop()
         self._response.release()
 
 

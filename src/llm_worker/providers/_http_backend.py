@@ -77,24 +77,12 @@ class Answer(Protocol):
         """The response headers (names case-insensitive)."""
         ...
 
-    async def read(self) -> bytes:
-        """The decoded body's next piece, what a network read brought; `b""` at its end.
-
-        A method the Transport awaits rather than an async generator of the backend's: a
-        generator layer more per stream is a resumption more per read, and per stream an
-        object more, registered with the event loop, that the collector walks while the
-        stream is in flight.
-
-        Raises:
-            BodyFailed: The body broke off, did not decode, or went silent too long.
-        """
+    def chunks(self) -> AsyncGenerator[bytes, None]:
+        """The decoded body as it arrives, what each network read brought; raises `BodyFailed`."""
         ...
 
     async def aclose(self) -> None:
-        """Release the connection (closed if the body was not read to its end).
-
-        Always awaited, read to the end or not: it ends whatever watches the body.
-        """
+        """Release the connection (closed if the body was not read to its end)."""
         ...
 
 

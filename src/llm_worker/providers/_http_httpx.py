@@ -113,25 +113,15 @@ def _abandon(client: httpx.AsyncClient, loop: object) -> None:
 
 
 class _HttpxAnswer:
-    __slots__ = ("_body", "_response", "headers", "status_code")
+    __slots__ = ("_response", "headers", "status_code")
 
     def __init__(self, response: httpx.Response) -> None:
         self._response = response
         self.status_code = response.status_code
         self.headers: Mapping[str, str] = response.headers
-        self._body: AsyncGenerator[bytes, None] | None = None  # made at the first read
 
-    async def read(self) -> bytes:
-        """The decoded body's next piece; `b""` at its end."""
-        body = self._body
-        if body is None:
-            body = self._body = self._chunks()
-        try:
-            return await body.__anext__()
-        except StopAsyncIteration:
-            return b""
-
-    async def _chunks(self) -> AsyncGenerator[bytes, None]:
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
+        """The decoded body as it arrives."""
         response = self._response
         # Without a content encoding, `aiter_bytes()` and `aiter_raw()` only pass the stream's
         # bytes on (through a no-op decoder and two chunkers): reading the stream itself saves
@@ -152,9 +142,6 @@ class _HttpxAnswer:
 
     async def aclose(self) -> None:
         """Release the connection."""
-        body, self._body = self._body, None
-        if body is not None:
-            await body.aclose()
         await self._response.aclose()
 
 
