@@ -177,10 +177,7 @@ class Transport:
     scrub: Callable[[str], str]
     """Mask the client's credentials in a text that may echo them (see `_secrets`).
 
-    The scrubber's own method, looked up once: every stream's driver and mapper hold it, and
-    a method looked up per stream is one more object per stream in flight for the garbage
-    collector to walk.
-    """
+    One method object, held by every stream's driver and mapper (not one per stream)."""
 
     def __init__(
         self,
