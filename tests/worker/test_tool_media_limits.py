@@ -183,3 +183,33 @@ def test_parts_that_together_pass_the_request_limit_are_refused_from_there() -> 
 def test_every_part_the_rules_accept_is_kept() -> None:
     parts = [ImagePart.from_bytes(GIF), ImagePart.from_bytes(png())]
     assert sendable(parts, ANTHROPIC) == (parts, [])
+
+
+@pytest.mark.parametrize("order", [("anthropic", "gemini"), ("gemini", "anthropic")])
+async def test_a_fallbacks_results_are_sendable_to_every_one_of_its_clients(
+    order: tuple[str, str],
+) -> None:
+    # A FallbackClient's `provider` is its first client's, but the next request may go to
+    # any of them: Gemini refuses the GIF, Anthropic the HEIC; both leave the result.
+    from llm_worker.providers import FallbackClient
+    from llm_worker.testing import ScriptedClient, ScriptedRequest
+
+    def step(ask: ScriptedRequest) -> ScriptedResponse:
+        if ask.index:
+            return ScriptedResponse.text("ok")
+        return ScriptedResponse([ToolUsePart("", "photos", {})])
+
+    first, second = (ScriptedClient(step, provider=p) for p in order)
+    inner = FallbackClient([first])  # nested: its own provider hides nothing either
+    worker = Worker(FallbackClient([inner, second]), tools=[photos])
+    with anyio.fail_after(10):
+        result = await worker.run("show")
+    [answer] = result.messages[-2].tool_results
+    assert answer.is_error and answer.media == []
+    assert "image/gif" in answer.content and "image/heic" in answer.content
+    assert answer.content.startswith("two photos")
+    # The provider of a single client sees only its own refusals, as before.
+    alone = Worker(ScriptedClient(step, provider="anthropic"), tools=[photos])
+    with anyio.fail_after(10):
+        [one] = (await alone.run("show")).messages[-2].tool_results
+    assert [m.media_type for m in one.media] == ["image/gif"] and "image/heic" in one.content

@@ -12,17 +12,28 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from llm_worker.providers._media import inline_size, media_size, rules_for, sendable
+from llm_worker._tokens import leaf_clients
+from llm_worker.providers._media import MediaRules, inline_size, media_size, rules_for, sendable
 from llm_worker.worker._context_media import kept_media
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from llm_worker.messages import Message
+    from llm_worker.messages import MediaPart, Message
     from llm_worker.tools import ToolResult
     from llm_worker.worker._config import WorkerConfig
 
-__all__ = ("media_keep", "sendable_result", "sendable_results")
+__all__ = ("media_keep", "providers_of", "sendable_result", "sendable_results")
+
+
+def providers_of(client: object) -> tuple[str, ...]:
+    """The providers a request to `client` may reach, each once, in order.
+
+    A `FallbackClient` (nested ones too) may send the next request to any of its clients,
+    whose `provider` is its first client's: a result must be sendable to every one of them.
+    """
+    names = (str(getattr(one, "provider", "")) for one in leaf_clients(client))
+    return tuple(dict.fromkeys(names))
 
 
 def media_keep(cfg: WorkerConfig) -> int | None:
@@ -40,7 +51,7 @@ def media_keep(cfg: WorkerConfig) -> int | None:
 
 def sendable_results(
     results: Sequence[ToolResult | None],
-    provider: str,
+    provider: str | Sequence[str],
     history: Sequence[Message],
     keep_turns: int | None = None,
 ) -> list[ToolResult | None]:
@@ -65,17 +76,20 @@ def sendable_results(
     return checked
 
 
-def sendable_result(result: ToolResult, provider: str, used: int = 0) -> ToolResult:
+def sendable_result(result: ToolResult, provider: str | Sequence[str], used: int = 0) -> ToolResult:
     """`result` as `provider` accepts it: refused media taken out, the model told which and why.
 
-    `used`: the base64 bytes of media the request carries besides this result's.
-    A result whose media all fit (or a provider whose limits are not known here) is returned
-    as it is; otherwise a copy marked as an error keeps the tool's text and the parts that fit.
+    `provider`: one provider's name, or several (a fallback's, `providers_of`): a part is
+    kept only when every one of them accepts it. `used`: the base64 bytes of media the
+    request carries besides this result's. A result whose media all fit (or providers whose
+    limits are not known here) is returned as it is; otherwise a copy marked as an error
+    keeps the tool's text and the parts that fit.
     """
-    rules = rules_for(provider)
-    if rules is None or not result.media:
+    names = (provider,) if isinstance(provider, str) else provider
+    every = [rules for name in names if (rules := rules_for(name)) is not None]
+    if not every or not result.media:
         return result
-    kept, refused = sendable(result.media, rules, used)
+    kept, refused = _sendable_to_all(result, every, used)
     if not refused:
         return result
     reasons = "\n".join(f"- {why}" for why in refused)
@@ -85,3 +99,14 @@ def sendable_result(result: ToolResult, provider: str, used: int = 0) -> ToolRes
     )
     content = f"{result.content}\n\n{note}" if result.content else note
     return dataclasses.replace(result, content=content, is_error=True, media=kept)
+
+
+def _sendable_to_all(
+    result: ToolResult, every: list[MediaRules], used: int
+) -> tuple[list[MediaPart], list[str]]:
+    """The parts each of `every` provider's rules accept, and why the others were refused."""
+    kept, refused = list(result.media), list[str]()
+    for rules in every:
+        kept, why = sendable(kept, rules, used)
+        refused += why
+    return kept, refused
