@@ -14,11 +14,11 @@ from typing import Any
 
 import orjson
 import pytest
+from test_stream_path_review import GeneralChat
 
 from llm_worker.errors import ProviderError
 from llm_worker.messages import Origin
-from llm_worker.providers._blocks import BlockEmitter, StreamMapper, drive
-from llm_worker.providers._sse import json_of
+from llm_worker.providers._blocks import StreamMapper, drive
 from llm_worker.providers.openai_chat import ChatStreamMapper
 from support import recorded
 
@@ -89,21 +89,6 @@ def _hostile() -> list[dict[str, Any]]:
     return chunks
 
 
-class _GeneralChat(ChatStreamMapper):
-    """Chat without its inline text path: every chunk read by `_chunk`."""
-
-    __slots__ = ()
-
-    def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> str | None:
-        if event != "message" or data in (b"", b"[DONE]"):
-            return super().on_event(event, data, emitter)
-        chunk = json_of(data)
-        if chunk.__class__ is not dict:
-            return super().on_event(event, data, emitter)
-        self._chunk(chunk, emitter)
-        return None
-
-
 def _body(chunks: list[dict[str, Any]]) -> bytes:
     role = {**_BASE, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
     end = {**_BASE, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
@@ -141,7 +126,7 @@ async def test_each_hostile_value_in_a_plain_keyed_chunk_gives_the_general_paths
         if body is None:
             continue
         fast = await _events(ChatStreamMapper(origin=origin), body, size)
-        general = await _events(_GeneralChat(origin=origin), body, size)
+        general = await _events(GeneralChat(origin=origin), body, size)
         assert fast == general, chunk
 
 
@@ -151,7 +136,7 @@ async def test_a_lone_surrogate_in_plain_text_is_what_the_general_path_gives() -
     hostile = good.replace('"X"', '"\\ud800"').encode()
     body = _body([_plain("X")]).replace(good.encode(), hostile)
     fast = await _events(ChatStreamMapper(origin=origin), body, 10_000)
-    general = await _events(_GeneralChat(origin=origin), body, 10_000)
+    general = await _events(GeneralChat(origin=origin), body, 10_000)
     assert fast == general
 
 
@@ -192,5 +177,5 @@ async def test_every_recorded_stream_and_its_third_party_shapes_in_many_chunking
             shaped = _third_party(body, drop) if drop else body
             for size in (5, rng.randint(6, 64), rng.randint(64, 4096), 10**6):
                 fast = await _events(ChatStreamMapper(origin=origin), shaped, size)
-                general = await _events(_GeneralChat(origin=origin), shaped, size)
+                general = await _events(GeneralChat(origin=origin), shaped, size)
                 assert fast == general, (name, drop, size)

@@ -288,7 +288,7 @@ def _responses_body(rng: random.Random) -> bytes:
     )
 
 
-class _GeneralChat(ChatStreamMapper):
+class GeneralChat(ChatStreamMapper):
     """Chat without its inline text path: every chunk read by `_chunk`."""
 
     __slots__ = ()
@@ -343,7 +343,7 @@ def _makers(wire: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Any]:
         return (
             _chat_body,
             lambda: ChatStreamMapper(origin=origin),
-            lambda: _GeneralChat(origin=origin),
+            lambda: GeneralChat(origin=origin),
         )
     if wire == "anthropic_messages":
         return _anthropic_body, lambda: _MessagesStream(origin), lambda: _GeneralAnthropic(origin)
