@@ -33,6 +33,7 @@ __all__ = (
     "TokenCount",
     "TokenEstimator",
     "leaf_clients",
+    "leaf_providers",
     "media_chars",
     "media_provider",
     "message_chars",
@@ -227,9 +228,14 @@ def media_provider(client: object) -> str | None:
     A `FallbackClient` may send a request to any of its clients: one provider if they all
     share it, else None.
     """
-    providers = {getattr(one, "provider", None) for one in leaf_clients(client)}
-    provider = providers.pop() if len(providers) == 1 else None
-    return provider if isinstance(provider, str) else None
+    providers = leaf_providers(client)
+    return providers[0] if len(providers) == 1 else None
+
+
+def leaf_providers(client: object) -> tuple[str, ...]:
+    """The providers a request to `client` may reach (`leaf_clients`'), each once, in order."""
+    names = (getattr(one, "provider", None) for one in leaf_clients(client))
+    return tuple(dict.fromkeys(name for name in names if isinstance(name, str)))
 
 
 def leaf_clients(client: object) -> list[object]:

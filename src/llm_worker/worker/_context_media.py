@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from llm_worker._tokens import leaf_clients, message_chars
+from llm_worker._tokens import leaf_providers, message_chars
 from llm_worker.messages import DocumentPart, ImagePart, Message, Part, TextPart, ToolResultPart
 from llm_worker.providers._media import inline_size, rules_for
 
@@ -45,8 +45,8 @@ def media_limit(client: object) -> int | None:
     """
     limits = [
         rules.max_request_bytes
-        for one in leaf_clients(client)
-        if (rules := rules_for(str(getattr(one, "provider", "")))) is not None
+        for name in leaf_providers(client)
+        if (rules := rules_for(name)) is not None
     ]
     return min(limits, default=None)
 

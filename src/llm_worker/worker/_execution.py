@@ -32,6 +32,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 import llm_worker.tools._messages as say
+from llm_worker._tokens import leaf_providers
 from llm_worker.errors import Aborted
 from llm_worker.hooks import (
     Abort,
@@ -48,7 +49,7 @@ from llm_worker.worker._carry import CallKey, Carried, call_key
 from llm_worker.worker._decisions import not_json
 from llm_worker.worker._guard import input_gate_open
 from llm_worker.worker._intercept import ToolStep, intercepted
-from llm_worker.worker._media_check import media_keep, providers_of, sendable_results
+from llm_worker.worker._media_check import media_keep, sendable_results
 from llm_worker.worker._steering import skipped_result
 from llm_worker.worker._tree import children_paused
 
@@ -177,7 +178,7 @@ class Batch:
         owner = self.owner
         results = [p.result for p in self.pending]
         keep = media_keep(owner.cfg)
-        checked = sendable_results(results, providers_of(owner.cfg.client), _beside(owner), keep)
+        checked = sendable_results(results, leaf_providers(owner.cfg.client), _beside(owner), keep)
         for pending, result in zip(self.pending, checked, strict=True):
             pending.result = result
 
@@ -374,7 +375,7 @@ class Batch:
             p.result if unchecked_ok or index in self._checked else None
             for index, p in enumerate(self.pending)
         ]
-        provider = providers_of(self.owner.cfg.client)
+        provider = leaf_providers(self.owner.cfg.client)
         checked = sendable_results(kept, provider, _beside(self.owner), media_keep(self.owner.cfg))
         parts: list[Part] = []
         for index, pending in enumerate(self.pending):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from llm_worker._tokens import leaf_clients
 from llm_worker.providers._media import MediaRules, inline_size, media_size, rules_for, sendable
 from llm_worker.worker._context_media import kept_media
 
@@ -23,17 +22,7 @@ if TYPE_CHECKING:
     from llm_worker.tools import ToolResult
     from llm_worker.worker._config import WorkerConfig
 
-__all__ = ("media_keep", "providers_of", "sendable_result", "sendable_results")
-
-
-def providers_of(client: object) -> tuple[str, ...]:
-    """The providers a request to `client` may reach, each once, in order.
-
-    A `FallbackClient` (nested ones too) may send the next request to any of its clients,
-    whose `provider` is its first client's: a result must be sendable to every one of them.
-    """
-    names = (str(getattr(one, "provider", "")) for one in leaf_clients(client))
-    return tuple(dict.fromkeys(names))
+__all__ = ("media_keep", "sendable_result", "sendable_results")
 
 
 def media_keep(cfg: WorkerConfig) -> int | None:
@@ -79,7 +68,7 @@ def sendable_results(
 def sendable_result(result: ToolResult, provider: str | Sequence[str], used: int = 0) -> ToolResult:
     """`result` as `provider` accepts it: refused media taken out, the model told which and why.
 
-    `provider`: one provider's name, or several (a fallback's, `providers_of`): a part is
+    `provider`: one provider's name, or several (a fallback's, `_tokens.leaf_providers`): a part is
     kept only when every one of them accepts it. `used`: the base64 bytes of media the
     request carries besides this result's. A result whose media all fit (or providers whose
     limits are not known here) is returned as it is; otherwise a copy marked as an error
