@@ -16,6 +16,8 @@ from contextlib import aclosing
 
 import anyio
 
+from llm_worker.ui._auth import owner_part
+
 __all__ = ("ResumableStreams", "RunLog", "StreamGone")
 
 
@@ -139,10 +141,13 @@ class ResumableStreams:
     """Where resumable runs keep their events, by chat (thread) id, for reconnects.
 
     Pass one (or `resumable=True`) to an adapter to make its runs outlive their connection.
-    One run is active per chat: a new run of the same chat stops the older one. A finished
-    run's log is kept `keep_seconds` for a late reconnect, and at most `max_runs` finished
-    logs, `max_total_bytes` of events in all, are kept (the oldest finished go first);
-    running runs are never dropped.
+    One run is active per chat: a new run of the same chat stops the older one. At most
+    `max_live_per_owner` runs of one owner go at once: a new run past it stops that owner's
+    oldest (a run outlives its connection, so an owner starting runs and hanging up would
+    otherwise keep every one going; other owners' runs are never touched). A finished run's
+    log is kept `keep_seconds` for a late reconnect, and at most `max_runs` finished logs,
+    `max_total_bytes` of events in all, are kept (the oldest finished go first); running
+    runs are never dropped.
 
     Args:
         max_events: Events kept per run (the oldest dropped past it).
@@ -151,6 +156,8 @@ class ResumableStreams:
         max_runs: Finished logs kept at most.
         max_total_bytes: Bytes of events kept in all logs, past which the oldest finished
             logs are dropped (`max_runs` full logs could otherwise hold gigabytes).
+        max_live_per_owner: Runs of one owner going at once (without `authorize`, every
+            client is the one owner "").
         clock: The monotonic clock the expiry reads (seconds).
     """
 
@@ -162,16 +169,19 @@ class ResumableStreams:
         keep_seconds: float = 300.0,
         max_runs: int = 1000,
         max_total_bytes: int = 256 << 20,
+        max_live_per_owner: int = 16,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if min(max_events, max_bytes, max_runs, max_total_bytes) < 1 or keep_seconds < 0:
+        bounds = (max_events, max_bytes, max_runs, max_total_bytes, max_live_per_owner)
+        if min(bounds) < 1 or keep_seconds < 0:
             raise ValueError(
-                "max_events, max_bytes, max_runs and max_total_bytes must be >= 1, "
-                "keep_seconds >= 0"
+                "max_events, max_bytes, max_runs, max_total_bytes and max_live_per_owner "
+                "must be >= 1, keep_seconds >= 0"
             )
         self.max_events, self.max_bytes = max_events, max_bytes
         self.keep_seconds, self.max_runs = keep_seconds, max_runs
         self.max_total_bytes = max_total_bytes
+        self.max_live_per_owner = max_live_per_owner
         self.clock = clock
         self._logs: OrderedDict[str, RunLog] = OrderedDict()
 
@@ -192,6 +202,7 @@ class ResumableStreams:
         """
         self.cancel(key)
         self._logs.pop(key, None)
+        self._make_room(owner_part(key))
         log = RunLog(key, run_id, self.max_events, self.max_bytes)
         for text in carried:
             log.append(text)
@@ -206,6 +217,16 @@ class ResumableStreams:
             return False
         log.scope.cancel()
         return True
+
+    def _make_room(self, owner: str) -> None:
+        """Stop the owner's oldest runs still going until one more may start."""
+        live = [
+            log
+            for log in self._logs.values()
+            if not log.done and not log.scope.cancel_called and owner_part(log.key) == owner
+        ]
+        for log in live[: max(0, len(live) - self.max_live_per_owner + 1)]:
+            log.scope.cancel()
 
     async def produce(
         self, log: RunLog, events: AsyncGenerator[str, None], stopped: Iterable[str]
