@@ -282,8 +282,11 @@ class SSEDecoder:
         """The lines a chunk completes (the unfinished last one is held)."""
         if not self._started or self._pending_cr:
             chunk = self._prepare(chunk)
-        has_cr = b"\r" in chunk
-        if not has_cr and b"\n" not in chunk:
+        # CR and LF by their byte values: `bytes in bytes` first tries its operand as an
+        # integer, building and dropping a TypeError (CPython 3.11: ~0.25 µs, paid per read,
+        # so per event paced), where an integer goes straight to `memchr`.
+        has_cr = 0x0D in chunk
+        if not has_cr and 0x0A not in chunk:
             if chunk:
                 self._hold(chunk, self._tail_size + len(chunk))
             return []
