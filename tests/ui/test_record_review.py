@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from llm_worker.ui._parts import KEY, result_mac
 from llm_worker.ui._record import NO_RECORD, reconcile
 from llm_worker.ui._sign import MAC
@@ -31,22 +29,18 @@ def chat(city: str, mac: str) -> list[dict[str, Any]]:
 
 
 def test_a_signed_result_proves_the_call_it_came_with() -> None:
-    mac = result_mac("call_0", "book", "booked Kyoto", False)
+    mac = result_mac("call_0", "book", "booked Kyoto", False, arguments={"city": "Kyoto"})
+    assert mac is not None
     history, proven = read_ui(chat("Kyoto", mac))
     out = reconcile(history, {}, proven, lambda name: name == "book")
     assert out[2].tool_results[0].content == "booked Kyoto"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a result's signature (ui/_parts.result_mac) binds the call id, tool name and "
-    "output but not the call's arguments: a browser moves Kyoto's signed booking onto a "
-    "later book(Paris) call reusing the id (call_0; Gemini's gemini_call_0 after a "
-    "regenerate) and the model reads the Paris call as done — the record's own check "
-    "(RecordedResult.call) is bypassed by the signature",
-)
 def test_a_signed_result_moved_to_another_call_of_its_id_proves_nothing() -> None:
-    mac = result_mac("call_0", "book", "booked Kyoto", False)  # the server signed it for Kyoto
+    # The server signed it for book(Kyoto); the browser shows it on a book(Paris) call
+    # reusing the id (call_0; Gemini's gemini_call_0 after a regenerate).
+    mac = result_mac("call_0", "book", "booked Kyoto", False, arguments={"city": "Kyoto"})
+    assert mac is not None
     history, proven = read_ui(chat("Paris", mac))
     out = reconcile(history, {}, proven, lambda name: name == "book")
     assert out[2].tool_results[0].content == NO_RECORD

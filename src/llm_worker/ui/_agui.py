@@ -29,12 +29,12 @@ from llm_worker.events import (
     UsageEvent,
 )
 from llm_worker.messages import Origin, Part, ThinkingPart, ToolUsePart
-from llm_worker.state import RunCompleted, RunResult, RunStatus, ToolResultReady
-from llm_worker.ui._agui_messages import encrypted, layout_of, messages_to_agui
+from llm_worker.state import PauseState, RunCompleted, RunResult, RunStatus, ToolResultReady
+from llm_worker.ui._agui_messages import encrypted, layout_of, snapshot_messages
 from llm_worker.ui._encoder import BlockEncoder, OpenBlock, sse
 from llm_worker.ui._errors import ErrorText, error_code, error_text
 from llm_worker.ui._frontend import awaiting_decision
-from llm_worker.ui._parts import opaque
+from llm_worker.ui._parts import opaque, paused_calls
 
 __all__ = ("HEADERS", "AGUIEncoder", "sse", "to_agui_events")
 
@@ -64,10 +64,14 @@ class AGUIEncoder(BlockEncoder):
         approval: Names of the Worker's tools that ask for approval: of the calls a pause
             left undecided after the one it stopped at, only theirs get an interrupt
             (`None`: every one does). See `approval_tools`.
+        paused: The pause a resumed run goes on from: the snapshot signs its calls' results
+            over their arguments as its history holds them. A result of a call neither in it
+            nor in the run's messages goes unsigned (see `result_mac`).
     """
 
     __slots__ = (
         "_approval",
+        "_calls",
         "_frontend",
         "_history",
         "_in_step",
@@ -94,8 +98,10 @@ class AGUIEncoder(BlockEncoder):
         history: list[dict[str, Any]] | None = None,
         skip: int = 0,
         approval: Collection[str] | None = None,
+        paused: PauseState | None = None,
     ) -> None:
         super().__init__(origin)
+        self._calls = paused_calls(paused)
         self._skip = skip
         self._approval = None if approval is None else frozenset(approval)
         self.thread_id, self.run_id = thread_id, run_id
@@ -255,8 +261,8 @@ class AGUIEncoder(BlockEncoder):
         # A run cancelled inside a model request never saw its end: a step left open makes
         # the client refuse `RUN_FINISHED`.
         ended = self._end_step() if self._in_step else []
-        snapshot = self._history + messages_to_agui(
-            result.messages[self._skip :], prefix=self.run_id
+        snapshot = self._history + snapshot_messages(
+            result.messages[self._skip :], prefix=self.run_id, calls=self._calls
         )
         finished: Event = {
             "type": "RUN_FINISHED",
@@ -352,6 +358,7 @@ def to_agui_events(
     skip: int = 0,
     on_error: ErrorText | None = None,
     approval: Collection[str] | None = None,
+    paused: PauseState | None = None,
 ) -> AsyncIterator[str]:
     """A Worker's run (`worker.stream(...)`) as AG-UI SSE events, `RUN_STARTED` first.
 
@@ -359,7 +366,8 @@ def to_agui_events(
     `on_error` makes of it (by default `safe_error_text`: a provider's rate limit or refusal
     as it is, a generic text for anything that may hold internals; the whole exception is
     logged on the `llm_worker.ui` logger). See `AGUIEncoder` for the other arguments;
-    `history` is the AG-UI messages before the run (the snapshot starts with them).
+    `history` is the AG-UI messages before the run (the snapshot starts with them);
+    `paused` the `PauseState` a resumed run (`worker.resume_stream(state, ...)`) goes on from.
     """
     encoder = AGUIEncoder(
         thread_id,
@@ -369,5 +377,6 @@ def to_agui_events(
         history=history,
         skip=skip,
         approval=approval,
+        paused=paused,
     )
     return encoder.sse_stream(stream, on_error)

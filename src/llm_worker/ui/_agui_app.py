@@ -217,7 +217,15 @@ class AGUIAdapter(Endpoint):
             before = messages_to_agui(state.history, prefix=f"{run_id}-h")
             start = lambda: worker.resume_stream(decisions=decisions, session=kept)  # noqa: E731
             return self._run(
-                worker, start, body, key, names, before=before, skip=0, session=session
+                worker,
+                start,
+                body,
+                key,
+                names,
+                before=before,
+                skip=0,
+                session=session,
+                paused=state,
             )
         except BaseException:
             await close_session(session)
@@ -253,6 +261,7 @@ class AGUIAdapter(Endpoint):
             skip=skip,
             on_error=self.on_error,
             approval=approval_tools(worker),
+            paused=paused,
         )
         return self._started(worker, start, key, run_id, encode, session=session, paused=paused)
 

@@ -9,7 +9,7 @@ results are `tool` messages (`error` set for a failed call).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import orjson
@@ -32,7 +32,14 @@ from llm_worker.ui._parts import KEY, opaque, rebuild, result_mac, result_proven
 from llm_worker.ui._record import Proven
 from llm_worker.ui._sign import MAC
 
-__all__ = ("encrypted", "layout_of", "messages_from_agui", "messages_to_agui", "read_agui")
+__all__ = (
+    "encrypted",
+    "layout_of",
+    "messages_from_agui",
+    "messages_to_agui",
+    "read_agui",
+    "snapshot_messages",
+)
 
 
 def encrypted(data: dict[str, Any]) -> str:
@@ -54,15 +61,32 @@ def _decrypted(value: object) -> dict[str, Any]:
 
 def messages_to_agui(history: Iterable[Message], *, prefix: str = "m") -> list[dict[str, Any]]:
     """The history as AG-UI messages (ids `<prefix>-<n>`), e.g. for `MESSAGES_SNAPSHOT`."""
+    return snapshot_messages(history, prefix=prefix)
+
+
+def snapshot_messages(
+    history: Iterable[Message], *, prefix: str = "m", calls: Mapping[str, object] | None = None
+) -> list[dict[str, Any]]:
+    """`messages_to_agui`, knowing the arguments of `calls` made before `history` starts.
+
+    Each result is signed over the call it answers (the latest of its id before it): one of
+    the history's, else of `calls` (a resumed run's, whose calls its history does not hold);
+    a result of a call neither holds goes unsigned.
+    """
     out: list[dict[str, Any]] = []
+    known: dict[str, object] = dict(calls or {})
     for m in history:
         if m.role == "assistant":
+            known.update({c.id: c.input for c in m.tool_uses})
             out.extend(_assistant(m, f"{prefix}-{len(out)}"))
             continue
         shown = [p for p in m.content if not isinstance(p, ToolResultPart)]
         if shown:
             out.append({"id": f"{prefix}-{len(out)}", "role": "user", "content": _content(shown)})
-        out.extend(_tool_message(r, f"{prefix}-{len(out)}-{r.tool_use_id}") for r in m.tool_results)
+        out.extend(
+            _tool_message(r, f"{prefix}-{len(out)}-{r.tool_use_id}", known.get(r.tool_use_id))
+            for r in m.tool_results
+        )
     return out
 
 
@@ -78,7 +102,7 @@ def _content(parts: Sequence[Part]) -> str | list[dict[str, Any]]:
     return out
 
 
-def _tool_message(result: ToolResultPart, ident: str) -> dict[str, Any]:
+def _tool_message(result: ToolResultPart, ident: str, arguments: object) -> dict[str, Any]:
     message: dict[str, Any] = {"id": ident, "role": "tool", "toolCallId": result.tool_use_id}
     message["content"] = result.content
     if result.media:  # images a tool returned: AG-UI tool content may hold them
@@ -86,9 +110,19 @@ def _tool_message(result: ToolResultPart, ident: str) -> dict[str, Any]:
         message["content"] = text + [agui_media(m) for m in result.media]
     if result.is_error:
         message["error"] = result.content
-    # Signed: the browser sends it back as a result the server's tool made.
-    mac = result_mac(result.tool_use_id, result.name, result.content, result.is_error, result.media)
-    hidden: dict[str, Any] = {MAC: mac}
+    # Signed over the call it answers: the browser sends it back as a result the server's
+    # tool made. Unsigned when that call is not known.
+    mac = None
+    if arguments is not None:
+        mac = result_mac(
+            result.tool_use_id,
+            result.name,
+            result.content,
+            result.is_error,
+            result.media,
+            arguments=arguments,
+        )
+    hidden: dict[str, Any] = {} if mac is None else {MAC: mac}
     if result.name:
         hidden["name"] = result.name
     message["encryptedValue"] = encrypted(hidden)
@@ -199,6 +233,7 @@ class _Reader:
         self.failed: set[str] = set()  # calls of messages a failed step left behind
         self.reasoning: list[dict[str, Any]] = []
         self.names: dict[str, str] = {}
+        self.calls: dict[str, object] = {}  # each call id's latest arguments, as read
 
     def read(self, message: dict[str, Any]) -> None:
         role = message.get("role")
@@ -212,6 +247,7 @@ class _Reader:
             self.reasoning.append(message)
         elif role == "assistant":
             self.out.append(Message("assistant", self._assistant(message)))
+            self.calls.update({c.id: c.input for c in self.out[-1].tool_uses})
             self.reasoning = []
         elif role == "tool":
             self._tool(message)
@@ -246,7 +282,8 @@ class _Reader:
         text = content if isinstance(content, str) else _joined(content)
         media = [media_from_agui(as_dict(c)) for c in as_list(content) if _is_media(c)]
         part = ToolResultPart(call_id, text, is_error=error is not None, name=name, media=media)
-        if result_proven(part, hidden.get(MAC)):
+        # Proven only after the call it was signed for: its arguments as the browser sent them.
+        if result_proven(part, hidden.get(MAC), self.calls.get(call_id)):
             self.proven.add(part)
         last = self.out[-1] if self.out else None
         if last is not None and last.role == "user" and last.tool_results:

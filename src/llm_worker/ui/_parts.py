@@ -18,6 +18,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, cast
 
+import orjson
+
 from llm_worker.messages import (
     MediaPart,
     Message,
@@ -29,9 +31,19 @@ from llm_worker.messages import (
     ToolResultPart,
     ToolUsePart,
 )
+from llm_worker.state import PauseState
 from llm_worker.ui._sign import MAC, current
 
-__all__ = ("KEY", "WITHDRAWN", "media_json", "opaque", "rebuild", "result_mac", "result_proven")
+__all__ = (
+    "KEY",
+    "WITHDRAWN",
+    "media_json",
+    "opaque",
+    "paused_calls",
+    "rebuild",
+    "result_mac",
+    "result_proven",
+)
 
 KEY = "llmWorker"
 """The key under which llm-worker's data travels in `providerMetadata` and custom fields."""
@@ -164,22 +176,62 @@ _SIGNED = frozenset(_KINDS.values())
 
 
 def result_mac(
-    call_id: str, name: str | None, content: str, is_error: bool, media: Sequence[MediaPart] = ()
-) -> str:
-    """The signature of a tool result the server's tool made (its call, name, text, media)."""
-    return current().mac("tool_result", _result_bound(call_id, name, content, is_error, media), {})
+    call_id: str,
+    name: str | None,
+    content: str,
+    is_error: bool,
+    media: Sequence[MediaPart] = (),
+    *,
+    arguments: object,
+) -> str | None:
+    """The signature of a tool result the server's tool made (its call, name, text, media).
+
+    `arguments` are the call's as the history holds them (the model's, which the browser
+    shows and sends back with the result; not a before_tool_call hook's rewrite): the
+    signature proves the result of that one call, not of a later call reusing its id.
+    `None` (leave the result unsigned) for arguments no browser could send back (not JSON).
+    """
+    bound = _result_bound(call_id, name, content, is_error, media, arguments=arguments)
+    try:
+        return current().mac("tool_result", bound, {})
+    except (TypeError, RecursionError, orjson.JSONEncodeError):
+        return None
 
 
-def result_proven(result: ToolResultPart, mac: object) -> bool:
-    """Whether `mac` (sent back with `result`) proves the server's tool made it."""
+def result_proven(result: ToolResultPart, mac: object, arguments: object) -> bool:
+    """Whether `mac` (sent back with `result`) proves the server's tool made it.
+
+    `arguments` are those of the call the browser sends `result` with (`None`: it sent no
+    call of its id, so nothing is proven).
+    """
+    if arguments is None:
+        return False
+    r = result
     bound = _result_bound(
-        result.tool_use_id, result.name, result.content, result.is_error, result.media
+        r.tool_use_id, r.name, r.content, r.is_error, r.media, arguments=arguments
     )
     return current().verify("tool_result", bound, {MAC: mac})
 
 
+def paused_calls(paused: PauseState | None) -> dict[str, object]:
+    """The arguments of the calls a pause waits on, by id, as its history holds them.
+
+    The model's (a resumed run's results answer these calls; the browser shows them), not
+    what a before_tool_call hook or an edited approval made of them.
+    """
+    if paused is None or not paused.history:
+        return {}
+    return {c.id: c.input for c in paused.history[-1].tool_uses}
+
+
 def _result_bound(
-    call_id: str, name: str | None, content: str, is_error: bool, media: Sequence[MediaPart]
+    call_id: str,
+    name: str | None,
+    content: str,
+    is_error: bool,
+    media: Sequence[MediaPart],
+    *,
+    arguments: object,
 ) -> list[object]:
     # The images and documents are bound too: the model reads them as the tool's output as
     # much as its text. Each by its bytes' digest (not the base64 the browser carries).
@@ -192,7 +244,7 @@ def _result_bound(
         ]
         for m in media
     ]
-    return [call_id, name or "", content, is_error, *([files] if files else [])]
+    return [call_id, name or "", content, is_error, arguments, *([files] if files else [])]
 
 
 def media_json(media: Sequence[MediaPart]) -> list[Any]:

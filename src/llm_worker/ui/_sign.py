@@ -76,16 +76,26 @@ class Signer:
             return False
         try:
             expected = self.mac(kind, bound, hidden)
-        except (TypeError, orjson.JSONEncodeError):
-            return False  # data no signer could have made
+        except (TypeError, RecursionError, orjson.JSONEncodeError):
+            return False  # data no signer could have made (or nested past any call's depth)
         return hmac.compare_digest(given.encode(), expected.encode())
 
 
 _SORTED = orjson.OPT_SORT_KEYS
 
 
+_EXACT = 2**53  # a JavaScript number holds every integer below it exactly, none past it
+
+
 def _canonical(value: object) -> object:
-    """`value` as the browser gives it back: JavaScript writes 1.0 as 1."""
+    """`value` as the browser gives it back, through JavaScript's numbers.
+
+    JavaScript writes 1.0 (and -0.0) as 1 (0), and reads an integer past 2**53 as the
+    nearest double (a Python int past it comes back rounded, 1e21 as a float): every
+    integer below 2**53 is an int here, every number past it the double a browser holds
+    (one past the doubles, Infinity, it writes as null). Keys are sorted where it is
+    dumped, so their order (JavaScript puts integer-like keys first) does not count.
+    """
     kind = type(value)
     if kind is str:
         return value
@@ -94,9 +104,20 @@ def _canonical(value: object) -> object:
         return {k: _canonical(v) for k, v in items}
     if kind is list or kind is tuple:
         return [_canonical(v) for v in cast("list[object]", value)]
-    if kind is float and cast(float, value).is_integer():
-        return int(cast(float, value))
+    if kind is float or kind is int:
+        return _number(cast(float, value))
     return value
+
+
+def _number(value: float) -> object:
+    if type(value) is float:
+        return int(value) if value.is_integer() and abs(value) < _EXACT else value
+    if -_EXACT < value < _EXACT:
+        return value
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 _process: list[Signer] = []  # the process's signer, made on first use

@@ -43,7 +43,7 @@ from llm_worker.tools import ToolResult
 from llm_worker.ui._encoder import BlockEncoder, sse
 from llm_worker.ui._errors import ErrorText, error_text
 from llm_worker.ui._frontend import awaiting_decision
-from llm_worker.ui._parts import KEY, WITHDRAWN, media_json, opaque, result_mac
+from llm_worker.ui._parts import KEY, WITHDRAWN, media_json, opaque, paused_calls, result_mac
 from llm_worker.ui._sign import MAC
 
 __all__ = ("HEADERS", "VercelEncoder", "sse", "to_vercel_stream", "usage_dict")
@@ -98,10 +98,14 @@ class VercelEncoder(BlockEncoder):
         approval: Names of the Worker's tools that ask for approval: of the calls a pause
             left undecided after the one it stopped at, only theirs ask for approval
             (`None`: every one does). See `approval_tools`.
+        paused: The pause a resumed run goes on from: its calls' results are signed over
+            their arguments as its history holds them. A result of a call neither in it nor
+            made in this run goes unsigned (see `result_mac`).
     """
 
     __slots__ = (
         "_approval",
+        "_calls",
         "_denied",
         "_frontend",
         "_in_step",
@@ -124,8 +128,10 @@ class VercelEncoder(BlockEncoder):
         denied: Collection[str] = (),
         frontend: Collection[str] = (),
         approval: Collection[str] | None = None,
+        paused: PauseState | None = None,
     ) -> None:
         super().__init__(origin)
+        self._calls = paused_calls(paused)
         self._frontend = frozenset(frontend)
         self._approval = None if approval is None else frozenset(approval)
         self.message_id = message_id
@@ -245,7 +251,10 @@ class VercelEncoder(BlockEncoder):
             "toolName": call.name,
             "input": call.input,
         }
-        if isinstance(part, ToolUsePart) and part.id == call_id and (hidden := opaque(part)):
+        # The arguments as the history holds them: the result's signature binds them.
+        given = part if isinstance(part, ToolUsePart) and part.id == call_id else None
+        self._calls[call_id] = call.input if given is None else given.input
+        if given is not None and (hidden := opaque(given)):
             chunk["providerMetadata"] = {KEY: hidden}
         return [chunk]
 
@@ -305,12 +314,23 @@ class VercelEncoder(BlockEncoder):
                 {"type": "tool-output-available", "toolCallId": call_id, "output": result.content}
             )
         if chunks[-1]["type"] != "tool-output-denied":
-            # Signed: the browser sends it back as a result the server's tool made.
-            mac = result_mac(call_id, result.name, result.content, result.is_error, result.media)
-            meta: dict[str, Any] = {MAC: mac}
+            meta: dict[str, Any] = {}
+            # Signed over the call it answers: the browser sends it back as a result the
+            # server's tool made. Unsigned when the call is not known here.
+            if (arguments := self._calls.get(call_id)) is not None:
+                mac = result_mac(
+                    call_id,
+                    result.name,
+                    result.content,
+                    result.is_error,
+                    result.media,
+                    arguments=arguments,
+                )
+                meta.update({MAC: mac} if mac is not None else {})
             if result.media:  # images a tool returned: kept, so the history comes back whole
                 meta["media"] = media_json(result.media)
-            chunks[-1]["providerMetadata"] = {KEY: meta}
+            if meta:
+                chunks[-1]["providerMetadata"] = {KEY: meta}
         return chunks
 
     def _output(self, data: Chunk, answer: int) -> list[Chunk]:
@@ -416,6 +436,7 @@ def to_vercel_stream(
     frontend: Collection[str] = (),
     on_error: ErrorText | None = None,
     approval: Collection[str] | None = None,
+    paused: PauseState | None = None,
 ) -> AsyncIterator[str]:
     """A Worker's run (`worker.stream(...)`) as the SSE events of a UI message stream.
 
@@ -436,8 +457,15 @@ def to_vercel_stream(
         on_error: The text the browser shows of the exception that ended the run.
         approval: Names of the Worker's tools that ask for approval (`approval_tools`); see
             `VercelEncoder`.
+        paused: The `PauseState` a resumed run (`worker.resume_stream(state, ...)`) goes on
+            from: its calls' results are signed (see `VercelEncoder`).
     """
     encoder = VercelEncoder(
-        message_id, origin or Origin("", ""), denied=denied, frontend=frontend, approval=approval
+        message_id,
+        origin or Origin("", ""),
+        denied=denied,
+        frontend=frontend,
+        approval=approval,
+        paused=paused,
     )
     return encoder.sse_stream(stream, on_error)

@@ -270,7 +270,7 @@ class VercelAIAdapter(Endpoint):
             kept = outputs if fresh else session
             denied = [i for i, d in decisions.items() if not d.allow]
             start = lambda: worker.resume_stream(decisions=decisions, session=kept)  # noqa: E731
-            return self._run(worker, start, key, message_id, denied, session=session)
+            return self._run(worker, start, key, message_id, denied, session=session, paused=state)
         except BaseException:
             await close_session(session)
             raise
@@ -294,6 +294,7 @@ class VercelAIAdapter(Endpoint):
             frontend=[t.name for t in self.frontend_tools],
             on_error=self.on_error,
             approval=approval_tools(worker),
+            paused=paused,
         )
         return self._started(worker, start, key, message_id, encode, session=session, paused=paused)
 

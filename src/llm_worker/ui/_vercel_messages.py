@@ -176,12 +176,15 @@ def _tool(
     call_id = str(p["toolCallId"])
     broken = state == "output-error" and p.get("input") is None and "rawInput" in p
     args = {} if broken else as_dict(p.get("input"))
-    parts.append(rebuild("tool_use", {"id": call_id, "name": name, "input": args}, hidden))
+    call = rebuild("tool_use", {"id": call_id, "name": name, "input": args}, hidden)
+    parts.append(call)
     hidden = _hidden(p.get("resultProviderMetadata"))
     result = _result(p, state, call_id, name, hidden)
     if result is not None:
         results.append(result)
-        if result_proven(result, hidden.get(MAC)):
+        # Proven only beside the call it was signed for: its arguments as this part shows them.
+        arguments = call.input if isinstance(call, ToolUsePart) else None
+        if result_proven(result, hidden.get(MAC), arguments):
             proven.add(result)
 
 
@@ -246,11 +249,9 @@ def messages_to_ui(history: Iterable[Message]) -> list[dict[str, Any]]:
     become one assistant `UIMessage` with a `step-start` per model request.
     """
     out: list[dict[str, Any]] = []
-    results: dict[str, ToolResultPart] = {}
     messages = list(history)
-    for m in messages:
-        results.update({r.tool_use_id: r for r in m.tool_results})
-    for m in messages:
+    answers = _answers(messages)
+    for m, results in zip(messages, answers, strict=True):
         if m.role == "user":
             shown = [_ui_user_part(p) for p in m.content if not isinstance(p, ToolResultPart)]
             if shown:
@@ -262,6 +263,25 @@ def messages_to_ui(history: Iterable[Message]) -> list[dict[str, Any]]:
         parts.append({"type": "step-start"})
         parts.extend(_ui_part(p, results) for p in m.content if not isinstance(p, ToolResultPart))
     return out
+
+
+def _answers(messages: list[Message]) -> list[dict[str, ToolResultPart]]:
+    """Per message, the results of its calls: those in the user messages up to the next answer.
+
+    By position, not by id alone: a provider reuses call ids (`call_0` each turn), and an
+    earlier turn's call must show its own result, never a later call's (signed over its
+    arguments, that would prove the later result for it).
+    """
+    answers: list[dict[str, ToolResultPart]] = []
+    current: dict[str, ToolResultPart] = {}
+    for m in messages:
+        if m.role == "assistant":
+            current = {}
+        else:
+            for r in m.tool_results:
+                current.setdefault(r.tool_use_id, r)
+        answers.append(current)  # an assistant message's dict fills as its answers follow
+    return answers
 
 
 def _ui_user_part(part: Part) -> dict[str, Any]:
@@ -289,18 +309,21 @@ def _ui_part(part: Part, results: dict[str, ToolResultPart]) -> dict[str, Any]:
     out: dict[str, Any] = {"type": f"tool-{part.name}", "toolCallId": part.id, "input": part.input}
     if hidden:
         out["callProviderMetadata"] = {KEY: hidden}
-    return out | _ui_result(part.id, results.get(part.id))
+    return out | _ui_result(part, results.get(part.id))
 
 
-def _ui_result(call_id: str, result: ToolResultPart | None) -> dict[str, Any]:
+def _ui_result(call: ToolUsePart, result: ToolResultPart | None) -> dict[str, Any]:
+    call_id = call.id
     if result is None:
         return {"state": "input-available"}
     if result.is_error and result.content.startswith(DENIED):
         reason = result.content[len(DENIED) :]
         approval = {"id": f"approval_{call_id}", "approved": False, "reason": reason}
         return {"state": "output-denied", "approval": approval}
-    mac = result_mac(call_id, result.name, result.content, result.is_error, result.media)
-    hidden: dict[str, Any] = {MAC: mac}
+    mac = result_mac(
+        call_id, result.name, result.content, result.is_error, result.media, arguments=call.input
+    )
+    hidden: dict[str, Any] = {} if mac is None else {MAC: mac}
     if result.media:
         hidden["media"] = media_json(result.media)
     extra = {"resultProviderMetadata": {KEY: hidden}}
