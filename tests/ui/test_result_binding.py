@@ -19,6 +19,16 @@ import orjson
 import pytest
 
 from llm_worker import Message, TextPart, ToolResultPart, ToolUsePart, Worker, tool
+from llm_worker.events import (
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    BlockType,
+    InputJsonDelta,
+    ResponseStatus,
+    StatusEvent,
+    ToolUseMetadata,
+)
 from llm_worker.hooks import ToolCallContext
 from llm_worker.state import ToolResultReady
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
@@ -151,6 +161,30 @@ async def test_the_encoder_signs_no_result_of_a_call_it_was_not_told_of() -> Non
     text = "".join([e async for e in to_vercel_stream(events(), message_id="m1")])
     (output,) = [c for c in chunks(text) if c["type"] == "tool-output-available"]
     assert "providerMetadata" not in output
+
+
+async def test_the_error_result_of_a_call_with_broken_arguments_is_proven() -> None:
+    # The model's arguments are not JSON: the history keeps the call with `{}`, the browser
+    # shows the raw text (`rawInput`, no `input`); the tool's error result is the server's.
+    async def events() -> AsyncIterator[object]:
+        yield StatusEvent(ResponseStatus.STARTED)
+        yield BlockStart(0, BlockType.TOOL_USE, ToolUseMetadata("call_0", "book"))
+        yield BlockDelta(0, InputJsonDelta('{"city": '))
+        yield BlockStop(0, BlockType.TOOL_USE)
+        yield ToolResultReady(ToolResult("call_0", "book", "not JSON", is_error=True))
+
+    text = "".join([e async for e in to_vercel_stream(events(), message_id="m1")])
+    sent = {c["type"]: c for c in chunks(text)}
+    part = {
+        "type": "tool-book",
+        "toolCallId": "call_0",
+        "state": "output-error",
+        "rawInput": sent["tool-input-error"]["input"],
+        "errorText": sent["tool-output-error"]["errorText"],
+        "resultProviderMetadata": sent["tool-output-error"]["providerMetadata"],
+    }
+    _, proven = read_ui([{"id": "a1", "role": "assistant", "parts": [part]}])
+    assert len(proven) == 1
 
 
 def test_hostile_arguments_nested_past_any_depth_prove_nothing() -> None:

@@ -243,6 +243,10 @@ class VercelEncoder(BlockEncoder):
         call = calls[-1] if calls and calls[-1].id == call_id else None
         if call is None:  # a repeated call id: the Worker drops it, never runs it
             return [_input_error(call_id, "", {}, "the model repeated this call id; dropped")]
+        # The arguments as the history holds them (`{}` for broken ones, as the browser
+        # reads them back): the result's signature binds them.
+        given = part if isinstance(part, ToolUsePart) and part.id == call_id else None
+        self._calls[call_id] = call.input if given is None else given.input
         if call.error is not None:
             return [_input_error(call_id, call.name, call.raw_input, call.error)]
         chunk: Chunk = {
@@ -251,9 +255,6 @@ class VercelEncoder(BlockEncoder):
             "toolName": call.name,
             "input": call.input,
         }
-        # The arguments as the history holds them: the result's signature binds them.
-        given = part if isinstance(part, ToolUsePart) and part.id == call_id else None
-        self._calls[call_id] = call.input if given is None else given.input
         if given is not None and (hidden := opaque(given)):
             chunk["providerMetadata"] = {KEY: hidden}
         return [chunk]
