@@ -30,7 +30,7 @@ from llm_worker.events import (
     ToolUseMetadata,
 )
 from llm_worker.hooks import ToolCallContext
-from llm_worker.state import ToolResultReady
+from llm_worker.state import PauseState, ToolResultReady
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 from llm_worker.tools import ToolResult
 from llm_worker.ui import VercelAIAdapter, messages_to_agui, messages_to_ui, to_vercel_stream
@@ -262,6 +262,20 @@ class Forgetful:
         return {}
 
 
+class JsonPauses:
+    """A `PauseStore` keeping each pause as JSON, as one over a database does."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, str] = {}
+
+    async def put(self, chat_id: str, state: PauseState) -> None:
+        self.kept[chat_id] = state.to_json()
+
+    async def take(self, chat_id: str) -> PauseState | None:
+        text = self.kept.pop(chat_id, None)
+        return None if text is None else PauseState.from_json(text)
+
+
 def signed_result(adapter: Any, text: str, call_id: str) -> Any:
     """The signed result of `call_id` an approval's answer carried, as the browser keeps it."""
     events = chunks(text)
@@ -302,9 +316,11 @@ async def test_an_approved_calls_signed_result_proves_that_call_alone(
     adapter: Any, city: str
 ) -> None:
     # No record to fall back on: the booking the resumed run signed is the server's only by
-    # its signature, which holds on the Kyoto call it answers and on no other.
+    # its signature, which holds on the Kyoto call it answers and on no other. The pause
+    # went through JSON before the resume (its calls are what the signature binds).
     script = [*booking("Booked."), ScriptedResponse.text("ok")]
-    async with site(adapter, script, record=Forgetful()) as (server, url, http):
+    options = {"record": Forgetful(), "store": JsonPauses()}
+    async with site(adapter, script, **options) as (server, url, http):
         call_id = await pause(adapter, http, url, "c1")
         answer = await approve(adapter, http, url, "c1", call_id)
         assert "booked Kyoto" in answer.text
