@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import orjson
 import pytest
 
@@ -38,9 +39,9 @@ from llm_worker.ui._agui_messages import read_agui, snapshot_messages
 from llm_worker.ui._record import NO_RECORD, reconcile
 from llm_worker.ui._vercel_messages import read_ui
 
-from .conftest import CONSUMERS, booking, serve
+from .conftest import CONSUMERS, booking, scripted, serve
 from .test_review_adapters import chunks
-from .test_security import ADAPTERS, USER, approve, pause, post, site
+from .test_security import ADAPTERS, USER, approve, pause, post
 
 pytestmark = pytest.mark.anyio
 
@@ -310,17 +311,22 @@ def next_turn(adapter: Any, signed: Any, call_id: str, city: str) -> dict[str, A
     return {"threadId": "c1", "runId": "r3", "messages": messages, "tools": []}
 
 
-@pytest.mark.parametrize("city", ["Kyoto", "Paris"])
+@pytest.mark.parametrize(("provider", "city"), [("anthropic", "Kyoto"), ("gemini", "Paris")])
 @pytest.mark.parametrize("adapter", ADAPTERS)
 async def test_an_approved_calls_signed_result_proves_that_call_alone(
-    adapter: Any, city: str
+    adapter: Any, provider: str, city: str
 ) -> None:
     # No record to fall back on: the booking the resumed run signed is the server's only by
-    # its signature, which holds on the Kyoto call it answers and on no other. The pause
-    # went through JSON before the resume (its calls are what the signature binds).
+    # its signature, which holds on the Kyoto call it answers and on no other (Gemini's
+    # client numbers it `gemini_call_<n>`, and a later call the same after a regenerate).
+    # The pause went through JSON before the resume (its calls are what the signature binds).
     script = [*booking("Booked."), ScriptedResponse.text("ok")]
     options = {"record": Forgetful(), "store": JsonPauses()}
-    async with site(adapter, script, **options) as (server, url, http):
+    async with (
+        scripted(provider, script) as (server, factory),
+        serve(adapter(factory, **options)) as url,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
         call_id = await pause(adapter, http, url, "c1")
         answer = await approve(adapter, http, url, "c1", call_id)
         assert "booked Kyoto" in answer.text

@@ -206,9 +206,13 @@ def result_proven(result: ToolResultPart, mac: object, arguments: object) -> boo
     """
     if arguments is None:
         return False
-    r = result
     bound = _result_bound(
-        r.tool_use_id, r.name, r.content, r.is_error, r.media, arguments=arguments
+        result.tool_use_id,
+        result.name,
+        result.content,
+        result.is_error,
+        result.media,
+        arguments=arguments,
     )
     return current().verify("tool_result", bound, {MAC: mac})
 

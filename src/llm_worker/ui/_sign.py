@@ -84,7 +84,7 @@ class Signer:
 _SORTED = orjson.OPT_SORT_KEYS
 
 
-_EXACT = 2**53  # a JavaScript number holds every integer below it exactly, none past it
+_EXACT = 2**53  # a JavaScript number holds every integer below it exactly; past it, some
 
 
 def _canonical(value: object) -> object:
