@@ -7,6 +7,7 @@ thoughts, total, cached), read with `as_int`'s rule (an integer, else unknown).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import orjson
@@ -14,6 +15,7 @@ import pytest
 from test_gemini_support import replay, replay_bytewise
 
 from llm_worker.events import BlockDelta, Event, TextDelta, UsageEvent
+from llm_worker.providers._gemini_usage import snapshot
 from llm_worker.testing import Chunking, WireResponse
 
 pytestmark = pytest.mark.anyio
@@ -91,3 +93,24 @@ async def test_every_count_is_read_and_one_of_another_type_is_unknown() -> None:
         UsageEvent(output_tokens=2, reasoning_tokens=2),
         UsageEvent(),  # a usageMetadata that is no object: nothing known
     ]
+
+
+@pytest.mark.parametrize("counts", [(13, 10, 23, 8, 6), (None, None, None, None, None)])
+def test_a_snapshot_built_field_by_field_is_the_constructed_event(
+    counts: tuple[int | None, int | None, int | None, int | None, int | None],
+) -> None:
+    # The client builds its snapshots field by field (no `__init__` per paced event): an unset
+    # slot (a field added to the class but not to that build) raises AttributeError here.
+    built = snapshot(counts)
+    input_tokens, output_tokens, total, cached, thoughts = counts
+    expected = UsageEvent(input_tokens, output_tokens, total, cached, None, thoughts)
+    assert type(built) is UsageEvent
+    assert {f.name: getattr(built, f.name) for f in dataclasses.fields(UsageEvent)} == {
+        f.name: getattr(expected, f.name) for f in dataclasses.fields(UsageEvent)
+    }
+    assert built == expected
+    assert repr(built) == repr(expected)
+    assert built + built == expected + expected  # CONTINUATION sums them
+    assert snapshot(counts) is not built
+    built.path = ("sub",)  # the Worker stamps sub-agent events
+    assert built.path == ("sub",)

@@ -89,11 +89,14 @@ class CandidateMetadata:
             texts: The answer's text pieces in order, `None` where a text block ended.
             emitter: The answer's emitter, before its `finish`.
         """
-        spans = _Spans(texts, emitter)
-        counted = {id(source) for source in self._sources}
-        for citation in self._citations(spans):
-            # A source's were counted as it came; a grounding support's are counted here.
-            emitter.citation(citation, charged=id(citation.data) in counted)
+        if self._sources or "groundingSupports" in self._grounding:
+            # The spans join the whole answer's text: only for citations to place (a plain
+            # answer would pay a pass over every piece of it).
+            spans = _Spans(texts, emitter)
+            counted = {id(source) for source in self._sources}
+            for citation in self._citations(spans):
+                # A source's were counted as it came; a grounding support's are counted here.
+                emitter.citation(citation, charged=id(citation.data) in counted)
         kept: dict[str, Any] = {}
         if self._grounding:
             kept["groundingMetadata"] = self._grounding

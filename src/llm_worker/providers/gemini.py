@@ -98,6 +98,7 @@ from llm_worker.providers._gemini_metadata import (
 )
 from llm_worker.providers._gemini_partial import PartialCall, starts_partial_call
 from llm_worker.providers._gemini_request import build_body
+from llm_worker.providers._gemini_usage import Counts, counts_of, snapshot
 from llm_worker.providers._sse import json_of
 
 __all__ = ("GeminiClient",)
@@ -105,6 +106,7 @@ __all__ = ("GeminiClient",)
 _PROVIDER: Final = "gemini"
 _TEXT_META: Final = TextMetadata()
 _PART: Final = "a candidate's content part"
+_ABSENT: Final = object()  # a field the chunk does not have
 # Keys of a part that say something about its content but are not content themselves.
 _NO_CONTENT: Final = frozenset({"thought", "thoughtSignature"})
 _FILTERED: Final = frozenset(
@@ -234,7 +236,7 @@ class _GeminiMapper:
         self._signed = -1  # index of the last block that got a signature
         self._usage: Any = None  # the latest usageMetadata
         self._seen: Any = None  # the usageMetadata last read by `end_of_read`
-        self._counts: _Counts | None = None  # its counts, those of the last snapshot
+        self._counts: Counts | None = None  # its counts, those of the last snapshot
         self._emitted: UsageEvent | None = None
         self._model = origin.model
         self._resume: str | None = None  # the continuation token of a CONTINUATION finish
@@ -265,12 +267,15 @@ class _GeminiMapper:
             self._no_candidate(chunk, emitter)
             return None
         candidate = candidates[0]
-        if candidate.get("index", 0) != 0:
+        # `index` read once: absent is the first candidate, as 0 is.
+        index = candidate.get("index", _ABSENT)
+        if index is not _ABSENT and index != 0:
             candidate = _first(candidates)
+            index = candidate.get("index", _ABSENT)
         content = candidate.get("content")
         if content:
             parts = content.get("parts") or ()
-            if len(parts) == 1 and len(candidate) == 1 + ("index" in candidate):
+            if len(parts) == 1 and len(candidate) == 1 + (index is not _ABSENT):
                 # The hot path: one part and a candidate of only `content` (and `index`): no
                 # finish reason nor metadata to emit after it, so a piece of answer text is
                 # handed to `drive`, which makes its event (no append to `out` per chunk).
@@ -286,7 +291,7 @@ class _GeminiMapper:
         # More than `content` and `index` (either may be absent: a last chunk of only a
         # finish reason, as after thinking spent every token): a finish reason, metadata, …
         # (`content is not None` for `"content" in candidate`: a null one only costs a look.)
-        if len(candidate) > (content is not None) + ("index" in candidate):
+        if len(candidate) > (content is not None) + (index is not _ABSENT):
             self._candidate_fields(candidate, emitter)
         usage = chunk.get("usageMetadata")
         if usage is not None:
@@ -342,11 +347,11 @@ class _GeminiMapper:
         if usage is self._seen:
             return
         self._seen = usage
-        counts = _counts(usage)
+        counts = counts_of(usage)
         if counts == self._counts:
             return
         self._counts = counts
-        event = _usage(counts)
+        event = snapshot(counts)
         if self._carried is not None:
             event = self._carried + event
             if event == self._emitted:
@@ -407,7 +412,7 @@ class _GeminiMapper:
         """
         token, self._resume = self._resume, None
         if token is not None and self._usage is not None:
-            hop = _usage(_counts(self._usage))
+            hop = snapshot(counts_of(self._usage))
             self._carried = hop if self._carried is None else self._carried + hop
             self._usage = self._seen = self._counts = None
         return token
@@ -549,51 +554,3 @@ def _first(candidates: Any) -> Any:
         if candidate.get("index", 0) == 0:
             return candidate
     return {}
-
-
-_Counts = tuple[int | None, int | None, int | None, int | None, int | None]
-_NO_COUNTS: Final[_Counts] = (None, None, None, None, None)
-
-
-def _counts(usage: Any) -> _Counts:
-    """The counts a usage snapshot holds, from the six of a `usageMetadata` this library reads.
-
-    Input (prompt, cached included, + tool-use prompt), output (candidates + thoughts),
-    total, cached content, thoughts; a count that is no integer is `None` (`as_int`'s rule,
-    inline: it runs once per paced event). The snapshot's own values, not the six raw
-    counts: raw counts that change while their sums stay (a count moved from the prompt to
-    the tool-use prompt) are no new snapshot.
-    """
-    if usage.__class__ is not dict:
-        return _NO_COUNTS
-    get = usage.get
-    prompt, tool_prompt, candidates, thoughts, total, cached = (
-        get("promptTokenCount"),
-        get("toolUsePromptTokenCount"),
-        get("candidatesTokenCount"),
-        get("thoughtsTokenCount"),
-        get("totalTokenCount"),
-        get("cachedContentTokenCount"),
-    )
-    prompt = prompt if prompt.__class__ is int else None
-    tool_prompt = tool_prompt if tool_prompt.__class__ is int else None
-    candidates = candidates if candidates.__class__ is int else None
-    thoughts = thoughts if thoughts.__class__ is int else None
-    return (
-        _sum(prompt, tool_prompt) if tool_prompt is not None else prompt,
-        _sum(candidates, thoughts) if thoughts is not None else candidates,
-        total if total.__class__ is int else None,
-        cached if cached.__class__ is int else None,
-        thoughts,
-    )
-
-
-def _usage(counts: _Counts) -> UsageEvent:
-    input_tokens, output_tokens, total, cached, thoughts = counts
-    return UsageEvent(input_tokens, output_tokens, total, cached, None, thoughts)
-
-
-def _sum(a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    return a if b is None else a + b
