@@ -57,6 +57,7 @@ def _hostile() -> list[dict[str, Any]]:
     chunks: list[dict[str, Any]] = []
     for value in _ODD:
         chunks.append(_with(("choices",), [value]))
+        chunks.append(_with(("choices",), value))  # not a list of one: "x", {"a": 1}, []
         chunks.append(_with((*_CHOICE, "delta"), value))
         chunks.append(_with((*_CHOICE, "index"), value))
         chunks.append(_with((*_CHOICE, "delta", "content"), value))
@@ -82,6 +83,9 @@ def _hostile() -> list[dict[str, Any]]:
     extra = _plain("e")
     extra["choices"][0]["delta"]["refusal"] = None
     chunks.append(extra)
+    no_choices = _plain("n")
+    del no_choices["choices"]
+    chunks.append(no_choices)
     for key in ("logprobs", "finish_reason", "index", "delta"):
         missing = _plain("m")
         del missing["choices"][0][key]

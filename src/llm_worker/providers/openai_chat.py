@@ -186,6 +186,7 @@ class ChatStreamMapper:
         "_identified",
         "_keyed",
         "_origin",
+        "_plain",
         "_refused",
         "_scrub",
         "_stop_string",
@@ -208,6 +209,10 @@ class ChatStreamMapper:
         # `logprobs`, which others leave out): read by subscript until one lacks a key (then
         # `.get`, for the stream).
         self._keyed = True
+        # The three states the hot path needs, in one test per chunk: the response is
+        # identified, its choices are read by subscript, no tool call is live. Set again after
+        # each chunk the full path reads (the only place they change).
+        self._plain = False
 
     @property
     def complete(self) -> bool:
@@ -232,43 +237,42 @@ class ChatStreamMapper:
                 f"a stream chunk is not a JSON object: {text_of(data[:100])!r}",
                 provider=_PROVIDER,
             )
-        if self._identified and "error" not in chunk:
+        if self._plain and "error" not in chunk:
             # The hot path, inline: one choice whose delta is only text, nothing else to read
-            # (`_chunk` reads everything else, a present `error` or `x_groq` included).
-            choices = chunk.get("choices")
-            if choices.__class__ is list and len(choices) == 1 and self._keyed:
-                choice = choices[0]
-                # The same checks by subscript (no method call per read, ~100 instructions
-                # each); `x_groq` and `usage` are tested for presence first, as they are
-                # absent from nearly every chunk. `logprobs` by `.get`: many third-party
-                # servers leave it out (cheaper than `in` and a subscript, measured). A
-                # missing key: the full path reads it.
-                try:
-                    delta = choice["delta"]
-                    if (
-                        delta
-                        and len(delta) == 1
-                        and not choice["index"]  # 0; others come from n > 1
-                        and choice["finish_reason"] is None
-                        and not choice.get("logprobs")
-                        and self._tools.live is None
-                        and ("usage" not in chunk or not chunk["usage"])
-                        and "x_groq" not in chunk
-                        and chunk["object"] != "chat.completion"
-                    ):
-                        text = delta.get("content")
-                        if text.__class__ is str:
-                            return text or None
-                except (KeyError, TypeError):
-                    # A provider leaving a key out: `.get` from now on. (A choice that is not
-                    # an object: the full path fails it, with its own message.)
-                    self._keyed = False
-                    self._chunk(chunk, emitter)
-                    return None
-            elif choices.__class__ is list and len(choices) == 1:
-                text = self._text_by_get(chunk, choices[0])
-                if text is not None:
-                    return text or None
+            # (`_chunk` reads everything else, a present `error` or `x_groq` included). The
+            # checks by subscript (no method call per read, ~100 instructions each); `x_groq`
+            # and `usage` are tested for presence first, as they are absent from nearly every
+            # chunk. `logprobs` by `.get`: many third-party servers leave it out (cheaper than
+            # `in` and a subscript, measured).
+            try:
+                # One choice, unpacked: a list of another length (the usage chunk's, n > 1)
+                # raises ValueError; anything else but a list of objects fails a subscript.
+                (choice,) = chunk["choices"]
+                delta = choice["delta"]
+                if (
+                    delta
+                    and len(delta) == 1
+                    and not choice["index"]  # 0; others come from n > 1
+                    and choice["finish_reason"] is None
+                    and not choice.get("logprobs")
+                    and ("usage" not in chunk or not chunk["usage"])
+                    and "x_groq" not in chunk
+                    and chunk["object"] != "chat.completion"
+                ):
+                    text = delta.get("content")
+                    if text.__class__ is str:
+                        return text or None
+            except ValueError:
+                pass  # not one choice: the full path reads them
+            except (KeyError, TypeError):
+                # A provider leaving a key of the choice out: `.get` from now on. (A chunk
+                # without choices is read by the full path; choices that are not objects
+                # fail there, with its own message.)
+                self._keyed = "choices" not in chunk
+        elif not self._keyed:
+            text = self._text_by_get(chunk)
+            if text is not None:
+                return text or None
         self._chunk(chunk, emitter)
         return None
 
@@ -287,9 +291,15 @@ class ChatStreamMapper:
             return None  # an empty `data:` line: a keep-alive
         return json_of(data)
 
-    def _text_by_get(self, chunk: Any, choice: Any) -> str | None:
+    def _text_by_get(self, chunk: Any) -> str | None:
         # The hot path's checks by `.get`, for a provider that leaves a key out: the text of
         # a choice whose delta is only text, nothing else to read; None for anything else.
+        if not self._identified or "error" in chunk:
+            return None
+        choices = chunk.get("choices")
+        if choices.__class__ is not list or len(choices) != 1:
+            return None
+        choice = choices[0]
         delta = choice.get("delta")
         if (
             delta
@@ -323,6 +333,7 @@ class ChatStreamMapper:
             self._usage_of(chunk, emitter)
         if chunk.get("object") == "chat.completion":
             self._done = True  # a whole (non-streamed) answer
+        self._plain = self._identified and self._keyed and self._tools.live is None
 
     def _identify(self, chunk: Any, emitter: BlockEmitter) -> None:
         # Every chunk repeats the id, model and tier: read until a chunk names the response
