@@ -349,6 +349,32 @@ def test_matches_a_reference_decoder_on_arbitrary_bytes(body: bytes, data: st.Da
     assert decode(*split_at(body, cuts)) == reference(body)
 
 
+# Runs of events of one `data: ` line each (Chat's every event) are read at once, tested in C
+# over the whole run (`SSEDecoder._run`): bodies mostly of such events, with what must send a
+# read back to the line path among them, in any chunking.
+_runs = st.lists(
+    st.sampled_from(
+        [
+            *(b"data: x\n\n", b"data: \n\n", b'data: {"a": [1]}\n\n', b"data: \xc3\xa9\n\n"),
+            *(b"data:x\n\n", b"data:  y\n\n", b"data: a\ndata: b\n\n", b"data: z", b"data: "),
+            *(b"\n", b"\n\n", b"\r", b"\r\n", b": c\n", b"event: e\n", b"id: 7\n", b"retry: 5\n"),
+            *(BOM, b"data: a\r\n\r\n", b"x\n\n", b"data: u\n\n\n"),
+        ]
+    ),
+    max_size=30,
+).map(b"".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(body=_runs, data=st.data())
+def test_runs_of_one_line_events_match_the_reference_in_any_chunking(
+    body: bytes, data: st.DataObject
+) -> None:
+    cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=8))
+    assert decode(body) == reference(body)
+    assert decode(*split_at(body, cuts)) == reference(body)
+
+
 # --- real recordings -------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Final, NoReturn
 
 import orjson
@@ -203,6 +204,8 @@ class SSEDecoder:
         # (and a held piece of a BOM, 3 bytes at most) do not: then no event of one line is
         # measured. `_hold` bounds the line the chunk leaves unfinished.
         small = self._tail_size + len(chunk) + len(BOM) <= limit
+        payloads, chunk = self._begin(chunk, small)
+        yield from zip(repeat("message"), payloads)  # (zip reuses its pair: no tuple each)
         lines = self._lines(chunk)
         if not lines:
             return
@@ -250,6 +253,49 @@ class SSEDecoder:
                     named, named_kind = self._named = line, kind
         if self._held(one):
             self._count()
+
+    def _begin(self, chunk: bytes, small: bool) -> tuple[list[bytes], bytes]:
+        # A BOM, or the LF of a CRLF split across reads, first; then, with nothing held but an
+        # unfinished line, on a stream that names no event (Chat), the read's run of whole
+        # events of one `data: ` line each, at once (`_run`). No line of a small read can
+        # pass the limit.
+        if not self._started or self._pending_cr:
+            chunk = self._prepare(chunk)
+        if (
+            small
+            and self._started
+            and not (self._pending_cr or self._data or self._unusual or self._event or self._names)
+        ):
+            return self._run(chunk)
+        return [], chunk
+
+    def _run(self, chunk: bytes) -> tuple[list[bytes], bytes]:
+        r"""The data of the whole events the read begins with, if each is one `data: ` line.
+
+        With what follows them (the rest of the read, for the line path). The test is made
+        in C over the whole run, not per line: the run is `data: ` … `\n\n`, cut at every
+        `\n\ndata: ` into k pieces, and it holds 2k LFs and no CR, so no piece holds a line
+        end: every event is one `data: ` line and its blank line. Anything else (an `event:`
+        or `id:` line, a comment, `data:` without its space, a second data line, CRLF) fails
+        the count, and the line path reads the whole read. Per event, this spares the line
+        loop's two tests and two slices (the `data: ` test alone ~750 instructions).
+        """
+        end = chunk.rfind(b"\n\n") + 2  # (the held line holds no LF: the end is in the read)
+        if end < 2:
+            return [], chunk  # no event ends here: the line path holds the read, unjoined
+        tail = self._tail
+        if tail:  # the unfinished line the last read left: the run's start (as `_lines`)
+            tail.append(chunk)
+            chunk = b"".join(tail)
+            tail.clear()
+            end += self._tail_size
+            self._tail_size = 0
+        if not chunk.startswith(b"data: ") or chunk.find(b"\r", 0, end) >= 0:
+            return [], chunk
+        payloads = chunk[_FIELD : end - 2].split(b"\n\ndata: ")
+        if chunk.count(b"\n", 0, end) != 2 * len(payloads):
+            return [], chunk
+        return payloads, chunk[end:]
 
     def _ended(self) -> Iterator[tuple[str, bytes]]:
         # A blank line ending anything but an event of one `data: ` line.
