@@ -375,6 +375,25 @@ def test_runs_of_one_line_events_match_the_reference_in_any_chunking(
     assert decode(*split_at(body, cuts)) == reference(body)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"data: a\rdata: b\n\n",  # a lone CR ends the first line: two data lines
+        b"data: a\n\ndata: b\rc\n\n",
+        b"data: a\n\ndata: b\ndata: c\n\n",  # two data lines in the run's last event
+        b"data: a\n\n: ping\n\ndata: b\n\n",
+        b"data: a\n\nid: 3\ndata: b\n\n",
+        b"data: a\n\n\n\ndata: b\n\n\n",  # extra blank lines
+        b"data: a\n\ndata:b\n\ndata:  c\n\n",  # no space, two spaces
+        b"data: \n\ndata: \n\n",  # empty data
+    ],
+)
+def test_near_misses_of_a_run_of_one_line_events(body: bytes) -> None:
+    assert decode(body) == reference(body)
+    for cut in range(len(body) + 1):
+        assert decode(body[:cut], body[cut:]) == reference(body), cut
+
+
 # --- real recordings -------------------------------------------------------------------------
 
 
