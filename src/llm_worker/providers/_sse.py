@@ -200,11 +200,7 @@ class SSEDecoder:
         more than the parsing). Consume it whole before the next chunk.
         """
         limit = self._limit
-        # No line of this read can pass the limit when the held line and the chunk together
-        # (and a held piece of a BOM, 3 bytes at most) do not: then no event of one line is
-        # measured. `_hold` bounds the line the chunk leaves unfinished.
-        small = self._tail_size + len(chunk) + len(BOM) <= limit
-        payloads, chunk = self._begin(chunk, small)
+        payloads, chunk, small = self._begin(chunk)
         yield from zip(repeat("message"), payloads)  # (zip reuses its pair: no tuple each)
         lines = self._lines(chunk)
         if not lines:
@@ -254,11 +250,15 @@ class SSEDecoder:
         if self._held(one):
             self._count()
 
-    def _begin(self, chunk: bytes, small: bool) -> tuple[list[bytes], bytes]:
-        # A BOM, or the LF of a CRLF split across reads, first; then, with nothing held but an
-        # unfinished line, on a stream that names no event (Chat), the read's run of whole
-        # events of one `data: ` line each, at once (`_run`). No line of a small read can
-        # pass the limit.
+    def _begin(self, chunk: bytes) -> tuple[list[bytes], bytes, bool]:
+        # `(the data of the run of events the read begins with, the rest, small)`. Small: no
+        # line of this read can pass the limit, as the held line and the chunk together (and
+        # a held piece of a BOM, 3 bytes at most) do not; then no event of one line is
+        # measured. `_hold` bounds the line the chunk leaves unfinished. A BOM, or the LF of
+        # a CRLF split across reads, first; then, with nothing held but an unfinished line,
+        # on a stream that names no event (Chat), the read's run of whole events of one
+        # `data: ` line each, at once (`_run`).
+        small = self._tail_size + len(chunk) + len(BOM) <= self._limit
         if not self._started or self._pending_cr:
             chunk = self._prepare(chunk)
         if (
@@ -266,8 +266,8 @@ class SSEDecoder:
             and self._started
             and not (self._pending_cr or self._data or self._unusual or self._event or self._names)
         ):
-            return self._run(chunk)
-        return [], chunk
+            return (*self._run(chunk), True)
+        return [], chunk, small
 
     def _run(self, chunk: bytes) -> tuple[list[bytes], bytes]:
         r"""The data of the whole events the read begins with, if each is one `data: ` line.
