@@ -339,3 +339,34 @@ async def test_an_ag_ui_reconnect_by_post_reaches_only_the_owners_run() -> None:
     assert "Let me check and book" in mine.text
     assert "Let me check and book" not in theirs.text
     assert "Your own chat." in theirs.text
+
+
+@pytest.mark.parametrize("key", [b"k" * 16, b"k" * 64, b"k" * 65, bytes(range(200)), "клю" * 6])
+def test_a_signature_is_hmac_sha256_as_the_stdlib_makes_it(key: bytes | str) -> None:
+    # The signer builds HMAC from its two keyed hash states: the signatures that servers
+    # made before (with `hmac`), and servers sharing the key make, must still check.
+    import hashlib
+    import hmac
+
+    import orjson
+
+    from llm_worker.messages import ImagePart, ToolResultPart
+    from llm_worker.ui import _sign
+    from llm_worker.ui._parts import result_mac, result_proven
+
+    raw = key.encode() if isinstance(key, str) else key
+    signer = _sign.Signer(key)
+    fields = {"signature": "s", "n": 2.0, "deep": [{"x": 1.0}], "mac": "dropped"}
+    message = ["thinking", [1, "x"], {"signature": "s", "n": 2, "deep": [{"x": 1}]}]
+    expected = hmac.new(raw, orjson.dumps(message, option=orjson.OPT_SORT_KEYS), "sha256")
+    assert signer.mac("thinking", (1.0, "x"), fields) == expected.hexdigest()[:32]
+    image = ImagePart(data=b"\x89PNG", media_type="image/png")
+    arguments = {"city": "Kyoto", "nights": 2.0}
+    with _sign.signing_key(key):
+        mac = result_mac("c1", "lookup", "A", False, [image], arguments=arguments)
+        digest = hashlib.sha256(b"\x89PNG").hexdigest()
+        bound = ["c1", "lookup", "A", False, arguments, [["image", "image/png", None, digest]]]
+        assert mac == signer.mac("tool_result", bound, {})
+        result = ToolResultPart("c1", "A", name="lookup", media=[image])
+        assert result_proven(result, mac, {"city": "Kyoto", "nights": 2})
+        assert not result_proven(result, mac, {"city": "Paris", "nights": 2})
