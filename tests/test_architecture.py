@@ -31,6 +31,7 @@ MODEL = (
     "llm_worker.events",
     "llm_worker.messages",
     "llm_worker._json",
+    "llm_worker._wide_json",
     "llm_worker._extras",
     "llm_worker._media",
     "llm_worker._sniff",

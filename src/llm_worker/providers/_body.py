@@ -8,6 +8,7 @@ from typing import Any, TypeVar, cast
 
 import orjson
 
+from llm_worker._wide_json import wide_json
 from llm_worker.errors import InvalidMessagesError
 
 __all__ = ("encoded", "encoded_request")
@@ -56,6 +57,10 @@ def encoded(body: Mapping[str, Any]) -> bytes:
     try:
         out = orjson.dumps(body)
     except orjson.JSONEncodeError as exc:
+        try:  # a model's integer past 64 bits goes back with its digits
+            return wide_json(body, exc)
+        except orjson.JSONEncodeError:
+            pass
         where = _not_unicode(body, "")
         if where is None:
             raise InvalidMessagesError(f"the request body cannot be JSON: {exc}") from None

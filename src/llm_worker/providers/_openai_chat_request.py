@@ -30,8 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import orjson
-
+from llm_worker._wide_json import json_bytes
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
     DocumentPart,
@@ -250,7 +249,7 @@ def _tool_call(part: ToolUsePart) -> dict[str, Any]:
     return {
         "id": part.id,
         "type": "function",
-        "function": {"name": part.name, "arguments": orjson.dumps(part.input).decode()},
+        "function": {"name": part.name, "arguments": json_bytes(part.input).decode()},
     }
 
 

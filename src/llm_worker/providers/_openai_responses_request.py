@@ -87,8 +87,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-import orjson
-
+from llm_worker._wide_json import json_bytes
 from llm_worker.errors import ConfigurationError, InvalidMessagesError
 from llm_worker.messages import (
     Citation,
@@ -415,7 +414,7 @@ class _AssistantItems:
             "type": "function_call",
             "call_id": part.id,
             "name": part.name,
-            "arguments": orjson.dumps(part.input).decode(),
+            "arguments": json_bytes(part.input).decode(),
         }
         item_id = self._own_id(part)
         if item_id is not None:

@@ -15,6 +15,7 @@ from typing import Any, cast
 import orjson
 
 from llm_worker._json import as_dict, as_list, as_str
+from llm_worker._wide_json import json_bytes
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
     DocumentPart,
@@ -183,7 +184,7 @@ def tool_call(part: ToolUsePart) -> dict[str, Any]:
     call: dict[str, Any] = {
         "id": part.id,
         "type": "function",
-        "function": {"name": part.name, "arguments": orjson.dumps(part.input).decode()},
+        "function": {"name": part.name, "arguments": json_bytes(part.input).decode()},
     }
     if hidden := opaque(part):
         call["encryptedValue"] = encrypted(hidden)

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from llm_worker._wide_json import wide_json
 from llm_worker.events import (
     BlockAbort,
     BlockDelta,
@@ -59,7 +60,11 @@ _ROUTES = {
 
 def sse(payload: Payload) -> str:
     """One chunk or event as an SSE event."""
-    return "data: " + orjson.dumps(payload).decode() + "\n\n"
+    try:
+        data = orjson.dumps(payload)
+    except orjson.JSONEncodeError as exc:  # an integer past 64 bits: written with its digits
+        data = wide_json(payload, exc)
+    return "data: " + data.decode() + "\n\n"
 
 
 @dataclass(slots=True)

@@ -12,8 +12,7 @@ import secrets
 from collections.abc import AsyncIterable, AsyncIterator, Collection
 from typing import Any
 
-import orjson
-
+from llm_worker._wide_json import json_bytes
 from llm_worker.blobs import StoredOutput, StructuredContent, TextContent
 from llm_worker.events import (
     BlockAbort,
@@ -424,7 +423,7 @@ def _size(output: StoredOutput) -> int:
     if isinstance(content, TextContent):
         return len(content.text.encode())
     if isinstance(content, StructuredContent):
-        return len(orjson.dumps(content.value))
+        return len(json_bytes(content.value))
     return 0
 
 

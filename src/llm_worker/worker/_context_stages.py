@@ -16,8 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import orjson
-
+from llm_worker._wide_json import json_bytes
 from llm_worker.events import BlockDelta, TextDelta
 from llm_worker.messages import (
     Message,
@@ -123,7 +122,7 @@ def _line(who: str, part: Part) -> str | None:
     if isinstance(part, TextPart):
         return f"{who}: {part.text}" if part.text else None
     if isinstance(part, ToolUsePart):
-        arguments = orjson.dumps(part.input).decode()
+        arguments = json_bytes(part.input).decode()
         return f"{who} called {part.name} {_cut(arguments)}"
     if isinstance(part, ToolResultPart):
         status = " (error)" if part.is_error else ""
