@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, cast
 
 import orjson
 
-__all__ = ("json_bytes", "wide_json")
+__all__ = ("exact_loads", "json_bytes", "wide_json")
 
 # orjson refuses nesting past 255 levels: a value that deep fails as before, unwalked.
 _DEPTH = 256
@@ -46,6 +47,30 @@ def wide_json(value: object, exc: Exception) -> bytes:
         return text.encode()
     except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
         raise exc from None
+
+
+# A run of digits an integer past 64 bits needs (2**63 has 19); a string's digits may match too.
+_LONG = re.compile(rb"[0-9]{19,}")
+
+
+def exact_loads(text: str | bytes) -> Any:
+    """`text` parsed as orjson parses it, but integers past 64 bits keep their digits.
+
+    orjson reads such an integer as the nearest float (a payment of 2**70 + 1 would be
+    resumed as 2**70); only text that orjson accepted and that holds a long run of digits
+    is parsed again, by the standard parser, which reads the same values otherwise.
+
+    Raises:
+        orjson.JSONDecodeError: `text` is not JSON (as orjson judges it).
+    """
+    value = orjson.loads(text)
+    raw = text.encode() if isinstance(text, str) else text
+    if _LONG.search(raw) is None:
+        return value
+    try:
+        return json.loads(raw)
+    except RecursionError:  # nested deeper than the standard parser goes: as orjson read it
+        return value
 
 
 def _has_wide(value: object, depth: int) -> bool:

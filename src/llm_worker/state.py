@@ -11,7 +11,6 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, cast, get_args
 
-import orjson
 from typing_extensions import TypeVar
 
 from llm_worker._cost import RequestUsage, cache_hit_rate, total_cost
@@ -40,6 +39,7 @@ from llm_worker._run_events import (
     TurnEnded,
     TurnStarted,
 )
+from llm_worker._wide_json import exact_loads, json_bytes
 from llm_worker.errors import NoOutputError, PauseStateError
 from llm_worker.events import USAGE_FIELDS, StopReason, UsageEvent
 from llm_worker.messages import Message
@@ -267,7 +267,7 @@ class PauseState:
 
     def to_json(self) -> str:
         """Serialize to JSON (stable across processes; carries a format version)."""
-        return orjson.dumps(self.to_dict()).decode()
+        return json_bytes(self.to_dict()).decode()  # a model's integer past 64 bits exactly
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize to plain JSON-ready data."""
@@ -304,8 +304,8 @@ class PauseState:
             PauseStateError: Not valid JSON, another format version, or a wrong shape.
         """
         try:
-            data = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
+            data = exact_loads(text)
+        except ValueError as exc:  # orjson.JSONDecodeError
             raise PauseStateError(f"pause state is not valid JSON: {exc}") from exc
         return cls.from_dict(data)
 

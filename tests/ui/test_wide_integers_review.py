@@ -20,6 +20,7 @@ from llm_worker import Message, TextPart, ToolResultPart, ToolUsePart, Worker, t
 from llm_worker._wide_json import json_bytes
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.providers._body import encoded
+from llm_worker.state import Decision, PauseState
 from llm_worker.testing import ScriptedModelServer, ScriptedResponse
 from llm_worker.ui import AGUIAdapter, VercelAIAdapter, messages_to_agui, messages_to_ui
 from llm_worker.ui._agui_messages import read_agui
@@ -155,3 +156,32 @@ async def test_a_wide_integers_result_stays_proven_through_javascript(
     back = orjson.loads(done.stdout)  # the browser rounded WIDE to a double
     _, proven = read_ui(back) if protocol == "vercel" else read_agui(back)
     assert len(proven) == 1
+
+
+paid: list[int] = []
+
+
+@tool(requires_approval=True)
+def pay(n: int) -> str:
+    """Pay n (a person approves each payment)."""
+    paid.append(n)
+    return f"paid {n}"
+
+
+async def test_a_paused_call_resumes_from_json_with_its_exact_digits() -> None:
+    # orjson would read the saved digits back as the nearest float: 2**70, one off.
+    call = ToolUsePart("", "pay", {"n": orjson.Fragment(DIGITS)})
+    script = [ScriptedResponse([call]), ScriptedResponse.text("Paid.")]
+    paid.clear()
+    async with ScriptedModelServer("anthropic", script) as server, server.client() as client:
+        first = await Worker(client, tools=[pay]).run("Pay")
+        assert first.state is not None
+        text = first.state.to_json()
+        assert DIGITS.decode() in text
+        state = PauseState.from_json(text)
+        [pending] = state.pending
+        done = await Worker(client, tools=[pay]).resume(
+            state, decisions={pending.call.id: Decision.approve()}
+        )
+    assert paid == [WIDE]
+    assert done.text == "Paid."
