@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-import orjson
-
 from llm_worker._media_tokens import media_tokens
+from llm_worker._wide_json import json_bytes
 from llm_worker.messages import (
     DocumentPart,
     ImagePart,
@@ -177,7 +176,7 @@ def part_chars(part: Part, provider: str | None = None) -> int:
     if isinstance(part, TextPart | ThinkingPart):
         return len(part.text)
     if isinstance(part, ToolUsePart):
-        return len(part.name) + len(orjson.dumps(part.input))
+        return len(part.name) + len(json_bytes(part.input))
     if isinstance(part, ToolResultPart):
         media = sum(media_chars(m, provider) for m in part.media) if part.media else 0
         return len(part.name or "") + len(part.content) + media

@@ -50,7 +50,7 @@ def wide_json(value: object, exc: Exception) -> bytes:
 
 
 # A run of digits an integer past 64 bits needs (2**63 has 19); a string's digits may match too.
-_LONG = re.compile(rb"[0-9]{19,}")
+_LONG, _LONG_TEXT = re.compile(rb"[0-9]{19,}"), re.compile("[0-9]{19,}")
 
 
 def exact_loads(text: str | bytes) -> Any:
@@ -64,11 +64,11 @@ def exact_loads(text: str | bytes) -> Any:
         orjson.JSONDecodeError: `text` is not JSON (as orjson judges it).
     """
     value = orjson.loads(text)
-    raw = text.encode() if isinstance(text, str) else text
-    if _LONG.search(raw) is None:
+    found = _LONG_TEXT.search(text) if isinstance(text, str) else _LONG.search(text)
+    if found is None:
         return value
     try:
-        return json.loads(raw)
+        return json.loads(text)
     except RecursionError:  # nested deeper than the standard parser goes: as orjson read it
         return value
 

@@ -30,8 +30,8 @@ from contextlib import contextmanager
 from typing import Any, Protocol, Self, TypeVar
 
 import anyio
-import orjson
 
+from llm_worker._wide_json import exact_loads, json_bytes
 from llm_worker.errors import PauseStateError, SessionBusyError, SessionError
 from llm_worker.messages import Message
 from llm_worker.sessions._protocol import SessionRecord
@@ -246,7 +246,7 @@ class SqlSession:
         with self._readable():
             version = int(row[0])
             if fresh or cached is None:
-                messages = [Message.from_dict(orjson.loads(r[0])) for r in rows]
+                messages = [Message.from_dict(exact_loads(r[0])) for r in rows]
                 self._cached = (version, messages)
             else:
                 messages = cached[1]
@@ -303,7 +303,7 @@ class SqlSession:
                     f"session {self._id!r} no longer holds the {count} messages it held at "
                     f"version {version} (it was cleared since)"
                 )
-            return [Message.from_dict(orjson.loads(r[0])) for r in rows]
+            return [Message.from_dict(exact_loads(r[0])) for r in rows]
 
     async def append(
         self,
@@ -330,7 +330,7 @@ class SqlSession:
             SessionBusyError: The claim was taken over or the session changed since `load`
                 (nothing is written).
         """
-        rows = [orjson.dumps(m.to_dict()).decode() for m in messages]
+        rows = [json_bytes(m.to_dict()).decode() for m in messages]  # wide integers exactly
         paused = None if pause is None else pause.to_json()
         await self._run(lambda conn: self._append(conn, token, version, rows, paused, key=key))
 
@@ -362,7 +362,7 @@ class SqlSession:
                 )
         cached = self._cached
         if cached is not None and cached[0] == version:  # read back as a load would
-            added = [Message.from_dict(orjson.loads(r)) for r in rows]
+            added = [Message.from_dict(exact_loads(r)) for r in rows]
             self._cached = (version + 1, [*cached[1], *added])
 
     def _write(
