@@ -72,7 +72,7 @@ def _start(index: int, kind: BlockType) -> BlockStart:
 
 _INDEX = st.integers(-1, 1)
 _KIND = st.sampled_from([BlockType.TEXT, BlockType.THINKING])
-_TEXT = st.sampled_from(["", "a", "é", '"\\', "x" * 60])
+_TEXT = st.sampled_from(["", "a", "é", '"\\', "x" * 60, "\n\x00", "\u2028\xa0", "😀"])
 _EVENT = st.one_of(
     st.builds(_start, _INDEX, _KIND),
     st.builds(BlockDelta, _INDEX, st.builds(TextDelta, _TEXT)),
