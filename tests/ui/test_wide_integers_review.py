@@ -15,6 +15,7 @@ import anyio
 import httpx
 import orjson
 import pytest
+from pydantic import BaseModel
 
 from llm_worker import Message, TextPart, ToolResultPart, ToolUsePart, Worker, tool
 from llm_worker._wide_json import json_bytes
@@ -185,3 +186,23 @@ async def test_a_paused_call_resumes_from_json_with_its_exact_digits() -> None:
         )
     assert paid == [WIDE]
     assert done.text == "Paid."
+
+
+class Total(BaseModel):
+    """A structured answer holding a number past 64 bits."""
+
+    n: int
+
+
+@pytest.mark.parametrize("mode", ["tool", "native"])
+async def test_a_structured_answers_wide_integer_is_accepted_exactly(mode: str) -> None:
+    # The output check raised an untyped TypeError in tool mode, and read the digits as a
+    # float it then refused ("exceeded maximum size") in both modes.
+    if mode == "tool":
+        answer = ScriptedResponse([ToolUsePart("", "final_result", {"n": orjson.Fragment(DIGITS)})])
+    else:
+        answer = ScriptedResponse.text(f'{{"n": {WIDE}}}')
+    async with ScriptedModelServer("anthropic", [answer]) as server, server.client() as client:
+        worker = Worker(client, output_type=Total, output_mode=mode)  # type: ignore[arg-type]
+        result = await worker.run("Total?")
+    assert result.output == Total(n=WIDE)

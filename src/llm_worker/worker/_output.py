@@ -27,6 +27,7 @@ import orjson
 
 from llm_worker._json import as_dict, as_list
 from llm_worker._strict import drop_optional_nulls, strict_schema
+from llm_worker._wide_json import exact_loads, json_bytes
 from llm_worker.errors import (
     ConfigurationError,
     OutputValidationError,
@@ -153,7 +154,7 @@ class OutputPlan:
             Rejected: The text is not JSON, or does not fit the output type.
         """
         try:
-            value = orjson.loads(raw)
+            value = exact_loads(raw)  # an integer past 64 bits with its digits
         except orjson.JSONDecodeError as exc:
             raise Rejected(raw, [f"not valid JSON: {exc}"]) from None
         if self.wrapped:
@@ -374,11 +375,11 @@ def answer_output(plan: OutputPlan, response: Message, accepted: ToolCall | None
     if plan.tool is None:
         return plan.check(response.text)
     if accepted is not None:
-        return plan.check(orjson.dumps(accepted.input).decode())
+        return plan.check(json_bytes(accepted.input).decode())
     calls = [part for part in response.tool_uses if part.name == plan.tool.name]
     if not calls:
         raise plan.missing_call()
-    return plan.check(orjson.dumps(calls[-1].input).decode())
+    return plan.check(json_bytes(calls[-1].input).decode())
 
 
 def check_output_call(plan: OutputPlan | None, call: ToolCall | None) -> None:
@@ -414,12 +415,12 @@ def rejected_call(plan: OutputPlan, call: PendingCall) -> Rejected:
     model read them in the call's error result. A call refused for another reason (a hook
     denied it, arguments that are not JSON) has that result's text as its one error.
     """
-    raw = call.call.raw_input or orjson.dumps(call.call.input).decode()
+    raw = call.call.raw_input or json_bytes(call.call.input).decode()
     told = call.result.content if call.result is not None else "the call was not run"
     if call.call.error is not None:  # its arguments were not a JSON object: nothing to check
         return Rejected(raw, [told], told)
     try:
-        plan.check(orjson.dumps(call.call.input).decode())
+        plan.check(json_bytes(call.call.input).decode())
     except Rejected as rejected:
         return Rejected(raw, rejected.errors, told)
     return Rejected(raw, [told], told)
