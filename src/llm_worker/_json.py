@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, cast
 
-__all__ = ("as_dict", "as_int", "as_list", "as_str", "sendable_json", "sendable_text")
+__all__ = ("as_dict", "as_int", "as_list", "as_str", "json_type", "sendable_json", "sendable_text")
 
 
 def as_dict(value: object) -> dict[str, Any]:
@@ -32,6 +32,20 @@ def as_str(value: object) -> str | None:
 def as_int(value: object) -> int | None:
     """`value` if it is an integer (not a bool), else `None`."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def json_type(value: object) -> str:
+    """The JSON type of parsed `value` as an error message names it: "a string", "null", …."""
+    # One wording for every layer's messages (a provider's mapper, the tool-call parser).
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

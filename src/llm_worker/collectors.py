@@ -18,7 +18,7 @@ import threading
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Generic, TypeVar
 
-from llm_worker._json import as_dict, sendable_json
+from llm_worker._json import as_dict, json_type, sendable_json
 from llm_worker.events import InputJsonDelta, TextDelta
 from llm_worker.timeline import (
     TextBlockEvent,
@@ -84,7 +84,7 @@ def parse_tool_call(call_id: str, name: str, raw_input: str) -> ToolCall:
         value = sendable_json(value)
     arguments = as_dict(value)
     if not arguments and value != {}:
-        kind = _json_kind(value)
+        kind = json_type(value)
         error = (
             f"the arguments of tool {name!r} must be a JSON object, not {kind}: {_quote(raw_input)}"
         )
@@ -117,18 +117,6 @@ def _quote(raw: str) -> str:
     if len(raw) <= _QUOTE_LIMIT:
         return repr(raw)
     return f"{raw[:_QUOTE_LIMIT]!r}… ({len(raw)} characters in all)"
-
-
-def _json_kind(value: object) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    return "null"
 
 
 class _Store(Generic[T]):

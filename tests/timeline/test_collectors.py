@@ -26,7 +26,10 @@ from llm_worker import (
     ToolResultMetadata,
     ToolUseMetadata,
 )
+from llm_worker import collectors
+from llm_worker._json import json_type
 from llm_worker.collectors import parse_tool_call
+from llm_worker.providers import _blocks
 
 
 def text_block(index: int, *pieces: str) -> list[Event]:
@@ -118,6 +121,22 @@ def test_invalid_arguments_give_an_invalid_call_not_an_exception(raw: str, says:
     assert call.error is not None
     assert says in call.error
     assert "'get_weather'" in call.error
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"), [("[1]", [1]), ('"t"', "t"), ("3.5", 3.5), ("true", True), ("null", None)]
+)
+def test_the_parser_and_the_stream_mappers_name_a_json_type_alike(raw: str, value: object) -> None:
+    # One helper of the model layer names the type for both layers (they may not import each
+    # other): a call's arguments and a provider's wrongly typed field read the same words.
+    assert collectors.json_type is _blocks.json_type is json_type
+    named = json_type(value)
+    call = parse_tool_call("c", "f", raw)
+    assert call.error is not None
+    assert f"must be a JSON object, not {named}: " in call.error
+    assert f"`delta.text` is {named}, expected a string" in str(
+        _blocks.wrong_type("content_block_delta", "delta.text", value)
+    )
 
 
 def test_the_error_locates_the_mistake() -> None:

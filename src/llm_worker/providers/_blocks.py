@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from llm_worker._json import json_type
 from llm_worker.errors import (
     AnswerTooLargeError,
     MalformedStreamError,
@@ -327,20 +328,8 @@ def wrong_type(
     would otherwise fail far downstream, in whatever joins the text).
     """
     return MalformedStreamError(
-        f"{where}: `{field}` is {_json_type(value)}, expected {expected}", streamed=True
+        f"{where}: `{field}` is {json_type(value)}, expected {expected}", streamed=True
     )
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 class StreamMapper(Protocol):
