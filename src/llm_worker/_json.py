@@ -8,9 +8,19 @@ differs, so a chunk of unexpected shape is passed over rather than crashing the 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, cast
 
-__all__ = ("as_dict", "as_int", "as_list", "as_str", "json_type", "sendable_json", "sendable_text")
+__all__ = (
+    "as_dict",
+    "as_int",
+    "as_list",
+    "as_str",
+    "json_type",
+    "not_unicode",
+    "sendable_json",
+    "sendable_text",
+)
 
 
 def as_dict(value: object) -> dict[str, Any]:
@@ -69,3 +79,36 @@ def sendable_json(value: Any) -> Any:
         items = cast("dict[str, Any]", value).items()
         return {sendable_text(key): sendable_json(item) for key, item in items}
     return value
+
+
+def not_unicode(value: object, path: str) -> str | None:
+    """The path in `value` of the first string (or key) UTF-8 cannot carry (a lone surrogate).
+
+    For the error of a JSON encoder that refused `value`: walked only once it has failed,
+    it names the place, never the text. `path` is `value`'s own (`""` for the top); a key is
+    named by the path of its object (`messages[2].input: a key`).
+    """
+    if isinstance(value, str):
+        return None if _valid(value) else path
+    if isinstance(value, Mapping):
+        for key, item in cast("Mapping[object, object]", value).items():
+            here = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and not _valid(key):
+                return f"{path or 'the body'}: a key"
+            found = not_unicode(item, here)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(cast("list[object]", value)):
+            found = not_unicode(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _valid(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -25,8 +25,8 @@ from llm_worker import (
     ToolCallCollector,
     ToolResultMetadata,
     ToolUseMetadata,
+    collectors,
 )
-from llm_worker import collectors
 from llm_worker._json import json_type
 from llm_worker.collectors import parse_tool_call
 from llm_worker.providers import _blocks

@@ -2,7 +2,7 @@
 
 Seeded assistant messages of every part kind, with every opaque field (signatures, item
 ids, origins, citations, redacted thinking, a call's caller, a phase, provider data), hostile
-text (lone surrogates, astral characters, NUL, empty) and media the layout does not hold:
+text (U+FFFD, astral characters, NUL, empty) and media the layout does not hold:
 the step's layout is the snapshot's, and the browser's copy reads back to the same parts.
 """
 
@@ -25,14 +25,13 @@ from llm_worker.messages import (
 from llm_worker.ui._agui_messages import layout_of, messages_from_agui, messages_to_agui
 
 _ORIGINS = [None, Origin("anthropic", "claude-x"), Origin("gemini", "g\u00e9")]
-_TEXTS = ["", "plain", "\ud800 lone", "\U0001f600 astral", "nul\x00", "é" * 300, '"}{\\']
+# (No lone surrogate: `messages_to_agui` refuses one, naming its place; tests/ui/
+# test_surrogates_ui.py. U+FFFD is what one becomes where model or tool text enters.)
+_TEXTS = ["", "plain", "\ufffd lone", "\U0001f600 astral", "nul\x00", "é" * 300, '"}{\\']
 
 
 def _part(rng: random.Random, n: int) -> Part:
     text, origin = rng.choice(_TEXTS), rng.choice(_ORIGINS)
-    # (A lone surrogate never reaches a call's input nor provider data: it is cleaned where
-    # it enters the history. In text it may: the layout holds only its length.)
-    clean = text.replace("\ud800", "?")
     kind = rng.randrange(5)
     if kind == 0:
         cited = [Citation({"type": "url_citation", "n": n}, url="u", start_index=0, end_index=1)]
@@ -49,12 +48,10 @@ def _part(rng: random.Random, n: int) -> Part:
         return ThinkingPart(text, signature=rng.choice([None, "s"]), redacted=redacted)
     if kind == 2:
         caller = rng.choice([None, {"type": "code_execution", "tool_id": "x"}])
-        args: dict[str, Any] = {"q": clean, "n": [n, {"deep": None}]}
+        args: dict[str, Any] = {"q": text, "n": [n, {"deep": None}]}
         return ToolUsePart(f"call_{n}", "tool", args, signature="s", origin=origin, caller=caller)
     if kind == 3:
-        return ProviderPart(
-            {"type": "server_tool_use", "id": f"srv_{n}", "x": clean}, origin=origin
-        )
+        return ProviderPart({"type": "server_tool_use", "id": f"srv_{n}", "x": text}, origin=origin)
     return ImagePart(data=b"\x89PNG\r\n\x1a\n" + bytes(20), media_type="image/png")
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import orjson
 
+from llm_worker._json import not_unicode
 from llm_worker._wide_json import wide_json
 from llm_worker.errors import InvalidMessagesError
 
@@ -61,7 +62,7 @@ def encoded(body: Mapping[str, Any]) -> bytes:
             return wide_json(body, exc)
         except orjson.JSONEncodeError:
             pass
-        where = _not_unicode(body, "")
+        where = not_unicode(body, "")
         if where is None:
             raise InvalidMessagesError(f"the request body cannot be JSON: {exc}") from None
         raise InvalidMessagesError(
@@ -73,31 +74,3 @@ def encoded(body: Mapping[str, Any]) -> bytes:
     # lives as long as its answer streams, so 1,000 runs at once held 4 MiB for bodies of a
     # few hundred bytes. A copy of a small one is its own size.
     return memoryview(out).tobytes() if len(out) < _BUFFER else out
-
-
-def _not_unicode(value: object, path: str) -> str | None:
-    """The path of the first string (or key) that is not valid UTF-8, walked only on failure."""
-    if isinstance(value, str):
-        return None if _valid(value) else path
-    if isinstance(value, Mapping):
-        for key, item in cast("Mapping[object, object]", value).items():
-            here = f"{path}.{key}" if path else str(key)
-            if isinstance(key, str) and not _valid(key):
-                return f"{path or 'the body'}: a key"
-            found = _not_unicode(item, here)
-            if found is not None:
-                return found
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(cast("list[object]", value)):
-            found = _not_unicode(item, f"{path}[{i}]")
-            if found is not None:
-                return found
-    return None
-
-
-def _valid(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -13,6 +13,7 @@ import secrets
 from collections.abc import AsyncIterable, AsyncIterator, Collection
 from typing import Any
 
+from llm_worker._json import sendable_text
 from llm_worker.blobs import StoredOutput
 from llm_worker.events import (
     BlockAbort,
@@ -250,7 +251,8 @@ class AGUIEncoder(BlockEncoder):
                 "type": "TOOL_CALL_RESULT",
                 "messageId": f"{self.run_id}-result-{result.tool_use_id}",
                 "toolCallId": result.tool_use_id,
-                "content": result.content,
+                # As the history keeps it: a lone surrogate U+FFFD (`ToolResult.to_part`).
+                "content": sendable_text(result.content),
                 "role": "tool",
             }
         )

@@ -10,11 +10,12 @@ results are `tool` messages (`error` set for a failed call).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any, cast
 
 import orjson
 
-from llm_worker._json import as_dict, as_list, as_str
+from llm_worker._json import as_dict, as_list, as_str, not_unicode
 from llm_worker._wide_json import json_bytes
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
@@ -32,6 +33,7 @@ from llm_worker.ui._media import agui_media, media_from_agui
 from llm_worker.ui._parts import KEY, opaque, rebuild, result_mac, result_proven
 from llm_worker.ui._record import Proven
 from llm_worker.ui._sign import MAC
+from llm_worker.ui._unicode import sendable
 
 __all__ = (
     "encrypted",
@@ -61,7 +63,12 @@ def _decrypted(value: object) -> dict[str, Any]:
 
 
 def messages_to_agui(history: Iterable[Message], *, prefix: str = "m") -> list[dict[str, Any]]:
-    """The history as AG-UI messages (ids `<prefix>-<n>`), e.g. for `MESSAGES_SNAPSHOT`."""
+    """The history as AG-UI messages (ids `<prefix>-<n>`), e.g. for `MESSAGES_SNAPSHOT`.
+
+    Raises:
+        InvalidMessagesError: A message holds text that is not valid Unicode (a lone
+            surrogate) or a value that is not JSON, named by message, part and field.
+    """
     return snapshot_messages(history, prefix=prefix)
 
 
@@ -73,7 +80,16 @@ def snapshot_messages(
     Each result is signed over the call it answers (the latest of its id before it): one of
     the history's, else of `calls` (a resumed run's, whose calls its history does not hold);
     a result of a call neither holds goes unsigned.
+
+    Raises:
+        InvalidMessagesError: As `messages_to_agui`.
     """
+    return sendable(partial(_to_agui, prefix=prefix, calls=calls), history)
+
+
+def _to_agui(
+    history: list[Message], prefix: str, calls: Mapping[str, object] | None
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     known: dict[str, object] = dict(calls or {})
     for m in history:
@@ -328,11 +344,18 @@ def _parts(
 def _call(call: dict[str, Any]) -> Part:
     function = as_dict(call.get("function"))
     raw = as_str(function.get("arguments")) or "{}"
+    call_id = str(call["id"])
     try:
         args = as_dict(orjson.loads(raw))
     except orjson.JSONDecodeError:
+        if not_unicode(raw, "") is not None:  # given by hand: not broken JSON, not Unicode
+            shown = call_id if len(call_id) <= 80 else call_id[:80] + "…"
+            raise InvalidMessagesError(
+                f"the arguments of tool call {shown!r} hold text that is not valid Unicode "
+                "(a lone surrogate)"
+            ) from None
         args = {}  # the Worker keeps a call with broken arguments with empty ones too
-    visible = {"id": str(call["id"]), "name": str(function["name"]), "input": args}
+    visible = {"id": call_id, "name": str(function["name"]), "input": args}
     return rebuild("tool_use", visible, _decrypted(call.get("encryptedValue")))
 
 

@@ -242,8 +242,6 @@ class BlockEncoder:
         self, events: AsyncIterable[object], on_error: ErrorText | None = None
     ) -> AsyncIterator[str]:
         """The run's events as SSE events: `start()` first, `error()` if the run raises."""
-        for payload in self.start():
-            yield sse(payload)
         encode = self.encode
         blocks = self._blocks if self._FAST_PATH else {}
         write_empty, short = not self._SKIP_EMPTY, _SHORT
@@ -253,6 +251,8 @@ class BlockEncoder:
         kind, head, chars = None, "", 0
         inner = generated(events)
         try:
+            for payload in self.start():  # an id the caller gave may fail it: the error's too
+                yield sse(payload)
             async for event in events if inner is None else inner:
                 if type(event) is block_delta and event.path is root:
                     delta: TextDelta = event.delta  # pyright: ignore[reportAssignmentType]

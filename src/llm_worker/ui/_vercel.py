@@ -12,6 +12,7 @@ import secrets
 from collections.abc import AsyncIterable, AsyncIterator, Collection
 from typing import Any
 
+from llm_worker._json import sendable_text
 from llm_worker._wide_json import json_bytes
 from llm_worker.blobs import StoredOutput, StructuredContent, TextContent
 from llm_worker.events import (
@@ -298,6 +299,9 @@ class VercelEncoder(BlockEncoder):
 
     def _result(self, result: ToolResult) -> list[Chunk]:
         call_id = result.tool_use_id
+        # As the history keeps it (`ToolResult.to_part`): a lone surrogate (a file name
+        # `os.fsdecode` escaped) U+FFFD, else the chunk fails and the run's stream with it.
+        content = sendable_text(result.content)
         chunks: list[Chunk] = []
         output = result.output
         if isinstance(output, StoredOutput) and output.blob_id is not None:
@@ -307,11 +311,11 @@ class VercelEncoder(BlockEncoder):
             chunks.append({"type": "tool-output-denied", "toolCallId": call_id})
         elif result.is_error:
             chunks.append(
-                {"type": "tool-output-error", "toolCallId": call_id, "errorText": result.content}
+                {"type": "tool-output-error", "toolCallId": call_id, "errorText": content}
             )
         else:
             chunks.append(
-                {"type": "tool-output-available", "toolCallId": call_id, "output": result.content}
+                {"type": "tool-output-available", "toolCallId": call_id, "output": content}
             )
         if chunks[-1]["type"] != "tool-output-denied":
             meta: dict[str, Any] = {}
@@ -321,7 +325,7 @@ class VercelEncoder(BlockEncoder):
                 mac = result_mac(
                     call_id,
                     result.name,
-                    result.content,
+                    content,
                     result.is_error,
                     result.media,
                     arguments=arguments,
@@ -421,7 +425,8 @@ def _input_error(call_id: str, name: str, raw: object, error: str) -> Chunk:
 def _size(output: StoredOutput) -> int:
     content = output.content
     if isinstance(content, TextContent):
-        return len(content.text.encode())
+        # Bytes as the blob store writes them (a lone surrogate passed through).
+        return len(content.text.encode("utf-8", "surrogatepass"))
     if isinstance(content, StructuredContent):
         return len(json_bytes(content.value))
     return 0

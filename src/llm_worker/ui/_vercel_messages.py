@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from llm_worker._json import as_dict, as_list, as_str
+from llm_worker._wide_json import json_bytes
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
     DocumentPart,
@@ -39,6 +40,7 @@ from llm_worker.ui._parts import (
 )
 from llm_worker.ui._record import Proven
 from llm_worker.ui._sign import MAC
+from llm_worker.ui._unicode import sendable
 
 __all__ = ("DENIED", "decisions_from_ui", "messages_from_ui", "messages_to_ui", "read_ui")
 
@@ -193,7 +195,7 @@ def _result(
 ) -> ToolResultPart | None:
     if state == "output-available":
         output = p.get("output")
-        text = output if isinstance(output, str) else orjson.dumps(output).decode()
+        text = output if isinstance(output, str) else _output_json(output, call_id)
         visible = {"tool_use_id": call_id, "content": text, "name": name}
         return _tool_result(visible, hidden)
     if state == "output-error":
@@ -204,6 +206,16 @@ def _result(
         reason = as_str(as_dict(p.get("approval")).get("reason")) or _DEFAULT_DENIAL
         return ToolResultPart(call_id, DENIED + reason, is_error=True, name=name)
     return None
+
+
+def _output_json(output: object, call_id: str) -> str:
+    try:
+        return json_bytes(output).decode()  # an integer past 64 bits with its digits
+    except orjson.JSONEncodeError as exc:  # given by hand: a lone surrogate, a set
+        shown = call_id if len(call_id) <= 80 else call_id[:80] + "…"
+        raise InvalidMessagesError(
+            f"the output of tool call {shown!r} is not JSON UTF-8 can carry: {exc}"
+        ) from None
 
 
 def _tool_result(visible: dict[str, Any], hidden: dict[str, Any]) -> ToolResultPart:
@@ -247,9 +259,16 @@ def messages_to_ui(history: Iterable[Message]) -> list[dict[str, Any]]:
 
     The inverse of `messages_from_ui`: a run's assistant messages and their tool results
     become one assistant `UIMessage` with a `step-start` per model request.
+
+    Raises:
+        InvalidMessagesError: A message holds text that is not valid Unicode (a lone
+            surrogate) or a value that is not JSON, named by message, part and field.
     """
+    return sendable(_to_ui, history)
+
+
+def _to_ui(messages: list[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    messages = list(history)
     answers = _answers(messages)
     for m, results in zip(messages, answers, strict=True):
         if m.role == "user":
