@@ -3,6 +3,9 @@
 Parsed JSON is `Any`; these helpers narrow it to what the code expects without silencing the
 type checker everywhere. Each returns a neutral value (`{}`, `[]`, `None`) when the shape
 differs, so a chunk of unexpected shape is passed over rather than crashing the stream.
+Beside them, what every layer says of JSON values alike: a value's type in an error message
+(`json_type`), the place of text no UTF-8 can carry (`not_unicode`), such text made valid
+(`sendable_text`, `sendable_json`).
 """
 
 from __future__ import annotations
