@@ -84,3 +84,32 @@ async def test_a_tool_result_with_a_lone_surrogate_is_made_valid_and_the_run_goe
         assert isinstance(part, ToolResultPart)
         assert part.content == "caf\ufffd.txt \U0001f600.txt tail\ufffd"
         assert "caf\ufffd.txt" in server.requests[1].body.decode()  # sent, as U+FFFD
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "openai_chat", "openai_responses"])
+async def test_a_tool_documents_name_with_a_lone_surrogate_is_made_valid(wire: str) -> None:
+    # A document named by os.fsdecode (Anthropic's `title`, OpenAI's `filename`) kept its
+    # lone surrogate in the history: the next request failed the run with
+    # InvalidMessagesError, though the result's text was made valid.
+    from llm_worker import tool
+    from llm_worker.messages import DocumentPart, ToolResultPart, ToolUsePart
+
+    @tool
+    async def read_file() -> list[object]:
+        """Read the file."""
+        return ["the file:", DocumentPart.from_bytes(b"hello", "text/plain", name="caf\udce9.txt")]
+
+    script = [
+        ScriptedResponse([ToolUsePart("", "read_file", {})]),
+        ScriptedResponse.text("done"),
+    ]
+    async with ScriptedModelServer(wire, script) as server, server.client() as client:
+        worker = Worker(client, tools=[read_file])
+        with anyio.fail_after(30):
+            result = await worker.run("read it")
+        assert result.text == "done"
+        (part,) = worker.history[2].content
+        assert isinstance(part, ToolResultPart)
+        (document,) = part.media
+        assert isinstance(document, DocumentPart) and document.name == "caf\ufffd.txt"
+        assert document.data == b"hello"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from llm_worker._json import sendable_text
-from llm_worker.messages import MediaPart, ToolResultPart
+from llm_worker.messages import DocumentPart, MediaPart, ToolResultPart
 
 if TYPE_CHECKING:
     from llm_worker.blobs import ToolOutput
@@ -50,14 +50,15 @@ class ToolResult:
         Text no wire can carry is made valid here, where a result enters the history: a
         lone surrogate (a file name `os.fsdecode` escaped, a cut UTF-16 string) becomes
         U+FFFD and a surrogate pair its character, so one odd byte in a tool's output does
-        not fail every later request of the run.
+        not fail every later request of the run — its media's names and URLs too (a
+        document named by `os.fsdecode`: Anthropic's `title`, OpenAI's `filename`).
         """
         return ToolResultPart(
             self.tool_use_id,
             sendable_text(self.content),
             is_error=self.is_error,
             name=self.name,
-            media=list(self.media),
+            media=[_sendable_media(m) for m in self.media],
         )
 
     @classmethod
@@ -79,3 +80,15 @@ class ToolResult:
     def error(cls, tool_use_id: str, content: str, *, name: str = "") -> ToolResult:
         """An `is_error` result answering call `tool_use_id`; `content` says what went wrong."""
         return cls(tool_use_id, name, content, is_error=True)
+
+
+def _sendable_media(media: MediaPart) -> MediaPart:
+    """`media` with its name and URL valid Unicode (the same part when they are already)."""
+    url = None if media.url is None else sendable_text(media.url)
+    if isinstance(media, DocumentPart) and media.name is not None:
+        name = sendable_text(media.name)
+        if name is not media.name or url is not media.url:
+            return replace(media, url=url, name=name)
+    elif url is not media.url:
+        return replace(media, url=url)
+    return media
