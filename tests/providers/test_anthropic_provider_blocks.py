@@ -292,3 +292,23 @@ async def test_a_scripted_provider_part_reaches_the_history_with_the_client_orig
     assert result.text == "done"
     assert worker.history[1].content == [ProviderPart(block, origin=ORIGIN)]
     assert client.requests[1].messages[-1].content == [ProviderPart(block, origin=ORIGIN)]
+
+
+async def test_a_server_tools_integer_past_64_bits_keeps_its_digits() -> None:
+    # orjson reads such an integer as the nearest float: the block went back to the model
+    # with another number than it sent.
+    wide = 2**70 + 1
+    body = (
+        message_start()
+        + block_start(0, {"type": "mcp_tool_use", "id": "m1", "name": "pay", "input": {}})
+        + block_delta(0, {"type": "input_json_delta", "partial_json": '{"cents": '})
+        + block_delta(0, {"type": "input_json_delta", "partial_json": f"{wide}}}"})
+        + block_stop(0)
+        + message_end()
+    )
+    events, error, _ = await replay(WireResponse(body))
+    assert error is None
+    (start,) = [e for e in events if isinstance(e, BlockStart)]
+    assert start.metadata == ProviderMetadata(
+        {"type": "mcp_tool_use", "id": "m1", "name": "pay", "input": {"cents": wide}}
+    )

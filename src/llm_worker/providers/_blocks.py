@@ -34,9 +34,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol
 
-import orjson
-
 from llm_worker._json import json_type
+from llm_worker._wide_json import json_bytes
 from llm_worker.errors import (
     AnswerTooLargeError,
     MalformedStreamError,
@@ -537,4 +536,4 @@ def _no_end_of_read(emitter: BlockEmitter) -> None:
 
 def _size(data: dict[str, Any]) -> int:
     """The characters a provider's JSON holds, as counted against `max_answer_chars`."""
-    return len(orjson.dumps(data))
+    return len(json_bytes(data))  # an integer past 64 bits too (read with its digits)

@@ -53,6 +53,7 @@ import orjson
 from orjson import loads as _loads
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
+from llm_worker._wide_json import exact_loads
 from llm_worker.errors import APIStatusError
 from llm_worker.events import (
     BlockType,
@@ -432,8 +433,8 @@ class _MessagesStream:
         if raw is None:
             return
         arguments = "".join(self._raw_json)
-        if arguments:
-            raw["input"] = orjson.loads(arguments)
+        if arguments:  # sent back as it came: an integer past 64 bits keeps its digits
+            raw["input"] = exact_loads(arguments)
         emitter.provider_block(raw)
 
     def _stop(self, data: Any, emitter: BlockEmitter) -> None:
