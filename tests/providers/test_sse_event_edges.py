@@ -97,3 +97,21 @@ def test_an_event_over_the_limit_fails_though_its_type_is_known(named: bool) -> 
     ]
     with pytest.raises(MalformedStreamError, match="max_event_bytes=8"):
         list(decoder.raw(head + b"data: 123456789\n\n"))
+
+
+@pytest.mark.parametrize(
+    "reads",
+    [
+        # A paced Gemini stream: each read one event of one line, CRLF-framed (the decoder's
+        # fast path for such a read), and reads that end the same way but are not one line.
+        [b"data: a\r\n\r\n", b"data: b\r\n\r\n", b"data: c\r\n\r\n"],
+        [b"data: a\r\n\r\n", b"\r\n\r\n", b"data: b\r\n\r\n"],  # a read of blank lines only
+        [b"data: a\rdata: b\r\n\r\n", b"data: c\ndata: d\r\n\r\n"],  # a lone CR, a lone LF
+        [b"data: a\r\n\r\ndata: b\r\n\r\n", b"event: e\r\ndata: c\r\n\r\n"],  # two lines
+        [b"data: a\r", b"\ndata: b\r\n\r\n", b"data: c\r\n\r\n"],  # a CRLF across two reads
+        [b"data: a\r\n", b"\r\n", b"data", b": b\r\n\r\n"],  # a line held from the last read
+        [b"\xef\xbb\xbfdata: a\r\n\r\n", b"data: \r\n\r\n", b": ping\r\n\r\n"],
+    ],
+)
+def test_reads_of_one_crlf_event_each(reads: list[bytes]) -> None:
+    assert decode(*reads) == reference(b"".join(reads))

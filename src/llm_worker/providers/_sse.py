@@ -354,6 +354,13 @@ class SSEDecoder:
         # A chunk with a CR (Gemini frames every line with CRLF): `bytes.splitlines` breaks
         # at exactly the event stream's line ends (CRLF, lone CR, LF) in one pass, where
         # splitting on CRLF and counting that no other CR or LF was left cost three (~2.5x).
+        if chunk[-4:] == b"\r\n\r\n":
+            # One whole event of one line, as a paced Gemini read is: two `memchr`s cost a
+            # third of `splitlines`, which tests every byte.
+            line = chunk[:-4]
+            if 0x0D not in line and 0x0A not in line:
+                self._pending_cr = False
+                return [line, b"", b""]
         lines = chunk.splitlines()
         last = chunk[-1]
         if last in b"\r\n":
