@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, Final, NoReturn
@@ -200,8 +200,8 @@ class SSEDecoder:
         more than the parsing). Consume it whole before the next chunk.
         """
         limit = self._limit
-        payloads, chunk, small = self._begin(chunk)
-        yield from zip(repeat("message"), payloads)  # (zip reuses its pair: no tuple each)
+        run, chunk, small = self._begin(chunk)
+        yield from run
         lines = self._lines(chunk)
         if not lines:
             return
@@ -250,8 +250,8 @@ class SSEDecoder:
         if self._held(one):
             self._count()
 
-    def _begin(self, chunk: bytes) -> tuple[list[bytes], bytes, bool]:
-        # `(the data of the run of events the read begins with, the rest, small)`. Small: no
+    def _begin(self, chunk: bytes) -> tuple[Iterable[tuple[str, bytes]], bytes, bool]:
+        # `(the run of events the read begins with, the rest, small)`. Small: no
         # line of this read can pass the limit, as the held line and the chunk together (and
         # a held piece of a BOM, 3 bytes at most) do not; then no event of one line is
         # measured. `_hold` bounds the line the chunk leaves unfinished. A BOM, or the LF of
@@ -263,11 +263,13 @@ class SSEDecoder:
             chunk = self._prepare(chunk)
         if (
             small
+            and 0x0D not in chunk  # CRLF framing (Gemini's every read): no call of `_run`
             and self._started
             and not (self._pending_cr or self._data or self._unusual or self._event or self._names)
         ):
-            return (*self._run(chunk), True)
-        return [], chunk, small
+            payloads, rest = self._run(chunk)
+            return zip(repeat("message"), payloads), rest, True  # (zip reuses its pair)
+        return (), chunk, small  # no run tried: no zip built (a CRLF stream's every read)
 
     def _run(self, chunk: bytes) -> tuple[list[bytes], bytes]:
         r"""The data of the whole events the read begins with, if each is one `data: ` line.
@@ -281,7 +283,7 @@ class SSEDecoder:
         `data: ` test alone ~750 instructions) and the split on LF (~1,300: `bytes.split`
         and `count` of one byte go byte by byte; `in` and `join` use `memchr` and `memcpy`).
         """
-        if b"\r" in chunk:
+        if 0x0D in chunk:  # (a byte's value: `bytes in bytes` builds a TypeError first)
             return [], chunk  # CRLF framing (Gemini) or a lone CR: the line path
         end = chunk.rfind(b"\n\n") + 2  # (the held line holds no LF: the end is in the read)
         if end < 2:
@@ -296,7 +298,7 @@ class SSEDecoder:
         if not chunk.startswith(b"data: "):
             return [], chunk
         payloads = chunk[_FIELD : end - 2].split(b"\n\ndata: ")
-        if b"\n" in b"".join(payloads):
+        if 0x0A in b"".join(payloads):
             return [], chunk  # an event of more than one line in the run
         return payloads, chunk[end:]
 
