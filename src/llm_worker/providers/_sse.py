@@ -45,6 +45,7 @@ DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
 
 _NAMES: Final = 32  # event types remembered per stream (a protocol has a dozen or two)
 _FIELD: Final = len(b"data: ")  # what a line holds beside an event's data
+_RUN_BYTES: Final = 1 << 18  # the largest run read at once (`SSEDecoder._run`)
 BOM: Final = b"\xef\xbb\xbf"
 """The UTF-8 byte order mark, which may open a stream."""
 BLANK: Final = b" \t\r\n" + BOM
@@ -282,11 +283,14 @@ class SSEDecoder:
         whole read. Per event, this spares the line loop's two tests and two slices (the
         `data: ` test alone ~750 instructions) and the split on LF (~1,300: `bytes.split`
         and `count` of one byte go byte by byte; `in` and `join` use `memchr` and `memcpy`).
+        Its copies (the run, its pieces, their join) hold about four times its size for a
+        moment: a run is read so up to `_RUN_BYTES`, a larger read (rarely a network read) by
+        the line path.
         """
         if 0x0D in chunk:  # (a byte's value: `bytes in bytes` builds a TypeError first)
             return [], chunk  # CRLF framing (Gemini) or a lone CR: the line path
         end = chunk.rfind(b"\n\n") + 2  # (the held line holds no LF: the end is in the read)
-        if end < 2:
+        if end < 2 or end + self._tail_size > _RUN_BYTES:
             return [], chunk  # no event ends here: the line path holds the read, unjoined
         tail = self._tail
         if tail:  # the unfinished line the last read left: the run's start (as `_lines`)
