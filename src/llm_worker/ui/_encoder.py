@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from llm_worker._wide_json import wide_json
+from llm_worker._wide_json import json_bytes
 from llm_worker.events import (
     BlockAbort,
     BlockDelta,
@@ -61,11 +61,8 @@ _ROUTES = {
 
 def sse(payload: Payload) -> str:
     """One chunk or event as an SSE event."""
-    try:
-        data = orjson.dumps(payload)
-    except orjson.JSONEncodeError as exc:  # an integer past 64 bits: written with its digits
-        data = wide_json(payload, exc)
-    return "data: " + data.decode() + "\n\n"
+    # An integer past 64 bits (orjson writes none) is written with its digits.
+    return "data: " + json_bytes(payload).decode() + "\n\n"
 
 
 @dataclass(slots=True)

@@ -96,9 +96,7 @@ _SORTED = orjson.OPT_SORT_KEYS
 _BLOCK = 64  # SHA-256's block size: HMAC pads (or first hashes) the key to it
 _IPAD = bytes(b ^ 0x36 for b in range(256))
 _OPAD = bytes(b ^ 0x5C for b in range(256))
-
-
-_EXACT = 2**53  # a JavaScript number holds every integer below it exactly; past it, some
+_EXACT = 2**53  # a JavaScript number holds every integer below it exactly, not every one past
 
 
 def _canonical(value: object) -> object:
