@@ -280,3 +280,28 @@ async def test_a_429_says_how_long_to_wait_in_its_retry_info() -> None:
     _, error, _ = await replay(header)
     assert isinstance(error, RateLimitError)
     assert error.retry_after == 3.0
+
+
+@pytest.mark.parametrize("index", ["0", "1", 1.5, [0], {"n": 0}, True])
+async def test_a_candidate_index_not_an_integer_is_malformed_not_interrupted(
+    index: object,
+) -> None:
+    # Read as "not the first candidate", the chunk was passed over and the stream later ended
+    # as interrupted: the provider sent a malformed field, and the error must say which.
+    bad = {"candidates": [{"content": {"parts": [{"text": " more"}]}, "index": index}]}
+    done = {"candidates": [{"finishReason": "STOP", "index": 0}]}
+    events, error, _ = await replay(WireResponse(_sse(_TEXT, bad, done)))
+    assert type(error) is MalformedStreamError, error
+    assert error.streamed
+    assert "`index`" in str(error) and "an integer" in str(error)
+    check_invariants(events, error)
+    assert answer(events).text == "Partial answer"
+
+
+async def test_a_null_candidate_index_is_the_first_candidate() -> None:
+    # proto3's JSON reads a null field as its default: index 0.
+    more = {"candidates": [{"content": {"parts": [{"text": " more"}]}, "index": None}]}
+    done = {"candidates": [{"finishReason": "STOP", "index": None}]}
+    events, error, _ = await replay(WireResponse(_sse(_TEXT, more, done)))
+    assert error is None
+    assert answer(events).text == "Partial answer more"

@@ -550,7 +550,12 @@ class _GeminiMapper:
 
 def _first(candidates: Any) -> Any:
     # The event model has one answer: the candidate of index 0 (the only one by default).
+    # A chunk with no such candidate (another one's, when several were asked for) is passed
+    # over, so an index of the wrong type must not be: its text would be dropped unsaid.
     for candidate in candidates:
-        if candidate.get("index", 0) == 0:
+        index = candidate.get("index")
+        if index is not None and index.__class__ is not int:
+            raise wrong_type("a candidate", "index", index, "an integer")
+        if not index:
             return candidate
     return {}
