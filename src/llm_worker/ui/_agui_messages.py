@@ -33,7 +33,7 @@ from llm_worker.ui._media import agui_media, media_from_agui
 from llm_worker.ui._parts import KEY, opaque, rebuild, result_mac, result_proven
 from llm_worker.ui._record import Proven
 from llm_worker.ui._sign import MAC
-from llm_worker.ui._unicode import sendable
+from llm_worker.ui._unicode import readable, sendable
 
 __all__ = (
     "encrypted",
@@ -222,10 +222,12 @@ def messages_from_agui(messages: Iterable[object]) -> list[Message]:
     altered) is dropped (see `signing_key`).
 
     Raises:
-        InvalidMessagesError: A message is not valid, or has a role llm-worker does not send
-            to a model (system, developer: give the Worker its system prompt instead).
+        InvalidMessagesError: A message is not valid, has a role llm-worker does not send
+            to a model (system, developer: give the Worker its system prompt instead), or
+            holds text that is not valid Unicode (a lone surrogate `json.loads` let
+            through), named by message and field.
     """
-    return read_agui(messages)[0]
+    return readable(read_agui, messages, "AG-UI")[0]
 
 
 def read_agui(messages: Iterable[object]) -> tuple[list[Message], Proven]:

@@ -8,14 +8,19 @@ a tool or a model produced is made valid where it enters the history instead (U+
 `messages_to_ui` and `messages_to_agui` refuse too: what they return is sent as JSON, and a
 browser must not get half a history or a broken stream. The place is named by message and
 part, never by the text.
+
+The other way, `messages_from_ui` and `messages_from_agui` refuse the same text in what a
+browser sent (`readable`): the adapters parse a body with orjson, which refuses it, but a
+caller who parsed one with `json.loads` gets lone surrogates through, and the history would
+fail only at its next request, far from the cause.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import orjson
 
@@ -24,11 +29,14 @@ from llm_worker._wide_json import json_bytes
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import Message
 
-__all__ = ("sendable",)
+__all__ = ("readable", "sendable")
 
 _T = TypeVar("_T")
 # Where a path into a part leaves its own field (`input.city`, `media[0]`, `input: a key`).
 _INSIDE = re.compile(r"[.\[:]")
+# A key of a browser's message shown in an error: a protocol's field name, not a value.
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,39}")
+_Path = tuple[str | int, ...]
 
 
 def sendable(build: Callable[[list[Message]], _T], history: Iterable[Message]) -> _T:
@@ -73,3 +81,84 @@ def _refused(messages: Sequence[Message], exc: Exception) -> InvalidMessagesErro
         except orjson.JSONEncodeError as error:  # nesting past orjson's depth
             return InvalidMessagesError(f"message {i} holds a value that is not JSON: {error}")
     return InvalidMessagesError(f"the messages cannot be written as JSON: {exc}")
+
+
+def readable(build: Callable[[list[object]], _T], messages: Iterable[object], protocol: str) -> _T:
+    """`build(messages)`, refused if a string in what the browser sent is not valid Unicode.
+
+    One `json_bytes` pass over the messages once they are read (the place is walked only on
+    failure). What orjson refuses for another reason (an object no JSON has) is the reader's
+    to judge, as before; an integer past 64 bits passes.
+
+    Raises:
+        InvalidMessagesError: A string or key holds a lone surrogate: named by message and
+            field (`UI message 3: text in its `parts[2].text` ...`), never by the text.
+    """
+    items = list(messages)
+    out = build(items)
+    try:
+        json_bytes(items)
+    except orjson.JSONEncodeError:
+        for n, message in enumerate(items):
+            found = _lone(message)
+            if found is not None:
+                raise _not_unicode(f"{protocol} message {n}", *found) from None
+    return out
+
+
+def _not_unicode(message: str, path: _Path, key: bool) -> InvalidMessagesError:
+    # Named down to a field of the message or of one of its items (`parts[2].input`):
+    # deeper keys are a value's (a call's argument names), not the protocol's fields.
+    shown = ""
+    for i, step in enumerate(path[:3]):
+        if isinstance(step, int) != (i == 1):
+            break
+        if isinstance(step, int):
+            shown += f"[{step}]"
+        elif _FIELD.fullmatch(step) is None:
+            break
+        else:
+            shown += f".{step}" if shown else step
+    where = f"its `{shown}`" if shown else "it"
+    return InvalidMessagesError(
+        f"{message}: {'a key' if key else 'text'} in {where} is not valid Unicode (a lone "
+        "surrogate), which no model's request can carry; replace it first (e.g. "
+        "text.encode('utf-8', 'replace').decode())"
+    )
+
+
+def _lone(value: object) -> tuple[_Path, bool] | None:
+    """The path to the first string in `value` UTF-8 cannot carry, and whether it is a key.
+
+    Walked without recursion (`json.loads` nests a thousand levels), each container once
+    (a caller's value may hold itself).
+    """
+    stack: list[tuple[object, _Path]] = [(value, ())]
+    seen: set[int] = set()
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if not _valid(item):
+                return path, False
+            continue
+        ident = id(item)
+        if ident in seen or not isinstance(item, Mapping | list | tuple):
+            continue
+        seen.add(ident)
+        if isinstance(item, Mapping):
+            entries = list(cast("Mapping[object, object]", item).items())
+            if any(isinstance(k, str) and not _valid(k) for k, _ in entries):
+                return path, True
+            children = [(v, (*path, str(k))) for k, v in entries]
+        else:
+            children = [(v, (*path, i)) for i, v in enumerate(cast("list[object]", item))]
+        stack.extend(reversed(children))
+    return None
+
+
+def _valid(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -40,7 +40,7 @@ from llm_worker.ui._parts import (
 )
 from llm_worker.ui._record import Proven
 from llm_worker.ui._sign import MAC
-from llm_worker.ui._unicode import sendable
+from llm_worker.ui._unicode import readable, sendable
 
 __all__ = ("DENIED", "decisions_from_ui", "messages_from_ui", "messages_to_ui", "read_ui")
 
@@ -67,10 +67,11 @@ def messages_from_ui(ui_messages: Iterable[object]) -> list[Message]:
 
     Raises:
         InvalidMessagesError: A message is not a UIMessage (no role or parts, an unknown
-            role), a user's file is not of its media type (`MediaError`), or an assistant's
-            message holds a file.
+            role), a user's file is not of its media type (`MediaError`), an assistant's
+            message holds a file, or a string holds text that is not valid Unicode (a lone
+            surrogate `json.loads` let through), named by message and field.
     """
-    return read_ui(ui_messages)[0]
+    return readable(read_ui, ui_messages, "UI")[0]
 
 
 def read_ui(ui_messages: Iterable[object]) -> tuple[list[Message], Proven]:
