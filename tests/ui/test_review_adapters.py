@@ -251,3 +251,16 @@ async def test_an_agui_front_end_result_sent_with_a_resume_reaches_the_model() -
     assert "Booked, in red." in "".join(
         e["delta"] for e in chunks(second.text) if e["type"] == "TEXT_MESSAGE_CONTENT"
     )
+
+
+@pytest.mark.parametrize("name", ["a b", "x" * 65, "\x00\x1b\n", "9lives"])
+async def test_an_agui_tool_name_no_provider_accepts_is_a_400_that_names_it(name: str) -> None:
+    # The front-end tool was built before the request's ConfigurationErrors were mapped to
+    # 400: the exception escaped the app (a 500 and a traceback in the server's log).
+    tool = {"name": name, "description": "d", "parameters": {"type": "object"}}
+    body = {"threadId": "t1", "runId": "r1", "messages": [AG_USER], "tools": [tool]}
+    async with site(AGUIAdapter, [ScriptedResponse.text("ok")]) as (server, url, http):
+        response = await post(http, url, body)
+    assert response.status_code == 400, response.text
+    assert "not accepted by every provider" in response.text
+    assert not server.requests  # refused before any model request

@@ -192,3 +192,12 @@ def test_a_value_no_json_has_is_left_to_the_reader_as_before() -> None:
     assert messages_from_ui([ui]) == [Message.user("hi")]
     agui = {"id": "u", "role": "user", "content": "hi", "extra": cycle}
     assert messages_from_agui([agui]) == [Message.user("hi")]
+
+
+@pytest.mark.parametrize("reader", [messages_from_ui, messages_from_agui])
+@pytest.mark.parametrize("given", [None, 3, "hi", {"messages": []}, b"[]"])
+def test_messages_that_are_not_a_list_are_refused_typed(reader: Reader, given: Any) -> None:
+    # A body's `messages` missing (None), or the body itself: not a bare TypeError, nor
+    # its characters or keys refused one by one as messages.
+    with pytest.raises(InvalidMessagesError, match=r"messages must be a list of messages, not"):
+        reader(given)

@@ -273,11 +273,11 @@ def _frontend_tools(body: dict[str, Any]) -> list[FrontendTool]:
         name = as_str(spec.get("name"))
         if not name:
             raise BadRequest(400, f"a tool in RunAgentInput.tools has no name: {raw!r}")
-        tools.append(
-            FrontendTool(
-                name, as_str(spec.get("description")) or "", as_dict(spec.get("parameters"))
-            )
-        )
+        try:
+            description = as_str(spec.get("description")) or ""
+            tools.append(FrontendTool(name, description, as_dict(spec.get("parameters"))))
+        except ConfigurationError as exc:  # a name no provider accepts: the client's mistake
+            raise BadRequest(400, str(exc)) from exc
     return tools
 
 

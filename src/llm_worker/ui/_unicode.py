@@ -24,7 +24,7 @@ from typing import TypeVar, cast
 
 import orjson
 
-from llm_worker._json import not_unicode
+from llm_worker._json import json_type, not_unicode
 from llm_worker._wide_json import json_bytes
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import Message
@@ -91,9 +91,16 @@ def readable(build: Callable[[list[object]], _T], messages: Iterable[object], pr
     to judge, as before; an integer past 64 bits passes.
 
     Raises:
-        InvalidMessagesError: A string or key holds a lone surrogate: named by message and
-            field (`UI message 3: text in its `parts[2].text` ...`), never by the text.
+        InvalidMessagesError: The messages are not a list (null, a whole body), or a string
+            or key holds a lone surrogate: named by message and field (`UI message 3: text
+            in its `parts[2].text` ...`), never by the text.
     """
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        # A body's `messages` missing (None) or the body itself: read item by item, its
+        # characters or keys would be refused as messages one by one, or a bare TypeError.
+        raise InvalidMessagesError(
+            f"the {protocol} messages must be a list of messages, not {json_type(messages)}"
+        )
     items = list(messages)
     out = build(items)
     try:
