@@ -264,3 +264,34 @@ async def test_an_agui_tool_name_no_provider_accepts_is_a_400_that_names_it(name
     assert response.status_code == 400, response.text
     assert "not accepted by every provider" in response.text
     assert not server.requests  # refused before any model request
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _deep_body(adapter: Any, depth: int) -> bytes:
+    """A first request whose message carries a value `depth` levels deep (the stdlib writes it)."""
+    if adapter is VercelAIAdapter:
+        body: dict[str, Any] = {"id": "c1", "messages": [USER | {"metadata": _nested(depth)}]}
+    else:
+        body = {"threadId": "t1", "runId": "r1", "messages": [AG_USER | {"meta": _nested(depth)}]}
+    return json.dumps(body).encode()
+
+
+@pytest.mark.parametrize("adapter", [VercelAIAdapter, AGUIAdapter], ids=lambda a: a.__name__)
+async def test_a_body_nested_deeper_than_json_is_written_back_is_a_400(adapter: Any) -> None:
+    # orjson reads 1,024 levels but writes 254: such a body was taken, and the run ended with
+    # a bare TypeError where it was written back (the AG-UI snapshot echoes the messages).
+    async with site(adapter, [ScriptedResponse.text("ok")]) as (server, url, http):
+        with anyio.fail_after(10):
+            refused = await http.post(url, content=_deep_body(adapter, 300))
+            taken = await http.post(url, content=_deep_body(adapter, 200))
+    assert refused.status_code == 400, refused.text
+    assert "254 levels" in refused.text
+    assert taken.status_code == 200, taken.text
+    assert '"RunError"' not in taken.text and "An error occurred" not in taken.text
+    assert len(server.requests) == 1  # the refused body reached no model

@@ -45,6 +45,9 @@ class BadRequest(Exception):
         return self.status in (408, 413)
 
 
+_WRITTEN_DEPTH = 254  # the deepest nesting orjson writes
+
+
 async def read_json(
     receive: Receive,
     limit: int,
@@ -65,9 +68,19 @@ async def read_json(
         text = f"the request body holds {items:,} JSON items, over the limit of {max_items:,}"
         raise BadRequest(413, f"{text} ({items_cap})")
     try:
-        return orjson.loads(body)
+        value = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise BadRequest(400, f"the request body is not JSON: {exc}") from exc
+    # orjson reads 1,024 levels but writes 254: a body nested deeper would be taken, then
+    # fail with a bare TypeError mid-stream where it is written back (an AG-UI snapshot
+    # echoes the messages, a tool part its input). Fewer openers cannot nest that deep.
+    if body.count(b"[") + body.count(b"{") > _WRITTEN_DEPTH:
+        try:
+            orjson.dumps(value)
+        except orjson.JSONEncodeError:
+            text = f"the request body nests deeper than {_WRITTEN_DEPTH} levels"
+            raise BadRequest(400, text) from None
+    return value
 
 
 def json_items(body: bytes | bytearray) -> int:

@@ -95,9 +95,7 @@ def readable(build: Callable[[list[object]], _T], messages: Iterable[object], pr
             or key holds a lone surrogate: named by message and field (`UI message 3: text
             in its `parts[2].text` ...`), never by the text.
     """
-    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
-        # A body's `messages` missing (None) or the body itself: read item by item, its
-        # characters or keys would be refused as messages one by one, or a bare TypeError.
+    if not _a_list(messages):
         raise InvalidMessagesError(
             f"the {protocol} messages must be a list of messages, not {json_type(messages)}"
         )
@@ -111,6 +109,12 @@ def readable(build: Callable[[list[object]], _T], messages: Iterable[object], pr
             if found is not None:
                 raise _not_unicode(f"{protocol} message {n}", *found) from None
     return out
+
+
+def _a_list(given: object) -> bool:
+    # A body's `messages` missing (None) or the body itself: read item by item, its
+    # characters or keys would be refused as messages one by one, or a bare TypeError.
+    return isinstance(given, Iterable) and not isinstance(given, str | bytes | Mapping)
 
 
 def _not_unicode(message: str, path: _Path, key: bool) -> InvalidMessagesError:
