@@ -127,8 +127,9 @@ async def test_no_record_and_no_span_holds_the_key_and_each_error_path_logged(
 
 async def test_the_library_installs_only_a_null_handler() -> None:
     """A NullHandler on the package logger (library convention), nothing that prints anywhere."""
-    import llm_worker.worker  # noqa: F401  (the loggers exist once the modules are loaded)
+    from llm_worker._log import logger
 
+    logger("llm_worker.hooks").logger  # noqa: B018  (made at the first record, as here)
     handlers = logging.getLogger("llm_worker").handlers
     assert [type(h) for h in handlers] == [logging.NullHandler]
     for name in ("llm_worker.retries", "llm_worker.hooks", "llm_worker.blobs"):

@@ -12,14 +12,12 @@ httpx and pydantic are imported only when something needs them.
 from __future__ import annotations
 
 import importlib
-import logging
 from typing import TYPE_CHECKING, Any
 
-# Library convention (logging HOWTO): the application decides where records go. Without this,
-# a record (a failing tool's traceback) reaches Python's last-resort handler and is printed on
-# stderr when the application configured no logging; with a configuration, records propagate
-# to it as before.
-logging.getLogger(__name__).addHandler(logging.NullHandler())
+# Library convention (logging HOWTO): the application decides where records go. The package
+# logger's NullHandler keeps a record (a failing tool's traceback) from Python's last-resort
+# handler on stderr when the application configured no logging; `_log` installs it before the
+# library's first record, so that importing the package does not import logging.
 
 if TYPE_CHECKING:
     from llm_worker.blobs import (

@@ -9,16 +9,16 @@ call.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from llm_worker._log import logger
 from llm_worker.errors import ProviderError
 
-__all__ = ("Retry", "RetryKind", "listeners", "retrying")
+__all__ = ("Retry", "RetryKind", "listeners", "pause", "retrying")
 
-_log = logging.getLogger("llm_worker.retries")
+_log = logger("llm_worker.retries")
 
 RetryKind: TypeAlias = Literal["http", "stream", "fallback"]
 
@@ -43,6 +43,13 @@ class Retry:
     error_type: str
     attempt: int
     wait: float
+
+
+async def pause(seconds: float) -> None:
+    """Wait before a retry (`anyio.sleep`, imported at the first: a client's build need not)."""
+    import anyio
+
+    await anyio.sleep(seconds)
 
 
 listeners: list[Callable[[Retry], None]] = []

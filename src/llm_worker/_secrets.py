@@ -21,16 +21,17 @@ in a header) never reaches a log handler.
 from __future__ import annotations
 
 import base64
-import logging
 import re
-import string
-import traceback
+import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
 
 from llm_worker.errors import ProviderError
+
+if TYPE_CHECKING:
+    import logging
 
 __all__ = (
     "Scrubber",
@@ -49,7 +50,7 @@ _MIN_RUN: Final = 12
 _MIN_WORD: Final = 4  # a known secret shorter than this is masked nowhere but where it was given
 _MASK: Final = "***"
 # ASCII-only lowering keeps every index of the text valid (str.lower() may change lengths).
-_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+_LOWER: Final = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _CREDENTIAL_WORDS: Final = ("key", "token", "secret", "password", "auth", "sig", "credential")
 
 
@@ -207,8 +208,13 @@ def is_credential(name: str) -> bool:
 _LIVE: weakref.WeakSet[Scrubber] = weakref.WeakSet()
 
 
-class _LogScrubber(logging.Filter):
-    """Scrubs the records of the HTTP libraries' loggers (httpx's INFO line: the URL)."""
+class _LogScrubber:
+    """Scrubs the records of the HTTP libraries' loggers (httpx's INFO line: the URL).
+
+    A filter is any object with a `filter(record)` method (`logging.Filterer`): not a
+    `logging.Filter`, so that importing this module (at a client's build) does not import
+    logging; `install_log_filter` does, when it installs one.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         scrubbers = list(_LIVE)
@@ -222,6 +228,8 @@ class _LogScrubber(logging.Filter):
         if record.exc_info and record.exc_info[1] is not None:
             # A logged exception's traceback (the SDK's `logger.exception`) may quote a URL:
             # formatted here, once, and scrubbed; handlers print `exc_text` as it is.
+            import traceback  # loaded by logging already: no cost here
+
             text = "".join(traceback.format_exception(record.exc_info[1])).rstrip("\n")
             clean = _scrubbed(text, scrubbers)
             if clean != text:
@@ -252,12 +260,18 @@ _HTTP_LOGGERS: Final = (
 )
 
 
-def install_log_filter(more: tuple[str, ...] = ()) -> None:
+def install_log_filter(more: tuple[str, ...] = (), *, loaded_only: bool = False) -> None:
     """Put the scrubbing filter on the httpx and httpcore loggers, and `more` (idempotent).
 
     `more`: other loggers whose records may quote a secret (the MCP SDK's; `""` is the
-    root logger, which the SDK's session logs to directly).
+    root logger, which the SDK's session logs to directly). `loaded_only`: only if logging is
+    imported already (a client's build: until it is, no record can be written, and a
+    transport's first request installs the filter before it imports its HTTP library).
     """
+    if loaded_only and "logging" not in sys.modules:
+        return
+    import logging  # here: building a client need not load it
+
     for name in (*_HTTP_LOGGERS, *more):
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:

@@ -13,7 +13,6 @@ import binascii
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote, unquote_to_bytes, urlsplit, urlunsplit
 
@@ -283,6 +282,8 @@ def read(path: str | PathLike[str], kinds: frozenset[str], what: str) -> tuple[b
         MediaError: The file is not of a type `what` takes.
         OSError: The file cannot be read.
     """
+    from pathlib import Path  # here, where a file is read: building a client need not load it
+
     file = Path(path)
     data = file.read_bytes()
     found = sniff(data)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
-import logging
 import os
 import secrets
 import tempfile
@@ -28,10 +27,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
+from llm_worker._log import logger
 from llm_worker.blobs._output import BlobId
 from llm_worker.errors import BlobError, ConfigurationError
 
-_log = logging.getLogger("llm_worker.blobs")
+_log = logger("llm_worker.blobs")
 
 __all__ = (
     "KEY_BYTES",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import logging
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any, TypeVar
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 import anyio.from_thread
 import anyio.to_thread
 
+from llm_worker._log import logger
 from llm_worker.blobs._index import BlobIndex, IndexedBlobStore
 from llm_worker.blobs._inspect_json import (
     Pull,
@@ -40,7 +40,7 @@ from llm_worker.errors import BlobError, ToolError
 
 __all__ = ("CountedIndexes", "inspect_array_stream", "inspect_window")
 
-_log = logging.getLogger("llm_worker.blobs")
+_log = logger("llm_worker.blobs")
 
 
 class CountedIndexes:

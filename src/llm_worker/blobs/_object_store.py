@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ import anyio
 import anyio.to_thread
 
 from llm_worker._extras import require_extra
+from llm_worker._log import logger
 from llm_worker.blobs._addressing import KEY_NAME, Counted, check_key, content_id, make_key
 from llm_worker.blobs._index import BlobIndex, array_index, text_index
 from llm_worker.blobs._json_scan import POINT_EVERY, json_kind
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ObjectBlobStore",)
 
-_log = logging.getLogger("llm_worker.blobs")
+_log = logger("llm_worker.blobs")
 
 _MiB = 1 << 20
 _SMALL = _MiB  # characters: up to this, one conditional put; above, a multipart upload

@@ -16,7 +16,6 @@ Python string a tool returns comes back equal.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import tempfile
 import time
@@ -29,6 +28,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from llm_worker._log import logger
 from llm_worker.blobs._addressing import Counted, Kind, check_key, content_id, fs_key, make_key
 from llm_worker.blobs._fs_retention import delete_files, sweep_folder
 from llm_worker.blobs._output import (
@@ -48,7 +48,7 @@ from llm_worker.blobs._retention import SweepReport, cutoff_of, keep_set
 from llm_worker.blobs._summaries import cut_summary, summarize
 from llm_worker.errors import BlobError, BlobNotFoundError
 
-_log = logging.getLogger("llm_worker.blobs")
+_log = logger("llm_worker.blobs")
 
 __all__ = (
     "BlobStore",

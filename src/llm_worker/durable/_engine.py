@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import threading
 import time
 import uuid
@@ -24,6 +23,7 @@ import anyio
 
 from llm_worker._extras import require_extra
 from llm_worker._json import as_dict
+from llm_worker._log import logger
 from llm_worker.durable._errors import ExecutorAliveError, RecordError
 from llm_worker.durable._records import decisions_from, run_record
 from llm_worker.durable._serializer import JsonSerializer, refuse_pickles
@@ -55,7 +55,7 @@ PAUSE = "llm-worker.pause"
 """The DBOS event holding a paused run's wait: `{"wait": n, "state": PauseState dict}`, or None."""
 STATUS = "llm-worker.status"
 """The DBOS event holding a run's status: running, paused, finished, cancelled."""
-_log = logging.getLogger("llm_worker.durable")
+_log = logger("llm_worker.durable")
 _STOP_TIMEOUT = 10.0  # seconds for this process's runs to stop when the engine shuts down
 _DECISION_POLL = 24 * 3600.0  # one recv per day: a pause may wait for weeks
 _SCHEMES = {"sqlite": "sqlite", "postgresql": "postgresql", "postgres": "postgresql"}

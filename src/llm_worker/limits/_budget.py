@@ -8,7 +8,6 @@ locks at once (taken in one order), so concurrent runs see each other's reservat
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Generator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -16,6 +15,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from llm_worker._log import logger
 from llm_worker.errors import LimitExceededError
 from llm_worker.events import UsageEvent
 from llm_worker.limits._estimate import Estimate, estimate_input
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ("Budget", "Ticket", "budget_for", "resumed_budget")
 
-_log = logging.getLogger("llm_worker.limits")
+_log = logger("llm_worker.limits")
 _warned: set[tuple[str, str]] = set()  # (provider, model) told once per process
 
 WRAP_UP = (

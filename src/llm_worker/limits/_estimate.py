@@ -10,10 +10,10 @@ schemas). The estimate says which it is: `LimitExceededError` messages carry it.
 from __future__ import annotations
 
 import inspect
-import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from llm_worker._log import logger
 from llm_worker._tokens import media_provider, request_chars
 from llm_worker.messages import Request
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ("CHARS_PER_TOKEN", "Estimate", "estimate_input")
 
 CHARS_PER_TOKEN = 4
-_log = logging.getLogger("llm_worker.limits")
+_log = logger("llm_worker.limits")
 
 
 @dataclass(slots=True, frozen=True)

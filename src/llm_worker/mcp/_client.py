@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import anyio
 
 from llm_worker._extras import require_extra
+from llm_worker._log import logger
 from llm_worker._secrets import Scrubber, chain_leaks, install_log_filter
 from llm_worker.errors import ConfigurationError, MCPConnectionError, ToolError
 from llm_worker.mcp._connection import ConnectionLost, Live, guarded, open_connection
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ("MCPServer",)
 
-_log = logging.getLogger("llm_worker.mcp")
+_log = logger("llm_worker.mcp")
 Progress = Callable[[float, float | None, str | None], None]
 
 # Loggers that may quote a server's URL or a message with its token: the MCP SDK's (its

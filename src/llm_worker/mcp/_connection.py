@@ -9,7 +9,6 @@ is not JSON-RPC. Either ends the connection at once, and every request waiting o
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -18,11 +17,12 @@ from typing import Any, TypeVar, cast
 import anyio
 
 from llm_worker._extras import require_extra
+from llm_worker._log import logger
 from llm_worker.mcp._transports import Transport
 
 __all__ = ("ConnectionLost", "Live", "guarded", "open_connection")
 
-_log = logging.getLogger("llm_worker.mcp")
+_log = logger("llm_worker.mcp")
 T = TypeVar("T")
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from llm_worker._json import as_dict
+from llm_worker._log import logger
 from llm_worker._strict import drop_optional_nulls, strict_schema
 from llm_worker.errors import ConfigurationError, ToolError
 from llm_worker.tools import Effect, ToolMeta
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ("Caller", "MCPTool", "effect_of", "make_tool", "tool_name")
 
 _BAD = re.compile(r"[^A-Za-z0-9_-]")
-_log = logging.getLogger("llm_worker.mcp")
+_log = logger("llm_worker.mcp")
 
 
 class Caller(Protocol):

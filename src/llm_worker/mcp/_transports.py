@@ -6,7 +6,6 @@ session messages: the server opens one per connection (a reconnect opens another
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import threading
@@ -18,6 +17,7 @@ from typing import Any, Final, Literal, TypeAlias
 import anyio
 
 from llm_worker._extras import require_extra
+from llm_worker._log import logger
 
 __all__ = (
     "PASSED_ENV",
@@ -33,7 +33,7 @@ Streams: TypeAlias = tuple[Any, Any]
 """The SDK's (read, write) streams of one connection."""
 Transport: TypeAlias = Callable[[], AbstractAsyncContextManager[Streams]]
 
-_log = logging.getLogger("llm_worker.mcp")
+_log = logger("llm_worker.mcp")
 _LINE_LIMIT = 8192  # a line of stderr longer than this is logged in pieces
 _CARRY = 64  # bytes of a piece's end logged with the next piece (a token cut between them)
 

@@ -20,10 +20,10 @@ when the failure is raised.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Self, cast
 
+from llm_worker._log import logger
 from llm_worker._retries import retrying
 from llm_worker._tokens import TokenCount, TokenEstimator
 from llm_worker.errors import ConfigurationError, OverloadedError, ProviderError
@@ -41,7 +41,7 @@ from llm_worker.providers._http import RetryPolicy
 
 __all__ = ("FallbackClient",)
 
-_log = logging.getLogger("llm_worker.fallback")
+_log = logger("llm_worker.fallback")
 
 
 class FallbackClient:

@@ -31,19 +31,19 @@ stage and retirement time in a process (`log_model_status`).
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Final
 
 import orjson
 
 from llm_worker._json import as_dict, as_int, as_list, as_str
+from llm_worker._log import DEBUG, WARNING, logger
 from llm_worker.events import BlockType, TokenLogprob
 from llm_worker.messages import Citation, Origin
 from llm_worker.providers._blocks import BlockEmitter
 
 __all__ = ("METADATA_KEYS", "CandidateMetadata", "log_model_status", "token_logprobs")
 
-_log = logging.getLogger("llm_worker")
+_log = logger("llm_worker")
 
 METADATA_KEYS: Final = frozenset({"groundingMetadata", "urlContextMetadata"})
 """The keys of the `ProviderPart` that keeps a candidate's grounding and URL context."""
@@ -220,7 +220,7 @@ def log_model_status(model: str, status: object) -> None:
         return
     _warned.add(key)
     message = _field(fields, "message", 500)
-    level = logging.WARNING if stage in _LEAVING or retirement else logging.DEBUG
+    level = WARNING if stage in _LEAVING or retirement else DEBUG
     _log.log(
         level,
         "Gemini model %s is %s%s%s",

@@ -10,7 +10,6 @@ body byte has been handed on, a failure is raised, never retried silently.
 from __future__ import annotations
 
 import importlib.util
-import random
 import re
 import threading
 import time
@@ -20,10 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlencode
 
-import anyio
 import sniffio
 
-from llm_worker._retries import retrying
+from llm_worker._retries import pause, retrying
 from llm_worker.errors import (
     APIConnectionError,
     APIStatusError,
@@ -33,13 +31,13 @@ from llm_worker.errors import (
     StreamInterruptedError,
 )
 from llm_worker.providers._body import encoded
-from llm_worker.providers._cooldown import credential_tag
 from llm_worker.providers._http_backend import (
     Answer,
     Backend,
     BodyFailed,
     ConnectFailed,
     TransportName,
+    admission_gate,
 )
 from llm_worker.providers._http_choice import (
     TransportChoice,
@@ -75,6 +73,7 @@ from llm_worker.providers._sse import BLANK, DEFAULT_MAX_EVENT_BYTES, event_too_
 
 if TYPE_CHECKING:
     import aiohttp
+    import anyio
     import httpx
 
 __all__ = (
@@ -132,6 +131,8 @@ class RetryPolicy:
             return None
         if retry_after is not None and retry_after > self.max_retry_after:
             return None
+        import random  # here, at a retry: a client's build need not load it
+
         base = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))
         wait = base * (1.0 - self.jitter * random.random())
         if retry_after is not None:
@@ -201,7 +202,7 @@ class Transport:
         self._tag: str | None = None
         self._tagged = False
         if self._scrubber:
-            install_log_filter()
+            install_log_filter(loaded_only=True)  # else at the first request (`make_backend`)
         parts = checked_base_url(base_url, self._scrubber.scrub)
         self._prefix = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
         self._query = parts.query
@@ -299,11 +300,12 @@ class Transport:
         """A digest of the credentials keyed by a secret of the process (None: none).
 
         A cooldown's breaker is per key (`_cooldown.client_identity`), never the key itself.
-        Made at its first use, not when the client is built: the digest imports hashlib, which
-        loads OpenSSL (≈ 12 M instructions), and an HTTP library imports it at the first
-        request anyway.
+        Made at its first use, not at the client's build: hashlib loads OpenSSL (≈ 12 M
+        instructions), which an HTTP library imports at the first request anyway.
         """
         if not self._tagged:
+            from llm_worker.providers._cooldown import credential_tag  # a fallback's, at first use
+
             self._tag, self._tagged = credential_tag(self._credentials), True
         return self._tag
 
@@ -394,7 +396,7 @@ class Transport:
                 if wait is None or time.monotonic() - started + wait > self.retry.max_elapsed:
                     raise
                 retrying("http", exc, attempt, wait)
-            await anyio.sleep(wait)
+            await pause(wait)
 
     def _admission(self, library: str) -> AbstractAsyncContextManager[object]:
         # httpcore's pool scans every queued request against every connection on each
@@ -408,10 +410,7 @@ class Transport:
         local = self._local
         gate = local.gate
         if gate is None or library != local.gate_library:
-            # fast_acquire: a free slot is taken without a pass through the event loop (one
-            # more loop iteration per request otherwise); the request's own first await
-            # (connecting, sending) lets the other tasks run, and is where a cancel lands.
-            gate = local.gate = anyio.Semaphore(self.max_concurrency, fast_acquire=True)
+            gate = local.gate = admission_gate(self.max_concurrency)
             local.gate_library = library
         return gate
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from typing import Any, ClassVar, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, Protocol
 
 import sniffio
 
 from llm_worker.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    import anyio
 
 __all__ = (
     "TRANSPORT_ENV",
@@ -25,6 +28,7 @@ __all__ = (
     "ConnectFailed",
     "LoopBound",
     "TransportName",
+    "admission_gate",
     "close_dead_transport",
 )
 
@@ -104,6 +108,19 @@ class Backend(Protocol):
     async def aclose(self) -> None:
         """Close the library's client if the backend made it."""
         ...
+
+
+def admission_gate(size: int) -> anyio.Semaphore:
+    """A semaphore of `size` slots for the running async library (anyio's of asyncio or trio).
+
+    anyio is imported here, at a transport's first request, not when its client is built.
+    """
+    import anyio
+
+    # fast_acquire: a free slot is taken without a pass through the event loop (one more loop
+    # iteration per request otherwise); the request's own first await (connecting, sending)
+    # lets the other tasks run, and is where a cancel lands.
+    return anyio.Semaphore(size, fast_acquire=True)
 
 
 def running_loop() -> object:

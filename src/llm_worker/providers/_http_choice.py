@@ -20,6 +20,7 @@ import sniffio
 
 from llm_worker.errors import ConfigurationError
 from llm_worker.providers._http_backend import TRANSPORT_ENV, Backend, TransportName
+from llm_worker.providers._secrets import install_log_filter
 
 __all__ = (
     "TransportChoice",
@@ -165,6 +166,10 @@ def make_backend(
         ConfigurationError: An `http_client` or `timeout` of the other library.
         MissingExtraError: `"aiohttp"` without aiohttp installed.
     """
+    # Before the library (and logging with it) is imported: its records of a request quote
+    # the URL, so the scrubbing filter is on its loggers first (a client's build installs it
+    # only where logging was loaded already).
+    install_log_filter()
     if name == "aiohttp":
         from llm_worker.providers._http_aiohttp import AiohttpBackend
 

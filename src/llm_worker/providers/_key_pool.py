@@ -11,12 +11,12 @@ index in the pool (`key #1`).
 from __future__ import annotations
 
 import dataclasses
-import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Self, cast
 
+from llm_worker._log import logger
 from llm_worker.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -30,7 +30,7 @@ from llm_worker.providers._http import RetryPolicy, Transport
 
 __all__ = ("KeyPool",)
 
-_log = logging.getLogger("llm_worker.fallback")
+_log = logger("llm_worker.fallback")
 
 
 class KeyPool:

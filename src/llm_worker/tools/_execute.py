@@ -7,7 +7,6 @@ the model can act on. Cancellation is never turned into a result: it propagates.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeAlias
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import anyio
 
 import llm_worker.tools._messages as say
+from llm_worker._log import logger
 from llm_worker.errors import ToolError
 from llm_worker.tools._context import ToolContext, running_with
 from llm_worker.tools._result import ToolResult
@@ -30,7 +30,7 @@ __all__ = ("ErrorFormatter", "execute_call")
 ErrorFormatter: TypeAlias = "Callable[[BaseException, ToolCall], str]"
 """Writes what the model reads when a tool raised: `(exception, call) -> text`."""
 
-_log = logging.getLogger("llm_worker")
+_log = logger("llm_worker")
 
 
 async def execute_call(

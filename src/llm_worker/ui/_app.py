@@ -9,7 +9,6 @@ becomes a run (`_begin`).
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -26,6 +25,7 @@ from typing import Any, TypeVar, cast
 import anyio
 
 from llm_worker._json import as_dict, as_list
+from llm_worker._log import logger
 from llm_worker.errors import ConfigurationError, InvalidMessagesError, PauseStateError
 from llm_worker.messages import Message, Origin, ToolUsePart
 from llm_worker.sessions import Session, SessionRecord
@@ -93,7 +93,7 @@ pause, the resumable run, the record), and its bounds count entries, not the byt
 REFUSED = "this request may not act on the chat"
 """The 403 text of a request `authorize` refused: the same whether the chat exists or not."""
 
-_log = logging.getLogger("llm_worker.ui")
+_log = logger("llm_worker.ui")
 
 
 async def make_worker(factory: WorkerFactory, body: dict[str, Any]) -> Worker:

@@ -10,17 +10,17 @@ reaches the chats it owns, whatever ids it sends.
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from llm_worker._extras import require_extra
+from llm_worker._log import logger
 from llm_worker.ui._asgi import BadRequest, Scope
 from llm_worker.ui._errors import GENERIC_ERROR
 
 __all__ = ("Authorize", "Refused", "chat_key", "owner_of", "owner_part")
 
-_log = logging.getLogger("llm_worker.ui")
+_log = logger("llm_worker.ui")
 
 Authorize = Callable[[Any, str], "str | Awaitable[str | None] | None"]
 """`authorize(request, chat_id) -> owner | None`, sync or async.

@@ -11,9 +11,9 @@ generic text for anything else; the full exception goes to the `llm_worker.ui` l
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
+from llm_worker._log import logger
 from llm_worker.errors import (
     Aborted,
     APIConnectionError,
@@ -39,7 +39,7 @@ ErrorText = Callable[[BaseException], str]
 GENERIC_ERROR = "An error occurred."
 """What the browser reads of a failure the default does not show (with a log reference)."""
 
-_log = logging.getLogger("llm_worker.ui")
+_log = logger("llm_worker.ui")
 
 # Typed failures a person can act on (wait, rephrase, shorten): their text is the provider's
 # scrubbed message or the limit that was reached, and says nothing of the server's insides.

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
 import anyio
 
+from llm_worker._log import logger
 from llm_worker.errors import SessionBusyError
 from llm_worker.messages import Message, ToolResultPart
 from llm_worker.sessions import Session, SessionRecord
@@ -44,7 +44,7 @@ __all__ = (
     "split_key",
 )
 
-_log = logging.getLogger("llm_worker.ui")
+_log = logger("llm_worker.ui")
 
 SessionFrom = Callable[[str, str], "Session | Awaitable[Session]"]
 """`session_from(owner, chat_id) -> Session`, sync or async: the chat's session, opened for

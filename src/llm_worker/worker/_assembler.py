@@ -7,10 +7,10 @@ back; this assembler keeps both. Aborted blocks are dropped: a half block is nev
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_worker._log import logger
 from llm_worker.collectors import ToolCall, parse_tool_call
 from llm_worker.events import (
     BlockAbort,
@@ -46,7 +46,7 @@ from llm_worker.messages import (
 
 __all__ = ("DEFAULT_MAX_ARGUMENTS", "Assembler", "Completed", "Withdrawn")
 
-_log = logging.getLogger("llm_worker")
+_log = logger("llm_worker")
 _KEPT_RAW = 200  # characters of oversized arguments kept, to quote to the model
 _TEXTUAL = (TextDelta, ThinkingDelta)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import logging
 import operator
 import secrets
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, TypeAlias, cast
 
 import orjson
 
+from llm_worker._log import logger
 from llm_worker._run_events import CacheMiss
 from llm_worker.messages import (
     Part,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ("CacheWatch", "Edited", "SentPrint", "conversation_key", "sent_print")
 
-_log = logging.getLogger("llm_worker")
+_log = logger("llm_worker")
 _SHOWN = 40  # characters of each side a CacheMiss shows (in process only)
 # A miss's hashes are keyed by this process's own secret: logged, an unkeyed hash of a short
 # text (a PIN, a date in a tool result) would give the text back to whoever tries candidates.

@@ -10,11 +10,11 @@ a cancelled or failed summary leaves the view as it was.
 
 from __future__ import annotations
 
-import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from llm_worker._log import logger
 from llm_worker._tokens import DEFAULT_CHARS_PER_TOKEN as _RATIO
 from llm_worker._tokens import TokenEstimator, media_provider, message_chars, request_chars
 from llm_worker.errors import ConfigurationError, LLMWorkerError
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ("Compactor", "ContextPolicy", "answered", "compacted", "compactor")
 
-_log = logging.getLogger("llm_worker.context")
+_log = logger("llm_worker.context")
 
 # Views kept per configuration: a server's forks run many conversations on one Compactor.
 _MAX_VIEWS: Final = 256

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
@@ -32,6 +31,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 import llm_worker.tools._messages as say
+from llm_worker._log import logger
 from llm_worker._tokens import leaf_providers
 from llm_worker.errors import Aborted
 from llm_worker.hooks import (
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = ("Batch",)
 
-_log = logging.getLogger("llm_worker.blobs")
+_log = logger("llm_worker.blobs")
 
 
 class Batch:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import anyio
 
+from llm_worker._log import logger
 from llm_worker.errors import ConfigurationError, HookError
 from llm_worker.hooks import (
     Abort,
@@ -43,7 +43,7 @@ _ALLOWED: dict[str, tuple[type, ...]] = {
 }
 # The results that pass to the next hook rather than end the chain.
 _PASSING = (Continue, Finish)
-_log = logging.getLogger("llm_worker.hooks")
+_log = logger("llm_worker.hooks")
 
 HookObserver = Callable[[str, str, object, BaseException | None], None]
 """`(point, hook name, result, error)`, called after each hook ran (tracing's span events)."""

@@ -8,9 +8,9 @@ at the messages the on_message_send hooks edited in place (`_lent.Lent`).
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
+from llm_worker._log import logger
 from llm_worker.worker._context import compacted
 from llm_worker.worker._enabled import only_offered
 from llm_worker.worker._lent import Lent, edited_in
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ("prepared", "rechecked", "sending")
 
-_log = logging.getLogger("llm_worker")
+_log = logger("llm_worker")
 
 _REJECTED = 400  # the HTTP status of a request the provider refuses as malformed
 

@@ -11,7 +11,6 @@ workflow gives any other tool one attempt). Every error they raise is final for 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import cache
@@ -22,6 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 import llm_worker.tools._messages as say
+from llm_worker._log import logger
 from llm_worker.collectors import ToolCall
 from llm_worker.durable._errors import PayloadTooLargeError
 from llm_worker.durable._records import answer_record, tool_record
@@ -53,7 +53,7 @@ REQUEST = "llm-worker.request"
 """The activity type of a model request."""
 TOOL = "llm-worker.tool"
 """The activity type of a tool call."""
-_log = logging.getLogger("llm_worker.durable")
+_log = logger("llm_worker.durable")
 T = TypeVar("T")
 
 
