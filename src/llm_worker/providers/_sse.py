@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any, Final, NoReturn
 
 import orjson
@@ -46,6 +46,7 @@ DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
 _NAMES: Final = 32  # event types remembered per stream (a protocol has a dozen or two)
 _FIELD: Final = len(b"data: ")  # what a line holds beside an event's data
 _RUN_BYTES: Final = 1 << 18  # the largest run read at once (`SSEDecoder._run`)
+_NONE: Final[list[bytes]] = []  # no run (never changed)
 BOM: Final = b"\xef\xbb\xbf"
 """The UTF-8 byte order mark, which may open a stream."""
 BLANK: Final = b" \t\r\n" + BOM
@@ -193,16 +194,26 @@ class SSEDecoder:
         return ServerSentEvent(kind, text_of(data), self._last_id, retry)
 
     def raw(self, chunk: bytes) -> Iterator[tuple[str, bytes]]:
-        """Decode a chunk; yield the events it completes as `(type, UTF-8 data)`, in order.
+        """Decode a chunk; the events it completes as `(type, UTF-8 data)`, in order.
 
-        One at a time: a reader that hands each event on before the next is decoded keeps
+        An iterator (the read's run of one-line events is cut at once, when it is called;
+        the rest of the read as the iterator reaches it), one event at a time: a reader that hands each event on before the next is decoded keeps
         few objects alive (a network read of a bulk stream completes a thousand events, and
         holding them all, with what they map to, made the garbage collector's passes cost
         more than the parsing). Consume it whole before the next chunk.
         """
+        payloads, chunk, small = self._begin(chunk)
+        if not payloads:
+            return self._events(chunk, small)
+        # The run's events through `zip` with `repeat("message")` (its pair tuple is reused
+        # when the reader lets go of it), not through a generator of ours: a resumption of
+        # its frame per event cost more than the rest of the run's hand-off.
+        run = zip(repeat("message"), payloads)
+        return chain(run, self._events(chunk, small)) if chunk else run
+
+    def _events(self, chunk: bytes, small: bool) -> Iterator[tuple[str, bytes]]:
+        # The line path: the events the read's lines complete (after its run, if any).
         limit = self._limit
-        run, chunk, small = self._begin(chunk)
-        yield from run
         lines = self._lines(chunk)
         if not lines:
             return
@@ -251,8 +262,8 @@ class SSEDecoder:
         if self._held(one):
             self._count()
 
-    def _begin(self, chunk: bytes) -> tuple[Iterable[tuple[str, bytes]], bytes, bool]:
-        # `(the run of events the read begins with, the rest, small)`. Small: no
+    def _begin(self, chunk: bytes) -> tuple[list[bytes], bytes, bool]:
+        # `(the data of the run of events the read begins with, the rest, small)`. Small: no
         # line of this read can pass the limit, as the held line and the chunk together (and
         # a held piece of a BOM, 3 bytes at most) do not; then no event of one line is
         # measured. `_hold` bounds the line the chunk leaves unfinished. A BOM, or the LF of
@@ -269,8 +280,8 @@ class SSEDecoder:
             and not (self._pending_cr or self._data or self._unusual or self._event or self._names)
         ):
             payloads, rest = self._run(chunk)
-            return zip(repeat("message"), payloads), rest, True  # (zip reuses its pair)
-        return (), chunk, small  # no run tried: no zip built (a CRLF stream's every read)
+            return payloads, rest, True
+        return _NONE, chunk, small  # no run tried (a CRLF stream's every read)
 
     def _run(self, chunk: bytes) -> tuple[list[bytes], bytes]:
         r"""The data of the whole events the read begins with, if each is one `data: ` line.
