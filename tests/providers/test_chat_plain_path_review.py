@@ -183,3 +183,31 @@ async def test_every_recorded_stream_and_its_third_party_shapes_in_many_chunking
                 fast = await _events(ChatStreamMapper(origin=origin), shaped, size)
                 general = await _events(GeneralChat(origin=origin), shaped, size)
                 assert fast == general, (name, drop, size)
+
+
+_NOT_OBJECTS = [b"5", b"-1.5", b"null", b"true", b"false", b'"error"', b'"choices"', b"[]", b"[{}]"]
+
+
+@pytest.mark.parametrize("state", ["plain", "by_get", "first"])
+async def test_a_chunk_that_is_no_json_object_is_a_typed_error_on_every_path(state: str) -> None:
+    # The plain path tests a chunk's type only where its first subscript fails: a number,
+    # null, a boolean, a string (even one that holds "error" or "choices") or a list must
+    # still fail the stream with the general path's typed error, after the text before it.
+    no_index = _plain("g")
+    del no_index["choices"][0]["index"]  # the `.get` path for the rest of the stream
+    before = {"plain": [_plain("a")], "by_get": [no_index, _plain("a")], "first": []}[state]
+    for value in _NOT_OBJECTS:
+        head = _body(before).split(b"data: [DONE]")[0]
+        if state == "first":
+            head = b""
+        else:  # the answer's finish chunk left out: the hostile chunk comes mid-answer
+            head = head[: head.rindex(b"data: ")]
+        body = head + b"data: " + value + b"\n\n"
+        for size in (10_000, 3):
+            seen = await _events(ChatStreamMapper(origin=Origin("p", "gpt-x")), body, size)
+            assert seen[-1] == (
+                "MalformedStreamError: openai_chat: a stream chunk is not a JSON object: "
+                f"{value.decode()!r}"
+            ), (state, value, size)
+            texts = [e for e in seen if "TextDelta(text=" in e]
+            assert len(texts) == {"plain": 4, "by_get": 5, "first": 0}[state], seen

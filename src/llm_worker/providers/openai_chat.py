@@ -232,18 +232,15 @@ class ChatStreamMapper:
             chunk = self._unparsed(data)
             if chunk is None:
                 return None
-        if chunk.__class__ is not dict:
-            raise MalformedStreamError(
-                f"a stream chunk is not a JSON object: {text_of(data[:100])!r}",
-                provider=_PROVIDER,
-            )
-        if self._plain and "error" not in chunk:
+        if self._plain:
             # The hot path, inline: one choice whose delta is only text, nothing else to read
             # (`_chunk` reads everything else, a present `error` or `x_groq` included). The
             # checks by subscript (no method call per read, ~100 instructions each); `x_groq`
             # and `usage` are tested for presence first, as they are absent from nearly every
             # chunk. `logprobs` by `.get`: many third-party servers leave it out (cheaper than
-            # `in` and a subscript, measured).
+            # `in` and a subscript, measured). A chunk that is no JSON object fails the first
+            # subscript (TypeError: orjson gives a dict, list, str, number, bool or None), so
+            # its type is tested only where the hot path does not take it.
             try:
                 # One choice, unpacked: a list of another length (the usage chunk's, n > 1)
                 # raises ValueError; anything else but a list of objects fails a subscript.
@@ -255,6 +252,7 @@ class ChatStreamMapper:
                     and not choice["index"]  # 0; others come from n > 1
                     and choice["finish_reason"] is None
                     and not choice.get("logprobs")
+                    and "error" not in chunk
                     and ("usage" not in chunk or not chunk["usage"])
                     and "x_groq" not in chunk
                     and chunk["object"] != "chat.completion"
@@ -268,11 +266,17 @@ class ChatStreamMapper:
                 # A provider leaving a key of the choice out: `.get` from now on. (A chunk
                 # without choices is read by the full path; choices that are not objects
                 # fail there, with its own message.)
-                self._keyed = "choices" not in chunk
-        elif not self._keyed:
+                if chunk.__class__ is dict:
+                    self._keyed = "choices" not in chunk
+        elif not self._keyed and chunk.__class__ is dict:
             text = self._text_by_get(chunk)
             if text is not None:
                 return text or None
+        if chunk.__class__ is not dict:
+            raise MalformedStreamError(
+                f"a stream chunk is not a JSON object: {text_of(data[:100])!r}",
+                provider=_PROVIDER,
+            )
         self._chunk(chunk, emitter)
         return None
 
