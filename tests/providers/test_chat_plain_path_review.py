@@ -197,11 +197,9 @@ async def test_a_chunk_that_is_no_json_object_is_a_typed_error_on_every_path(sta
     del no_index["choices"][0]["index"]  # the `.get` path for the rest of the stream
     before = {"plain": [_plain("a")], "by_get": [no_index, _plain("a")], "first": []}[state]
     for value in _NOT_OBJECTS:
+        # The answer's finish chunk left out: the hostile chunk comes mid-answer.
         head = _body(before).split(b"data: [DONE]")[0]
-        if state == "first":
-            head = b""
-        else:  # the answer's finish chunk left out: the hostile chunk comes mid-answer
-            head = head[: head.rindex(b"data: ")]
+        head = b"" if state == "first" else head[: head.rindex(b"data: ")]
         body = head + b"data: " + value + b"\n\n"
         for size in (10_000, 3):
             seen = await _events(ChatStreamMapper(origin=Origin("p", "gpt-x")), body, size)

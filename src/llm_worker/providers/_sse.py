@@ -196,11 +196,12 @@ class SSEDecoder:
     def raw(self, chunk: bytes) -> Iterator[tuple[str, bytes]]:
         """Decode a chunk; the events it completes as `(type, UTF-8 data)`, in order.
 
-        An iterator (the read's run of one-line events is cut at once, when it is called;
-        the rest of the read as the iterator reaches it), one event at a time: a reader that hands each event on before the next is decoded keeps
-        few objects alive (a network read of a bulk stream completes a thousand events, and
-        holding them all, with what they map to, made the garbage collector's passes cost
-        more than the parsing). Consume it whole before the next chunk.
+        An iterator (the read's run of one-line events is cut when it is called, the rest
+        of the read as the iterator reaches it) of one event at a time: a reader that hands
+        each event on before the next is decoded keeps few objects alive (a network read of
+        a bulk stream completes a thousand events, and holding them all, with what they map
+        to, made the garbage collector's passes cost more than the parsing). Consume it
+        whole before the next chunk.
         """
         payloads, chunk, small = self._begin(chunk)
         if not payloads:

@@ -272,12 +272,7 @@ class ChatStreamMapper:
             text = self._text_by_get(chunk)
             if text is not None:
                 return text or None
-        if chunk.__class__ is not dict:
-            raise MalformedStreamError(
-                f"a stream chunk is not a JSON object: {text_of(data[:100])!r}",
-                provider=_PROVIDER,
-            )
-        self._chunk(chunk, emitter)
+        self._chunk(_object_of(chunk, data), emitter)
         return None
 
     def _named(self, event: str, data: bytes) -> None:
@@ -519,6 +514,15 @@ def _thinking_text(thinking: object) -> str:
         return thinking  # lenient: a server that flattened the chunks
     texts = [as_str(part.get("text")) for part in _content_parts(thinking, "thinking")]
     return "".join(t for t in texts if t)
+
+
+def _object_of(chunk: Any, data: bytes) -> dict[str, Any]:
+    """The parsed chunk (`data` parsed), which must be a JSON object."""
+    if chunk.__class__ is not dict:
+        raise MalformedStreamError(
+            f"a stream chunk is not a JSON object: {text_of(data[:100])!r}", provider=_PROVIDER
+        )
+    return chunk
 
 
 def _loads_error(data: bytes) -> object:
