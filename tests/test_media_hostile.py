@@ -8,6 +8,7 @@ from typing import Any, cast
 import pytest
 
 from llm_worker import DocumentPart, ImagePart, Message
+from llm_worker._sniff import sniff
 from llm_worker.errors import InvalidMessagesError, MediaError
 from llm_worker.providers._anthropic_media import media_block
 from llm_worker.providers._gemini_media import media_part
@@ -25,6 +26,14 @@ def test_text_that_turns_to_binary_past_the_first_kilobytes_is_not_a_text_docume
     cut = b"a" * 5000 + b"\xff\xfe\x00binary"
     with pytest.raises(MediaError):
         DocumentPart.from_bytes(cut)
+
+
+def test_valid_utf8_with_a_nul_byte_is_not_sniffed_as_text() -> None:
+    # A NUL in the probe says binary even where every byte is valid UTF-8 (the NUL test is
+    # by the byte's value: this fails if it stops finding it).
+    assert sniff(b"plain words, nothing odd") == "text/plain"
+    for data in (b"plain\x00words", b"\x00", b"a" * 4000 + b"\x00"):
+        assert sniff(data) is None, data
 
 
 def test_a_text_file_that_turns_to_binary_is_refused_when_read(tmp_path: Any) -> None:

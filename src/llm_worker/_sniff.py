@@ -90,7 +90,7 @@ def _container(data: bytes) -> str | None:
 
 def _is_text(data: bytes) -> bool:
     probe = data[:_TEXT_PROBE]
-    if b"\x00" in probe:
+    if 0x00 in probe:  # (a byte's value: `bytes in bytes` builds a TypeError first)
         return False
     try:
         probe.decode("utf-8")

@@ -130,7 +130,7 @@ def _retry_info(raw: bytes) -> float | None:
 
     Gemini sends no `Retry-After` header; its 429 carries `"retryDelay": "21.5s"` instead.
     """
-    if b"retryDelay" not in raw:
+    if raw.find(b"retryDelay") < 0:  # (`bytes in bytes` builds and drops a TypeError first)
         return None
     try:
         data: Any = orjson.loads(raw)

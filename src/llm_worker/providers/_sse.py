@@ -454,7 +454,7 @@ class SSEDecoder:
             if len(self._names) < _NAMES:
                 self._names[line] = self._event
         elif name == b"id":
-            if b"\x00" not in value:
+            if 0x00 not in value:  # (a byte's value: `bytes in bytes` builds a TypeError first)
                 self._last_id = value.decode("utf-8", "replace")
         elif name == b"retry" and value.isdigit():
             self._retry = int(value)
