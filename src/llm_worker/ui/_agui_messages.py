@@ -16,7 +16,7 @@ from typing import Any, cast
 import orjson
 
 from llm_worker._json import as_dict, as_list, as_str, not_unicode
-from llm_worker._wide_json import json_bytes
+from llm_worker._wide_json import exact_loads, json_bytes
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import (
     DocumentPart,
@@ -348,7 +348,7 @@ def _call(call: dict[str, Any]) -> Part:
     raw = as_str(function.get("arguments")) or "{}"
     call_id = str(call["id"])
     try:
-        args = as_dict(orjson.loads(raw))
+        args = as_dict(exact_loads(raw))  # an integer past 64 bits keeps its digits
     except orjson.JSONDecodeError:
         if not_unicode(raw, "") is not None:  # given by hand: not broken JSON, not Unicode
             shown = call_id if len(call_id) <= 80 else call_id[:80] + "…"
