@@ -92,6 +92,11 @@ def read_ui(ui_messages: Iterable[object]) -> tuple[list[Message], Proven]:
 
 def _message(message: dict[str, Any], proven: Proven) -> list[Message]:
     role = message.get("role")
+    given: object = message.get("parts")
+    if given is not None and not isinstance(given, list):
+        # A string, an object, a number: read as no parts, the message was dropped without a
+        # word (the model got no user turn in place of what the browser meant).
+        raise TypeError(f"its parts must be a list, not {type(given).__name__}")
     parts = [as_dict(p) for p in as_list(message.get("parts"))]
     if role == "user":
         content = [_user_part(p) for p in parts if _kind(p) in ("text", "file")]
