@@ -120,7 +120,7 @@ class ToolMeta:
         name = cast("object", self.name)  # hand-written tools may hand over anything
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ConfigurationError(
-                f"tool name {self.name!r} is not accepted by every provider: use letters, "
+                f"tool name {self.name!r:.80} is not accepted by every provider: use letters, "
                 "digits, '_' and '-', a letter or '_' first, at most 64 characters"
             )
         if self.effect not in _EFFECTS:

@@ -6,7 +6,7 @@ from collections.abc import AsyncGenerator, Callable
 from functools import partial
 from typing import Any
 
-from llm_worker._json import as_dict, as_list, as_str
+from llm_worker._json import as_dict, as_list, as_str, json_type
 from llm_worker.errors import ConfigurationError
 from llm_worker.messages import Message
 from llm_worker.sessions import Session
@@ -133,10 +133,10 @@ class AGUIAdapter(Endpoint):
         if not thread_id or not run_id:
             raise BadRequest(400, "a RunAgentInput needs threadId and runId")
         check_id(run_id, "runId")
-        raw = as_list(body.get("messages"))
+        raw = _listed(body, "messages")
         history, proven = await off_loop(read_agui, raw)
         frontend = _frontend_tools(body)
-        resume = [as_dict(r) for r in as_list(body.get("resume"))]
+        resume = [as_dict(r) for r in _listed(body, "resume")]
         if self.session_from is not None and key:
             return await self._in_session(body, key, history, frontend, resume)
         # A new message leaves an unanswered pause behind; a resume takes it.
@@ -266,13 +266,23 @@ class AGUIAdapter(Endpoint):
         return self._started(worker, start, key, run_id, encode, session=session, paused=paused)
 
 
+def _listed(body: dict[str, Any], field: str) -> list[Any]:
+    # A list, or nothing (absent, null). Anything else was read as an empty list: a run of
+    # no messages (the model asked to answer nothing), the front end's tools or its answers
+    # to a pause dropped without a word.
+    value: object = body.get(field)
+    if value is None or isinstance(value, list):
+        return as_list(body.get(field))
+    raise BadRequest(400, f"RunAgentInput.{field} must be a list, not {json_type(value)}")
+
+
 def _frontend_tools(body: dict[str, Any]) -> list[FrontendTool]:
     tools: list[FrontendTool] = []
-    for raw in as_list(body.get("tools")):
+    for n, raw in enumerate(_listed(body, "tools")):
         spec = as_dict(raw)
         name = as_str(spec.get("name"))
-        if not name:
-            raise BadRequest(400, f"a tool in RunAgentInput.tools has no name: {raw!r}")
+        if not name:  # (the spec not shown: the client's, of any size)
+            raise BadRequest(400, f"tool {n} in RunAgentInput.tools has no name")
         try:
             description = as_str(spec.get("description")) or ""
             tools.append(FrontendTool(name, description, as_dict(spec.get("parameters"))))

@@ -274,7 +274,7 @@ class _Reader:
             self.out.append(Message("user", _user_content(message.get("content"))))
         elif role != "activity":
             raise InvalidMessagesError(
-                f"role {role!r} is not supported (user, assistant, tool, reasoning; give a "
+                f"role {role!r:.40} is not supported (user, assistant, tool, reasoning; give a "
                 "system prompt to the Worker)"
             )
 

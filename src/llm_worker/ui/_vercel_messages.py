@@ -104,7 +104,8 @@ def _message(message: dict[str, Any], proven: Proven) -> list[Message]:
     if role == "assistant":
         return _assistant(parts, proven)
     raise InvalidMessagesError(
-        f"role {role!r} is not supported (user or assistant; give a system prompt to the Worker)"
+        f"role {role!r:.40} is not supported (user or assistant; give a system prompt to the "
+        "Worker)"
     )
 
 
