@@ -38,6 +38,7 @@ MODEL = (
     "llm_worker._strict",
     "llm_worker._retries",
     "llm_worker._log",
+    "llm_worker._fieldwise",
     "llm_worker._cost",
     "llm_worker._secrets",
     "llm_worker._tokens",

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypeAlias
 
+from llm_worker._fieldwise import fieldwise
 from llm_worker.messages import Citation, Origin
 
 __all__ = (
@@ -102,7 +103,8 @@ class StopReason(StrEnum):
     """A reason this library does not know; see `raw_stop_reason`."""
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class PingEvent:
     """A keep-alive from the provider.
 
@@ -115,7 +117,8 @@ class PingEvent:
     """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class UsageEvent:
     """Token usage of the response so far, with the same meaning on every provider.
 
@@ -189,7 +192,8 @@ def _add(a: int | None, b: int | None) -> int | None:
     return a + b
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class StatusEvent:
     """A change in the response's lifecycle.
 
@@ -220,7 +224,8 @@ class StatusEvent:
     """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class ErrorEvent:
     """An error reported by the provider or detected in the stream.
 
@@ -236,7 +241,8 @@ class ErrorEvent:
     """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class TextMetadata:
     """Metadata of a text block.
 
@@ -250,7 +256,8 @@ class TextMetadata:
     phase: str | None = None
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class ThinkingMetadata:
     """Metadata of a thinking block.
 
@@ -271,7 +278,8 @@ class ThinkingMetadata:
     replay: bool = False
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class ToolUseMetadata:
     """Metadata of a tool-use block.
 
@@ -291,7 +299,8 @@ class ToolUseMetadata:
     caller: dict[str, Any] | None = None
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class ToolResultMetadata:
     """Metadata of a tool-result block.
 
@@ -302,7 +311,8 @@ class ToolResultMetadata:
     tool_use_id: str
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class ProviderMetadata:
     """Metadata of a provider block: the block itself.
 
@@ -320,7 +330,8 @@ BlockMetadata: TypeAlias = (
 """Per-kind metadata of a block."""
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class TokenLogprob:
     """The log probability of one generated token, with the most likely alternatives.
 
@@ -335,7 +346,8 @@ class TokenLogprob:
     top: list[tuple[str, float]] = field(default_factory=lambda: [])
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class TextDelta:
     """A fragment of answer text.
 
@@ -349,21 +361,24 @@ class TextDelta:
     logprobs: list[TokenLogprob] | None = None
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class ThinkingDelta:
     """A fragment of thinking / reasoning text (or a reasoning summary)."""
 
     text: str
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class InputJsonDelta:
     """A fragment of a tool call's JSON arguments; the fragments concatenate to the JSON text."""
 
     partial_json: str
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class SignatureDelta:
     """Provider-opaque continuation data for the open block, to be sent back verbatim.
 
@@ -374,7 +389,8 @@ class SignatureDelta:
     signature: str
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class CitationDelta:
     """A citation for the open text block, as soon as the provider sends it.
 
@@ -389,7 +405,8 @@ Delta: TypeAlias = TextDelta | ThinkingDelta | InputJsonDelta | SignatureDelta |
 """A block fragment."""
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class BlockStart:
     """A content block begins.
 
@@ -406,7 +423,8 @@ class BlockStart:
     """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class BlockDelta:
     """A fragment of the open block's content.
 
@@ -421,7 +439,8 @@ class BlockDelta:
     """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class BlockStop:
     """A content block ends normally.
 
@@ -446,7 +465,8 @@ class BlockStop:
     """The sub-agent calls this event came through, from the root run (`()`: the root's own)."""
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class BlockAbort:
     """A content block ends abnormally (stream failure, cancellation).
 

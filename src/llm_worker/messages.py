@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 import orjson
 
+from llm_worker._fieldwise import fieldwise
 from llm_worker._json import as_dict, as_list
 from llm_worker._media import DocumentPart, ImagePart, MediaPart
 from llm_worker._sniff import decoding
@@ -78,7 +79,8 @@ class Origin:
     model: str
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class Citation:
     """A source that the answer text cites (a web page, a document passage, a file).
 
@@ -106,7 +108,8 @@ class Citation:
     origin: Origin | None = None
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class TextPart:
     """Plain text.
 
@@ -130,7 +133,8 @@ class TextPart:
     type: Literal["text"] = "text"
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class ThinkingPart:
     """The model's reasoning, as shown (or a summary of it).
 
@@ -153,7 +157,8 @@ class ThinkingPart:
     type: Literal["thinking"] = "thinking"
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class ToolUsePart:
     """A call of a tool by the model.
 
@@ -184,7 +189,8 @@ class ToolUsePart:
     type: Literal["tool_use"] = "tool_use"
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class ToolResultPart:
     """The result of a tool call, sent back to the model.
 
@@ -209,7 +215,8 @@ class ToolResultPart:
     type: Literal["tool_result"] = "tool_result"
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class ProviderPart:
     """Provider-native content the neutral model has no kind for, kept to be sent back.
 
@@ -247,7 +254,8 @@ _PART_TYPES = (
 )
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class Message:
     """One message of a conversation.
 
@@ -435,7 +443,8 @@ def _path(root: str, loc: list[int | str]) -> str:
     return root + "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in loc)
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class ToolSpec:
     """A tool as offered to the model.
 
@@ -468,7 +477,8 @@ ToolChoice: TypeAlias = Literal["auto", "none", "required"] | SpecificTool
 """How the model may use tools: freely, not at all, at least one, or one given tool."""
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class ThinkingConfig:
     """Reasoning settings, mapped to each provider's own.
 
@@ -518,7 +528,8 @@ class OutputSchema:
     strict: bool = True
 
 
-@dataclass(slots=True)
+@fieldwise
+@dataclass(slots=True, eq=False, repr=False)
 class Request:
     """A provider-neutral request.
 
