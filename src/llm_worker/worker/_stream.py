@@ -14,8 +14,8 @@ import asyncio
 import contextvars
 import sys
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
-from typing import Any, Generic, Self, TypeVar, cast
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Generic, Self, cast
 
 import anyio
 
@@ -30,10 +30,9 @@ __all__ = (
     "RunStream",
     "channel_of",
     "closing",
-    "generated",
+    "current_task",
+    "lender",
 )
-
-T = TypeVar("T")
 
 BUFFERED_MAX = 1024
 """Events of sub-agents (and of a handoff's Worker) a reader may have unread before they wait.
@@ -51,6 +50,7 @@ if sys.version_info < (3, 12):
     )["_current_tasks"].get
 else:
     _current_task = asyncio.current_task
+current_task = _current_task  # for the readers that take a lent step inline (see `lender`)
 
 
 class Reached(Exception):
@@ -198,6 +198,32 @@ class Channel:
             exc = exc.error
         self.give_back(loan, exc)
 
+    def handed(self, loan: _Loan, event: Any) -> bool:
+        """A lent step read `event`: process it as `RunStream.__anext__` does (kept in step).
+
+        For the readers that take the lent step in a loop of their own (see `lender`).
+
+        Returns:
+            Whether the reader hands `event` on now; if not, it reads again (what the
+            event's processing sent goes after it, or the run revoked the loan and the
+            event is not processed, as it would not be).
+        """
+        if loan.revoked:
+            self.stepped(loan, None)
+            return False
+        loan.reader = None
+        try:
+            value = loan.ctx.run(loan.process, event)
+        except BaseException as exc:  # the run's, as if raised in its task (a cancel too)
+            self.failed(loan, event, exc)
+            return False
+        if value is not None:
+            self.give_back(loan, value)
+        if self.buffer:
+            self.buffer.appendleft(event)  # before what its processing sent
+            return False
+        return True
+
     def stepped(self, loan: _Loan, failed: BaseException | None) -> bool:
         """A step is over; whether its exception was the run's revoking it (not the reader's)."""
         reader, loan.reader = loan.reader, None
@@ -262,7 +288,8 @@ class RunStream(Generic[OutputT]):
                 await self._wait()
                 continue
             # The hot path: the reader reads the model's answer and processes each event
-            # itself (see Channel.lend), inline here to keep this a single frame.
+            # itself (see Channel.lend), inline here to keep this a single frame. The web
+            # encoders run these steps inline too (ui/_encoder.py `sse_stream`): keep in step.
             if loan.reader is not None:
                 raise _second_reader()
             loan.reader = _current_task(loan.loop)
@@ -286,53 +313,6 @@ class RunStream(Generic[OutputT]):
                 return event  # of the model's answer: never None, an error or the end
             buffer.appendleft(event)  # before what its processing sent (a partial output)
         return self._next_item()
-
-    async def _events(self) -> AsyncGenerator[RunEvent[OutputT]]:
-        """`__anext__`'s steps in one async generator: the events of `generated`.
-
-        The same steps, in the same order, as a loop of `__anext__` calls (each of them a
-        coroutine made and dropped; a generator's step costs less). Kept in step with it.
-        """
-        channel = self._channel
-        buffer = channel.buffer
-        while not self._over:
-            if buffer:
-                try:
-                    item = self._next_item()
-                except StopAsyncIteration:
-                    return
-                yield item
-                continue
-            loan = channel.loan
-            if loan is None:
-                try:
-                    await self._wait()
-                except StopAsyncIteration:
-                    return
-                continue
-            if loan.reader is not None:
-                raise _second_reader()
-            loan.reader = _current_task(loan.loop)
-            try:
-                event = await loan.it.__anext__()
-            except BaseException as exc:
-                await self._failed_step(loan, exc)
-                continue
-            if loan.revoked:
-                channel.stepped(loan, None)
-                continue
-            loan.reader = None
-            try:
-                value = loan.ctx.run(loan.process, event)
-            except BaseException as exc:
-                channel.failed(loan, event, exc)
-                continue
-            if value is not None:
-                channel.give_back(loan, value)
-            if not buffer:
-                yield event
-                continue
-            buffer.appendleft(event)
 
     def _next_item(self) -> RunEvent[OutputT]:
         """The first buffered item: an event, or the end (None) or the run's error, raised."""
@@ -477,17 +457,18 @@ def _second_reader() -> ConfigurationError:
     )
 
 
-def generated(events: AsyncIterable[T]) -> AsyncGenerator[T] | None:
-    """A `RunStream`'s events through one async generator (`None` for any other iterable).
+def lender(events: object) -> tuple[RunStream[Any] | None, Channel]:
+    """`events` if it is a `RunStream`, and the channel its run lends its reader through.
 
-    For a reader that hands each event on from an async generator of its own (the web
-    encoders): an `async for` over a `RunStream` makes and drops a coroutine per event
-    (`__anext__`), ~0.5 k instructions more than a generator's step. The reader closes the
-    generator when it stops (`aclose`), and the stream as before.
+    For a reader that takes `RunStream.__anext__`'s lent step in a loop of its own (the web
+    encoders: one generator between the run and the browser, not a coroutine per event) and
+    every other step through `__anext__`. Any other source: `None`, and a channel that is
+    never lent.
     """
     if type(events) is RunStream:
-        return cast("AsyncGenerator[T]", events._events())  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
-    return None
+        run = cast("RunStream[Any]", events)
+        return run, run._channel  # pyright: ignore[reportPrivateUsage]
+    return None, Channel()
 
 
 def channel_of(sinks: list[Callable[[Any], None]]) -> Channel | None:
