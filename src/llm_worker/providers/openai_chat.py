@@ -326,8 +326,11 @@ class ChatStreamMapper:
         choices = chunk.get("choices")
         if choices:
             for choice in choices:
-                if not choice.get("index"):  # 0 or absent; other choices come from n > 1
+                index = choice.get("index")
+                if not index:  # 0 or absent; other choices come from n > 1
                     self._choice(choice, emitter)
+                elif index.__class__ is not int:  # ("0", 1.5, true): its text was dropped
+                    raise wrong_type("a chunk's choice", "index", index, "an integer")
         if chunk.get("usage") or chunk.get("x_groq"):
             self._usage_of(chunk, emitter)
         if chunk.get("object") == "chat.completion":
