@@ -53,7 +53,7 @@ def wide_json(value: object, exc: Exception) -> bytes:
 _LONG, _LONG_TEXT = re.compile(rb"[0-9]{19,}"), re.compile("[0-9]{19,}")
 
 
-def exact_loads(text: str | bytes | bytearray) -> Any:
+def exact_loads(text: str | bytes) -> Any:
     """`text` parsed as orjson parses it, but integers past 64 bits keep their digits.
 
     orjson reads such an integer as the nearest float (a payment of 2**70 + 1 would be

@@ -11,7 +11,6 @@ import httpx
 import orjson
 import pytest
 
-from llm_worker._wide_json import exact_loads
 from llm_worker.ui import AGUIAdapter, VercelAIAdapter
 from llm_worker.ui import _asgi as asgi  # pyright: ignore[reportPrivateUsage]
 
@@ -33,10 +32,6 @@ class Decodes:
         self.sizes.append(len(body))
         return orjson.loads(body)
 
-    def exact_loads(self, body: bytes | bytearray) -> Any:
-        self.sizes.append(len(body))
-        return exact_loads(body)
-
 
 @pytest.fixture
 def decodes(monkeypatch: pytest.MonkeyPatch) -> Decodes:
@@ -45,7 +40,6 @@ def decodes(monkeypatch: pytest.MonkeyPatch) -> Decodes:
         loads=spy.loads, dumps=orjson.dumps, JSONDecodeError=orjson.JSONDecodeError
     )
     monkeypatch.setattr(asgi, "orjson", fake)
-    monkeypatch.setattr(asgi, "exact_loads", spy.exact_loads)  # the body's parser since R43
     return spy
 
 

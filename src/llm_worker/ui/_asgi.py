@@ -12,8 +12,6 @@ from typing import Any
 import anyio
 import orjson
 
-from llm_worker._wide_json import exact_loads, json_bytes
-
 __all__ = (
     "BadRequest",
     "Receive",
@@ -70,7 +68,7 @@ async def read_json(
         text = f"the request body holds {items:,} JSON items, over the limit of {max_items:,}"
         raise BadRequest(413, f"{text} ({items_cap})")
     try:
-        value = exact_loads(body)  # an integer past 64 bits keeps its digits (a call's input)
+        value = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise BadRequest(400, f"the request body is not JSON: {exc}") from exc
     # orjson reads 1,024 levels but writes 254: a body nested deeper would be taken, then
@@ -78,7 +76,7 @@ async def read_json(
     # echoes the messages, a tool part its input). Fewer openers cannot nest that deep.
     if body.count(b"[") + body.count(b"{") > _WRITTEN_DEPTH:
         try:
-            json_bytes(value)  # as it is written back: a wide integer is no nesting
+            orjson.dumps(value)
         except orjson.JSONEncodeError:
             text = f"the request body nests deeper than {_WRITTEN_DEPTH} levels"
             raise BadRequest(400, text) from None
