@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any, cast
 
 import orjson
@@ -49,8 +48,12 @@ def wide_json(value: object, exc: Exception) -> bytes:
         raise exc from None
 
 
-# A run of digits an integer past 64 bits needs (2**63 has 19); a string's digits may match too.
-_LONG, _LONG_TEXT = re.compile(rb"[0-9]{19,}"), re.compile("[0-9]{19,}")
+# A run of digits an integer past 64 bits needs (2**63 has 19); a string's digits may match
+# too. Looked for as a run of "9" in the text with every digit made "9", every other byte a
+# space: two passes in C at a byte each (`re`'s `[0-9]{19,}` tried a match at every offset,
+# ~36 ns a character: 27 times the parse of a call's arguments).
+_DIGITS = bytes(0x39 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_RUN = b"9" * 19
 
 
 def exact_loads(text: str | bytes) -> Any:
@@ -64,8 +67,8 @@ def exact_loads(text: str | bytes) -> Any:
         orjson.JSONDecodeError: `text` is not JSON (as orjson judges it).
     """
     value = orjson.loads(text)
-    found = _LONG_TEXT.search(text) if isinstance(text, str) else _LONG.search(text)
-    if found is None:
+    data = text.encode() if isinstance(text, str) else text  # (orjson took it: no lone surrogate)
+    if data.translate(_DIGITS).find(_LONG_RUN) < 0:
         return value
     try:
         return json.loads(text)
