@@ -9,9 +9,13 @@ fresh interpreter: the test process has all of them loaded.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+import llm_worker
 
 KEY = "sk-LlmWorkerSecret-0123456789abcdefXYZ"
 # What building a client must not import (each is imported where it is first needed).
@@ -129,3 +133,16 @@ def test_without_a_configuration_a_library_warning_reaches_no_stderr() -> None:
         """
     )
     assert out == "['NullHandler']\n"
+
+
+def test_every_library_logger_is_a_lazy_one() -> None:
+    # A module that made its own `logging.getLogger("llm_worker…")` would import logging at
+    # import, and could log before the package logger has its NullHandler (`_log` adds it).
+    src = Path(llm_worker.__file__).parent
+    allowed = {src / "_log.py", src / "_secrets.py"}  # the latter: the HTTP libraries' loggers
+    found = [
+        str(path.relative_to(src))
+        for path in sorted(src.rglob("*.py"))
+        if path not in allowed and re.search(r"\blogging\.getLogger\(", path.read_text())
+    ]
+    assert found == []
