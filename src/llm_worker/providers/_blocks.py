@@ -374,14 +374,13 @@ async def drive(
 ) -> AsyncIterator[Event]:
     """Run one response: bytes → SSE events → mapper → normalized events.
 
-    Yields `StatusEvent(STARTED)` at the answer's first bytes, `StatusEvent(COMPLETED)` last.
-    On any failure yields the abort of the open block, an `ErrorEvent`, `StatusEvent(FAILED)`,
-    then raises a `ProviderError` subclass (scrubbed, its provider set) or the mapper's
-    `caller_error` of it; nothing received is withheld. `mapper` may be a function making it,
-    called at the first bytes (a waiting stream holds no mapper, decoder nor emitter).
-    `chunks` belongs to the driver: closing this generator (`aclose()`) closes it at once. An
-    SSE line or event longer than `max_event_bytes` fails the stream (`MalformedStreamError`),
-    an answer longer than `max_answer_chars` characters (`AnswerTooLargeError`).
+    Yields `StatusEvent(STARTED)` at the answer's first bytes, `StatusEvent(COMPLETED)` last. On
+    any failure yields the abort of the open block, an `ErrorEvent`, `StatusEvent(FAILED)`, then
+    raises a `ProviderError` subclass (scrubbed, its provider set) or the mapper's `caller_error`
+    of it; nothing received is withheld. `mapper` may be a function making it, called at the
+    first bytes (a waiting stream holds no mapper, decoder nor emitter). Closing this generator
+    (`aclose()`) closes `chunks` at once. An SSE line or event past `max_event_bytes` fails the
+    stream (`MalformedStreamError`), an answer past `max_answer_chars` (`AnswerTooLargeError`).
     """
     pump: _Pump | None = None
     try:
@@ -411,7 +410,8 @@ async def drive(
                     for event in out:
                         yield event
                     out.clear()
-            for event in pump.read_ended():
+            # (Two calls less a read where the mapper has no `end_of_read` and `out` is empty.)
+            for event in pump.read_ended() if pump.per_read or out else out:
                 yield event
         pump = pump or _Pump(mapper, provider, max_event_bytes, max_answer_chars, started=False)
         for event in pump.end():  # (no byte at all: no STARTED)
@@ -444,6 +444,7 @@ class _Pump:
         "mapper",
         "on_event",
         "out",
+        "per_read",
     )
 
     def __init__(
@@ -469,6 +470,7 @@ class _Pump:
         self.end_of_read: Callable[[BlockEmitter], None] = getattr(
             made, "end_of_read", _no_end_of_read
         )
+        self.per_read = self.end_of_read is not _no_end_of_read
 
     def read_ended(self) -> list[Event]:
         """After a read's events: what the mapper emits once per read, taken out of `out`.
