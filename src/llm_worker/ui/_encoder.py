@@ -247,8 +247,7 @@ class BlockEncoder:
         write_empty, short, block_delta, root = not self._SKIP_EMPTY, _SHORT, BlockDelta, _ROOT
         escape, dumps, current = encode_basestring, orjson.dumps, current_task
         block, index, kind, head, chars = OpenBlock(BlockType.TEXT, "", None, ""), None, None, "", 0
-        run, channel = lender(events)
-        buffer = channel.buffer
+        run, channel, buffer = lender(events)
         try:
             for payload in self.start():  # an id the caller gave may fail it: the error's too
                 yield sse(payload)
@@ -267,7 +266,16 @@ class BlockEncoder:
                     except BaseException as exc:
                         await run._failed_step(loan, exc)  # pyright: ignore[reportPrivateUsage]
                         continue
-                    if not channel.handed(loan, event):
+                    if loan.revoked:  # read as the run was cancelled: not processed
+                        channel.stepped(loan, None)
+                        continue
+                    loan.reader = None
+                    try:
+                        value = loan.ctx.run(loan.process, event)
+                    except BaseException as exc:  # the run's, as if raised in its task
+                        channel.failed(loan, event, exc)
+                        continue
+                    if (value is not None or buffer) and not channel.settled(loan, event, value):
                         continue
                 if (  # not a delta of the held block: the look for another only then
                     type(event) is not block_delta
@@ -275,39 +283,39 @@ class BlockEncoder:
                     or event.index != index
                     or type(event.delta) is not kind
                 ):
-                    block.chars += chars
-                    found, chars = self._held(event), 0
-                    if found is None:
-                        index = None
+                    index, block, kind, head, chars = self._hold(event, block, chars)
+                    if index is None:
                         for payload in self.encode(event):
                             yield sse(payload)
                         continue
-                    index, block = found
-                    kind, head = block.delta_type, block.head
-                # A text or thinking delta of the held block (its `text` typed as a text's).
                 delta: TextDelta = event.delta  # pyright: ignore[reportAttributeAccessIssue, reportAssignmentType, reportUnknownMemberType, reportUnknownVariableType]
                 text = delta.text
                 if write_empty or text:  # the flag first: a bool tests for less
                     n = len(text)
                     chars += n
-                    if n < short and text.isascii():
-                        yield f"{head}{escape(text)}}}\n\n"
-                    else:
-                        yield f"{head}{dumps(text).decode()}}}\n\n"
+                    short_ascii = n < short and text.isascii()
+                    yield f"{head}{escape(text) if short_ascii else dumps(text).decode()}}}\n\n"
         except Exception as exc:  # the run's failure is the client's to show, not a broken pipe
             for payload in self.error(exc, on_error):
                 yield sse(payload)
         if self._DONE:
             yield self._DONE
 
-    def _held(self, event: object) -> tuple[int, OpenBlock] | None:
-        """The open block (and its index) a root text or reasoning delta is written to."""
-        if type(event) is not BlockDelta or event.path is not _ROOT or not self._FAST_PATH:
-            return None
-        found = self._blocks.get(event.index)
-        if found is None or type(event.delta) is not found.delta_type:
-            return None
-        return event.index, found
+    def _hold(
+        self, event: object, held: OpenBlock, chars: int
+    ) -> tuple[int | None, OpenBlock, type | None, str, int]:
+        """Let the held block go (`chars` counted) and hold the block `event` is written to.
+
+        A root text or reasoning delta of an open block of its type is written to it: its
+        index, the block, its delta type and SSE head, and a count of 0. Anything else takes
+        the general path: no index (no delta matches it), the block let go kept.
+        """
+        held.chars += chars
+        if type(event) is BlockDelta and event.path is _ROOT and self._FAST_PATH:
+            found = self._blocks.get(event.index)
+            if found is not None and type(event.delta) is found.delta_type:
+                return event.index, found, found.delta_type, found.head, 0
+        return None, held, None, "", 0
 
     def _new_step(self, source: Origin | None = None) -> None:
         # A fallback client's answer names the client that streams it: its opaque data is

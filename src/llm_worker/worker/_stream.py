@@ -198,29 +198,20 @@ class Channel:
             exc = exc.error
         self.give_back(loan, exc)
 
-    def handed(self, loan: _Loan, event: Any) -> bool:
-        """A lent step read `event`: process it as `RunStream.__anext__` does (kept in step).
+    def settled(self, loan: _Loan, event: Any, value: Any) -> bool:
+        """A lent event was processed to `value`: end the loan on a value, as `__anext__` does.
 
-        For the readers that take the lent step in a loop of their own (see `lender`).
+        For the readers that take the lent step in a loop of their own (see `lender`), when
+        the processing gave a value or sent events of its own (kept in step with `__anext__`).
 
         Returns:
-            Whether the reader hands `event` on now; if not, it reads again (what the
-            event's processing sent goes after it, or the run revoked the loan and the
-            event is not processed, as it would not be).
+            Whether the reader hands `event` on now; if not, it is put back before what its
+            processing sent, and the reader reads again.
         """
-        if loan.revoked:
-            self.stepped(loan, None)
-            return False
-        loan.reader = None
-        try:
-            value = loan.ctx.run(loan.process, event)
-        except BaseException as exc:  # the run's, as if raised in its task (a cancel too)
-            self.failed(loan, event, exc)
-            return False
         if value is not None:
             self.give_back(loan, value)
         if self.buffer:
-            self.buffer.appendleft(event)  # before what its processing sent
+            self.buffer.appendleft(event)
             return False
         return True
 
@@ -457,8 +448,8 @@ def _second_reader() -> ConfigurationError:
     )
 
 
-def lender(events: object) -> tuple[RunStream[Any] | None, Channel]:
-    """`events` if it is a `RunStream`, and the channel its run lends its reader through.
+def lender(events: object) -> tuple[RunStream[Any] | None, Channel, deque[Any]]:
+    """`events` if it is a `RunStream`, the channel its run lends its reader through, its buffer.
 
     For a reader that takes `RunStream.__anext__`'s lent step in a loop of its own (the web
     encoders: one generator between the run and the browser, not a coroutine per event) and
@@ -467,8 +458,10 @@ def lender(events: object) -> tuple[RunStream[Any] | None, Channel]:
     """
     if type(events) is RunStream:
         run = cast("RunStream[Any]", events)
-        return run, run._channel  # pyright: ignore[reportPrivateUsage]
-    return None, Channel()
+        channel = run._channel  # pyright: ignore[reportPrivateUsage]
+        return run, channel, channel.buffer
+    channel = Channel()
+    return None, channel, channel.buffer
 
 
 def channel_of(sinks: list[Callable[[Any], None]]) -> Channel | None:
