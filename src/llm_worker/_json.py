@@ -19,6 +19,7 @@ __all__ = (
     "as_int",
     "as_list",
     "as_str",
+    "is_unicode",
     "json_type",
     "not_unicode",
     "sendable_json",
@@ -92,11 +93,11 @@ def not_unicode(value: object, path: str) -> str | None:
     named by the path of its object (`messages[2].input: a key`).
     """
     if isinstance(value, str):
-        return None if _valid(value) else path
+        return None if is_unicode(value) else path
     if isinstance(value, Mapping):
         for key, item in cast("Mapping[object, object]", value).items():
             here = f"{path}.{key}" if path else str(key)
-            if isinstance(key, str) and not _valid(key):
+            if isinstance(key, str) and not is_unicode(key):
                 return f"{path or 'the body'}: a key"
             found = not_unicode(item, here)
             if found is not None:
@@ -109,7 +110,8 @@ def not_unicode(value: object, path: str) -> str | None:
     return None
 
 
-def _valid(text: str) -> bool:
+def is_unicode(text: str) -> bool:
+    """Whether UTF-8 can carry `text` (it holds no lone surrogate)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -24,7 +24,7 @@ from typing import TypeVar, cast
 
 import orjson
 
-from llm_worker._json import json_type, not_unicode
+from llm_worker._json import is_unicode, json_type, not_unicode
 from llm_worker._wide_json import json_bytes
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import Message
@@ -149,7 +149,7 @@ def _lone(value: object) -> tuple[_Path, bool] | None:
     while stack:
         item, path = stack.pop()
         if isinstance(item, str):
-            if not _valid(item):
+            if not is_unicode(item):
                 return path, False
             continue
         ident = id(item)
@@ -158,18 +158,10 @@ def _lone(value: object) -> tuple[_Path, bool] | None:
         seen.add(ident)
         if isinstance(item, Mapping):
             entries = list(cast("Mapping[object, object]", item).items())
-            if any(isinstance(k, str) and not _valid(k) for k, _ in entries):
+            if any(isinstance(k, str) and not is_unicode(k) for k, _ in entries):
                 return path, True
             children = [(v, (*path, str(k))) for k, v in entries]
         else:
             children = [(v, (*path, i)) for i, v in enumerate(cast("list[object]", item))]
         stack.extend(reversed(children))
     return None
-
-
-def _valid(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
