@@ -299,8 +299,7 @@ class SSEDecoder:
         moment: a run is read so up to `_RUN_BYTES`, a larger read (rarely a network read) by
         the line path.
         """
-        if 0x0D in chunk:  # (a byte's value: `bytes in bytes` builds a TypeError first)
-            return [], chunk  # CRLF framing (Gemini) or a lone CR: the line path
+        # (No CR in `chunk`: `_begin` tested it, and a held line holds none, a CR ending it.)
         end = chunk.rfind(b"\n\n") + 2  # (the held line holds no LF: the end is in the read)
         if end < 2 or end + self._tail_size > _RUN_BYTES:
             return [], chunk  # no event ends here: the line path holds the read, unjoined
