@@ -21,6 +21,7 @@ __all__ = (
     "as_str",
     "is_unicode",
     "json_type",
+    "lone_surrogate",
     "not_unicode",
     "sendable_json",
     "sendable_text",
@@ -92,21 +93,44 @@ def not_unicode(value: object, path: str) -> str | None:
     it names the place, never the text. `path` is `value`'s own (`""` for the top); a key is
     named by the path of its object (`messages[2].input: a key`).
     """
-    if isinstance(value, str):
-        return None if is_unicode(value) else path
-    if isinstance(value, Mapping):
-        for key, item in cast("Mapping[object, object]", value).items():
-            here = f"{path}.{key}" if path else str(key)
-            if isinstance(key, str) and not is_unicode(key):
-                return f"{path or 'the body'}: a key"
-            found = not_unicode(item, here)
-            if found is not None:
-                return found
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(cast("list[object]", value)):
-            found = not_unicode(item, f"{path}[{i}]")
-            if found is not None:
-                return found
+    found = lone_surrogate(value)
+    if found is None:
+        return None
+    steps, key = found
+    for step in steps:
+        if isinstance(step, int):
+            path += f"[{step}]"
+        else:
+            path = f"{path}.{step}" if path else step
+    return f"{path or 'the body'}: a key" if key else path
+
+
+def lone_surrogate(value: object) -> tuple[tuple[str | int, ...], bool] | None:
+    """The steps to the first string in `value` UTF-8 cannot carry, and whether it is a key.
+
+    A key is reached by the steps to its object. Walked without recursion (`json.loads`
+    nests a thousand levels), each container once (a caller's value may hold itself).
+    """
+    stack: list[tuple[object, tuple[str | int, ...]]] = [(value, ())]
+    seen: set[int] = set()
+    while stack:
+        item, steps = stack.pop()
+        if isinstance(item, str):
+            if not is_unicode(item):
+                return steps, False
+            continue
+        ident = id(item)
+        if ident in seen or not isinstance(item, Mapping | list | tuple):
+            continue
+        seen.add(ident)
+        if isinstance(item, Mapping):
+            entries = list(cast("Mapping[object, object]", item).items())
+            if any(isinstance(k, str) and not is_unicode(k) for k, _ in entries):
+                return steps, True
+            children = [(v, (*steps, str(k))) for k, v in entries]
+        else:
+            children = [(v, (*steps, i)) for i, v in enumerate(cast("list[object]", item))]
+        stack.extend(reversed(children))
     return None
 
 

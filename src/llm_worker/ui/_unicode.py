@@ -20,11 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
-from typing import TypeVar, cast
+from typing import TypeVar
 
 import orjson
 
-from llm_worker._json import is_unicode, json_type, not_unicode
+from llm_worker._json import json_type, lone_surrogate, not_unicode
 from llm_worker._wide_json import json_bytes
 from llm_worker.errors import InvalidMessagesError
 from llm_worker.messages import Message
@@ -105,7 +105,7 @@ def readable(build: Callable[[list[object]], _T], messages: Iterable[object], pr
         json_bytes(items)
     except orjson.JSONEncodeError:
         for n, message in enumerate(items):
-            found = _lone(message)
+            found = lone_surrogate(message)
             if found is not None:
                 raise _not_unicode(f"{protocol} message {n}", *found) from None
     return out
@@ -136,32 +136,3 @@ def _not_unicode(message: str, path: _Path, key: bool) -> InvalidMessagesError:
         "surrogate), which no model's request can carry; replace it first (e.g. "
         "text.encode('utf-8', 'replace').decode())"
     )
-
-
-def _lone(value: object) -> tuple[_Path, bool] | None:
-    """The path to the first string in `value` UTF-8 cannot carry, and whether it is a key.
-
-    Walked without recursion (`json.loads` nests a thousand levels), each container once
-    (a caller's value may hold itself).
-    """
-    stack: list[tuple[object, _Path]] = [(value, ())]
-    seen: set[int] = set()
-    while stack:
-        item, path = stack.pop()
-        if isinstance(item, str):
-            if not is_unicode(item):
-                return path, False
-            continue
-        ident = id(item)
-        if ident in seen or not isinstance(item, Mapping | list | tuple):
-            continue
-        seen.add(ident)
-        if isinstance(item, Mapping):
-            entries = list(cast("Mapping[object, object]", item).items())
-            if any(isinstance(k, str) and not is_unicode(k) for k, _ in entries):
-                return path, True
-            children = [(v, (*path, str(k))) for k, v in entries]
-        else:
-            children = [(v, (*path, i)) for i, v in enumerate(cast("list[object]", item))]
-        stack.extend(reversed(children))
-    return None
