@@ -88,6 +88,7 @@ from llm_worker.providers._openai_chat_tools import ToolCalls
 from llm_worker.providers._openai_errors import unverified_organization
 from llm_worker.providers._openai_logprobs import token_logprobs
 from llm_worker.providers._sse import json_of, text_of
+from llm_worker.providers._template import ByteTemplate
 
 __all__ = ("OpenAIChatClient",)
 
@@ -177,6 +178,22 @@ def _whole_body(body: bytes) -> bytes:
     return b"".join(b"data: " + line + b"\n" for line in body.splitlines()) + b"\n"
 
 
+# The holes of a text chunk's template: its content, and OpenAI's padding (read by nobody).
+_CONTENT: Final = b'"content":'
+_OBFUSCATION: Final = b'"obfuscation":'
+
+
+def _placed(chunk: Any, text: str, ignored: str | None) -> Any:
+    # A plain text chunk with its content (and padding) set: `ByteTemplate.of`'s proof.
+    (choice,) = chunk["choices"]
+    choice["delta"]["content"] = text
+    if ignored is not None:
+        if "obfuscation" not in chunk:
+            raise KeyError("obfuscation")
+        chunk["obfuscation"] = ignored
+    return chunk
+
+
 class ChatStreamMapper:
     """Maps one Chat Completions stream onto a `BlockEmitter` (the `StreamMapper` protocol)."""
 
@@ -190,7 +207,9 @@ class ChatStreamMapper:
         "_refused",
         "_scrub",
         "_stop_string",
+        "_template",
         "_tools",
+        "_tries",
     )
     caller_error = staticmethod(unverified_organization)  # drive()'s optional hook
 
@@ -213,16 +232,25 @@ class ChatStreamMapper:
         # identified, its choices are read by subscript, no tool call is live. Set again after
         # each chunk the full path reads (the only place they change).
         self._plain = False
+        # The stream's text chunk as bytes (see `_template`): learnt from a chunk the hot
+        # path read, at most `_tries` times a stream (a server whose chunks keep changing
+        # elsewhere than in the text costs a few proofs, not one per chunk).
+        self._template: ByteTemplate | None = None
+        self._tries = 4
 
     @property
     def complete(self) -> bool:
         """`[DONE]` arrived, or the answer's finish reason did (see the module docstring)."""
         return self._done or self._finish is not None
 
-    def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> str | None:
+    def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> str | None:  # noqa: C901
         """Map one SSE event; a delta of only text is returned (see `StreamMapper`)."""
         if event != "message":
             return self._named(event, data)
+        if self._plain and self._template is not None:
+            text = self._template.text(data)  # the stream's text chunk but for its strings
+            if text is not None:
+                return text or None
         # Parsed JSON is Any: the hot path reads it with .get() directly (one call per field);
         # a chunk of another shape raises AttributeError/TypeError, which drive() reports as
         # a MalformedStreamError.
@@ -259,6 +287,8 @@ class ChatStreamMapper:
                 ):
                     text = delta.get("content")
                     if text.__class__ is str:
+                        if text and self._tries:
+                            self._learn(data)
                         return text or None
             except ValueError:
                 pass  # not one choice: the full path reads them
@@ -274,6 +304,11 @@ class ChatStreamMapper:
                 return text or None
         self._chunk(_object_of(chunk, data), emitter)
         return None
+
+    def _learn(self, data: bytes) -> None:
+        # A text chunk the template (if any) did not match: its own template, if provable.
+        self._tries -= 1
+        self._template = ByteTemplate.of(data, _CONTENT, _OBFUSCATION, _placed) or self._template
 
     def _named(self, event: str, data: bytes) -> None:
         # An event with an `event:` name, which Chat does not send but Groq's errors.

@@ -1,0 +1,148 @@
+"""A stream's repeated chunk, kept as bytes: its text read without parsing the rest again.
+
+A provider streams text as chunks that repeat the same JSON but for the text string (the
+response's id, model and creation time, the choice's index, `"finish_reason":null`), and
+OpenAI adds a padding string (`obfuscation`) that changes in every chunk and that nobody
+reads. `ByteTemplate` holds such a chunk's bytes around those strings: a chunk that begins
+with the same head, holds the same middle and ends with the same tail, where what lies
+between them are JSON strings, is that chunk with other strings in their places — JSON's
+grammar takes a string token anywhere another one stood — so its text is the first hole
+parsed alone, and nothing else of it needs reading.
+
+What makes that sound, checked once when the template is made (`ByteTemplate.of`): the
+head and the middle end outside any string (their unescaped quotes are even), and the
+chunk parsed with empty strings in the holes is the chunk itself but for those two fields
+(so the holes are exactly the text's and the padding's places, in whatever key order or
+spacing the server writes). When matching, every hole must parse as a string on its own
+(`orjson.loads`: exactly what orjson accepts in a whole chunk, UTF-8 and escapes
+included); anything else is no match, and the caller parses the chunk in full.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, Final
+
+from orjson import JSONDecodeError
+from orjson import loads as _loads
+
+__all__ = ["ByteTemplate"]
+
+_ESCAPE: Final = re.compile(rb"\\.", re.DOTALL)
+# What the proof puts in the holes: strings no chunk's other fields hold.
+_TEXT_MARK: Final = b'"\\u0000text hole"'
+_IGNORED_MARK: Final = b'"\\u0000ignored hole"'
+
+
+class ByteTemplate:
+    """A chunk's bytes but for its text string (and, optionally, one ignored string)."""
+
+    __slots__ = ("_head", "_middle", "_n", "_span", "_tail", "_tail_n")
+
+    def __init__(self, head: bytes, middle: bytes | None, tail: bytes) -> None:
+        self._head = head
+        self._n = len(head)
+        self._middle = middle
+        self._span = len(middle) if middle is not None else 0
+        self._tail = tail
+        self._tail_n = len(tail)
+
+    @classmethod
+    def of(
+        cls,
+        data: bytes,
+        text_key: bytes,
+        ignored_key: bytes | None,
+        place: Callable[[Any, str, str | None], Any],
+    ) -> ByteTemplate | None:
+        """The template of `data`, its holes at `text_key`'s string (and `ignored_key`'s).
+
+        `place(chunk, text, ignored)` gives a parsed chunk with its text field set to
+        `text` and, unless `ignored` is None, its ignored field to `ignored`. The template is
+        made only when `data` with two marks in its holes parses to `place` of `data` parsed
+        whole with the same marks: proof that the holes are those fields. None when no
+        template can be proven for these bytes.
+        """
+        text = _string_after(data, text_key)
+        if text is None:
+            return None
+        head, rest = data[: text[0]], data[text[1] :]
+        middle: bytes | None = None
+        if ignored_key is not None:
+            ignored = _string_after(rest, ignored_key)
+            if ignored is not None:
+                middle, rest = rest[: ignored[0]], rest[ignored[1] :]
+        if not _outside_strings(head) or (middle is not None and not _outside_strings(middle)):
+            return None
+        marked = head + _TEXT_MARK + (middle + _IGNORED_MARK if middle is not None else b"") + rest
+        try:
+            expected = place(
+                _loads(data), _loads(_TEXT_MARK), None if middle is None else _loads(_IGNORED_MARK)
+            )
+            return cls(head, middle, rest) if expected == _loads(marked) else None
+        except (JSONDecodeError, LookupError, TypeError, AttributeError):
+            return None
+
+    def text(self, data: bytes) -> str | None:
+        """The text of a chunk of this template, or None when `data` is not one."""
+        n = self._n
+        if data[:n] != self._head:
+            return None
+        middle = self._middle
+        if middle is None:
+            piece = data[n : len(data) - self._tail_n]
+            if data[len(data) - self._tail_n :] != self._tail:
+                return None
+        else:
+            cut = data.find(middle, n)
+            if cut < 0 or not self._tail_ends(data, cut + self._span):
+                return None
+            piece = data[n:cut]
+        try:
+            text = _loads(piece)
+        except JSONDecodeError:
+            return None
+        return text if text.__class__ is str else None
+
+    def _tail_ends(self, data: bytes, start: int) -> bool:
+        # After the middle: the ignored string, then the tail.
+        end = len(data) - self._tail_n
+        if end < start or data[end:] != self._tail:
+            return False
+        try:
+            return _loads(data[start:end]).__class__ is str
+        except JSONDecodeError:
+            return False
+
+    def __repr__(self) -> str:
+        # The bytes are the answer's (an id, a model's name): never shown.
+        return f"ByteTemplate(head={self._n} bytes, holes={1 if self._middle is None else 2})"
+
+
+def _string_after(data: bytes, key: bytes) -> tuple[int, int] | None:
+    """The span of the JSON string token right after the first `key` (`"name":`).
+
+    A guess: `ByteTemplate.of` proves it (a key's bytes inside a string, or a value that is
+    no string, fails the proof there).
+    """
+    at = data.find(key)
+    if at < 0:
+        return None
+    begin = at + len(key)
+    if data[begin : begin + 1] != b'"':
+        return None
+    end = begin + 1
+    while True:
+        end = data.find(b'"', end)
+        if end < 0:
+            return None
+        backslashes = len(data[begin + 1 : end]) - len(data[begin + 1 : end].rstrip(b"\\"))
+        if backslashes % 2 == 0:
+            return begin, end + 1
+        end += 1
+
+
+def _outside_strings(piece: bytes) -> bool:
+    """Whether a piece of valid JSON from a token's start ends outside any string."""
+    return _ESCAPE.sub(b"", piece).count(b'"') % 2 == 0
