@@ -84,6 +84,7 @@ from llm_worker.providers._blocks import BlockEmitter, drive, wrong_type
 from llm_worker.providers._body import encoded_request
 from llm_worker.providers._http import error_class
 from llm_worker.providers._openai_chat_request import PROVIDER, THINKING_PART, build_chat_body
+from llm_worker.providers._openai_chat_template import chat_text_template
 from llm_worker.providers._openai_chat_tools import ToolCalls
 from llm_worker.providers._openai_errors import unverified_organization
 from llm_worker.providers._openai_logprobs import token_logprobs
@@ -178,22 +179,6 @@ def _whole_body(body: bytes) -> bytes:
     return b"".join(b"data: " + line + b"\n" for line in body.splitlines()) + b"\n"
 
 
-# The holes of a text chunk's template: its content, and OpenAI's padding (read by nobody).
-_CONTENT: Final = b'"content":'
-_OBFUSCATION: Final = b'"obfuscation":'
-
-
-def _placed(chunk: Any, text: str, ignored: str | None) -> Any:
-    # A plain text chunk with its content (and padding) set: `ByteTemplate.of`'s proof.
-    (choice,) = chunk["choices"]
-    choice["delta"]["content"] = text
-    if ignored is not None:
-        if "obfuscation" not in chunk:
-            raise KeyError("obfuscation")
-        chunk["obfuscation"] = ignored
-    return chunk
-
-
 class ChatStreamMapper:
     """Maps one Chat Completions stream onto a `BlockEmitter` (the `StreamMapper` protocol)."""
 
@@ -251,9 +236,8 @@ class ChatStreamMapper:
             text = self._template.text(data)  # the stream's text chunk but for its strings
             if text is not None:
                 return text or None
-        # Parsed JSON is Any: the hot path reads it with .get() directly (one call per field);
-        # a chunk of another shape raises AttributeError/TypeError, which drive() reports as
-        # a MalformedStreamError.
+        # Parsed JSON is Any, read directly: a chunk of another shape raises AttributeError /
+        # TypeError, which drive() reports as a MalformedStreamError.
         try:
             chunk: Any = _loads(data)  # inline: `json_of`'s first try, a call less per event
         except orjson.JSONDecodeError:
@@ -308,7 +292,7 @@ class ChatStreamMapper:
     def _learn(self, data: bytes) -> None:
         # A text chunk the template (if any) did not match: its own template, if provable.
         self._tries -= 1
-        self._template = ByteTemplate.of(data, _CONTENT, _OBFUSCATION, _placed) or self._template
+        self._template = chat_text_template(data) or self._template
 
     def _named(self, event: str, data: bytes) -> None:
         # An event with an `event:` name, which Chat does not send but Groq's errors.
