@@ -27,6 +27,7 @@ DEFERRED = (
     "random",
     "pathlib",
     "llm_worker.providers._cooldown",
+    "llm_worker.providers._template",  # Chat's byte template: at a stream's first text
     "httpx",
     "aiohttp",
 )

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from functools import lru_cache, partial
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 from urllib.parse import urlsplit
 
 import orjson
@@ -84,12 +84,13 @@ from llm_worker.providers._blocks import BlockEmitter, drive, wrong_type
 from llm_worker.providers._body import encoded_request
 from llm_worker.providers._http import error_class
 from llm_worker.providers._openai_chat_request import PROVIDER, THINKING_PART, build_chat_body
-from llm_worker.providers._openai_chat_template import chat_text_template
 from llm_worker.providers._openai_chat_tools import ToolCalls
 from llm_worker.providers._openai_errors import unverified_organization
 from llm_worker.providers._openai_logprobs import token_logprobs
 from llm_worker.providers._sse import json_of, text_of
-from llm_worker.providers._template import ByteTemplate
+
+if TYPE_CHECKING:
+    from llm_worker.providers._template import ByteTemplate
 
 __all__ = ("OpenAIChatClient",)
 
@@ -291,6 +292,9 @@ class ChatStreamMapper:
 
     def _learn(self, data: bytes) -> None:
         # A text chunk the template (if any) did not match: its own template, if provable.
+        # (Imported here, at a stream's first text: not part of importing or building.)
+        from llm_worker.providers._openai_chat_template import chat_text_template
+
         self._tries -= 1
         self._template = chat_text_template(data) or self._template
 
