@@ -23,7 +23,7 @@ from llm_worker.errors import ProviderError
 from llm_worker.messages import Origin
 from llm_worker.providers import openai_chat
 from llm_worker.providers._blocks import StreamMapper, drive
-from llm_worker.providers._openai_chat_template import placed
+from llm_worker.providers._openai_chat_template import chat_text_template, placed
 from llm_worker.providers._template import ByteTemplate
 from llm_worker.providers.openai_chat import ChatStreamMapper
 
@@ -95,7 +95,18 @@ def test_a_template_reads_any_content_and_refuses_any_other_chunk(
     data = orjson.dumps(_chunk(base, "The ", pad))
     template = ByteTemplate.of(data, b'"content":', b'"obfuscation":', placed)
     assert template is not None
-    for text in ["x", "", 'quo"te', "back\\slash", "😄 é", "\x00\n", '},"finish_reason":null}]']:
+    texts = [
+        "x",
+        "",
+        'quo"te',
+        "back\\slash",
+        "ends\\",
+        '\\"',
+        "😄 é",
+        "\x00\n",
+        '},"finish_reason":null}]',
+    ]
+    for text in texts:
         for ascii_only in (False, True):
             assert (
                 template.text(_encoded(_chunk(base, text, pad and pad[::-1]), ascii_only)) == text
@@ -147,6 +158,24 @@ def test_no_template_where_the_holes_cannot_be_proven() -> None:
     assert ByteTemplate.of(b'{"content":5}', b'"content":', None, placed) is None
     unfinished = orjson.dumps(_chunk(_COMPATIBLE, "The ", None))[:-3]
     assert ByteTemplate.of(unfinished, b'"content":', None, placed) is None
+
+
+@pytest.mark.parametrize("text", ["ends\\", 'a\\"b', '\\\\"', "x" * 100])
+def test_a_template_is_learnt_from_any_content_it_can_end(text: str) -> None:
+    # The content's end found past escaped quotes and backslashes of any run length.
+    template = chat_text_template(orjson.dumps(_chunk(_COMPATIBLE, text, None)))
+    assert template is not None
+    assert template.text(orjson.dumps(_chunk(_COMPATIBLE, "other", None))) == "other"
+
+
+async def test_no_template_of_a_chunk_over_16_kib_and_its_stream_reads_alike() -> None:
+    # Finding a content's end costs a step per escaped quote: a large chunk is never a
+    # template (a hostile one of millions of them would cost seconds), and is read whole.
+    large = orjson.dumps(_chunk(_COMPATIBLE, '"' * 9_000, None))
+    assert len(large) > 16 * 1024
+    assert chat_text_template(large) is None
+    fast, general = await _both(_body([large, large, orjson.dumps(_chunk(_COMPATIBLE, "x", None))]))
+    assert fast == general
 
 
 def test_a_templates_repr_shows_no_byte_of_the_answer() -> None:

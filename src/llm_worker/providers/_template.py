@@ -11,9 +11,9 @@ parsed alone, and nothing else of it needs reading.
 
 What makes that sound, checked once when the template is made (`ByteTemplate.of`): the
 head and the middle end outside any string (their unescaped quotes are even), and the
-chunk parsed with empty strings in the holes is the chunk itself but for those two fields
-(so the holes are exactly the text's and the padding's places, in whatever key order or
-spacing the server writes). When matching, every hole must parse as a string on its own
+chunk parsed with a mark in each hole is the chunk itself with those two fields set to the
+marks (so the holes are exactly the text's and the padding's places, in whatever key order
+or spacing the server writes). When matching, every hole must parse as a string on its own
 (`orjson.loads`: exactly what orjson accepts in a whole chunk, UTF-8 and escapes
 included); anything else is no match, and the caller parses the chunk in full.
 """
@@ -28,6 +28,10 @@ from orjson import loads as _loads
 
 __all__ = ["ByteTemplate"]
 
+# The largest chunk a template is made of: text chunks are tens of bytes to a few KiB, and
+# a larger one's content costs more to parse than the rest of it, while finding its end
+# costs a step per escaped quote (a hostile 16 MiB chunk: seconds).
+_MOST: Final = 16 * 1024
 # What the proof puts in the holes: strings no chunk's other fields hold.
 _TEXT_MARK: Final = b'"\\u0000text hole"'
 _IGNORED_MARK: Final = b'"\\u0000ignored hole"'
@@ -60,9 +64,9 @@ class ByteTemplate:
         `text` and, unless `ignored` is None, its ignored field to `ignored`. The template is
         made only when `data` with two marks in its holes parses to `place` of `data` parsed
         whole with the same marks: proof that the holes are those fields. None when no
-        template can be proven for these bytes.
+        template can be proven for these bytes, or when they are over 16 KiB.
         """
-        text = _string_after(data, text_key)
+        text = _string_after(data, text_key) if len(data) <= _MOST else None
         if text is None:
             return None
         head, rest = data[: text[0]], data[text[1] :]
@@ -135,8 +139,12 @@ def _string_after(data: bytes, key: bytes) -> tuple[int, int] | None:
         end = data.find(b'"', end)
         if end < 0:
             return None
-        backslashes = len(data[begin + 1 : end]) - len(data[begin + 1 : end].rstrip(b"\\"))
-        if backslashes % 2 == 0:
+        # The backslashes right before it, counted back from it (each run once: linear in
+        # the string, however many escaped quotes it holds).
+        before = end - 1
+        while data[before] == 0x5C:
+            before -= 1
+        if (end - 1 - before) % 2 == 0:
             return begin, end + 1
         end += 1
 
