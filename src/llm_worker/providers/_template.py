@@ -13,9 +13,11 @@ What makes that sound, checked once when the template is made (`ByteTemplate.of`
 head and the middle end outside any string (their unescaped quotes are even), and the
 chunk parsed with a mark in each hole is the chunk itself with those two fields set to the
 marks (so the holes are exactly the text's and the padding's places, in whatever key order
-or spacing the server writes). When matching, every hole must parse as a string on its own
-(`orjson.loads`: exactly what orjson accepts in a whole chunk, UTF-8 and escapes
-included); anything else is no match, and the caller parses the chunk in full.
+or spacing the server writes) — for two pairs of marks, as a chunk may hold one pair
+already (another field holding the first marks then passed for the text's). When matching,
+every hole must parse as a string on its own (`orjson.loads`: exactly what orjson accepts
+in a whole chunk, UTF-8 and escapes included); anything else is no match, and the caller
+parses the chunk in full.
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ __all__ = ["ByteTemplate"]
 # a larger one's content costs more to parse than the rest of it, while finding its end
 # costs a step per escaped quote (a hostile 16 MiB chunk: seconds).
 _MOST: Final = 16 * 1024
-# What the proof puts in the holes: strings no chunk's other fields hold.
-_TEXT_MARK: Final = b'"\\u0000text hole"'
-_IGNORED_MARK: Final = b'"\\u0000ignored hole"'
+# What the proof puts in the holes (text, ignored), twice: a chunk may hold one pair already.
+_MARKS: Final = (
+    (b'"\\u0000text hole"', b'"\\u0000ignored hole"'),
+    (b'"\\u0001text hole"', b'"\\u0001ignored hole"'),
+)
 
 
 class ByteTemplate:
@@ -62,9 +66,10 @@ class ByteTemplate:
 
         `place(chunk, text, ignored)` gives a parsed chunk with its text field set to
         `text` and, unless `ignored` is None, its ignored field to `ignored`. The template is
-        made only when `data` with two marks in its holes parses to `place` of `data` parsed
-        whole with the same marks: proof that the holes are those fields. None when no
-        template can be proven for these bytes, or when they are over 16 KiB.
+        made only when `data` with marks in its holes parses to `place` of `data` parsed
+        whole with the same marks, for each of two pairs of marks: proof that the holes are
+        those fields. None when no template can be proven for these bytes, or when they are
+        over 16 KiB.
         """
         text = _string_after(data, text_key) if len(data) <= _MOST else None
         if text is None:
@@ -77,14 +82,20 @@ class ByteTemplate:
                 middle, rest = rest[: ignored[0]], rest[ignored[1] :]
         if not _outside_strings(head) or (middle is not None and not _outside_strings(middle)):
             return None
-        marked = head + _TEXT_MARK + (middle + _IGNORED_MARK if middle is not None else b"") + rest
+        template = cls(head, middle, rest)
+        return template if all(template._proven(data, *marks, place) for marks in _MARKS) else None
+
+    def _proven(
+        self, data: bytes, text: bytes, ignored: bytes, place: Callable[[Any, str, str | None], Any]
+    ) -> bool:
+        # `data` with these marks in the holes parses to `data` with them in its fields.
+        middle = self._middle
+        marked = self._head + text + (b"" if middle is None else middle + ignored) + self._tail
         try:
-            expected = place(
-                _loads(data), _loads(_TEXT_MARK), None if middle is None else _loads(_IGNORED_MARK)
-            )
-            return cls(head, middle, rest) if expected == _loads(marked) else None
+            padding = None if middle is None else _loads(ignored)
+            return place(_loads(data), _loads(text), padding) == _loads(marked)
         except (JSONDecodeError, LookupError, TypeError, AttributeError):
-            return None
+            return False
 
     def text(self, data: bytes) -> str | None:
         """The text of a chunk of this template, or None when `data` is not one."""
