@@ -445,6 +445,81 @@ def test_random_streams_of_recorded_shapes_with_mutated_bytes_give_the_reference
     anyio.run(_compare, _sse(chunks), (size,))
 
 
+_LEAVES: list[Any] = [
+    None, 0, 1, "", "a", "b", "\x00text hole", "\x00ignored hole", "\x01text hole",
+    "\x01ignored hole", '"content":"x"', '"obfuscation":"y"', "\\", '"', "\ud800", "é",
+]  # fmt: skip
+_EXTRA_KEYS = ["content", "obfuscation", 'x"content', "obfuscation\\", "note", "usage", "zz"]
+_SEPARATORS = [(",", ":"), (", ", ": "), (",", ": "), (" ,", " :")]
+
+
+def _dumps(value: Any, separators: tuple[str, str], ascii_only: bool) -> bytes:
+    try:
+        if separators == (",", ":") and not ascii_only:
+            return orjson.dumps(value)
+        return json.dumps(value, separators=separators, ensure_ascii=ascii_only).encode()
+    except (orjson.JSONEncodeError, UnicodeEncodeError):  # a lone surrogate: escaped
+        return json.dumps(value, separators=separators).encode()
+
+
+_TEXTS = st.one_of(st.text(max_size=6), st.sampled_from([v for v in _LEAVES if v.__class__ is str]))
+
+
+@st.composite
+def _structured_stream(draw: st.DrawFn) -> bytes:
+    """A stream of one chunk structure, its chunks differing in the text and other fields.
+
+    Extra keys beside and inside the choice (named like `content` or `obfuscation` too),
+    their values fixed or varying from chunk to chunk, the keys in one random order (some
+    chunks in another), spaces or not, UTF-8 or `\\uXXXX` escapes.
+    """
+    extras = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["top", "choice", "delta", "nested"]),
+                st.sampled_from(_EXTRA_KEYS),
+                st.one_of(st.sampled_from(_LEAVES), st.just(...)),  # ...: a varying slot
+            ),
+            max_size=4,
+        )
+    )
+    padded, ascii_only = draw(st.booleans()), draw(st.booleans())
+    separators = draw(st.sampled_from(_SEPARATORS))
+    seed = draw(st.integers(0, 2**16))
+
+    def chunk(text: str, vary: Any, reorder: bool) -> bytes:
+        delta: dict[str, Any] = {"content": text}
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": None}
+        top: dict[str, Any] = {"id": "c", "object": "chat.completion.chunk", "choices": [choice]}
+        if padded:
+            top["obfuscation"] = f"p{len(text)}"
+        places = {"top": top, "choice": choice, "delta": delta, "nested": top.setdefault("n", {})}
+        for where, key, value in extras:
+            places[where][key] = vary if value is ... else value
+        shuffle = random.Random(seed + reorder).shuffle
+        for place in (top, choice, delta):
+            items = list(place.items())
+            shuffle(items)
+            place.clear()
+            place.update(items)
+        return _dumps(top, separators, ascii_only)
+
+    values = draw(
+        st.lists(st.tuples(_TEXTS, st.sampled_from(_LEAVES), st.booleans()), min_size=2, max_size=8)
+    )
+    first = values[0][0] or "x"
+    chunks = [chunk(first, values[0][1], False), *(chunk(*value) for value in values)]
+    return _sse([_ROLE, *chunks, _FINISH])
+
+
+@settings(max_examples=80, deadline=None)
+@given(body=_structured_stream())
+def test_random_chunk_structures_with_varying_fields_give_the_references_events(
+    body: bytes,
+) -> None:
+    anyio.run(_compare, body)
+
+
 # --- through the real client, on both transports ---------------------------------------------
 
 
