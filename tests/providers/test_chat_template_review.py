@@ -259,7 +259,8 @@ def test_any_tricky_shape_with_any_slot_values_gives_the_references_events(
 async def test_a_chunk_holding_the_proofs_marks_does_not_move_the_hole() -> None:
     # Found in review: a first chunk whose text and another `content` field both held the
     # proof's mark proved a template whose hole was that other field — the next chunk's
-    # text was read from it ("EVIL" in place of the answer's text).
+    # text was read from it ("EVIL" in place of the answer's text). No template is learnt
+    # from a chunk that holds `\u0000` (the marks' U+0000) now.
     shape = _TRICKY[1]
     mark = b'"\\u0000text hole"'
     first = _tricky(shape, mark, b'""', mark, b'""')

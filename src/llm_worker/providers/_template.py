@@ -1,4 +1,4 @@
-"""A stream's repeated chunk, kept as bytes: its text read without parsing the rest again.
+r"""A stream's repeated chunk, kept as bytes: its text read without parsing the rest again.
 
 A provider streams text as chunks that repeat the same JSON but for the text string (the
 response's id, model and creation time, the choice's index, `"finish_reason":null`), and
@@ -13,11 +13,11 @@ What makes that sound, checked once when the template is made (`ByteTemplate.of`
 head and the middle end outside any string (their unescaped quotes are even), and the
 chunk parsed with a mark in each hole is the chunk itself with those two fields set to the
 marks (so the holes are exactly the text's and the padding's places, in whatever key order
-or spacing the server writes) — for two pairs of marks, as a chunk may hold one pair
-already (another field holding the first marks then passed for the text's). When matching,
-every hole must parse as a string on its own (`orjson.loads`: exactly what orjson accepts
-in a whole chunk, UTF-8 and escapes included); anything else is no match, and the caller
-parses the chunk in full.
+or spacing the server writes). The marks hold U+0000, which JSON writes only as `\u0000`:
+a chunk without those bytes holds no mark, so no field but a hole's can pass for one.
+When matching, every hole must parse as a string on its own (`orjson.loads`: exactly what
+orjson accepts in a whole chunk, UTF-8 and escapes included); anything else is no match,
+and the caller parses the chunk in full.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ __all__ = ["ByteTemplate"]
 # a larger one's content costs more to parse than the rest of it, while finding its end
 # costs a step per escaped quote (a hostile 16 MiB chunk: seconds).
 _MOST: Final = 16 * 1024
-# What the proof puts in the holes (text, ignored), twice: a chunk may hold one pair already.
-_MARKS: Final = (
-    (b'"\\u0000text hole"', b'"\\u0000ignored hole"'),
-    (b'"\\u0001text hole"', b'"\\u0001ignored hole"'),
-)
+# What the proof puts in the holes: strings no chunk's other fields hold — U+0000, which
+# JSON can only write as `\u0000` (a raw one is invalid), in a chunk without those bytes.
+_NUL: Final = b"\\u0000"
+_TEXT_MARK: Final = b'"\\u0000text hole"'
+_IGNORED_MARK: Final = b'"\\u0000ignored hole"'
 
 
 class ByteTemplate:
@@ -62,16 +62,17 @@ class ByteTemplate:
         ignored_key: bytes | None,
         place: Callable[[Any, str, str | None], Any],
     ) -> ByteTemplate | None:
-        """The template of `data`, its holes at `text_key`'s string (and `ignored_key`'s).
+        r"""The template of `data`, its holes at `text_key`'s string (and `ignored_key`'s).
 
         `place(chunk, text, ignored)` gives a parsed chunk with its text field set to
         `text` and, unless `ignored` is None, its ignored field to `ignored`. The template is
-        made only when `data` with marks in its holes parses to `place` of `data` parsed
-        whole with the same marks, for each of two pairs of marks: proof that the holes are
-        those fields. None when no template can be proven for these bytes, or when they are
-        over 16 KiB.
+        made only when `data` with two marks in its holes parses to `place` of `data` parsed
+        whole with the same marks: proof that the holes are those fields. None when no
+        template can be proven for these bytes, when they are over 16 KiB, or when they
+        hold `\u0000` (a field already holding a mark would pass for a hole: the text read
+        from another field).
         """
-        text = _string_after(data, text_key) if len(data) <= _MOST else None
+        text = _string_after(data, text_key) if len(data) <= _MOST and _NUL not in data else None
         if text is None:
             return None
         head, rest = data[: text[0]], data[text[1] :]
@@ -82,20 +83,14 @@ class ByteTemplate:
                 middle, rest = rest[: ignored[0]], rest[ignored[1] :]
         if not _outside_strings(head) or (middle is not None and not _outside_strings(middle)):
             return None
-        template = cls(head, middle, rest)
-        return template if all(template._proven(data, *marks, place) for marks in _MARKS) else None
-
-    def _proven(
-        self, data: bytes, text: bytes, ignored: bytes, place: Callable[[Any, str, str | None], Any]
-    ) -> bool:
-        # `data` with these marks in the holes parses to `data` with them in its fields.
-        middle = self._middle
-        marked = self._head + text + (b"" if middle is None else middle + ignored) + self._tail
+        marked = head + _TEXT_MARK + (middle + _IGNORED_MARK if middle is not None else b"") + rest
         try:
-            padding = None if middle is None else _loads(ignored)
-            return place(_loads(data), _loads(text), padding) == _loads(marked)
+            expected = place(
+                _loads(data), _loads(_TEXT_MARK), None if middle is None else _loads(_IGNORED_MARK)
+            )
+            return cls(head, middle, rest) if expected == _loads(marked) else None
         except (JSONDecodeError, LookupError, TypeError, AttributeError):
-            return False
+            return None
 
     def text(self, data: bytes) -> str | None:
         """The text of a chunk of this template, or None when `data` is not one."""
