@@ -308,6 +308,15 @@ async def test_multi_line_data_events_and_crlf_give_the_references_events() -> N
         await _compare(_learnt(shape, good).replace(b"\n", b"\r"), (10**8, 2))
 
 
+async def test_a_stream_cut_at_any_byte_gives_the_references_events() -> None:
+    # The connection closes anywhere: mid-chunk after the template is learnt (the last event,
+    # without its blank line, is dispatched at the end of the stream), between the events.
+    for shape in _SHAPES.values():
+        body = _learnt(shape, _text(shape, 'x "y" z', "q"))
+        for cut in range(len(body) // 3, len(body)):
+            await _compare(body[:cut])
+
+
 async def test_text_after_a_finish_usage_or_tool_call_gives_the_references_events() -> None:
     tool = (
         b'{"id":"chatcmpl-9","object":"chat.completion.chunk","created":7,"model":"m","choices":'
