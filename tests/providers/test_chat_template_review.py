@@ -402,7 +402,7 @@ _TOKENS = [
 ]  # fmt: skip
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(
     stream=st.integers(0, len(_SHAPED) - 1),
     texts=st.lists(st.text(st.characters(codec="utf-16"), max_size=10), min_size=1, max_size=6),
