@@ -68,7 +68,7 @@ from urllib.parse import urlsplit
 import orjson
 from orjson import loads as _loads
 
-from llm_worker._json import as_dict, as_int, as_list, as_str
+from llm_worker._json import as_dict, as_int, as_list, as_str, json_type
 from llm_worker.errors import APIStatusError, MalformedStreamError
 from llm_worker.events import (
     BlockType,
@@ -287,7 +287,7 @@ class ChatStreamMapper:
             text = self._text_by_get(chunk)
             if text is not None:
                 return text or None
-        self._chunk(_object_of(chunk, data), emitter)
+        self._chunk(_object_of(chunk), emitter)
         return None
 
     def _learn(self, data: bytes) -> None:
@@ -542,11 +542,13 @@ def _thinking_text(thinking: object) -> str:
     return "".join(t for t in texts if t)
 
 
-def _object_of(chunk: Any, data: bytes) -> dict[str, Any]:
-    """The parsed chunk (`data` parsed), which must be a JSON object."""
+def _object_of(chunk: Any) -> dict[str, Any]:
+    """The parsed chunk, which must be a JSON object."""
     if chunk.__class__ is not dict:
+        # Its type, not its bytes: a chunk may hold the answer's words (content stays out of
+        # errors unless captured).
         raise MalformedStreamError(
-            f"a stream chunk is not a JSON object: {text_of(data[:100])!r}", provider=_PROVIDER
+            f"a stream chunk is {json_type(chunk)}, not a JSON object", provider=_PROVIDER
         )
     return chunk
 
