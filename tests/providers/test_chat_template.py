@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from llm_worker.providers._blocks import StreamMapper, drive
 from llm_worker.providers._openai_chat_template import chat_text_template, placed
 from llm_worker.providers._template import ByteTemplate
 from llm_worker.providers.openai_chat import ChatStreamMapper
+from support import recorded
 
 pytestmark = pytest.mark.anyio
 
@@ -272,4 +274,40 @@ def test_any_stream_of_text_chunks_with_flipped_bytes_gives_the_general_paths_ev
     body = _body(chunks)
     size = rng.choice([1, 7, 64, 10**7])
     fast, general = asyncio.run(_both(body, size))
+    assert fast == general
+
+
+_BESIDE = ["role", "reasoning_content", "reasoning", "refusal", "tool_calls", "annotations",
+           "audio", "function_call", "x"]  # fmt: skip
+_VALUES: list[Any] = [None, "", "assistant", "think", [], [{}], 0, 1, False, True, {}, {"a": 1}]
+
+
+async def test_a_text_delta_with_keys_beside_its_content_reads_as_the_general_path() -> None:
+    # DeepSeek sends `reasoning_content: null` and OpenRouter `role: "assistant"` in every
+    # text delta: the hot path (and so the template) takes them; any other key, or one of
+    # those holding something, goes to the general path as before.
+    for key in _BESIDE:
+        for value in _VALUES:
+            odd = _chunk(_OPENAI, "t", "pad")
+            odd["choices"][0]["delta"][key] = value
+            plain = [orjson.dumps(_chunk(_OPENAI, t, "pad")) for t in ("a", "b")]
+            body = _body([*plain, orjson.dumps(odd), *plain])
+            for size in (10**7, 9):
+                fast, general = await _both(body, size)
+                assert _made_up(fast) == _made_up(general), (key, value, size)
+
+
+def _made_up(events: list[str]) -> list[str]:
+    # A call without an id gets a random one (`tool_calls: [{}]`): the same on both paths.
+    return [re.sub(r"call_[0-9a-f]{24}", "call_?", event) for event in events]
+
+
+@pytest.mark.parametrize("name", ["deepseek_reasoning_content", "openrouter_cached_tokens"])
+async def test_deepseek_and_openrouter_text_deltas_take_the_template(name: str) -> None:
+    response = recorded.load("openai_chat", name)["response"]
+    body = response["body"].encode()
+    mapper = ChatStreamMapper()
+    fast = await _events(mapper, body, iter(lambda: 10**7, None))
+    assert mapper._template is not None  # pyright: ignore[reportPrivateUsage]
+    _, general = await _both(body)
     assert fast == general

@@ -76,7 +76,6 @@ from llm_worker.events import (
     StopReason,
     ThinkingMetadata,
     TokenLogprob,
-    UsageEvent,
 )
 from llm_worker.messages import Citation, Origin, Request
 from llm_worker.providers._base import HttpClient
@@ -85,6 +84,7 @@ from llm_worker.providers._body import encoded_request
 from llm_worker.providers._http import error_class
 from llm_worker.providers._openai_chat_request import PROVIDER, THINKING_PART, build_chat_body
 from llm_worker.providers._openai_chat_tools import ToolCalls
+from llm_worker.providers._openai_chat_usage import usage_event
 from llm_worker.providers._openai_errors import unverified_organization
 from llm_worker.providers._openai_logprobs import token_logprobs
 from llm_worker.providers._sse import json_of, text_of
@@ -261,7 +261,7 @@ class ChatStreamMapper:
                 delta = choice["delta"]
                 if (
                     delta
-                    and len(delta) == 1
+                    and (len(delta) == 1 or _only_text(delta))
                     and not choice["index"]  # 0; others come from n > 1
                     and choice["finish_reason"] is None
                     and not choice.get("logprobs")
@@ -490,7 +490,7 @@ class ChatStreamMapper:
     def _usage_of(self, chunk: Any, emitter: BlockEmitter) -> None:
         usage = as_dict(chunk.get("usage")) or as_dict(as_dict(chunk.get("x_groq")).get("usage"))
         if usage:
-            emitter.out.append(_usage_event(usage))
+            emitter.out.append(usage_event(usage))
 
     def _error(self, error: object) -> APIStatusError:
         body = as_dict(error)
@@ -542,6 +542,18 @@ def _thinking_text(thinking: object) -> str:
     return "".join(t for t in texts if t)
 
 
+# The keys a text delta may carry beside its content that the general path (`_delta`) reads
+# as absent when falsy (DeepSeek's `reasoning_content: null` in every chunk) or never reads
+# (`role`, which OpenRouter repeats in every chunk).
+_ANY: Final = frozenset({"content", "role"})
+_QUIET: Final = frozenset({"reasoning_content", "reasoning", "refusal", "tool_calls"})
+
+
+def _only_text(delta: dict[str, Any]) -> bool:
+    """Whether a delta of several keys holds nothing but its content for the general path."""
+    return all(key in _ANY or (key in _QUIET and not value) for key, value in delta.items())
+
+
 def _object_of(chunk: Any) -> dict[str, Any]:
     """The parsed chunk, which must be a JSON object."""
     if chunk.__class__ is not dict:
@@ -566,26 +578,6 @@ def _first_int(body: dict[str, Any], *keys: str) -> int | None:
         if value is not None:
             return value
     return None
-
-
-def _usage_event(usage: dict[str, Any]) -> UsageEvent:
-    prompt = as_dict(usage.get("prompt_tokens_details"))
-    completion = as_dict(usage.get("completion_tokens_details"))
-    cached = as_int(prompt.get("cached_tokens"))
-    if cached is None:
-        cached = as_int(usage.get("prompt_cache_hit_tokens"))  # DeepSeek's own name
-    return UsageEvent(
-        input_tokens=as_int(usage.get("prompt_tokens")),
-        output_tokens=as_int(usage.get("completion_tokens")),
-        total_tokens=as_int(usage.get("total_tokens")),
-        cache_read_input_tokens=cached,
-        cache_creation_input_tokens=as_int(prompt.get("cache_write_tokens")),  # OpenRouter
-        reasoning_tokens=as_int(completion.get("reasoning_tokens")),
-        audio_input_tokens=as_int(prompt.get("audio_tokens")),
-        audio_output_tokens=as_int(completion.get("audio_tokens")),
-        accepted_prediction_tokens=as_int(completion.get("accepted_prediction_tokens")),
-        rejected_prediction_tokens=as_int(completion.get("rejected_prediction_tokens")),
-    )
 
 
 def _logprobs(logprobs: Any, kind: str) -> list[TokenLogprob] | None:
