@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -17,11 +16,9 @@ import pytest
 from test_stream_path_review import GeneralChat
 
 from llm_worker._json import json_type
-from llm_worker.errors import ProviderError
 from llm_worker.messages import Origin
-from llm_worker.providers._blocks import StreamMapper, drive
 from llm_worker.providers.openai_chat import ChatStreamMapper
-from support import recorded
+from support.chat_streams import mapped_events, recorded_chat_streams
 
 pytestmark = pytest.mark.anyio
 
@@ -110,28 +107,14 @@ def _dumps_ok(chunk: dict[str, Any]) -> bool:
     return True
 
 
-async def _events(mapper: StreamMapper, body: bytes, size: int) -> list[str]:
-    async def chunks() -> AsyncIterator[bytes]:
-        for at in range(0, len(body), size):
-            yield body[at : at + size]
-
-    seen: list[str] = []
-    try:
-        async for event in drive(chunks(), mapper, provider="p", max_answer_chars=10**9):
-            seen.append(repr(event))
-    except ProviderError as exc:
-        seen.append(f"{type(exc).__name__}: {exc}")
-    return seen
-
-
 async def test_each_hostile_value_in_a_plain_keyed_chunk_gives_the_general_paths_result() -> None:
     origin = Origin("p", "gpt-x")
     for chunk, size in itertools.product(_hostile(), (10_000, 7)):
         body = _body([chunk]) if _dumps_ok(chunk) else None
         if body is None:
             continue
-        fast = await _events(ChatStreamMapper(origin=origin), body, size)
-        general = await _events(GeneralChat(origin=origin), body, size)
+        fast = await mapped_events(ChatStreamMapper(origin=origin), body, size)
+        general = await mapped_events(GeneralChat(origin=origin), body, size)
         assert fast == general, chunk
 
 
@@ -140,18 +123,9 @@ async def test_a_lone_surrogate_in_plain_text_is_what_the_general_path_gives() -
     good = orjson.dumps(_plain("X")).decode()
     hostile = good.replace('"X"', '"\\ud800"').encode()
     body = _body([_plain("X")]).replace(good.encode(), hostile)
-    fast = await _events(ChatStreamMapper(origin=origin), body, 10_000)
-    general = await _events(GeneralChat(origin=origin), body, 10_000)
+    fast = await mapped_events(ChatStreamMapper(origin=origin), body, 10_000)
+    general = await mapped_events(GeneralChat(origin=origin), body, 10_000)
     assert fast == general
-
-
-def _recorded_streams() -> list[tuple[str, bytes]]:
-    streams: list[tuple[str, bytes]] = []
-    for name in recorded.fixture_names("openai_chat"):
-        response = recorded.load("openai_chat", name)["response"]
-        if response["status"] == 200 and "event-stream" in response["content_type"]:
-            streams.append((name, response["body"].encode()))
-    return streams
 
 
 def _third_party(body: bytes, drop: str) -> bytes:
@@ -175,14 +149,14 @@ async def test_every_recorded_stream_and_its_third_party_shapes_in_many_chunking
     # object / index / system_fingerprint left out (third-party servers' shapes).
     origin = Origin("p", "m")
     rng = random.Random(40)
-    streams = _recorded_streams()
+    streams = recorded_chat_streams()
     assert len(streams) >= 15
     for name, body in streams:
         for drop in ("", "logprobs", "object", "index", "system_fingerprint"):
             shaped = _third_party(body, drop) if drop else body
             for size in (5, rng.randint(6, 64), rng.randint(64, 4096), 10**6):
-                fast = await _events(ChatStreamMapper(origin=origin), shaped, size)
-                general = await _events(GeneralChat(origin=origin), shaped, size)
+                fast = await mapped_events(ChatStreamMapper(origin=origin), shaped, size)
+                general = await mapped_events(GeneralChat(origin=origin), shaped, size)
                 assert fast == general, (name, drop, size)
 
 
@@ -203,7 +177,7 @@ async def test_a_chunk_that_is_no_json_object_is_a_typed_error_on_every_path(sta
         head = b"" if state == "first" else head[: head.rindex(b"data: ")]
         body = head + b"data: " + value + b"\n\n"
         for size in (10_000, 3):
-            seen = await _events(ChatStreamMapper(origin=Origin("p", "gpt-x")), body, size)
+            seen = await mapped_events(ChatStreamMapper(origin=Origin("p", "gpt-x")), body, size)
             kind = json_type(orjson.loads(value))
             assert seen[-1] == (
                 f"MalformedStreamError: openai_chat: a stream chunk is {kind}, not a JSON object"

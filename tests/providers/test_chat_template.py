@@ -11,7 +11,6 @@ import asyncio
 import json
 import random
 import re
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
@@ -20,14 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_stream_path_review import GeneralChat
 
-from llm_worker.errors import ProviderError
 from llm_worker.messages import Origin
 from llm_worker.providers import openai_chat
-from llm_worker.providers._blocks import StreamMapper, drive
 from llm_worker.providers._openai_chat_template import chat_text_template, placed
 from llm_worker.providers._template import ByteTemplate
 from llm_worker.providers.openai_chat import ChatStreamMapper
 from support import recorded
+from support.chat_streams import mapped_events
 
 pytestmark = pytest.mark.anyio
 
@@ -66,27 +64,10 @@ def _body(events: list[bytes]) -> bytes:
     return b"".join(b"data: " + data + b"\n\n" for data in every) + b"data: [DONE]\n\n"
 
 
-async def _events(mapper: StreamMapper, body: bytes, sizes: Iterator[int]) -> list[str]:
-    async def chunks() -> AsyncIterator[bytes]:
-        at = 0
-        while at < len(body):
-            size = next(sizes)
-            yield body[at : at + size]
-            at += size
-
-    seen: list[str] = []
-    try:
-        async for event in drive(chunks(), mapper, provider="p", max_answer_chars=10**9):
-            seen.append(repr(event))
-    except ProviderError as exc:
-        seen.append(f"{type(exc).__name__}: {exc}")
-    return seen
-
-
 async def _both(body: bytes, size: int = 10**7) -> tuple[list[str], list[str]]:
     origin = Origin("p", "m")
-    fast = await _events(ChatStreamMapper(origin=origin), body, iter(lambda: size, None))
-    general = await _events(GeneralChat(origin=origin), body, iter(lambda: size, None))
+    fast = await mapped_events(ChatStreamMapper(origin=origin), body, size)
+    general = await mapped_events(GeneralChat(origin=origin), body, size)
     return fast, general
 
 
@@ -200,7 +181,7 @@ async def test_matched_chunks_are_not_parsed_whole(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(openai_chat, "_loads", counted)
     texts = [f"w{i} " for i in range(200)]
     body = _body([orjson.dumps(_chunk(_OPENAI, t, f"p{i}")) for i, t in enumerate(texts)])
-    events = await _events(ChatStreamMapper(), body, iter(lambda: 10**7, None))
+    events = await mapped_events(ChatStreamMapper(), body, 10**7)
     assert sum(e.startswith("BlockDelta(") for e in events) == 200
     assert "".join(texts) in "".join(events) or all(repr(t) in "".join(events) for t in texts)
     assert len(parsed) <= 5, len(parsed)
@@ -212,7 +193,7 @@ async def test_learning_stops_after_its_tries_when_chunks_keep_changing() -> Non
     events = [orjson.dumps(_chunk({**_COMPATIBLE, "created": i}, f"t{i}", None)) for i in range(40)]
     body = _body(events)
     mapper = ChatStreamMapper()
-    fast = await _events(mapper, body, iter(lambda: 10**7, None))
+    fast = await mapped_events(mapper, body, 10**7)
     assert mapper._tries == 0  # pyright: ignore[reportPrivateUsage]
     _, general = await _both(body)
     assert fast == general
@@ -307,7 +288,7 @@ async def test_deepseek_and_openrouter_text_deltas_take_the_template(name: str) 
     response = recorded.load("openai_chat", name)["response"]
     body = response["body"].encode()
     mapper = ChatStreamMapper()
-    fast = await _events(mapper, body, iter(lambda: 10**7, None))
+    fast = await mapped_events(mapper, body, 10**7)
     assert mapper._template is not None  # pyright: ignore[reportPrivateUsage]
     _, general = await _both(body)
     assert fast == general

@@ -30,7 +30,7 @@ from llm_worker.providers._blocks import drive
 from llm_worker.providers._http import RetryPolicy
 from llm_worker.providers.openai_chat import ChatStreamMapper
 from llm_worker.testing import Chunking, WireResponse, WireServer
-from support import recorded
+from support.chat_streams import recorded_chat_streams
 
 pytestmark = pytest.mark.anyio
 
@@ -368,21 +368,12 @@ async def test_learning_is_bounded_when_every_chunk_changes(
 # --- every recorded stream, and random streams of their shapes --------------------------------
 
 
-def _recorded() -> list[tuple[str, bytes]]:
-    streams: list[tuple[str, bytes]] = []
-    for name in recorded.fixture_names("openai_chat"):
-        response = recorded.load("openai_chat", name)["response"]
-        if response["status"] == 200 and "event-stream" in response["content_type"]:
-            streams.append((name, response["body"].encode()))
-    return streams
-
-
 async def test_every_recorded_stream_gives_the_same_events_with_and_without_the_template() -> None:
     # Whole, one byte at a time and in seeded random sizes; the template is really learnt on
     # the recordings of plain text (OpenAI's, Azure's, DeepSeek's, Groq's).
     learnt: list[str] = []
     rng = random.Random(44)
-    for name, body in _recorded():
+    for name, body in recorded_chat_streams():
         for sizes in ((10**8,), (1,), tuple(rng.randint(1, 300) for _ in range(50))):
             mapper = await _compare(body, sizes)
         if _template_of(mapper) is not None:
@@ -395,7 +386,7 @@ def _data_lines(body: bytes) -> list[bytes]:
     return [line[6:] for line in body.split(b"\n") if line.startswith(b"data: {")]
 
 
-_SHAPED = [_data_lines(body) for _, body in _recorded()]
+_SHAPED = [_data_lines(body) for _, body in recorded_chat_streams()]
 _TOKENS = [
     b'"', b"\\", b'\\"', b"}", b"]", b",", b":", b" ", b"\t", b"null", b"0", b'"content":',
     b'"obfuscation":', b'"finish_reason":"stop"', b"\\ud800", b"\xff", "é".encode(),
