@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 import trio
 
 from llm_worker import Worker
-from llm_worker.errors import ConfigurationError
 from llm_worker.events import BlockDelta, TextDelta
 from llm_worker.testing import ScriptedClient, ScriptedResponse
 
@@ -21,16 +19,6 @@ def test_worker_run_works_under_trio() -> None:
     assert trio.run(main) == "hello"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ConfigurationError,
-    reason="Worker.stream is asyncio-only: RunStream's channel and its loan of the answer's "
-    "iterator to the reader are built on asyncio futures, tasks and Task.cancel/uncancel "
-    "(worker/_stream.py); under trio the first read raises a ConfigurationError saying so "
-    "(it was a bare RuntimeError('no running event loop'), and the run's coroutine was left "
-    "never awaited: a RuntimeWarning that failed whichever test the collection came in). "
-    "Worker.run and the clients work under trio.",
-)
 def test_worker_stream_works_under_trio() -> None:
     async def main() -> str:
         worker = Worker(ScriptedClient([ScriptedResponse.text("hello")]))

@@ -6,6 +6,10 @@ the reader its event iterator (`Channel.lend`): the reader's task then reads the
 processes each event itself, so an event costs one task wake-up, not two (the run's task, then
 the reader's). The run takes the iterator back at each completed block, at the end of the
 answer, on an error, and when it is cancelled.
+
+Under trio (no asyncio loop at the first read) the run is a task of `_stream_trio`'s and
+reads its answer itself: nothing is lent (see that module). The choice is made once, when the
+run starts; the asyncio path below carries no check of it.
 """
 
 from __future__ import annotations
@@ -15,13 +19,16 @@ import contextvars
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Generic, Self, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, cast
 
 import anyio
 
 from llm_worker.errors import ConfigurationError
 from llm_worker.events import Event
 from llm_worker.state import OutputT, RunCompleted, RunEvent, RunResult
+
+if TYPE_CHECKING:
+    from llm_worker.worker._stream_trio import Detached
 
 __all__ = (
     "BUFFERED_MAX",
@@ -51,6 +58,18 @@ if sys.version_info < (3, 12):
 else:
     _current_task = asyncio.current_task
 current_task = _current_task  # for the readers that take a lent step inline (see `lender`)
+
+
+class Settable(Protocol):
+    """What a `Channel` wakes its waiters through: an asyncio future (or trio's stand-in)."""
+
+    def done(self) -> bool:
+        """Whether it was set."""
+        ...
+
+    def set_result(self, result: None, /) -> None:
+        """Wake whoever waits on it."""
+        ...
 
 
 class Reached(Exception):
@@ -93,12 +112,12 @@ class Channel:
         # the model's answer is read through the loan, at the reader's pace.
         self.buffer: deque[Any] = deque()
         self.loan: _Loan | None = None
-        self.waiter: asyncio.Future[None] | None = None
+        self.waiter: Settable | None = None
         # The sink the run calls; the run's processing of a lent event skips it (the reader
         # hands the event on itself), so it is kept as one object to compare with `is`.
         self.sink: Callable[[object], None] = self.put
         self.orphaned = False  # its RunStream was dropped unread: the run reads on alone
-        self.room: asyncio.Future[None] | None = None  # sub-agents waiting for the reader
+        self.room: Settable | None = None  # sub-agents waiting for the reader
 
     def full(self) -> bool:
         """Whether the reader has `BUFFERED_MAX` events unread (sub-agents then wait)."""
@@ -109,7 +128,8 @@ class Channel:
         room = self.room
         if room is None:
             room = self.room = asyncio.get_running_loop().create_future()
-        await asyncio.shield(room)  # shared by every waiting sub-agent: one cancel is its own
+        # Shared by every waiting sub-agent: one cancel is its own. A future: this class's are.
+        await asyncio.shield(cast("asyncio.Future[None]", room))
 
     def let_in(self) -> None:
         """Wake the sub-agents waiting for the reader."""
@@ -242,7 +262,9 @@ class RunStream(Generic[OutputT]):
     the run (`HookError`, `ProviderError`, …) is raised where the stream is read.
 
     The model's answer is read from the network as you read the stream: a reader that pauses
-    holds the answer back (in the connection, not in memory) rather than let it pile up.
+    holds the answer back (in the connection, not in memory) rather than let it pile up. Under
+    trio the stream works the same, with the same events; its run reads the answer itself,
+    ahead of a reader that lags by at most `BUFFERED_MAX` events.
 
     `async with worker.stream(...) as stream:` closes the run when the block ends: a reader
     that stops early cancels it (its clean-up runs as for any cancellation). Without
@@ -258,7 +280,7 @@ class RunStream(Generic[OutputT]):
         # another run is going never shows that run's events.
         self._start = start
         self._channel = Channel()
-        self._task: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | Detached | None = None
         self._result: RunResult[OutputT] | None = None
         self._error: BaseException | None = None
         self._closed = False
@@ -328,8 +350,7 @@ class RunStream(Generic[OutputT]):
         if task is None:
             if self._closed:  # closed before it was read: its run never starts
                 raise StopAsyncIteration
-            _check_asyncio()  # before the run's coroutine is made: it would never be awaited
-            task = self._task = asyncio.ensure_future(_drive(self._start, self._channel))
+            task = self._task = self._begin()
         if self._channel.waiter is not None:
             raise _second_reader()
         self._reading = True
@@ -342,6 +363,19 @@ class RunStream(Generic[OutputT]):
             raise
         finally:
             self._reading = False
+
+    def _begin(self) -> asyncio.Task[None] | Detached:
+        """Start the run: an asyncio task, or (no asyncio loop) a trio task of its own."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            from llm_worker.worker._stream_trio import begin
+
+            # Checked before the run's coroutine is made: it would never be awaited. The new
+            # channel keeps the buffer (`__anext__` holds it), and is never lent.
+            self._channel, task = begin(self._start, self._channel)
+            return task
+        return asyncio.ensure_future(_drive(self._start, self._channel))
 
     async def _failed_step(self, loan: _Loan, exc: BaseException) -> None:
         """A step of the lent iterator raised: hand it to the run, or end the run and raise."""
@@ -405,6 +439,9 @@ class RunStream(Generic[OutputT]):
         # Worker would stay busy); it reads on alone, as a run without a stream would.
         task = self._task
         if not self._over and task is not None and not task.done():
+            if not isinstance(task, asyncio.Future):  # under trio
+                task.call_soon(self._channel.orphan)
+                return
             loop = task.get_loop()
             if not loop.is_closed():  # a collection may run in another thread
                 loop.call_soon_threadsafe(self._channel.orphan)
@@ -423,22 +460,6 @@ async def _drive(
         put(exc)
     finally:
         put(None)
-
-
-def _check_asyncio() -> None:
-    """Raise the typed error of a stream read outside asyncio (trio, through anyio).
-
-    Raises:
-        ConfigurationError: No asyncio event loop runs in this thread.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        raise ConfigurationError(
-            "Worker.stream and resume_stream run on asyncio only (its run is an asyncio "
-            "task): under trio, await worker.run(...) or resume(...) and receive the events "
-            "with the Worker's event handlers (on_..., subscribe)"
-        ) from None
 
 
 def _second_reader() -> ConfigurationError:
@@ -468,18 +489,21 @@ def channel_of(sinks: list[Callable[[Any], None]]) -> Channel | None:
     """The `RunStream` channel among a run's sinks, if a stream reads the run."""
     for sink in sinks:
         owner = getattr(sink, "__self__", None)
-        if type(owner) is Channel:
+        if isinstance(owner, Channel):  # a trio stream's too
             return owner
     return None
 
 
-async def _stop(task: asyncio.Task[None]) -> None:
+async def _stop(task: asyncio.Task[None] | Detached) -> None:
     """Cancel the run's task and wait for its clean-up (on_abort hooks included).
 
     Shielded: a reader cancelled from outside still waits, so that its Worker is free once it
     has left. The run's own cancellation is not the waiter's: it is not raised here.
     """
     if task.done():
+        return
+    if not isinstance(task, asyncio.Future):  # under trio
+        await task.stop()
         return
     task.cancel()
     with anyio.CancelScope(shield=True):

@@ -220,7 +220,7 @@ class Forwarder:
         )
         # The readers' channels up to the root: a chatty child waits for a slow reader.
         self.channels: tuple[Channel, ...] = tuple(
-            c for s in self.up for c in _channels(s) if type(c) is Channel
+            c for s in self.up for c in _channels(s) if isinstance(c, Channel)
         )
         # The root reader's buffer (a tree has one reader at most): its length, checked once
         # an event, is all the back-pressure costs while the reader keeps up.
@@ -300,7 +300,7 @@ def _channels(sink: Sink) -> tuple[object, ...]:
 
 def is_reader(sink: Sink) -> bool:
     """Whether a sink is a `RunStream`'s (its reader's, not the run's own bookkeeping)."""
-    return type(getattr(sink, "__self__", None)) is Channel
+    return isinstance(getattr(sink, "__self__", None), Channel)  # a trio stream's too
 
 
 # -- nested pause ------------------------------------------------------------------------------
