@@ -26,7 +26,7 @@ import sniffio
 
 from llm_worker.errors import ConfigurationError
 from llm_worker.state import RunCompleted
-from llm_worker.worker._stream import Channel, Reached
+from llm_worker.worker._channel import Channel, Reached
 
 __all__ = ("Detached", "TrioChannel", "begin")
 
