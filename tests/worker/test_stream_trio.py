@@ -40,11 +40,13 @@ from llm_worker import (
     tool,
 )
 from llm_worker.errors import HookError
+from llm_worker.events import PingEvent
 from llm_worker.hooks import Pause, ToolCallContext
 from llm_worker.messages import Part
-from llm_worker.providers import OpenAIChatClient
+from llm_worker.providers import LLMClient, OpenAIChatClient
 from llm_worker.testing import (
     ScriptedClient,
+    ScriptedModelServer,
     ScriptedResponse,
     WireResponse,
     WireServer,
@@ -53,6 +55,7 @@ from llm_worker.timeline import TextBlockStop
 from llm_worker.worker._stream import BUFFERED_MAX
 
 T = TypeVar("T")
+S = TypeVar("S", bound=WireServer)
 TIMEOUT = 10.0
 
 
@@ -66,7 +69,7 @@ def both(scenario: Callable[[], Awaitable[T]]) -> T:
 
 def summary(events: list[RunEvent[Any]]) -> list[str]:
     """The events as text (a result's too), to compare one loop's with the other's."""
-    return [repr(e) for e in events]
+    return ["PingEvent" if isinstance(e, PingEvent) else repr(e) for e in events]  # its clock
 
 
 def text_of(events: list[RunEvent[Any]]) -> str:
@@ -90,7 +93,7 @@ def live_tasks() -> int:
 
 
 @contextmanager
-def in_a_thread(server: WireServer) -> Iterator[WireServer]:
+def in_a_thread(server: S) -> Iterator[S]:
     """`server` run by asyncio in a thread: the test's own loop may be trio."""
     ready = threading.Event()
     box: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
@@ -196,6 +199,85 @@ def test_parallel_tools_run_together_and_their_events_are_those_of_asyncio() -> 
         return summary(events)
 
     both(scenario)
+
+
+def test_a_sub_agents_events_reach_the_reader_paced_as_under_asyncio() -> None:
+    # A sub-agent's answer is read in its own task and waits while the reader has
+    # BUFFERED_MAX events unread (`Channel.drained`): a trio channel's wait, here.
+    async def scenario() -> tuple[list[str], int, bool]:
+        child = ScriptedResponse([TextPart("c" * 3000)], chunk_size=1)
+        helper = Worker(ScriptedClient([child]), name="helper")
+        call = ToolUsePart("c1", "helper", {"input": "go"})
+        answers = [ScriptedResponse([call]), ScriptedResponse.text("done")]
+        tools = [helper.as_tool(name="helper", description="Helps.")]
+        worker = Worker(ScriptedClient(answers), tools=tools)
+        events: list[RunEvent[Any]] = []
+        unread = 0
+        with anyio.fail_after(TIMEOUT):
+            async with worker.stream("go") as stream:
+                async for event in stream:
+                    events.append(event)
+                    if len(events) % 200 == 0:
+                        await anyio.wait_all_tasks_blocked()  # the child runs ahead, and waits
+                        buffer = stream._channel.buffer  # pyright: ignore[reportPrivateUsage]
+                        unread = max(unread, len(buffer))
+        assert stream.result.text == "done"
+        deltas = [e for e in events if isinstance(e, BlockDelta) and e.path]  # the child's
+        return summary(events), len(deltas), BUFFERED_MAX <= unread <= BUFFERED_MAX + 8
+
+    _, deltas, paced = both(scenario)
+    assert deltas == 3000
+    assert paced  # the child ran ahead as far as the bound, and no further
+
+
+@pytest.mark.parametrize("how", ["worker.cancel", "aclose from another task"])
+def test_a_stream_stopped_while_parallel_tools_run_cancels_them(how: str) -> None:
+    async def scenario() -> tuple[list[str], list[str], str, list[str]]:
+        started: list[str] = []
+
+        @tool
+        async def slow(key: str) -> str:
+            """Wait a minute."""
+            started.append(key)
+            await anyio.sleep(60)
+            return key
+
+        calls: list[Part] = [
+            ToolUsePart("c1", "slow", {"key": "a"}),
+            ToolUsePart("c2", "slow", {"key": "b"}),
+        ]
+        answers = [ScriptedResponse(calls), ScriptedResponse.text("after")]
+        worker = Worker(ScriptedClient(answers), tools=[slow])
+        aborts: list[str] = []
+        worker.add_on_abort_hook(lambda ctx: aborts.append(ctx.kind))
+        stream = worker.stream("go")
+        events: list[RunEvent[Any]] = []
+        ended: list[str] = []
+
+        async def read() -> None:
+            async for event in stream:
+                events.append(event)
+            ended.append(
+                stream.result.status.value
+                if events[-1:] and isinstance(events[-1], RunCompleted)
+                else "closed"
+            )
+
+        with anyio.fail_after(TIMEOUT):
+            async with anyio.create_task_group() as group:
+                group.start_soon(read)
+                while len(started) < 2:
+                    await anyio.wait_all_tasks_blocked()
+                if how == "worker.cancel":
+                    worker.cancel()
+                else:
+                    await stream.aclose()
+            again = await worker.run("again")
+        return summary(events)[:-1], aborts, again.text, ended
+
+    _, aborts, again, ended = both(scenario)
+    assert aborts == ["cancelled"] and again == "after"
+    assert ended == (["cancelled"] if how == "worker.cancel" else ["closed"])
 
 
 # -- cancel, close, drop -----------------------------------------------------------------------
@@ -381,7 +463,8 @@ def test_an_error_after_the_reader_had_the_event_comes_after_that_event() -> Non
 # -- pause and resume --------------------------------------------------------------------------
 
 
-def test_pause_then_resume_stream_from_json_in_a_fresh_worker() -> None:
+@pytest.mark.parametrize("wire", ["scripted", "anthropic"])
+def test_pause_then_resume_stream_from_json_in_a_fresh_worker(wire: str) -> None:
     async def ask(ctx: ToolCallContext) -> Pause | None:
         return None if ctx.resumed else Pause("approve")
 
@@ -396,26 +479,35 @@ def test_pause_then_resume_stream_from_json_in_a_fresh_worker() -> None:
         ScriptedResponse.text("three", chunk_size=2),
     ]
 
-    async def scenario() -> tuple[list[str], list[str], str]:
-        worker = Worker(ScriptedClient(script[:1]), tools=[add])
+    async def pause_and_resume(first: LLMClient, then: LLMClient) -> tuple[list[str], ...]:
+        worker = Worker(first, tools=[add])
         worker.add_before_tool_call_hook(ask)
         with anyio.fail_after(TIMEOUT):
-            async with worker.stream("go") as first:
-                paused = [event async for event in first]
-        assert first.result.status is RunStatus.PAUSED and first.result.state is not None
-        state = PauseState.from_json(first.result.state.to_json())
-        fresh = Worker(ScriptedClient(script[1:]), tools=[add])
+            async with worker.stream("go") as stream:
+                paused = [event async for event in stream]
+        assert stream.result.status is RunStatus.PAUSED and stream.result.state is not None
+        state = PauseState.from_json(stream.result.state.to_json())
+        fresh = Worker(then, tools=[add])
         fresh.add_before_tool_call_hook(ask)
         with anyio.fail_after(TIMEOUT):
             async with fresh.resume_stream(state) as resumed:
                 events = [event async for event in resumed]
         assert resumed.result.status is RunStatus.FINISHED
+        assert resumed.result.text == "three"
         results = [e.result.content for e in events if isinstance(e, ToolResultReady)]
         assert results == ["3"]
-        return summary(paused)[:-1], summary(events)[:-1], resumed.result.text
+        return summary(paused)[:-1], summary(events)[:-1]  # RunCompleted: the runs' own ids
 
-    *_, text = both(scenario)
-    assert text == "three"
+    async def scenario() -> tuple[list[str], ...]:
+        if wire == "scripted":
+            return await pause_and_resume(ScriptedClient(script[:1]), ScriptedClient(script[1:]))
+        with in_a_thread(ScriptedModelServer("anthropic", script)) as server:
+            async with server.client() as first, server.client() as then:
+                return await pause_and_resume(first, then)
+
+    paused, resumed = both(scenario)
+    assert "ToolResultReady" in "".join(resumed)  # the paused call ran on resume
+    assert paused[-1].startswith("TurnEnded(") and "ToolResultReady" not in "".join(paused)
 
 
 # -- bounded memory ----------------------------------------------------------------------------
