@@ -324,7 +324,7 @@ class ChatStreamMapper:
         choice = choices[0]
         delta = choice.get("delta")
         if (
-            delta
+            delta.__class__ is dict  # another is the general path's (a number has no len())
             and len(delta) == 1
             and not choice.get("index")  # 0 or absent; others come from n > 1
             and choice.get("finish_reason") is None
@@ -549,8 +549,10 @@ _ANY: Final = frozenset({"content", "role"})
 _QUIET: Final = frozenset({"reasoning_content", "reasoning", "refusal", "tool_calls"})
 
 
-def _only_text(delta: dict[str, Any]) -> bool:
+def _only_text(delta: Any) -> bool:
     """Whether a delta of several keys holds nothing but its content for the general path."""
+    if delta.__class__ is not dict:
+        return False  # a list or string: the general path's error (`.get`), not `.items`'s
     return all(key in _ANY or (key in _QUIET and not value) for key, value in delta.items())
 
 
