@@ -165,11 +165,11 @@ def begin(
     try:
         library = sniffio.current_async_library()
     except sniffio.AsyncLibraryNotFoundError:
-        library = None
+        library = "no async library"
     if library != "trio":
         raise ConfigurationError(
-            f"Worker.stream and resume_stream run on asyncio or trio, not {library or 'no'} "
-            "event loop: read the stream inside one"
+            f"Worker.stream and resume_stream run on asyncio or trio, and {library} is "
+            "running: read the stream inside one of those"
         )
     ours = TrioChannel()
     ours.buffer = channel.buffer  # the reader's loop (`RunStream.__anext__`) holds this deque
