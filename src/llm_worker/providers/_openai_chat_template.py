@@ -18,7 +18,11 @@ _OBFUSCATION: Final = b'"obfuscation":'
 
 
 def chat_text_template(data: bytes) -> ByteTemplate | None:
-    """The template of a plain text chunk's bytes (one choice, a delta of only `content`)."""
+    """The template of a plain text chunk's bytes.
+
+    One choice, whose delta holds its content and, at most, keys the general path reads as
+    absent (`openai_chat._only_text`: a role, a null `reasoning_content`, …).
+    """
     return ByteTemplate.of(data, _CONTENT, _OBFUSCATION, placed)
 
 
