@@ -27,7 +27,7 @@ DEFERRED = (
     "random",
     "pathlib",
     "llm_worker.providers._cooldown",
-    "llm_worker.providers._template",  # Chat's byte template: at a stream's first text
+    "llm_worker.providers._template",  # Chat's and Gemini's byte templates: at a first text
     "httpx",
     "aiohttp",
 )

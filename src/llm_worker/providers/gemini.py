@@ -68,7 +68,7 @@ single `GenerateContentResponse` object (a non-streaming answer).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 from urllib.parse import quote
 
 import orjson
@@ -100,6 +100,9 @@ from llm_worker.providers._gemini_partial import PartialCall, starts_partial_cal
 from llm_worker.providers._gemini_request import build_body
 from llm_worker.providers._gemini_usage import Counts, counts_of, snapshot
 from llm_worker.providers._sse import json_of
+
+if TYPE_CHECKING:
+    from llm_worker.providers._template import ByteTemplate
 
 __all__ = ("GeminiClient",)
 
@@ -215,8 +218,10 @@ class _GeminiMapper:
         "_resume",
         "_seen",
         "_signed",
+        "_template",
         "_texts",
         "_tokens",
+        "_tries",
         "_usage",
     )
 
@@ -242,6 +247,10 @@ class _GeminiMapper:
         self._resume: str | None = None  # the continuation token of a CONTINUATION finish
         self._tokens: set[str] = set()  # those already taken: each may be used once
         self._carried: UsageEvent | None = None  # the usage of the earlier requests, summed
+        # The stream's text chunk as bytes but for its text and usage (`_gemini_template`):
+        # learnt from a chunk the hot path read, at most `_tries` times a stream.
+        self._template: ByteTemplate | None = None
+        self._tries = 4
 
     @property
     def complete(self) -> bool:
@@ -250,8 +259,21 @@ class _GeminiMapper:
 
     def on_event(self, event: str, data: bytes, emitter: BlockEmitter) -> str | None:
         """Map one chunk; a chunk of one piece of answer text returns it (see `StreamMapper`)."""
-        # The hot path reads the parsed JSON (Any) directly: a chunk of another shape raises
-        # AttributeError / KeyError / TypeError here, which drive() reports as malformed.
+        template = self._template
+        if template is not None:
+            found = template.text_and_value(data)  # the hot path's chunk but for its values
+            if found is not None and found[0]:
+                text, usage = found
+                self._texts.append(text)
+                if usage is not None:
+                    self._usage = usage
+                return text
+        return self._parsed(data, emitter)
+
+    def _parsed(self, data: bytes, emitter: BlockEmitter) -> str | None:
+        # A chunk the template (if any) did not match, parsed whole. The hot path reads the
+        # parsed JSON (Any) directly: a chunk of another shape raises AttributeError /
+        # KeyError / TypeError here, which drive() reports as malformed.
         try:
             chunk: Any = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -283,9 +305,7 @@ class _GeminiMapper:
                 text = part.get("text")
                 if text and text.__class__ is str and len(part) == 1:
                     self._texts.append(text)
-                    usage = chunk.get("usageMetadata")
-                    if usage is not None:
-                        self._usage = usage
+                    self._took(data, chunk)
                     return text
             self._parts(parts, candidate, emitter)
         # More than `content` and `index` (either may be absent: a last chunk of only a
@@ -297,6 +317,21 @@ class _GeminiMapper:
         if usage is not None:
             self._usage = usage
         return None
+
+    def _took(self, data: bytes, chunk: Any) -> None:
+        # A text chunk the hot path read (the template, if any, did not match): its usage,
+        # and its own template if provable — once the response is identified, and not of a
+        # chunk that `_response_fields` reads (`modelStatus`: a matched chunk skips it).
+        # (Imported here, at a stream's first text: not part of importing or building.)
+        usage = chunk.get("usageMetadata")
+        if usage is not None:
+            self._usage = usage
+        if not self._tries or not self._identified or "modelStatus" in chunk:
+            return
+        from llm_worker.providers._gemini_template import gemini_text_template
+
+        self._tries -= 1
+        self._template = gemini_text_template(data) or self._template
 
     def _parts(self, parts: Any, candidate: Any, emitter: BlockEmitter) -> None:
         # A candidate's parts, but for one piece of text `on_event` hands on itself.
