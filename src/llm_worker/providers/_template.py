@@ -103,6 +103,7 @@ class ByteTemplate:
             LookupError,
             TypeError,
             AttributeError,
+            RecursionError,  # comparing parses nested near orjson's 1024 levels
         ):  # JSONDecodeError: a ValueError
             return None
 
