@@ -1,0 +1,375 @@
+"""Review of Gemini's byte template (R46): any bytes give the events they gave without it.
+
+The reference is the same mapper that never learns a template (`_tries = 0`: every chunk
+parsed whole). Every probe compares the events (and the typed error, message included) of
+a stream read with the template against the reference's, and checks that a template was
+really learnt where the probe needs one (else it proves nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_gemini_support import KEY
+
+from llm_worker.errors import ProviderError
+from llm_worker.messages import Message, Origin, Request
+from llm_worker.providers import _template
+from llm_worker.providers._blocks import drive
+from llm_worker.providers._gemini_ids import CallIds
+from llm_worker.providers._gemini_template import gemini_text_template
+from llm_worker.providers._http import RetryPolicy
+from llm_worker.providers.gemini import GeminiClient, _GeminiMapper
+from llm_worker.testing import Chunking, WireResponse, WireServer
+from support import recorded
+
+pytestmark = pytest.mark.anyio
+
+# A text chunk as the API writes it (`": "` separators), its text and usage left as slots.
+_SHAPE = (
+    b'{"candidates": [{"content": {"parts": [{"text": %(t)s}],"role": "model"},"index": 0}],'
+    b'"usageMetadata": %(u)s,"modelVersion": "gemini-2.5-flash","responseId": "r1"}'
+)
+
+
+def _usage(count: int) -> bytes:
+    return (
+        b'{"promptTokenCount": 18,"candidatesTokenCount": %d,"totalTokenCount": %d,'
+        b'"promptTokensDetails": [{"modality": "TEXT","tokenCount": 18}]}' % (count, 18 + count)
+    )
+
+
+def _text(text: str, count: int = 1) -> bytes:
+    return _fill(json.dumps(text).encode(), _usage(count))
+
+
+def _fill(text: bytes, usage: bytes) -> bytes:
+    return _SHAPE % {b"t": text, b"u": usage}
+
+
+def _sse(events: list[bytes], end: bytes = b"\n\n") -> bytes:
+    return b"".join(b"data: " + data + end for data in events)
+
+
+def _template_of(mapper: _GeminiMapper) -> object:
+    return mapper._template  # pyright: ignore[reportPrivateUsage]
+
+
+async def _events(body: bytes, sizes: list[int], learns: bool) -> tuple[list[str], _GeminiMapper]:
+    async def pieces() -> AsyncIterator[bytes]:
+        at, turn = 0, 0
+        while at < len(body):
+            size = sizes[turn % len(sizes)]
+            yield body[at : at + size]
+            at, turn = at + size, turn + 1
+
+    mapper = _GeminiMapper(CallIds([]), Origin("gemini", "m"))
+    if not learns:
+        mapper._tries = 0  # pyright: ignore[reportPrivateUsage]
+    seen: list[str] = []
+    try:
+        async for event in drive(pieces(), mapper, provider="gemini", max_answer_chars=10**9):
+            seen.append(repr(event))
+    except ProviderError as exc:
+        seen.append(f"{type(exc).__name__}: {exc}")
+    return seen, mapper
+
+
+async def _compare(body: bytes, sizes: list[int] | None = None) -> _GeminiMapper:
+    for chunking in [sizes] if sizes is not None else [[10**7], [1], [7, 64, 3]]:
+        fast, mapper = await _events(body, chunking, learns=True)
+        reference, _ = await _events(body, chunking, learns=False)
+        assert fast == reference, chunking
+    return mapper
+
+
+def _run(body: bytes, sizes: list[int] | None = None) -> _GeminiMapper:
+    async def compare() -> _GeminiMapper:
+        return await _compare(body, sizes)
+
+    return anyio.run(compare)
+
+
+# --- learning: no exception but "no template" --------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [900, 1000, 1020])
+async def test_a_deeply_nested_field_beside_the_text_gives_the_references_events(
+    depth: int,
+) -> None:
+    # orjson reads up to 1024 levels; the proof's comparison of two such parses recursed in
+    # Python and raised RecursionError out of the mapper (the reference read the stream).
+    deep = b"[" * depth + b"]" * depth
+    chunks = [_text(f"w{i} ", i).replace(b'"responseId"', b'"x": %s,"responseId"' % deep) for i in range(4)]  # fmt: skip
+    await _compare(_sse([*chunks, _text("end", 9)]), [10**7])
+
+
+def test_learning_a_hostile_chunk_of_braces_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A usage of 16 KiB of braces inside strings: the object's end is looked for at most 16
+    # times, each a parse of at most 16 KiB (a few per chunk learnt, 4 chunks a stream).
+    parsed: list[int] = []
+    real = _template._loads  # pyright: ignore[reportPrivateUsage]
+
+    def counted(data: bytes) -> Any:
+        parsed.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(_template, "_loads", counted)
+    braces = b'{"a": "' + b"}" * 16000 + b'"}'
+    chunk = _fill(b'"x"', braces)
+    assert gemini_text_template(chunk) is None  # more than 16 closes: no template
+    assert len(parsed) <= 20 and sum(parsed) <= 20 * 16 * 1024, (len(parsed), sum(parsed))
+    parsed.clear()
+    assert gemini_text_template(b"{" * 16000) is None
+    assert gemini_text_template(_fill(b'"' + b"\\" * 16000 + b'"', _usage(1))) is not None
+    assert len(parsed) <= 20
+
+
+# --- the usage hole ----------------------------------------------------------------------------
+
+_USAGES = [
+    b"{}",
+    b'{"a": "}"}',
+    b'{"a": "}}\\"{{", "promptTokenCount": 3}',
+    b'{"promptTokenCount": 1, "promptTokenCount": 7}',
+    b'{"candidatesTokenCount": "7"}',
+    b'{"candidatesTokenCount": null, "totalTokenCount": -1}',
+    b'{"candidatesTokenCount": 18446744073709551616}',
+    b'{"candidatesTokenCount": 1.5e400}',
+    b'{"d": ' + b"[" * 200 + b"]" * 200 + b"}",
+    b'{"big": "' + b"x" * 20000 + b'"}',
+    b'{"usageMetadata": {"candidatesTokenCount": 5}}',
+    b'{"\\ud800": 1}',
+    b'{"a": "\xff"}',
+    b'{"a": 1} ',
+    b' {"candidatesTokenCount": 4}',
+    b'{"a": 1}}',
+    b'{"a": 1',
+    b"[]",
+    b"null",
+    b'"usage"',
+    b"7",
+    b'{"a": 1}, "usageMetadata": {"candidatesTokenCount": 99}',
+    b'{"candidatesTokenCount": 3}' + b" " * 3,
+]
+_TEXTS = [
+    b'"plain"',
+    b'""',
+    b'"\\""',
+    b'"ends\\\\"',
+    b'"\\ud800"',
+    b'"\\ud83d\\ude00"',
+    b'"\\u0000"',
+    b'"\xff"',
+    b'"\\"usageMetadata\\": {}"',
+    b'"x"}],"role": "model"},"index": 0}],"usageMetadata": {"candidatesTokenCount": 9}',
+    b'"a" ',
+    b' "a"',
+    b"null",
+    b"1",
+    b'"line\nbreak"',
+]
+
+
+async def test_any_usage_in_its_hole_gives_the_references_events() -> None:
+    for usage in _USAGES:
+        body = _sse([_text("a", 1), _text("b", 2), _fill(b'"c"', usage), _text("d", 3)])
+        mapper = await _compare(body)
+        assert _template_of(mapper) is not None
+
+
+async def test_any_text_in_its_hole_gives_the_references_events() -> None:
+    for text in _TEXTS:
+        body = _sse([_text("a", 1), _fill(text, _usage(2)), _text("d", 3)])
+        mapper = await _compare(body)
+        assert _template_of(mapper) is not None
+
+
+async def test_duplicate_usage_keys_around_the_text_give_the_references_events() -> None:
+    # A usage before the text and one after: the last is the chunk's (orjson keeps the last).
+    before = _SHAPE.replace(b'{"candidates"', b'{"usageMetadata": %(u)s,"candidates"', 1)
+    after = _SHAPE.replace(b'"responseId"', b'"usageMetadata": {"candidatesTokenCount": 1},"responseId"')  # fmt: skip
+    for shape in (before, after):
+        chunks = [shape % {b"t": b'"t%d"' % i, b"u": _usage(i)} for i in range(6)]
+        await _compare(_sse([*chunks, _text("end", 9), *chunks]))
+
+
+# --- other fields change, other chunks in between ------------------------------------------
+
+
+def _variants() -> list[bytes]:
+    base: dict[str, Any] = orjson.loads(_text("v", 5))
+
+    def changed(change: Any) -> bytes:
+        chunk = json.loads(json.dumps(base))
+        change(chunk)
+        return json.dumps(chunk, separators=(",", ": ")).encode()
+
+    def candidate(chunk: Any) -> Any:
+        return chunk["candidates"][0]
+
+    return [
+        changed(lambda c: c.update(responseId="r2")),
+        changed(lambda c: c.update(modelVersion="gemini-x")),
+        changed(lambda c: c.update(modelStatus={"modelStage": "PREVIEW"})),
+        changed(lambda c: c.pop("usageMetadata")),
+        changed(lambda c: c.update(usageMetadata={"candidatesTokenCount": 77})),
+        changed(lambda c: candidate(c).update(finishReason="STOP")),
+        changed(lambda c: candidate(c).update(finishReason="MAX_TOKENS", finishMessage="m")),
+        changed(lambda c: candidate(c).update(citationMetadata={"citations": [{"startIndex": 0, "endIndex": 1, "uri": "https://e.x"}]})),  # fmt: skip
+        changed(lambda c: candidate(c).update(groundingMetadata={"webSearchQueries": ["q"]})),
+        changed(lambda c: candidate(c).update(logprobsResult={"chosenCandidates": [{"token": "v", "logProbability": -0.5}]})),  # fmt: skip
+        changed(lambda c: candidate(c)["content"]["parts"][0].update(thought=True)),
+        changed(lambda c: candidate(c)["content"]["parts"].append({"text": "w"})),
+        changed(lambda c: candidate(c)["content"].update(parts=[{"functionCall": {"name": "f", "args": {"a": 1}}}])),  # fmt: skip
+        changed(lambda c: candidate(c).update(index=1)),
+        changed(lambda c: candidate(c).update(index=False)),
+        changed(lambda c: c["candidates"].append({"content": {"parts": [{"text": "2nd"}]}, "index": 1})),  # fmt: skip
+        changed(lambda c: c["candidates"].insert(0, {"content": {"parts": [{"text": "1st"}]}, "index": 1})),  # fmt: skip
+        changed(lambda c: c.update(promptFeedback={"blockReason": "SAFETY"}, candidates=[])),
+        changed(lambda c: candidate(c)["content"]["parts"][0].update(thoughtSignature="c2ln")),
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32))
+def test_random_streams_of_text_and_other_chunks_give_the_references_events(seed: int) -> None:
+    rng = random.Random(seed)
+    variants = _variants()
+    events: list[bytes] = [_text("start", 1)]
+    for i in range(rng.randrange(2, 14)):
+        pick = rng.random()
+        if pick < 0.4:
+            events.append(_text(f"t{i} ", rng.randrange(1, 4)))
+        elif pick < 0.55:
+            events.append(_fill(rng.choice(_TEXTS), rng.choice(_USAGES[:12])))
+        else:
+            events.append(rng.choice(variants))
+    end = rng.choice([b"\n\n", b"\r\n\r\n", b"\r\r"])
+    sizes = rng.choice([[10**7], [1], [rng.randrange(2, 200)], [5, 300, 17]])
+    _run(_sse(events, end), sizes)
+
+
+# --- recorded streams --------------------------------------------------------------------------
+
+
+async def test_every_recorded_gemini_stream_at_many_chunkings_gives_the_references_events() -> None:
+    rng = random.Random(46)
+    checked = 0
+    for name in recorded.fixture_names("gemini"):
+        response = recorded.load("gemini", name)["response"]
+        if response["status"] != 200 or "event-stream" not in response["content_type"]:
+            continue
+        body = response["body"].encode()
+        for sizes in ([1], [2], [13], [rng.randrange(1, 400) for _ in range(9)]):
+            await _compare(body, sizes)
+        checked += 1
+    assert checked >= 10, checked
+
+
+# --- through the real client, on both transports ---------------------------------------------
+
+
+class _Client(GeminiClient):
+    """The Gemini client whose mappers are kept (to see their templates), learning or not."""
+
+    learns = True
+    made: list[_GeminiMapper]
+
+    def _mapper(self, request: Request) -> _GeminiMapper:
+        made = super()._mapper(request)
+        if not self.learns:
+            made._tries = 0  # pyright: ignore[reportPrivateUsage]
+        self.made.append(made)
+        return made
+
+
+async def _client_events(
+    responses: list[WireResponse], *, learns: bool, stop_after: int | None = None, **options: Any
+) -> tuple[list[str], list[_GeminiMapper]]:
+    seen: list[str] = []
+    async with WireServer(responses) as server:
+        client = _Client(
+            model="gemini-2.5-flash",
+            api_key=KEY,
+            base_url=server.base_url + "/v1beta",
+            retry=RetryPolicy.disabled(),
+            **options,
+        )
+        client.learns, client.made = learns, []
+        try:
+            with anyio.fail_after(30):
+                stream = client.stream(Request([Message.user("hi")]))
+                try:
+                    async for event in stream:
+                        seen.append(repr(event))
+                        if stop_after is not None and len(seen) == stop_after:
+                            break  # the caller stops reading mid-stream
+                except ProviderError as exc:
+                    seen.append(f"{type(exc).__name__}: {exc}")
+                finally:
+                    await stream.aclose()  # pyright: ignore[reportAttributeAccessIssue]
+        finally:
+            await client.aclose()
+    return seen, client.made
+
+
+def _hop(texts: list[bytes], last: dict[str, Any]) -> list[bytes]:
+    chunk: dict[str, Any] = orjson.loads(_text("end", 50))
+    chunk["candidates"][0].update(last)
+    return [*texts, orjson.dumps(chunk)]
+
+
+def _framed(events: list[bytes], framing: str, chunking: Chunking) -> WireResponse:
+    if framing == "sse":
+        return WireResponse(b"\r\n" + _sse(events, b"\r\n\r\n"), chunking=chunking)
+    body = b"[" + b",\r\n".join(events) + b"]"
+    return WireResponse(body, content_type="application/json", chunking=chunking)
+
+
+@pytest.mark.usefixtures("http_transport")
+@pytest.mark.parametrize("framing", ["sse", "array"])
+async def test_the_real_client_with_continuation_hops_gives_the_references_events(
+    framing: str,
+) -> None:
+    texts = [_text(f"w{i} \u00e9\\\"", i + 1) for i in range(30)]  # fmt: skip
+    hostile = [_fill(t, u) for t, u in zip(_TEXTS[:7], _USAGES[:7], strict=True)]
+    first = _hop([*texts[:15], *hostile], {"finishReason": "CONTINUATION", "continuationToken": "T"})  # fmt: skip
+    second = _hop(texts[15:], {"finishReason": "STOP"})
+    for chunking in (Chunking.whole(), Chunking.random(46, max_size=97)):
+
+        def answers(chunking: Chunking = chunking) -> list[WireResponse]:
+            return [_framed(first, framing, chunking), _framed(second, "sse", chunking)]
+
+        fast, made = await _client_events(answers(), learns=True)
+        reference, _ = await _client_events(answers(), learns=False)
+        assert fast == reference
+        assert "COMPLETED" in fast[-1] or "END_TURN" in "".join(fast[-3:]), fast[-3:]
+        assert _template_of(made[0]) is not None
+        # Cancelled mid-stream (the reader stops after 25 events): the same first events.
+        cut, _ = await _client_events(answers(), learns=True, stop_after=25)
+        assert cut == reference[:25]
+
+
+@pytest.mark.usefixtures("http_transport")
+async def test_the_answer_limit_holds_on_text_the_template_reads() -> None:
+    texts = [_text("0123456789", i) for i in range(50)]
+    body = _hop(texts, {"finishReason": "STOP"})
+    for limit, ends in ((205, "max_answer_chars"), (5000, "COMPLETED")):
+        fast, made = await _client_events(
+            [_framed(body, "sse", Chunking.whole())], learns=True, max_answer_chars=limit
+        )
+        reference, _ = await _client_events(
+            [_framed(body, "sse", Chunking.whole())], learns=False, max_answer_chars=limit
+        )
+        assert fast == reference
+        assert _template_of(made[0]) is not None
+        assert ends in fast[-1], fast[-1]
