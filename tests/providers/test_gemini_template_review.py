@@ -84,11 +84,13 @@ async def _events(body: bytes, sizes: list[int], learns: bool) -> tuple[list[str
 
 
 async def _compare(body: bytes, sizes: list[int] | None = None) -> _GeminiMapper:
+    mappers: list[_GeminiMapper] = []
     for chunking in [sizes] if sizes is not None else [[10**7], [1], [7, 64, 3]]:
         fast, mapper = await _events(body, chunking, learns=True)
         reference, _ = await _events(body, chunking, learns=False)
         assert fast == reference, chunking
-    return mapper
+        mappers.append(mapper)
+    return mappers[0]
 
 
 def _run(body: bytes, sizes: list[int] | None = None) -> _GeminiMapper:
@@ -108,7 +110,10 @@ async def test_a_deeply_nested_field_beside_the_text_gives_the_references_events
     # orjson reads up to 1024 levels; the proof's comparison of two such parses recursed in
     # Python and raised RecursionError out of the mapper (the reference read the stream).
     deep = b"[" * depth + b"]" * depth
-    chunks = [_text(f"w{i} ", i).replace(b'"responseId"', b'"x": %s,"responseId"' % deep) for i in range(4)]  # fmt: skip
+    chunks = [
+        _text(f"w{i} ", i).replace(b'"responseId"', b'"x": %s,"responseId"' % deep)
+        for i in range(4)
+    ]
     await _compare(_sse([*chunks, _text("end", 9)]), [10**7])
 
 
@@ -196,7 +201,9 @@ async def test_any_text_in_its_hole_gives_the_references_events() -> None:
 async def test_duplicate_usage_keys_around_the_text_give_the_references_events() -> None:
     # A usage before the text and one after: the last is the chunk's (orjson keeps the last).
     before = _SHAPE.replace(b'{"candidates"', b'{"usageMetadata": %(u)s,"candidates"', 1)
-    after = _SHAPE.replace(b'"responseId"', b'"usageMetadata": {"candidatesTokenCount": 1},"responseId"')  # fmt: skip
+    after = _SHAPE.replace(
+        b'"responseId"', b'"usageMetadata": {"candidatesTokenCount": 1},"responseId"'
+    )
     for shape in (before, after):
         chunks = [shape % {b"t": b'"t%d"' % i, b"u": _usage(i)} for i in range(6)]
         await _compare(_sse([*chunks, _text("end", 9), *chunks]))
@@ -224,16 +231,36 @@ def _variants() -> list[bytes]:
         changed(lambda c: c.update(usageMetadata={"candidatesTokenCount": 77})),
         changed(lambda c: candidate(c).update(finishReason="STOP")),
         changed(lambda c: candidate(c).update(finishReason="MAX_TOKENS", finishMessage="m")),
-        changed(lambda c: candidate(c).update(citationMetadata={"citations": [{"startIndex": 0, "endIndex": 1, "uri": "https://e.x"}]})),  # fmt: skip
+        changed(
+            lambda c: candidate(c).update(
+                citationMetadata={
+                    "citations": [{"startIndex": 0, "endIndex": 1, "uri": "https://e.x"}]
+                }
+            )
+        ),
         changed(lambda c: candidate(c).update(groundingMetadata={"webSearchQueries": ["q"]})),
-        changed(lambda c: candidate(c).update(logprobsResult={"chosenCandidates": [{"token": "v", "logProbability": -0.5}]})),  # fmt: skip
+        changed(
+            lambda c: candidate(c).update(
+                logprobsResult={"chosenCandidates": [{"token": "v", "logProbability": -0.5}]}
+            )
+        ),
         changed(lambda c: candidate(c)["content"]["parts"][0].update(thought=True)),
         changed(lambda c: candidate(c)["content"]["parts"].append({"text": "w"})),
-        changed(lambda c: candidate(c)["content"].update(parts=[{"functionCall": {"name": "f", "args": {"a": 1}}}])),  # fmt: skip
+        changed(
+            lambda c: candidate(c)["content"].update(
+                parts=[{"functionCall": {"name": "f", "args": {"a": 1}}}]
+            )
+        ),
         changed(lambda c: candidate(c).update(index=1)),
         changed(lambda c: candidate(c).update(index=False)),
-        changed(lambda c: c["candidates"].append({"content": {"parts": [{"text": "2nd"}]}, "index": 1})),  # fmt: skip
-        changed(lambda c: c["candidates"].insert(0, {"content": {"parts": [{"text": "1st"}]}, "index": 1})),  # fmt: skip
+        changed(
+            lambda c: c["candidates"].append({"content": {"parts": [{"text": "2nd"}]}, "index": 1})
+        ),
+        changed(
+            lambda c: c["candidates"].insert(
+                0, {"content": {"parts": [{"text": "1st"}]}, "index": 1}
+            )
+        ),
         changed(lambda c: c.update(promptFeedback={"blockReason": "SAFETY"}, candidates=[])),
         changed(lambda c: candidate(c)["content"]["parts"][0].update(thoughtSignature="c2ln")),
     ]
@@ -340,9 +367,11 @@ def _framed(events: list[bytes], framing: str, chunking: Chunking) -> WireRespon
 async def test_the_real_client_with_continuation_hops_gives_the_references_events(
     framing: str,
 ) -> None:
-    texts = [_text(f"w{i} \u00e9\\\"", i + 1) for i in range(30)]  # fmt: skip
+    texts = [_text(f'w{i} \u00e9\\"', i + 1) for i in range(30)]
     hostile = [_fill(t, u) for t, u in zip(_TEXTS[:7], _USAGES[:7], strict=True)]
-    first = _hop([*texts[:15], *hostile], {"finishReason": "CONTINUATION", "continuationToken": "T"})  # fmt: skip
+    first = _hop(
+        [*texts[:15], *hostile], {"finishReason": "CONTINUATION", "continuationToken": "T"}
+    )
     second = _hop(texts[15:], {"finishReason": "STOP"})
     for chunking in (Chunking.whole(), Chunking.random(46, max_size=97)):
 
