@@ -198,6 +198,25 @@ async def test_any_text_in_its_hole_gives_the_references_events() -> None:
         assert _template_of(mapper) is not None
 
 
+def test_a_match_is_exactly_the_whole_parses_text_and_usage() -> None:
+    # Every text and usage in the holes: a match reads what orjson reads of the whole chunk
+    # (and the plain ones do match, else the mapper's probes above prove little).
+    template = gemini_text_template(_text("a", 1))
+    assert template is not None
+    matched = 0
+    for text in _TEXTS:
+        for usage in _USAGES:
+            data = _fill(text, usage)
+            found = template.text_and_value(data)
+            if found is None:
+                continue
+            matched += 1
+            chunk = orjson.loads(data)
+            assert found == (chunk["candidates"][0]["content"]["parts"][0]["text"],
+                             chunk["usageMetadata"]), data  # fmt: skip
+    assert matched >= 40, matched
+
+
 async def test_duplicate_usage_keys_around_the_text_give_the_references_events() -> None:
     # A usage before the text and one after: the last is the chunk's (orjson keeps the last).
     before = _SHAPE.replace(b'{"candidates"', b'{"usageMetadata": %(u)s,"candidates"', 1)
@@ -358,12 +377,15 @@ def _hop(texts: list[bytes], last: dict[str, Any]) -> list[bytes]:
 def _framed(events: list[bytes], framing: str, chunking: Chunking) -> WireResponse:
     if framing == "sse":
         return WireResponse(b"\r\n" + _sse(events, b"\r\n\r\n"), chunking=chunking)
-    body = b"[" + b",\r\n".join(events) + b"]"
+    if framing == "pretty":  # as the API writes a non-SSE answer (raw line breaks: spaces)
+        body = json.dumps([json.loads(e) for e in events], indent=2).encode()
+    else:
+        body = b"[" + b",\r\n".join(events) + b"]"
     return WireResponse(body, content_type="application/json", chunking=chunking)
 
 
 @pytest.mark.usefixtures("http_transport")
-@pytest.mark.parametrize("framing", ["sse", "array"])
+@pytest.mark.parametrize("framing", ["sse", "array", "pretty"])
 async def test_the_real_client_with_continuation_hops_gives_the_references_events(
     framing: str,
 ) -> None:
@@ -402,3 +424,44 @@ async def test_the_answer_limit_holds_on_text_the_template_reads() -> None:
         assert fast == reference
         assert _template_of(made[0]) is not None
         assert ends in fast[-1], fast[-1]
+
+
+async def test_a_deeply_nested_chat_chunk_learns_no_template_and_reads_alike() -> None:
+    # The same proof serves Chat's template: a chunk of its hot path's with a field nested
+    # near orjson's limit is no template (it raised RecursionError out of the mapper).
+    from llm_worker.providers.openai_chat import ChatStreamMapper
+
+    deep = b"[" * 1000 + b"]" * 1000
+    chunk = (
+        b'{"id":"c","object":"chat.completion.chunk","created":7,"model":"m","x":%s,'
+        b'"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}'
+    )
+    body = _sse([chunk % (deep, b"w%d" % i) for i in range(5)])
+
+    async def read(learns: bool) -> list[str]:
+        async def whole() -> AsyncIterator[bytes]:
+            yield body
+
+        mapper = ChatStreamMapper()
+        if not learns:
+            mapper._tries = 0  # pyright: ignore[reportPrivateUsage]
+        seen: list[str] = []
+        try:
+            async for event in drive(whole(), mapper, provider="openai_chat"):
+                seen.append(repr(event))
+        except ProviderError as exc:  # no finish: the stream is cut, alike
+            seen.append(f"{type(exc).__name__}: {exc}")
+        return seen
+
+    assert await read(True) == await read(False)
+
+
+async def test_no_repr_shows_the_answer_or_its_ids() -> None:
+    secret = _SHAPE.replace(b'"r1"', b'"SECRETID"')
+    body = _sse([secret % {b"t": b'"private words"', b"u": _usage(1)}, _text("more", 2)])
+    mapper = await _compare(body)
+    template = _template_of(mapper)
+    assert template is not None
+    for shown in (repr(mapper), repr(template), str(template)):
+        for word in ("SECRETID", "private", "gemini-2.5", "more", "Token"):
+            assert word not in shown, shown
