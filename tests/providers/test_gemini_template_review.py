@@ -465,3 +465,60 @@ async def test_no_repr_shows_the_answer_or_its_ids() -> None:
     for shown in (repr(mapper), repr(template), str(template)):
         for word in ("SECRETID", "private", "gemini-2.5", "more", "Token"):
             assert word not in shown, shown
+
+
+# --- tricky shapes learnt from tricky values, then bytes a step off them -----------------------
+
+_SHAPES = [
+    _SHAPE,
+    b'{"candidates":[{"content":{"role":"model","parts":[{"text":%(t)s}]},"index":0}],'
+    b'"usageMetadata":%(u)s,"modelVersion":"m","responseId":"r"}',
+    b'{"candidates":[{"content":{"parts":[{"text":%(t)s}]}}],"modelVersion":"m",'
+    b'"usageMetadata":%(u)s}',
+    b'{ "candidates": [ { "content": { "parts": [ { "text":  %(t)s } ] }, "index": false } ],'
+    b' "usageMetadata":\t%(u)s , "responseId": "r" } ',
+    b'{"usageMetadata":%(u)s,"candidates":[{"content":{"parts":[{"text":%(t)s}]}}]}',
+    b'{"candidates":[{"content":{"parts":[{"text":%(t)s}]},"index":0}],"x":{"usageMetadata":{}},'
+    b'"usageMetadata":%(u)s}',
+    b'{"candidates":[{"content":{"parts":[{"text":%(t)s}]}}],"usageMetadata":%(u)s,'
+    b'"usageMetadata":{"candidatesTokenCount":1}}',
+    b'{"a\\"text":"x","candidates":[{"content":{"parts":[{"text":%(t)s}]}}]}',
+]
+_LEARNT_TEXTS = [b'"a"', b'"\\"}],\\""', b'"\\\\"', b'"\xc3\xa9"']
+_LEARNT_USAGES = [b'{"p": 1}', b'{"a": "}\\"{"}', b"{}", b'{"d": [{"e": {}}]}']
+_OFF = [b'"', b"\\", b"{", b"}", b"[", b"]", b",", b":", b" ", b"0", b"a", b"\x00"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32))
+def test_tricky_shapes_and_bytes_a_step_off_them_give_the_references_events(seed: int) -> None:
+    rng = random.Random(seed)
+    shape = rng.choice(_SHAPES)
+
+    def filled(text: bytes, usage: bytes) -> bytes:
+        return shape % {b"t": text, b"u": usage}
+
+    learnt = filled(rng.choice(_LEARNT_TEXTS), rng.choice(_LEARNT_USAGES))
+    events = [learnt]
+    for _ in range(rng.randrange(2, 10)):
+        data = filled(rng.choice(_TEXTS), rng.choice(_USAGES[:14]))
+        if rng.random() < 0.5:  # a byte deleted, replaced or added somewhere
+            at = rng.randrange(len(data))
+            cut = rng.choice([0, 1])
+            data = data[:at] + rng.choice([b"", *_OFF]) + data[at + cut :]
+        events.append(data.replace(b"\n", b" ").replace(b"\r", b" "))
+    _run(_sse([*events, filled(b'"z"', b"{}")]), rng.choice([[10**7], [1], [5, 300, 17]]))
+
+
+def test_the_tricky_shapes_that_can_be_proven_are_learnt() -> None:
+    # Else the probe above would only compare the whole parse with itself.
+    learnt = [
+        gemini_text_template(shape % {b"t": text, b"u": usage}) is not None
+        for shape in _SHAPES
+        for text in _LEARNT_TEXTS
+        for usage in _LEARNT_USAGES
+    ]
+    per_shape = len(_LEARNT_TEXTS) * len(_LEARNT_USAGES)
+    assert [all(learnt[i : i + per_shape]) for i in range(0, len(learnt), per_shape)] == [
+        True, True, True, True, False, False, False, False,
+    ]  # fmt: skip
