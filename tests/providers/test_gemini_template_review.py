@@ -522,3 +522,23 @@ def test_the_tricky_shapes_that_can_be_proven_are_learnt() -> None:
     assert [all(learnt[i : i + per_shape]) for i in range(0, len(learnt), per_shape)] == [
         True, True, True, True, False, False, False, False,
     ]  # fmt: skip
+
+
+async def test_learning_is_bounded_when_every_chunk_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A server whose every text chunk has another shape (here its model version): at most 4
+    # chunks a stream are tried as templates, and the events are the reference's.
+    from llm_worker.providers import _gemini_template
+
+    tried: list[bytes] = []
+    real = _gemini_template.gemini_text_template
+
+    def counted(data: bytes) -> Any:
+        tried.append(data)
+        return real(data)
+
+    monkeypatch.setattr(_gemini_template, "gemini_text_template", counted)
+    chunks = [_text(f"w{i} ", i).replace(b"gemini-2.5-flash", b"v%d" % i) for i in range(100)]
+    await _compare(_sse(chunks), [10**7])
+    assert 1 <= len(tried) <= 4, len(tried)
