@@ -281,6 +281,28 @@ def _variants() -> list[bytes]:
             )
         ),
         changed(lambda c: c.update(promptFeedback={"blockReason": "SAFETY"}, candidates=[])),
+        # A call whose arguments stream (`partialArgs`): its opening, a piece and its end,
+        # with template chunks of text between them in a random stream.
+        changed(
+            lambda c: candidate(c)["content"].update(
+                parts=[{"functionCall": {"name": "f", "willContinue": True}}]
+            )
+        ),
+        changed(
+            lambda c: candidate(c)["content"].update(
+                parts=[
+                    {
+                        "functionCall": {
+                            "partialArgs": [
+                                {"jsonPath": "$.a", "stringValue": "x", "willContinue": True}
+                            ],
+                            "willContinue": True,
+                        }
+                    }
+                ]
+            )
+        ),
+        changed(lambda c: candidate(c)["content"].update(parts=[{"functionCall": {}}])),
         changed(lambda c: candidate(c)["content"]["parts"][0].update(thoughtSignature="c2ln")),
     ]
 
