@@ -375,6 +375,49 @@ def test_runs_of_one_line_events_match_the_reference_in_any_chunking(
     assert decode(*split_at(body, cuts)) == reference(body)
 
 
+# The same framed by CRLF (Gemini's every event), with lone CRs and LFs, mixed framing and
+# CRs split from their LFs among them.
+_crlf_runs = st.lists(
+    st.sampled_from(
+        [
+            *(b"data: x\r\n\r\n", b"data: \r\n\r\n", b'data: {"a": [1]}\r\n\r\n'),
+            *(b"data: \xc3\xa9\r\n\r\n", b"data:x\r\n\r\n", b"data: a\r\ndata: b\r\n\r\n"),
+            *(b"data: z", b"data: ", b"\r", b"\n", b"\r\n", b"\r\n\r\n", b": c\r\n"),
+            *(b"event: e\r\n", b"id: 7\r\n", b"data: a\n\n", b"data: a\rb\r\n\r\n"),
+            *(b"data: a\r\r\n\r\n", b"data: a\r\n\n", b"data: u\r\n\r\n\r\n", BOM),
+        ]
+    ),
+    max_size=30,
+).map(b"".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(body=_crlf_runs, data=st.data())
+def test_crlf_runs_of_one_line_events_match_the_reference_in_any_chunking(
+    body: bytes, data: st.DataObject
+) -> None:
+    cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=8))
+    assert decode(body) == reference(body)
+    assert decode(*split_at(body, cuts)) == reference(body)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"data: a\r\n\r\ndata: b\rc\r\n\r\n",  # a lone CR in a CRLF run: two data lines
+        b"data: a\r\n\r\ndata: b\nc\r\n\r\n",  # a lone LF
+        b"data: a\r\n\r\ndata: b\n\n",  # LF framing after CRLF
+        b"data: a\n\ndata: b\r\n\r\n",  # and before
+        b"data: a\r\n\r\n\r\n\r\ndata: b\r\n\r\n",  # extra blank lines
+        b"data: a\r\r\n\r\ndata: b\r\n\r\n",
+    ],
+)
+def test_near_misses_of_a_crlf_run_of_one_line_events(body: bytes) -> None:
+    assert decode(body) == reference(body)
+    for cut in range(len(body) + 1):
+        assert decode(body[:cut], body[cut:]) == reference(body), cut
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -47,6 +47,9 @@ _NAMES: Final = 32  # event types remembered per stream (a protocol has a dozen 
 _FIELD: Final = len(b"data: ")  # what a line holds beside an event's data
 _RUN_BYTES: Final = 1 << 18  # the largest run read at once (`SSEDecoder._run`)
 _NONE: Final[list[bytes]] = []  # no run (never changed)
+# A run's blank line and its cut between two events, as LF and as CRLF frame them.
+_LF: Final = (b"\n\n", b"\n\ndata: ")
+_CRLF: Final = (b"\r\n\r\n", b"\r\n\r\ndata: ")
 BOM: Final = b"\xef\xbb\xbf"
 """The UTF-8 byte order mark, which may open a stream."""
 BLANK: Final = b" \t\r\n" + BOM
@@ -276,32 +279,36 @@ class SSEDecoder:
             chunk = self._prepare(chunk)
         if (
             small
-            and 0x0D not in chunk  # CRLF framing (Gemini's every read): no call of `_run`
             and self._started
             and not (self._pending_cr or self._data or self._unusual or self._event or self._names)
         ):
-            payloads, rest = self._run(chunk)
+            # CRLF framing (Gemini's every read): its own blank line, and no CR in a piece.
+            payloads, rest = self._run(chunk, _LF if 0x0D not in chunk else _CRLF)
             return payloads, rest, True
-        return _NONE, chunk, small  # no run tried (a CRLF stream's every read)
+        return _NONE, chunk, small  # no run tried
 
-    def _run(self, chunk: bytes) -> tuple[list[bytes], bytes]:
+    def _run(self, chunk: bytes, ends: tuple[bytes, bytes]) -> tuple[list[bytes], bytes]:
         r"""The data of the whole events the read begins with, if each is one `data: ` line.
 
         With what follows them (the rest of the read, for the line path). The test is made
         in C over the whole run, not per line: the run is `data: ` … `\n\n` with no CR, cut
         at every `\n\ndata: `, and no piece holds a LF: every event is one `data: ` line and
-        its blank line. Anything else (an `event:` or `id:` line, a comment, `data:` without
-        its space, a second data line, CRLF) fails the test, and the line path reads the
-        whole read. Per event, this spares the line loop's two tests and two slices (the
-        `data: ` test alone ~750 instructions) and the split on LF (~1,300: `bytes.split`
-        and `count` of one byte go byte by byte; `in` and `join` use `memchr` and `memcpy`).
+        its blank line. Framed by CRLF (`ends` is `_CRLF`, Gemini's), the same with `\r\n\r\n`
+        and no CR in a piece either. Anything else (an `event:` or `id:` line, a comment,
+        `data:` without its space, a second data line, a lone CR or LF, mixed framing) fails
+        the test, and the line path reads the whole read. Per event, this spares the line
+        loop's two tests and two slices (the `data: ` test alone ~750 instructions) and the
+        split on LF (~1,300: `bytes.split` and `count` of one byte go byte by byte; `in` and
+        `join` use `memchr` and `memcpy`).
         Its copies (the run, its pieces, their join) hold about four times its size for a
         moment: a run is read so up to `_RUN_BYTES`, a larger read (rarely a network read) by
         the line path.
         """
-        # (No CR in `chunk`: `_begin` tested it, and a held line holds none, a CR ending it.)
-        end = chunk.rfind(b"\n\n") + 2  # (the held line holds no LF: the end is in the read)
-        if end < 2 or end + self._tail_size > _RUN_BYTES:
+        # `ends`: LF framing (no CR in `chunk`: `_begin` tested it, and a held line holds
+        # none, a CR ending it), or CRLF framing (a CR in a piece then fails the test).
+        blank, cut = ends
+        end = chunk.rfind(blank) + len(blank)  # (the held line holds no LF: the end is here)
+        if end < len(blank) or end + self._tail_size > _RUN_BYTES:
             return [], chunk  # no event ends here: the line path holds the read, unjoined
         tail = self._tail
         if tail:  # the unfinished line the last read left: the run's start (as `_lines`)
@@ -312,9 +319,10 @@ class SSEDecoder:
             self._tail_size = 0
         if not chunk.startswith(b"data: "):
             return [], chunk
-        payloads = chunk[_FIELD : end - 2].split(b"\n\ndata: ")
-        if 0x0A in b"".join(payloads):
-            return [], chunk  # an event of more than one line in the run
+        payloads = chunk[_FIELD : end - len(blank)].split(cut)
+        joined = b"".join(payloads)
+        if 0x0A in joined or (ends is _CRLF and 0x0D in joined):
+            return [], chunk  # an event of more than one line in the run (a lone CR or LF)
         return payloads, chunk[end:]
 
     def _ended(self) -> Iterator[tuple[str, bytes]]:
