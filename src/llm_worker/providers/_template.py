@@ -1,23 +1,24 @@
 r"""A stream's repeated chunk, kept as bytes: its text read without parsing the rest again.
 
 A provider streams text as chunks that repeat the same JSON but for the text string (the
-response's id, model and creation time, the choice's index, `"finish_reason":null`), and
-OpenAI adds a padding string (`obfuscation`) that changes in every chunk and that nobody
-reads. `ByteTemplate` holds such a chunk's bytes around those strings: a chunk that begins
-with the same head, holds the same middle and ends with the same tail, where what lies
-between them are JSON strings, is that chunk with other strings in their places — JSON's
-grammar takes a string token anywhere another one stood — so its text is the first hole
-parsed alone, and nothing else of it needs reading.
+response's id, model and creation time, the choice's index, `"finish_reason":null`), and for
+at most one more value: OpenAI's padding string (`obfuscation`, which nobody reads), Gemini's
+running `usageMetadata` object (which the mapper reads). `ByteTemplate` holds such a chunk's
+bytes around those values: a chunk that begins with the same head, holds the same middle and
+ends with the same tail, where what lies between them are a JSON string and a value of the
+second hole's kind, is that chunk with other values in their places — JSON's grammar takes
+a string (an object) token anywhere another one stood — so its text (and second value) are
+the holes parsed alone, and nothing else of it needs reading.
 
 What makes that sound, checked once when the template is made (`ByteTemplate.of`): the
 head and the middle end outside any string (their unescaped quotes are even), and the
 chunk parsed with a mark in each hole is the chunk itself with those two fields set to the
-marks (so the holes are exactly the text's and the padding's places, in whatever key order
-or spacing the server writes). The marks hold U+0000, which JSON writes only as `\u0000`:
-a chunk without those bytes holds no mark, so no field but a hole's can pass for one.
-When matching, every hole must parse as a string on its own (`orjson.loads`: exactly what
-orjson accepts in a whole chunk, UTF-8 and escapes included); anything else is no match,
-and the caller parses the chunk in full.
+marks (so the holes are exactly those fields' places, in whatever key order or spacing the
+server writes). The marks hold U+0000, which JSON writes only as `\u0000`: a chunk without
+those bytes holds no mark, so no field but a hole's can pass for one. When matching, every
+hole must parse on its own as its kind (`orjson.loads`: exactly what orjson accepts in a
+whole chunk, UTF-8 and escapes included); anything else is no match, and the caller parses
+the chunk in full.
 """
 
 from __future__ import annotations
