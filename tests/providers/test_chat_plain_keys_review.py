@@ -30,6 +30,7 @@ from llm_worker.providers._http import RetryPolicy
 from llm_worker.providers.openai_chat import ChatStreamMapper
 from llm_worker.testing import Chunking, WireResponse, WireServer
 from support import recorded
+from support.mapped_streams import mapped_events
 
 pytestmark = pytest.mark.anyio
 
@@ -44,27 +45,6 @@ class _NoTemplate(ChatStreamMapper):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self._tries = 0
-
-
-async def _run(
-    mapper: ChatStreamMapper, body: bytes, sizes: Iterable[int], limit: int
-) -> list[str]:
-    async def chunks() -> AsyncIterator[bytes]:
-        at = 0
-        for size in itertools.cycle(sizes):
-            if at >= len(body):
-                return
-            yield body[at : at + size]
-            at += size
-
-    seen: list[str] = []
-    with anyio.fail_after(30):
-        try:
-            async for event in drive(chunks(), mapper, provider="p", max_answer_chars=limit):
-                seen.append(_MADE_UP_ID.sub("call_?", repr(event)))
-        except ProviderError as exc:
-            seen.append(_MADE_UP_ID.sub("call_?", f"{type(exc).__name__}: {exc}"))
-    return seen
 
 
 async def _compare(
@@ -454,3 +434,12 @@ async def test_the_real_client_gives_the_general_paths_events(chunking: str) -> 
     # Cancelled mid-stream, past the template's first reads: the same first events.
     cut = await _client_events(WireResponse(stream, chunking=split), "learning", len(general) - 20)
     assert cut == general[:-20]
+
+
+async def _run(
+    mapper: ChatStreamMapper, body: bytes, sizes: Iterable[int], limit: int
+) -> list[str]:
+    # A call without an id gets a random one: made the same on every path.
+    return await mapped_events(
+        mapper, body, sizes, limit=limit, clean=lambda shown: _MADE_UP_ID.sub("call_?", shown)
+    )

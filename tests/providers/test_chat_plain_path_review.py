@@ -18,7 +18,7 @@ from test_stream_path_review import GeneralChat
 from llm_worker._json import json_type
 from llm_worker.messages import Origin
 from llm_worker.providers.openai_chat import ChatStreamMapper
-from support.chat_streams import mapped_events, recorded_chat_streams
+from support.mapped_streams import mapped_events, recorded_chat_streams
 
 pytestmark = pytest.mark.anyio
 

@@ -25,7 +25,7 @@ from llm_worker.providers._openai_chat_template import chat_text_template, place
 from llm_worker.providers._template import ByteTemplate
 from llm_worker.providers.openai_chat import ChatStreamMapper
 from support import recorded
-from support.chat_streams import mapped_events
+from support.mapped_streams import mapped_events
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ import random
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import anyio
@@ -26,11 +26,10 @@ from hypothesis import strategies as st
 from llm_worker.errors import ProviderError
 from llm_worker.messages import Message, Origin, Request
 from llm_worker.providers import OpenAIChatClient, _openai_chat_template
-from llm_worker.providers._blocks import drive
 from llm_worker.providers._http import RetryPolicy
 from llm_worker.providers.openai_chat import ChatStreamMapper
 from llm_worker.testing import Chunking, WireResponse, WireServer
-from support.chat_streams import recorded_chat_streams
+from support.mapped_streams import mapped_events, recorded_chat_streams
 
 pytestmark = pytest.mark.anyio
 
@@ -65,8 +64,8 @@ _USAGE = (
 _MADE_UP_ID = re.compile(r"call_[0-9a-f]{24}")
 
 
-def _shown(event: object) -> str:
-    return _MADE_UP_ID.sub("call_made_up", repr(event))
+def _clean(shown: str) -> str:
+    return _MADE_UP_ID.sub("call_made_up", shown)
 
 
 class _Reference(ChatStreamMapper):
@@ -99,32 +98,13 @@ def _learnt(shape: bytes, *hostile: bytes) -> bytes:
     return _sse([_ROLE, *texts, *hostile, _text(shape, "sat.", "p333"), _FINISH])
 
 
-async def _run(mapper: ChatStreamMapper, body: bytes, sizes: Iterable[int]) -> list[str]:
-    async def chunks() -> AsyncIterator[bytes]:
-        at = 0
-        for size in itertools.cycle(sizes):
-            if at >= len(body):
-                return
-            yield body[at : at + size]
-            at += size
-
-    seen: list[str] = []
-    with anyio.fail_after(30):
-        try:
-            async for event in drive(chunks(), mapper, provider="p", max_answer_chars=10**9):
-                seen.append(_shown(event))
-        except ProviderError as exc:
-            seen.append(_shown(f"{type(exc).__name__}: {exc}"))
-    return seen
-
-
 async def _compare(body: bytes, sizes: Iterable[int] = (10**8,)) -> ChatStreamMapper:
     """Assert the template's events are the reference's; the mapper that had the template."""
     sizes = tuple(sizes)
     origin = Origin("p", "m")
     mapper = ChatStreamMapper(origin=origin)
-    fast = await _run(mapper, body, sizes)
-    reference = await _run(_Reference(origin=origin), body, sizes)
+    fast = await mapped_events(mapper, body, sizes, clean=_clean)
+    reference = await mapped_events(_Reference(origin=origin), body, sizes, clean=_clean)
     assert fast == reference
     return mapper
 
@@ -556,11 +536,11 @@ async def _client_events(
                 stream = client.stream(Request([Message.user("hi")]))
                 try:
                     async for event in stream:
-                        seen.append(_shown(event))
+                        seen.append(_clean(repr(event)))
                         if stop_after is not None and len(seen) == stop_after:
                             break  # the caller stops reading mid-stream
                 except ProviderError as exc:
-                    seen.append(_shown(f"{type(exc).__name__}: {exc}"))
+                    seen.append(_clean(f"{type(exc).__name__}: {exc}"))
                 finally:
                     await stream.aclose()  # pyright: ignore[reportAttributeAccessIssue]
         finally:

@@ -11,21 +11,19 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_worker.errors import ProviderError
 from llm_worker.messages import Origin
 from llm_worker.providers import gemini
-from llm_worker.providers._blocks import drive
 from llm_worker.providers._gemini_ids import CallIds
 from llm_worker.providers._gemini_template import gemini_text_template
 from llm_worker.providers.gemini import _GeminiMapper  # pyright: ignore[reportPrivateUsage]
 from support import recorded
+from support.mapped_streams import mapped_events
 
 pytestmark = pytest.mark.anyio
 
@@ -52,20 +50,10 @@ def _sse(events: list[bytes]) -> bytes:
 
 
 async def _events(body: bytes, size: int, learns: bool) -> tuple[list[str], _GeminiMapper]:
-    async def pieces() -> AsyncIterator[bytes]:
-        for at in range(0, len(body), size):
-            yield body[at : at + size]
-
     mapper = _GeminiMapper(CallIds([]), Origin("gemini", "m"))
     if not learns:
         mapper._tries = 0  # pyright: ignore[reportPrivateUsage]
-    seen: list[str] = []
-    try:
-        async for event in drive(pieces(), mapper, provider="gemini", max_answer_chars=10**9):
-            seen.append(repr(event))
-    except ProviderError as exc:
-        seen.append(f"{type(exc).__name__}: {exc}")
-    return seen, mapper
+    return await mapped_events(mapper, body, size, provider="gemini"), mapper
 
 
 async def _same(body: bytes, size: int = 10**7) -> _GeminiMapper:

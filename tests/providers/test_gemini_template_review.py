@@ -30,6 +30,7 @@ from llm_worker.providers._http import RetryPolicy
 from llm_worker.providers.gemini import GeminiClient, _GeminiMapper
 from llm_worker.testing import Chunking, WireResponse, WireServer
 from support import recorded
+from support.mapped_streams import mapped_events
 
 pytestmark = pytest.mark.anyio
 
@@ -64,23 +65,10 @@ def _template_of(mapper: _GeminiMapper) -> object:
 
 
 async def _events(body: bytes, sizes: list[int], learns: bool) -> tuple[list[str], _GeminiMapper]:
-    async def pieces() -> AsyncIterator[bytes]:
-        at, turn = 0, 0
-        while at < len(body):
-            size = sizes[turn % len(sizes)]
-            yield body[at : at + size]
-            at, turn = at + size, turn + 1
-
     mapper = _GeminiMapper(CallIds([]), Origin("gemini", "m"))
     if not learns:
         mapper._tries = 0  # pyright: ignore[reportPrivateUsage]
-    seen: list[str] = []
-    try:
-        async for event in drive(pieces(), mapper, provider="gemini", max_answer_chars=10**9):
-            seen.append(repr(event))
-    except ProviderError as exc:
-        seen.append(f"{type(exc).__name__}: {exc}")
-    return seen, mapper
+    return await mapped_events(mapper, body, sizes, provider="gemini"), mapper
 
 
 async def _compare(body: bytes, sizes: list[int] | None = None) -> _GeminiMapper:

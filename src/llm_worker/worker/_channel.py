@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol, cast
 
 import anyio
 
-__all__ = ("BUFFERED_MAX", "Channel", "Loan", "Reached", "Settable", "channel_of")
+from llm_worker.state import RunCompleted
+
+__all__ = ("BUFFERED_MAX", "Channel", "Loan", "Reached", "Settable", "channel_of", "drive_run")
 
 BUFFERED_MAX = 1024
 """Events of sub-agents (and of a handoff's Worker) a reader may have unread before they wait.
@@ -224,3 +226,23 @@ def channel_of(sinks: list[Callable[[Any], None]]) -> Channel | None:
         if isinstance(owner, Channel):  # a trio stream's too
             return owner
     return None
+
+
+async def drive_run(
+    start: Callable[[Callable[[Any], None]], Awaitable[Any]], channel: Channel
+) -> None:
+    """Run a stream's run into `channel`: its events, then its result (or error), then None.
+
+    The run's task on either loop (asyncio's, or `_stream_trio`'s under trio). A function,
+    not a `RunStream` method: the run's task must not keep its RunStream alive (see
+    `RunStream.__del__`).
+    """
+    put = channel.sink
+    try:
+        put(RunCompleted(await start(put)))
+    except anyio.get_cancelled_exc_class():
+        raise  # the stream was closed (or the loop's run is ending): its reader ends
+    except BaseException as exc:  # handed to the reader, who re-raises it
+        put(exc)
+    finally:
+        put(None)

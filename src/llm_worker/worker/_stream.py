@@ -23,7 +23,14 @@ import anyio
 from llm_worker.errors import ConfigurationError
 from llm_worker.events import Event
 from llm_worker.state import OutputT, RunCompleted, RunEvent, RunResult
-from llm_worker.worker._channel import BUFFERED_MAX, Channel, Loan, Reached, channel_of
+from llm_worker.worker._channel import (
+    BUFFERED_MAX,
+    Channel,
+    Loan,
+    Reached,
+    channel_of,
+    drive_run,
+)
 from llm_worker.worker._stream_trio import Detached, begin
 
 __all__ = (
@@ -172,7 +179,7 @@ class RunStream(Generic[OutputT]):
             # channel keeps the buffer (`__anext__` holds it), and is never lent.
             self._channel, task = begin(self._start, self._channel)
             return task
-        return asyncio.ensure_future(_drive(self._start, self._channel))
+        return asyncio.ensure_future(drive_run(self._start, self._channel))
 
     async def _failed_step(self, loan: Loan, exc: BaseException) -> None:
         """A step of the lent iterator raised: hand it to the run, or end the run and raise."""
@@ -242,21 +249,6 @@ class RunStream(Generic[OutputT]):
             loop = task.get_loop()
             if not loop.is_closed():  # a collection may run in another thread
                 loop.call_soon_threadsafe(self._channel.orphan)
-
-
-async def _drive(
-    start: Callable[[Callable[[Any], None]], Awaitable[Any]], channel: Channel
-) -> None:
-    # Not a method: the run's task must not keep its RunStream alive (see RunStream.__del__).
-    put = channel.sink
-    try:
-        put(RunCompleted(await start(put)))
-    except asyncio.CancelledError:
-        raise  # the stream was closed: its reader ends, it was not cancelled itself
-    except BaseException as exc:  # handed to the reader, who re-raises it
-        put(exc)
-    finally:
-        put(None)
 
 
 def _second_reader() -> ConfigurationError:

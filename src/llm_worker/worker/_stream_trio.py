@@ -25,8 +25,7 @@ import anyio
 import sniffio
 
 from llm_worker.errors import ConfigurationError
-from llm_worker.state import RunCompleted
-from llm_worker.worker._channel import Channel, Reached
+from llm_worker.worker._channel import Channel, Reached, drive_run
 
 __all__ = ("Detached", "TrioChannel", "begin")
 
@@ -173,19 +172,4 @@ def begin(
         )
     ours = TrioChannel()
     ours.buffer = channel.buffer  # the reader's loop (`RunStream.__anext__`) holds this deque
-    return ours, Detached(lambda: _drive(start, ours))
-
-
-async def _drive(
-    start: Callable[[Callable[[Any], None]], Awaitable[Any]], channel: Channel
-) -> None:
-    # As `_stream._drive`, with trio's cancellation; the run's task holds no RunStream.
-    put = channel.sink
-    try:
-        put(RunCompleted(await start(put)))
-    except anyio.get_cancelled_exc_class():
-        raise  # the stream was closed (or trio's run is ending): its reader ends
-    except BaseException as exc:  # handed to the reader, who re-raises it
-        put(exc)
-    finally:
-        put(None)
+    return ours, Detached(lambda: drive_run(start, ours))
